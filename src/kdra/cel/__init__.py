@@ -1,0 +1,1 @@
+"""The DRA CEL environment (device.driver/attributes/capacity/allowMultipleAllocations)."""

@@ -1,0 +1,1 @@
+"""The `kdra` command: thin wiring, no logic of its own."""

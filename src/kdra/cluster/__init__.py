@@ -1,0 +1,1 @@
+"""The object store: get/list/watch/create/update/delete with resourceVersion and conflicts."""

@@ -1,0 +1,1 @@
+"""Hardware catalog and DRA drivers that publish ResourceSlices (simulated or discovered through NVML)."""

@@ -1,0 +1,21 @@
+"""Errors every layer may raise; the CLI maps them to exit codes without printing a traceback."""
+
+from __future__ import annotations
+
+
+class KdraError(Exception):
+    """Base of all errors kdra reports to users. `exit_code` is what the CLI exits with."""
+
+    exit_code = 2
+
+
+class InputError(KdraError):
+    """Invalid input or usage: malformed files, objects that fail validation, unknown names."""
+
+    exit_code = 2
+
+
+class AllocationError(KdraError):
+    """An allocation error in upstream's sense (CEL runtime error, claim limit, All over an incomplete pool)."""
+
+    exit_code = 3

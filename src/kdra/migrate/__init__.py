@@ -1,0 +1,1 @@
+"""Conversion of device-plugin manifests (nvidia.com/gpu: N) to DRA ResourceClaims."""

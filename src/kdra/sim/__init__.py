@@ -1,0 +1,1 @@
+"""Workloads, the discrete-event simulation, metrics and reports."""
