@@ -362,6 +362,8 @@ def test_hostile_inputs_do_not_hang() -> None:
 def test_print_parse_roundtrip(nanos: int, fmt: str) -> None:
     q = Quantity.from_nanos(nanos, fmt)
     back = Quantity.parse(str(q))
+    if fmt == BINARY_SI and abs(nanos) > MAX_INT64 * 10**9:
+        return  # parse caps BinarySI at 2^63-1, as upstream does (kubernetes#140674)
     assert back == q
 
 
