@@ -1,0 +1,626 @@
+"""A real Kubernetes 1.36 control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler, with no kubelet.
+
+`ensure_binaries()` builds (or reuses) the upstream binaries with hack/k8s/build.sh; `ControlPlane`
+generates certificates, starts the four processes on free loopback ports, writes a kubeconfig, waits
+until they are ready and stops exactly the processes it started (each runs in its own process group and
+also dies with the Python process that started it). Nodes are plain API objects: `make_node` /
+`create_node` give Ready nodes without the not-ready taint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kdra.testing.kube import KubeClient, KubeError, Obj, wait_for
+
+K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+
+# Feature gates of kube-apiserver, kube-controller-manager and kube-scheduler 1.36 as kdra's allocator
+# assumes them. Everything not listed keeps its 1.36 default (DRA GA; DRAPrioritizedList GA;
+# DRAAdminAccess GA and locked; DRAConsumableCapacity, DRADeviceTaints, DRAPartitionableDevices,
+# DRADeviceBindingConditions, DRAExtendedResource, DRAResourceClaimDeviceStatus beta and on).
+# DRADeviceTaintRules is beta but off, because its API (resource.k8s.io/v1beta2 DeviceTaintRule) is off
+# by default: we turn both on so device-taint cases can run.
+DEFAULT_FEATURE_GATES: dict[str, bool] = {
+    "DRADeviceTaintRules": True,
+    "DRAListTypeAttributes": False,
+}
+DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
+
+SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
+CLUSTER_CIDR = "10.64.0.0/16"
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+def repo_root() -> Path:
+    """The source checkout this (editable) package lives in, or KDRA_REPO_ROOT."""
+    env = os.environ.get("KDRA_REPO_ROOT")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "hack" / "k8s" / "build.sh").is_file():
+            return parent
+    raise ControlPlaneError(
+        "cannot find hack/k8s/build.sh above " + str(here) + "; set KDRA_REPO_ROOT to the kdra checkout "
+        "or KDRA_K8S_BIN_DIR to a directory holding " + ", ".join(K8S_BINARIES)
+    )
+
+
+def ensure_binaries(log: IO[str] | None = None) -> Path:
+    """Build or reuse the control-plane binaries; return their directory.
+
+    KDRA_K8S_BIN_DIR, when set, names a directory of prebuilt binaries and skips the build. Otherwise
+    hack/k8s/build.sh runs (a no-op when its cache is current); its progress goes to `log` (default:
+    stderr). Raises ControlPlaneError with the build's last lines when it fails.
+    """
+    prebuilt = os.environ.get("KDRA_K8S_BIN_DIR")
+    if prebuilt:
+        d = Path(prebuilt)
+        missing = [b for b in K8S_BINARIES if not os.access(d / b, os.X_OK)]
+        if missing:
+            raise ControlPlaneError(f"KDRA_K8S_BIN_DIR={d} lacks executable {', '.join(missing)}")
+        return d
+    script = repo_root() / "hack" / "k8s" / "build.sh"
+    out = log or sys.stderr
+    proc = subprocess.Popen(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        out.write(line)
+        out.flush()
+    rc = proc.wait()
+    if rc != 0:
+        tail = "".join(lines[-40:])
+        raise ControlPlaneError(
+            f"{script} failed with exit code {rc}; the Kubernetes-mode (e2e) tests need its binaries.\n{tail}"
+        )
+    d = Path(lines[-1].strip()) if lines else Path()
+    missing = [b for b in K8S_BINARIES if not os.access(d / b, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{script} reported {d}, which lacks {', '.join(missing)}")
+    return d
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# -- certificates ---------------------------------------------------------------------------------------
+@dataclass
+class Certs:
+    ca_cert: Path
+    ca_key: Path
+    server_cert: Path
+    server_key: Path
+    sa_key: Path
+    sa_pub: Path
+    token_file: Path
+    token: str
+
+
+def generate_certs(directory: Path) -> Certs:
+    """A CA, a serving certificate for 127.0.0.1/localhost, a service-account key pair and a static
+    token for an admin user in system:masters."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    not_before = now - datetime.timedelta(hours=1)
+    not_after = now + datetime.timedelta(days=30)
+
+    def write_key(path: Path, key: Any) -> None:
+        path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        path.chmod(0o600)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kdra-test-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.DNSName("kubernetes.default.svc.cluster.local"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+    ]
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    certs = Certs(
+        ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
+        server_cert=directory / "apiserver.crt",
+        server_key=directory / "apiserver.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+        token_file=directory / "tokens.csv",
+        token=secrets.token_hex(24),
+    )
+    certs.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    write_key(certs.ca_key, ca_key)
+    certs.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    write_key(certs.server_key, server_key)
+    write_key(certs.sa_key, sa_key)
+    certs.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    certs.token_file.write_text(f'{certs.token},kdra-admin,kdra-admin,"system:masters"\n')
+    certs.token_file.chmod(0o600)
+    return certs
+
+
+def write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None:
+    # JSON is valid YAML, and needs no YAML library here.
+    import json
+
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "kdra-test", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": "kdra-admin", "user": {"token": token}}],
+        "contexts": [{"name": "kdra-test", "context": {"cluster": "kdra-test", "user": "kdra-admin"}}],
+        "current-context": "kdra-test",
+    }
+    path.write_text(json.dumps(cfg, indent=2) + "\n")
+    path.chmod(0o600)
+
+
+# -- processes ------------------------------------------------------------------------------------------
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask Linux to SIGTERM the child when the Python process that started it dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+@dataclass
+class Component:
+    name: str
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    def start(self, env: Mapping[str, str] | None = None) -> None:
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log.write(f"# {' '.join(self.args)}\n".encode())
+        self._log.flush()
+        self.proc = subprocess.Popen(
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group: stop() signals exactly this group
+            preexec_fn=_die_with_parent,
+            env=dict(env) if env is not None else None,
+        )
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ControlPlaneError(
+                f"{self.name} exited with code {self.proc.returncode}; last log lines:\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 15.0) -> None:
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            pgid = proc.pid  # start_new_session: the child leads its own group, pgid == pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+                proc.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@dataclass
+class ControlPlaneConfig:
+    feature_gates: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
+    runtime_config: tuple[str, ...] = DEFAULT_RUNTIME_CONFIG
+    # Client rate limits of kube-scheduler and kube-controller-manager. Upstream's defaults (qps 50 /
+    # burst 100 for the scheduler, 20/30 for kcm) cap end-to-end throughput; both get the same high values.
+    kube_api_qps: int = 500
+    kube_api_burst: int = 1000
+    verbosity: int = 2
+    extra_apiserver_args: tuple[str, ...] = ()
+    extra_scheduler_args: tuple[str, ...] = ()
+    extra_controller_manager_args: tuple[str, ...] = ()
+
+    def feature_gates_arg(self) -> str:
+        return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.feature_gates.items()))
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler on 127.0.0.1."""
+
+    def __init__(self, bin_dir: Path, work_dir: Path, config: ControlPlaneConfig | None = None) -> None:
+        self.bin_dir = Path(bin_dir)
+        self.work_dir = Path(work_dir)
+        self.config = config or ControlPlaneConfig()
+        self.components: dict[str, Component] = {}
+        self.certs: Certs | None = None
+        self.server = ""
+        self.kubeconfig = self.work_dir / "kubeconfig"
+        self.etcd_port = 0
+        self.apiserver_port = 0
+        self.kcm_port = 0
+        self.scheduler_port = 0
+        self.startup_seconds = 0.0
+
+    # -- life cycle ------------------------------------------------------------------------------------
+    def start(self, timeout: float = 180.0) -> ControlPlane:
+        t0 = time.monotonic()
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _start(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        logs = self.work_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        certs = self.certs = generate_certs(self.work_dir / "pki")
+        self.etcd_port, peer_port = free_port(), free_port()
+        self.apiserver_port, self.kcm_port, self.scheduler_port = free_port(), free_port(), free_port()
+        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        write_kubeconfig(self.kubeconfig, self.server, certs.ca_cert, certs.token)
+        cfg = self.config
+        gates = cfg.feature_gates_arg()
+        b = self.bin_dir
+
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        self._add(
+            "etcd",
+            [
+                str(b / "etcd"),
+                "--name=kdra-test",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=kdra-test={peer_url}",
+                "--unsafe-no-fsync",  # test data only: durability is not needed, speed is
+                "--log-level=warn",
+            ],
+        )
+        self.components["etcd"].start()
+        self._wait_http(f"{etcd_url}/health", "etcd", deadline, component="etcd")
+
+        apiserver = [
+            str(b / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={self.work_dir / 'pki'}",
+            f"--tls-cert-file={certs.server_cert}",
+            f"--tls-private-key-file={certs.server_key}",
+            f"--client-ca-file={certs.ca_cert}",
+            f"--token-auth-file={certs.token_file}",
+            f"--service-account-key-file={certs.sa_pub}",
+            f"--service-account-signing-key-file={certs.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            # No kubelet and no node-lifecycle controller: the not-ready taint would never go away.
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            f"--feature-gates={gates}",
+            f"--runtime-config={','.join(cfg.runtime_config)}",
+            f"--v={cfg.verbosity}",
+            *cfg.extra_apiserver_args,
+        ]
+        self._add("kube-apiserver", apiserver)
+        self.components["kube-apiserver"].start()
+        client = self.client()
+        self._wait(
+            lambda: client.request("GET", "/readyz", timeout=5) == "ok",
+            "kube-apiserver /readyz",
+            deadline,
+        )
+
+        common = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            f"--kube-api-qps={cfg.kube_api_qps}",
+            f"--kube-api-burst={cfg.kube_api_burst}",
+            f"--feature-gates={gates}",
+            f"--v={cfg.verbosity}",
+        ]
+        kcm = [
+            str(b / "kube-controller-manager"),
+            *common,
+            f"--secure-port={self.kcm_port}",
+            f"--cert-dir={self.work_dir / 'kcm-pki'}",
+            # All but node-lifecycle, which would taint and evict our kubelet-less nodes.
+            "--controllers=*,-node-lifecycle-controller",
+            f"--service-account-private-key-file={certs.sa_key}",
+            f"--root-ca-file={certs.ca_cert}",
+            f"--cluster-signing-cert-file={certs.ca_cert}",
+            f"--cluster-signing-key-file={certs.ca_key}",
+            f"--cluster-cidr={CLUSTER_CIDR}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            *cfg.extra_controller_manager_args,
+        ]
+        sched = [
+            str(b / "kube-scheduler"),
+            *common,
+            f"--secure-port={self.scheduler_port}",
+            f"--cert-dir={self.work_dir / 'scheduler-pki'}",
+            *cfg.extra_scheduler_args,
+        ]
+        self._add("kube-controller-manager", kcm)
+        self._add("kube-scheduler", sched)
+        self.components["kube-controller-manager"].start()
+        self.components["kube-scheduler"].start()
+        self._wait_http(
+            f"https://127.0.0.1:{self.kcm_port}/healthz",
+            "kube-controller-manager",
+            deadline,
+            component="kube-controller-manager",
+        )
+        self._wait_http(
+            f"https://127.0.0.1:{self.scheduler_port}/healthz",
+            "kube-scheduler",
+            deadline,
+            component="kube-scheduler",
+        )
+        # Pods are rejected until the service-account controller has made the default ServiceAccount.
+        self._wait(
+            lambda: client.get("ServiceAccount", "default", "default"),
+            "the default ServiceAccount",
+            deadline,
+        )
+
+    def stop(self) -> None:
+        """Stop exactly the processes this object started, newest first."""
+        errors = []
+        for name in reversed(list(self.components)):
+            try:
+                self.components[name].stop()
+            except Exception as e:  # keep stopping the others
+                errors.append(f"{name}: {e}")
+        if errors:
+            raise ControlPlaneError("; ".join(errors))
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def client(self) -> KubeClient:
+        if self.certs is None:
+            raise ControlPlaneError("control plane not started")
+        return KubeClient(self.server, self.certs.token, str(self.certs.ca_cert))
+
+    def check_alive(self) -> None:
+        for c in self.components.values():
+            c.check_alive()
+
+    def logs(self, lines: int = 30) -> str:
+        return "\n".join(f"== {n}\n{c.log_tail(lines)}" for n, c in self.components.items())
+
+    def _add(self, name: str, args: list[str]) -> None:
+        self.components[name] = Component(name, args, self.work_dir / "logs" / f"{name}.log")
+
+    def _wait(self, fn: Any, what: str, deadline: float) -> None:
+        def probe() -> Any:
+            self.check_alive()
+            return fn()
+
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            wait_for(probe, remaining, what, interval=0.1)
+        except TimeoutError as e:
+            raise ControlPlaneError(f"{e}\n{self.logs()}") from None
+
+    def _wait_http(self, url: str, what: str, deadline: float, component: str) -> None:
+        import ssl
+        import urllib.request
+
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # only a liveness probe of a component we just started
+
+        def ok() -> bool:
+            try:
+                with urllib.request.urlopen(url, context=ctx, timeout=3) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+
+        self._wait(ok, f"{what} health ({url})", deadline)
+
+
+# -- nodes ----------------------------------------------------------------------------------------------
+def make_node(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str] | None = None,
+) -> Obj:
+    """A Ready Node with status (capacity, allocatable) and no taints, as a kubelet would report it."""
+    cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    cap.update(capacity or {})
+    node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    node_labels.update(labels or {})
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": {},
+        "status": {
+            "capacity": dict(cap),
+            "allocatable": dict(cap),
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kdra test node (no kubelet)",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "addresses": [{"type": "Hostname", "address": name}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "v1.36.3",
+                "kubeProxyVersion": "",
+                "bootID": "",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "machineID": "",
+                "osImage": "",
+                "systemUUID": "",
+            },
+        },
+    }
+
+
+def create_node(
+    client: KubeClient,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    capacity: Mapping[str, str] | None = None,
+) -> Obj:
+    """Create a Ready, untainted Node (status written through the status subresource)."""
+    node = make_node(name, labels, capacity)
+    created = client.create(node)
+    created["status"] = node["status"]
+    updated = client.replace(created, subresource="status")
+    if updated.get("spec", {}).get("taints"):
+        updated = client.patch("Node", name, {"spec": {"taints": None}})
+    return updated
+
+
+def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> None:
+    """Delete with grace period 0 (pods bound to kubelet-less nodes never finish terminating otherwise)."""
+    with contextlib.suppress(KubeError):
+        client.delete(kind, name, namespace, grace_period=0)
+
+
+@contextlib.contextmanager
+def running_control_plane(
+    work_dir: Path, config: ControlPlaneConfig | None = None, log: IO[str] | None = None
+) -> Iterator[ControlPlane]:
+    """Build-or-reuse the binaries, start a control plane in work_dir, stop it on exit."""
+    bin_dir = ensure_binaries(log)
+    cp = ControlPlane(bin_dir, work_dir, config)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

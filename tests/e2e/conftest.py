@@ -1,0 +1,79 @@
+"""Fixtures for the Kubernetes-mode (e2e) tests: one real control plane per pytest session.
+
+The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36 on 127.0.0.1)
+is built on first use by hack/k8s/build.sh (binaries cached in ~/.cache/kdra/k8s/<version>) and
+started once per session. Run these tests serially (`make e2e`, or `pytest -m e2e -p no:xdist`):
+under xdist each worker would start a control plane of its own. A failed build makes every e2e test
+error with the build's output; unit tests are unaffected.
+
+Environment: KDRA_K8S_BIN_DIR (prebuilt binaries, skip the build), KDRA_E2E_KEEP=1 (keep the work
+directory with logs, certificates and kubeconfig after the session).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
+from kdra.testing.kube import KubeClient
+
+E2E_DIR = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    # Show the (possibly long) build's progress on the terminal instead of capturing it.
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            bin_dir = ensure_binaries(sys.stderr)
+    else:
+        bin_dir = ensure_binaries(sys.stderr)
+    work = tmp_path_factory.mktemp("controlplane")
+    cp = ControlPlane(bin_dir, work)
+    cp.start()
+    sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+        if os.environ.get("KDRA_E2E_KEEP"):
+            sys.stderr.write(f"\ncontrol plane logs kept in {work}\n")
+        else:
+            shutil.rmtree(work / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: ControlPlane) -> KubeClient:
+    return control_plane.client()
+
+
+@pytest.fixture
+def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace per test, its pods force-deleted afterwards (no kubelet finishes them)."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    # The service-account controller creates the namespace's default ServiceAccount; pods wait for it.
+    from kdra.testing.kube import wait_for
+
+    wait_for(lambda: kube.get("ServiceAccount", "default", name), 60, f"ServiceAccount {name}/default")
+    yield name
+    for pod in kube.list("Pod", name):
+        force_delete(kube, "Pod", pod["metadata"]["name"], name)
+    kube.delete("Namespace", name)
+    control_plane.check_alive()
