@@ -1,0 +1,256 @@
+"""Reading and writing Kubernetes objects as YAML or JSON, the way kubectl reads and prints them.
+
+Objects stay plain dicts (nothing is converted), so dump(load(x)) keeps every field, known or not.
+Every problem is an `InputError` naming the file, the document and the line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kdra.errors import InputError
+
+try:  # libyaml is several times faster; fall back to the pure-Python classes where it is missing
+    from yaml import CSafeDumper as _BaseDumper
+    from yaml import CSafeLoader as _BaseLoader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeDumper as _BaseDumper  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class _Loader(_BaseLoader):
+    """Safe loader that keeps timestamps as strings: Kubernetes serves them as strings, and a
+    datetime would not survive a JSON dump."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != _TIMESTAMP_TAG]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
+
+
+class _Dumper(_BaseDumper):
+    """Safe dumper that also quotes strings YAML 1.2 readers (kubectl, go-yaml) would take for
+    numbers, such as the quantity "1e3"; PyYAML itself follows YAML 1.1 and would leave them bare."""
+
+
+_Dumper.yaml_implicit_resolvers = {k: list(v) for k, v in _BaseDumper.yaml_implicit_resolvers.items()}
+_Dumper.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"
+    ),
+    list("-+0123456789."),
+)
+_Dumper.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^0o[0-7]+$|^[-+]?0x[0-9a-fA-F]+$"), list("-+0")
+)
+
+
+def _doc_start_lines(text: str) -> list[int]:
+    """1-based line where each YAML document starts (approximate: at each `---` line)."""
+    starts: list[int] = []
+    seen_content = False
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        content = not seen_content and line.strip() and not line.lstrip().startswith(("#", "%"))
+        if line.startswith("---") or content:
+            starts.append(lineno)
+            seen_content = True
+    return starts or [1]
+
+
+def _type_name(value: object) -> str:
+    """JSON's name for a Python value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _check_object(obj: object, where: str) -> dict[str, Any]:
+    """A document must be a mapping with apiVersion and kind (strings), as the API server requires."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a Kubernetes object (a mapping), got a {_type_name(obj)}")
+    missing = [k for k in ("apiVersion", "kind") if not obj.get(k)]
+    if missing:
+        raise InputError(f"{where}: missing {' and '.join(missing)} (every object needs apiVersion and kind)")
+    for key in ("apiVersion", "kind"):
+        if not isinstance(obj[key], str):
+            raise InputError(f"{where}: {key} must be a string, got a {_type_name(obj[key])}")
+    return obj
+
+
+def _flatten(obj: dict[str, Any], where: str) -> Iterator[dict[str, Any]]:
+    """`kind: List` (kubectl get -o yaml) and typed lists (ResourceClaimList from the API) yield
+    their items; typed-list items lack apiVersion/kind, which the list supplies."""
+    kind = obj["kind"]
+    if kind != "List" and not kind.endswith("List"):
+        yield obj
+        return
+    items = obj.get("items")
+    if items is None:
+        return
+    if not isinstance(items, list):
+        raise InputError(f"{where}: items must be a list, got a {_type_name(items)}")
+    item_kind = "" if kind == "List" else kind[: -len("List")]
+    for i, item in enumerate(items):
+        item_where = f"{where}, items[{i}]"
+        if isinstance(item, dict) and item_kind:
+            item.setdefault("apiVersion", obj["apiVersion"])
+            item.setdefault("kind", item_kind)
+        checked = _check_object(item, item_where)
+        yield from _flatten(checked, item_where)
+
+
+def _mark_line(err: yaml.YAMLError) -> int | None:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    return None if mark is None else int(mark.line) + 1
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    problem = getattr(err, "problem", None)
+    context = getattr(err, "context", None)
+    if problem:
+        return f"{context}, {problem}" if context else str(problem)
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _looks_like_json(text: str) -> bool:
+    stripped = text.lstrip()
+    return stripped.startswith(("{", "["))
+
+
+def load_text(text: str, source: str = "<input>") -> list[dict[str, Any]]:
+    """Parse multi-document YAML or JSON into objects, flattening lists. Raises InputError."""
+    if _looks_like_json(text):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{source}: line {e.lineno}: invalid JSON: {e.msg}") from None
+        except RecursionError:
+            raise InputError(f"{source}: invalid JSON: nested too deeply") from None
+        docs: list[object] = data if isinstance(data, list) else [data]
+        out: list[dict[str, Any]] = []
+        for i, doc in enumerate(docs, start=1):
+            where = f"{source}: document {i}" if isinstance(data, list) else f"{source}"
+            out.extend(_flatten(_check_object(doc, where), where))
+        return out
+
+    starts = _doc_start_lines(text)
+    out = []
+    docno = 0
+    try:
+        for doc in yaml.load_all(text, Loader=_Loader):
+            docno += 1
+            if doc is None:  # an empty document (a trailing `---`, or only comments)
+                continue
+            line = starts[docno - 1] if docno - 1 < len(starts) else None
+            where = f"{source}: document {docno}" + (f" (line {line})" if line else "")
+            out.extend(_flatten(_check_object(doc, where), where))
+    except yaml.YAMLError as e:
+        line = _mark_line(e)
+        at = f", line {line}" if line else ""
+        raise InputError(f"{source}: document {docno + 1}{at}: invalid YAML: {_yaml_problem(e)}") from None
+    except RecursionError:
+        raise InputError(f"{source}: document {docno + 1}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError) as e:  # e.g. an unhashable mapping key
+        raise InputError(f"{source}: document {docno + 1}: invalid YAML: {e}") from None
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file or directory") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def _expand(path: Path) -> list[Path]:
+    """A folder becomes its *.yaml/*.yml/*.json files, recursively, in name order."""
+    if path.is_dir():
+        found = [
+            Path(root) / f
+            for root, _dirs, files in os.walk(path)
+            for f in files
+            if f.endswith(YAML_SUFFIXES) and not f.startswith(".")
+        ]
+        return sorted(found)
+    return [path]
+
+
+def load_paths(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """Load every file, folder (recursed) or `-` (stdin), in the order given."""
+    out: list[dict[str, Any]] = []
+    for p in paths:
+        if str(p) == "-":
+            try:
+                text = sys.stdin.read()
+            except UnicodeDecodeError:
+                raise InputError("<stdin>: not UTF-8 text") from None
+            out.extend(load_text(text, "<stdin>"))
+            continue
+        path = Path(p)
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+        for f in _expand(path):
+            out.extend(load_text(_read(f), str(f)))
+    return out
+
+
+def dump_yaml(objs: Iterable[dict[str, Any]] | dict[str, Any]) -> str:
+    """Multi-document YAML in kubectl's block style, key order kept; "" for no objects."""
+    if isinstance(objs, dict):
+        objs = [objs]
+    docs = [
+        yaml.dump(
+            obj,
+            Dumper=_Dumper,
+            default_flow_style=False,
+            sort_keys=False,
+            allow_unicode=True,
+            width=1 << 20,
+        )
+        for obj in objs
+    ]
+    return "---\n".join(docs)
+
+
+def dump_json(objs: Iterable[dict[str, Any]] | dict[str, Any]) -> str:
+    """One object as itself; several (or none) as a `v1 List`, as `kubectl get -o json` prints."""
+    if isinstance(objs, dict):
+        doc: dict[str, Any] = objs
+    else:
+        items = list(objs)
+        doc = items[0] if len(items) == 1 else {"apiVersion": "v1", "kind": "List", "items": items}
+    return json.dumps(doc, indent=4, ensure_ascii=False) + "\n"
+
+
+__all__ = ["dump_json", "dump_yaml", "load_paths", "load_text"]
