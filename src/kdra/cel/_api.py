@@ -1,0 +1,153 @@
+"""compile_selector, Program and the error types: the only place engine details meet callers."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from kdra.cel._compiler import CheckError, Compiler, Env
+from kdra.cel._device import CelDevice
+from kdra.cel._parser import ParseError, parse
+from kdra.cel._values import EvalError, type_of
+from kdra.errors import AllocationError, InputError
+
+# k8s.io/api/resource/v1 CELSelectorExpressionMaxCost and CELSelectorExpressionMaxLength
+CEL_SELECTOR_EXPRESSION_MAX_COST = 1_000_000
+CEL_SELECTOR_EXPRESSION_MAX_LENGTH = 10 * 1024
+
+
+class CELCompileError(InputError):
+    """The expression does not compile; str() is cel-go's text (compile.go prefixes 'compilation failed: ')."""
+
+    def __init__(self, message: str, expression: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.expression = expression
+
+
+class CELRuntimeError(AllocationError):
+    """Evaluation failed for one device; str() is cel-go's error text (e.g. 'no such key: foo')."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _display(src: str, pos: int, message: str) -> str:
+    """cel-go common.Error.ToDisplayString: location, message and a caret under the column."""
+    line = src.count("\n", 0, pos) + 1
+    line_start = src.rfind("\n", 0, pos) + 1
+    col = pos - line_start
+    line_end = src.find("\n", pos)
+    snippet = src[line_start : line_end if line_end >= 0 else len(src)]
+    out = f"ERROR: <input>:{line}:{col + 1}: {message}"
+    snippet = snippet.replace("\t", " ")
+    if any(ord(c) > 127 for c in snippet):
+        ind = "".join("\uff0e" if ord(c) > 127 else "." for c in snippet[:col])
+        caret = "\uff3e" if col < len(snippet) and ord(snippet[col]) > 127 else "^"
+    else:
+        ind = "." * col
+        caret = "^"
+    return f"{out}\n | {snippet}\n | {ind}{caret}"
+
+
+_CONVERSION = {
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "unsupported type conversion from 'double' to bool",
+    "string": "unsupported native conversion from string to 'bool'",
+}
+
+
+class Program:
+    """A compiled selector. matches() is safe to call from several threads."""
+
+    __slots__ = ("_fn", "_lists", "_nslots", "expression", "max_cost", "output_type")
+
+    def __init__(self, expression: str, fn: Any, nslots: int, output_type: str, lists: bool, max_cost: int):
+        self.expression = expression
+        self._fn = fn
+        self._nslots = nslots
+        self._lists = lists
+        self.output_type = output_type
+        self.max_cost = max_cost
+
+    def matches(self, device: CelDevice) -> bool:
+        """True/False for this device; CELRuntimeError (cel-go wording) for any evaluation error."""
+        if device.attributes is None:
+            device.prepare()
+        err = device._err_lists if self._lists else device._err_scalar
+        if err is not None:
+            raise CELRuntimeError(err)
+        frame: list[Any] = [device, CEL_SELECTOR_EXPRESSION_MAX_COST]
+        if self._nslots > 2:
+            frame.extend([None] * (self._nslots - 2))
+        try:
+            r = self._fn(frame)
+        except EvalError as e:
+            raise CELRuntimeError(e.message) from None
+        except RecursionError:
+            raise CELRuntimeError("max recursion depth exceeded") from None
+        if r is True or r is False:
+            return r
+        tn = type_of(r).name
+        detail = _CONVERSION.get(tn, f"type conversion error from '{tn}' to 'bool'")
+        raise CELRuntimeError(f"CEL result of type {tn} could not be converted to bool: {detail}")
+
+    def __repr__(self) -> str:
+        return f"Program({self.expression!r})"
+
+
+def _compile(expression: str, consumable_capacity: bool, list_type_attributes: bool) -> Program:
+    if len(expression.encode("utf-8")) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
+        raise CELCompileError(
+            f"Too long: may not be more than {CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes", expression
+        )
+    try:
+        ast = parse(expression)
+        env = Env(consumable_capacity, list_type_attributes)
+        comp = Compiler(env)
+        c = comp.compile(ast)
+    except (ParseError, CheckError) as e:
+        raise CELCompileError("compilation failed: " + _display(expression, e.pos, e.message), expression) from None
+    except RecursionError:
+        raise CELCompileError(
+            "compilation failed: ERROR: <input>:1:1: expression recursion limit exceeded", expression
+        ) from None
+    t = c.t
+    ok = t in ("bool", "any") or (list_type_attributes and t == "dyn")
+    if not ok:
+        shown = "google.protobuf.Any" if t == "any" else t
+        raise CELCompileError(f"must evaluate to bool or the unknown type, not {shown}", expression)
+    from kdra.cel._cost import estimate
+
+    return Program(expression, c.fn, comp.nslots, t, list_type_attributes, estimate(ast, env))
+
+
+@lru_cache(maxsize=4096)
+def _cached(expression: str, consumable_capacity: bool, list_type_attributes: bool) -> Program | CELCompileError:
+    try:
+        return _compile(expression, consumable_capacity, list_type_attributes)
+    except CELCompileError as e:
+        return e
+
+
+def compile_selector(
+    expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False
+) -> Program:
+    """Compile a DRA selector (cached by expression and environment).
+
+    consumable_capacity: DRAConsumableCapacity (declares device.allowMultipleAllocations).
+    list_type_attributes: DRAListTypeAttributes (list attributes, includes(), dyn results).
+    """
+    r = _cached(expression, consumable_capacity, list_type_attributes)
+    if isinstance(r, CELCompileError):
+        raise CELCompileError(r.message, r.expression)
+    return r
+
+
+def estimate_cost(expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False) -> int:
+    """Worst-case cost estimate of a selector (compile first; raises CELCompileError)."""
+    return compile_selector(
+        expression, consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes
+    ).max_cost

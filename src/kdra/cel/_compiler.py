@@ -1,0 +1,1091 @@
+"""Type-check a parsed CEL expression and compile it into nested Python closures.
+
+Each closure takes the evaluation frame `a`: a[0] is the CelDevice, a[1] the remaining cost budget, and
+a[2:] hold comprehension and cel.bind variables (slots assigned at compile time, so no name lookups at
+run time). Static types are strings in cel-go's spelling ("int", "list(string)", "map(string, dyn)").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kdra.cel import _functions as F
+from kdra.cel._parser import Call, Ident, Index, ListLit, Lit, MapLit, MessageLit, Node, Select
+from kdra.cel._values import (
+    TYPE_IDENTS,
+    CostExceeded,
+    EvalError,
+    UInt,
+    no_such_overload,
+)
+
+Fn = Callable[[list[Any]], Any]
+
+DEVICE_T = "kubernetes.DRADevice"
+Q = F.Q
+S = F.S
+DYN = frozenset(("dyn", "any"))
+PRIMITIVES = frozenset(("int", "uint", "double", "bool", "string", "bytes", "null_type", "type", Q, S))
+NUMERIC = frozenset(("int", "uint", "double"))
+
+
+class CheckError(Exception):
+    def __init__(self, message: str, pos: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+
+
+def base(t: str) -> str:
+    i = t.find("(")
+    return t if i < 0 else t[:i]
+
+
+def _params(t: str) -> list[str]:
+    inner = t[t.find("(") + 1 : -1]
+    out: list[str] = []
+    depth = 0
+    cur = ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        cur += ch
+    out.append(cur.strip())
+    return out
+
+
+def elem_type(t: str) -> str:
+    if t.startswith("list("):
+        return _params(t)[0]
+    return "dyn"
+
+
+def key_type(t: str) -> str:
+    if t.startswith("map("):
+        return _params(t)[0]
+    return "dyn"
+
+
+def value_type(t: str) -> str:
+    if t.startswith("map("):
+        return _params(t)[1]
+    return "dyn"
+
+
+def join_types(a: str, b: str) -> str:
+    if a == b:
+        return a
+    if a in DYN:
+        return a
+    if b in DYN:
+        return b
+    if a == "null_type":
+        return b
+    if b == "null_type":
+        return a
+    return "dyn"
+
+
+def _is_dyn(t: str) -> bool:
+    return t in DYN
+
+
+def _const(v: Any) -> Fn:
+    return lambda a: v
+
+
+class Compiled:
+    __slots__ = ("const", "fn", "is_const", "nodes", "t")
+
+    def __init__(self, fn: Fn, t: str, *, is_const: bool = False, const: Any = None, nodes: int = 1) -> None:
+        self.fn = fn
+        self.t = t
+        self.is_const = is_const
+        self.const = const
+        self.nodes = nodes
+
+
+class Env:
+    def __init__(self, consumable_capacity: bool, list_type_attributes: bool) -> None:
+        self.consumable_capacity = consumable_capacity
+        self.list_type_attributes = list_type_attributes
+        self.attr_value_t = "dyn" if list_type_attributes else "any"
+        self.functions = dict(F.FUNCTIONS)
+        if list_type_attributes:
+            self.functions.update(F.LIST_TYPE_FUNCTIONS)
+
+
+class Compiler:
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.scopes: list[dict[str, tuple[int, str]]] = []
+        self.nslots = 2
+        self.uses_frame_cost = False
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def lookup_var(self, name: str) -> tuple[int, str] | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def new_slot(self) -> int:
+        s = self.nslots
+        self.nslots += 1
+        return s
+
+    @staticmethod
+    def fold(fn: Fn, t: str, children: list[Compiled], nodes: int) -> Compiled:
+        """Constant-fold when every child is constant; errors stay runtime errors."""
+        if children and all(c.is_const for c in children):
+            frame: list[Any] = [None, 1 << 62]
+            try:
+                v = fn(frame)
+            except EvalError:
+                return Compiled(fn, t, nodes=nodes)
+            return Compiled(_const(v), t, is_const=True, const=v, nodes=0)
+        return Compiled(fn, t, nodes=nodes)
+
+    # -- entry ---------------------------------------------------------------------------------------------
+
+    def compile(self, n: Node) -> Compiled:
+        k = type(n)
+        if k is Lit:
+            return self.c_lit(n)  # type: ignore[arg-type]
+        if k is Ident:
+            return self.c_ident(n)  # type: ignore[arg-type]
+        if k is Select:
+            return self.c_select(n)  # type: ignore[arg-type]
+        if k is Index:
+            return self.c_index(n)  # type: ignore[arg-type]
+        if k is Call:
+            return self.c_call(n)  # type: ignore[arg-type]
+        if k is ListLit:
+            return self.c_list(n)  # type: ignore[arg-type]
+        if k is MapLit:
+            return self.c_map(n)  # type: ignore[arg-type]
+        if k is MessageLit:
+            assert isinstance(n, MessageLit)
+            raise CheckError(f"undeclared reference to '{n.type_name}' (in container '')", n.pos)
+        raise CheckError("unsupported expression", n.pos)
+
+    def c_lit(self, n: Lit) -> Compiled:
+        v = n.value
+        t = {"int": "int", "uint": "uint", "double": "double", "string": "string", "bytes": "bytes",
+             "bool": "bool", "null": "null_type"}[n.kind]
+        if n.kind == "uint":
+            v = UInt(v)
+        return Compiled(_const(v), t, is_const=True, const=v, nodes=0)
+
+    def c_ident(self, n: Ident) -> Compiled:
+        var = self.lookup_var(n.name)
+        if var is not None:
+            slot, t = var
+            return Compiled(lambda a: a[slot], t)
+        if n.name == "device":
+            return Compiled(lambda a: a[0], DEVICE_T)
+        if n.name in TYPE_IDENTS:
+            v = TYPE_IDENTS[n.name]
+            return Compiled(_const(v), "type", is_const=True, const=v, nodes=0)
+        if n.name in ("kubernetes.Quantity", "kubernetes.Semver"):
+            pass
+        raise CheckError(f"undeclared reference to '{n.name}' (in container '')", n.pos)
+
+    # -- field selection -------------------------------------------------------------------------------
+
+    def c_select(self, n: Select) -> Compiled:
+        operand = n.operand
+        # device.<field>
+        if isinstance(operand, Ident) and operand.name == "device" and self.lookup_var("device") is None:
+            return self._device_field(n)
+        # device.attributes[<const>].<id> / device.capacity[<const>].<id>: one closure
+        if (
+            isinstance(operand, Index)
+            and isinstance(operand.operand, Select)
+            and isinstance(operand.operand.operand, Ident)
+            and operand.operand.operand.name == "device"
+            and self.lookup_var("device") is None
+            and operand.operand.field in ("attributes", "capacity")
+            and isinstance(operand.index, Lit)
+            and operand.index.kind == "string"
+        ):
+            which = operand.operand.field
+            dom = operand.index.value
+            fld = n.field
+            msg = f"no such key: {fld}"
+            if which == "attributes":
+                t = self.env.attr_value_t
+
+                def sel_attr(a: list[Any]) -> Any:
+                    m = a[0].attributes.get(dom)
+                    if m is not None:
+                        try:
+                            return m[fld]
+                        except KeyError:
+                            pass
+                    raise EvalError(msg)
+
+                return Compiled(sel_attr, t, nodes=3)
+
+            def sel_cap(a: list[Any]) -> Any:
+                m = a[0].capacity.get(dom)
+                if m is not None:
+                    try:
+                        return m[fld]
+                    except KeyError:
+                        pass
+                raise EvalError(msg)
+
+            return Compiled(sel_cap, Q, nodes=3)
+
+        c = self.compile(operand)
+        t = c.t
+        f = c.fn
+        fld = n.field
+        if t == DEVICE_T:
+            return self._device_field_of(c, fld, n.pos)
+        if base(t) == "map" or t in DYN:
+            rt = value_type(t) if base(t) == "map" else "dyn"
+            if t == "any":
+                rt = "dyn"
+            msg = f"no such key: {fld}"
+
+            def sel(a: list[Any]) -> Any:
+                m = f(a)
+                if isinstance(m, dict):
+                    try:
+                        return m[fld]
+                    except KeyError:
+                        raise EvalError(msg) from None
+                raise no_such_overload()
+
+            return self.fold(sel, rt, [c], c.nodes + 1)
+        raise CheckError(f"type '{t}' does not support field selection", n.pos)
+
+    def _device_field(self, n: Select) -> Compiled:
+        fld = n.field
+        if fld == "driver":
+            return Compiled(lambda a: a[0].driver, "string")
+        if fld == "attributes":
+            return Compiled(lambda a: a[0].attributes, f"map(string, map(string, {self.env.attr_value_t}))")
+        if fld == "capacity":
+            return Compiled(lambda a: a[0].capacity, f"map(string, map(string, {Q}))")
+        if fld == "allowMultipleAllocations" and self.env.consumable_capacity:
+            return Compiled(lambda a: a[0].allow_multiple_allocations, "bool")
+        raise CheckError(f"undefined field '{fld}'", n.pos)
+
+    def _device_field_of(self, c: Compiled, fld: str, pos: int) -> Compiled:
+        f = c.fn
+        if fld == "driver":
+            return Compiled(lambda a: f(a).driver, "string")
+        if fld == "attributes":
+            return Compiled(lambda a: f(a).attributes, f"map(string, map(string, {self.env.attr_value_t}))")
+        if fld == "capacity":
+            return Compiled(lambda a: f(a).capacity, f"map(string, map(string, {Q}))")
+        if fld == "allowMultipleAllocations" and self.env.consumable_capacity:
+            return Compiled(lambda a: f(a).allow_multiple_allocations, "bool")
+        raise CheckError(f"undefined field '{fld}'", pos)
+
+    def c_has(self, n: Call) -> Compiled:
+        if len(n.args) != 1 or not isinstance(n.args[0], Select):
+            raise CheckError("invalid argument to has() macro", n.pos)
+        sel = n.args[0]
+        c = self.compile(sel.operand)
+        f = c.fn
+        fld = sel.field
+        t = c.t
+        if t == DEVICE_T:
+            if fld in ("driver", "attributes", "capacity") or (
+                fld == "allowMultipleAllocations" and self.env.consumable_capacity
+            ):
+                return Compiled(lambda a: (f(a), True)[1], "bool", nodes=c.nodes + 1)
+            raise CheckError(f"undefined field '{fld}'", sel.pos)
+        if not (base(t) == "map" or t in DYN):
+            raise CheckError(f"type '{t}' does not support field selection", sel.pos)
+        from kdra.cel._device import DomainMap
+
+        def has(a: list[Any]) -> bool:
+            m = f(a)
+            if isinstance(m, dict):
+                if type(m) is DomainMap:
+                    return True  # compile.go mapper.Find reports every domain as present
+                return fld in m
+            raise no_such_overload()
+
+        return self.fold(has, "bool", [c], c.nodes + 1)
+
+    # -- indexing --------------------------------------------------------------------------------------
+
+    def c_index(self, n: Index) -> Compiled:
+        c = self.compile(n.operand)
+        i = self.compile(n.index)
+        t = c.t
+        it = i.t
+        f = c.fn
+        g = i.fn
+        bt = base(t)
+        if bt == "list":
+            if not (_is_dyn(it) or it in NUMERIC):
+                raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+            rt = elem_type(t)
+        elif bt == "map":
+            kt = key_type(t)
+            if not (_is_dyn(it) or _is_dyn(kt) or it == kt or (it in NUMERIC and kt in NUMERIC)):
+                raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+            rt = value_type(t)
+        elif t in DYN:
+            rt = "dyn"
+        else:
+            raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+        if rt == "any":
+            rt = "dyn"
+
+        if i.is_const and type(i.const) is str and bt == "map":
+            key = i.const
+            msg = f"no such key: {key}"
+
+            def idx_const(a: list[Any]) -> Any:
+                m = f(a)
+                try:
+                    return m[key]
+                except KeyError:
+                    raise EvalError(msg) from None
+                except TypeError:
+                    raise no_such_overload() from None
+
+            return self.fold(idx_const, rt, [c, i], c.nodes + 1)
+
+        def idx(a: list[Any]) -> Any:
+            return index_value(f(a), g(a))
+
+        return self.fold(idx, rt, [c, i], c.nodes + i.nodes + 1)
+
+    # -- literals ----------------------------------------------------------------------------------------
+
+    def c_list(self, n: ListLit) -> Compiled:
+        items = [self.compile(x) for x in n.items]
+        et = "dyn"
+        if items:
+            et = items[0].t
+            for it in items[1:]:
+                if it.t != et:
+                    et = "dyn"
+        if et == "any":
+            et = "dyn"
+        fns = [x.fn for x in items]
+        nodes = sum(x.nodes for x in items) + 1
+        if all(x.is_const for x in items):
+            v = [x.const for x in items]
+            return Compiled(lambda a: v, f"list({et})", is_const=True, const=v, nodes=0)
+
+        def mk(a: list[Any]) -> list[Any]:
+            return [fn(a) for fn in fns]
+
+        return Compiled(mk, f"list({et})", nodes=nodes)
+
+    def c_map(self, n: MapLit) -> Compiled:
+        entries = [(self.compile(k), self.compile(v)) for k, v in n.entries]
+        kt = vt = "dyn"
+        for idx, (k, v) in enumerate(entries):
+            if not (_is_dyn(k.t) or k.t in ("int", "uint", "bool", "string")):
+                raise CheckError(f"unsupported map key type: {k.t}", n.entries[idx][0].pos)
+            if idx == 0:
+                kt, vt = k.t, v.t
+            else:
+                if k.t != kt:
+                    kt = "dyn"
+                if v.t != vt:
+                    vt = "dyn"
+        pairs = [(k.fn, v.fn) for k, v in entries]
+
+        def mk(a: list[Any]) -> dict[Any, Any]:
+            out: dict[Any, Any] = {}
+            for kf, vf in pairs:
+                key = kf(a)
+                tk = type(key)
+                if not (tk is str or tk is int or tk is UInt or tk is bool):
+                    raise EvalError(f"unsupported key type: {F.type_of(key).name}")
+                if key in out and _same_key(out, key):
+                    raise EvalError(f"Failed with repeated key: {_fmt_key(key)}")
+                out[key] = vf(a)
+            return out
+
+        children = [x for kv in entries for x in kv]
+        return self.fold(mk, f"map({kt}, {vt})", children, sum(x.nodes for x in children) + 1)
+
+    # -- calls -------------------------------------------------------------------------------------------
+
+    def c_call(self, n: Call) -> Compiled:
+        name = n.function
+        target = n.target
+        if target is None:
+            if name == "has":
+                return self.c_has(n)
+            op = _OPERATORS.get(name)
+            if op is not None:
+                return op(self, n)
+        else:
+            if (
+                isinstance(target, Ident)
+                and target.name in ("cel", "sets")
+                and self.lookup_var(target.name) is None
+            ):
+                if target.name == "cel" and name == "bind" and len(n.args) == 3:
+                    return self.c_bind(n)
+                full = f"{target.name}.{name}"
+                if full in self.env.functions:
+                    return self.c_function(n, full, None)
+                raise CheckError(f"undeclared reference to '{full}' (in container '')", n.pos)
+            if name in _MACROS and len(n.args) in _MACROS[name]:
+                return self.c_comprehension(n)
+        if name not in self.env.functions:
+            raise CheckError(f"undeclared reference to '{name}' (in container '')", n.pos)
+        return self.c_function(n, name, target)
+
+    def c_function(self, n: Call, name: str, target: Node | None) -> Compiled:
+        args = [self.compile(x) for x in n.args]
+        member = target is not None
+        if target is not None:
+            args.insert(0, self.compile(target))
+        types = [x.t for x in args]
+        cands: list[F.Overload] = []
+        for ov in self.env.functions[name]:
+            if ov.member != member or len(ov.params) != len(args):
+                continue
+            if all(_matches(p, t) for p, t in zip(ov.params, types, strict=True)):
+                cands.append(ov)
+        if not cands:
+            if member:
+                sig = f"{types[0]}.({', '.join(types[1:])})"
+            else:
+                sig = f"({', '.join(types)})"
+            raise CheckError(f"found no matching overload for '{name}' applied to '{sig}'", n.pos)
+        rts = {_result_type(ov, types) for ov in cands}
+        rt = rts.pop() if len(rts) == 1 else "dyn"
+        fns = [x.fn for x in args]
+        nodes = sum(x.nodes for x in args) + 1
+        if len(cands) == 1 or _same_impl(cands):
+            ov = cands[0]
+            impl = ov.impl
+            fn = _bind_call(impl, fns, ov.frame)
+        else:
+            fn = _dispatch_call(cands, fns)
+        if name in _IMPURE_FOLD:
+            return Compiled(fn, rt, nodes=nodes)
+        return self.fold(fn, rt, args, nodes)
+
+    # -- macros --------------------------------------------------------------------------------------------
+
+    def c_bind(self, n: Call) -> Compiled:
+        var, init, body = n.args
+        if not isinstance(var, Ident):
+            raise CheckError("cel.bind() variable names must be simple identifiers", var.pos)
+        ci = self.compile(init)
+        slot = self.new_slot()
+        self.scopes.append({var.name: (slot, ci.t)})
+        try:
+            cb = self.compile(body)
+        finally:
+            self.scopes.pop()
+        fi = ci.fn
+        fb = cb.fn
+
+        def bind(a: list[Any]) -> Any:
+            a[slot] = fi(a)
+            return fb(a)
+
+        return Compiled(bind, cb.t, nodes=ci.nodes + cb.nodes + 1)
+
+    def c_comprehension(self, n: Call) -> Compiled:
+        name = n.function
+        assert n.target is not None
+        rng = self.compile(n.target)
+        var = n.args[0]
+        if not isinstance(var, Ident):
+            raise CheckError("argument must be a simple name", var.pos)
+        rt = rng.t
+        if base(rt) == "list":
+            vt = elem_type(rt)
+        elif base(rt) == "map":
+            vt = key_type(rt)
+        elif rt in DYN:
+            vt = "dyn"
+        else:
+            raise CheckError(f"expression of type '{rt}' cannot be range of a comprehension "
+                             "(must be list, map, or dynamic)", n.target.pos)
+        if vt == "any":
+            vt = "dyn"
+        slot = self.new_slot()
+        self.scopes.append({var.name: (slot, vt)})
+        try:
+            bodies = [self.compile(x) for x in n.args[1:]]
+        finally:
+            self.scopes.pop()
+        step = 3 + sum(b.nodes for b in bodies)  # cel-go: loop condition + accumulator step + body
+        frng = rng.fn
+        if name in ("all", "exists", "exists_one", "filter") or (name == "map" and len(bodies) == 2):
+            pt = bodies[0].t
+            if not (pt == "bool" or pt in DYN):
+                raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {pt})'"
+                                 if name == "all" else
+                                 f"found no matching overload for '_||_' applied to '(bool, {pt})'"
+                                 if name == "exists" else
+                                 f"found no matching overload for '_?_:_' applied to '({pt}, int, int)'",
+                                 n.args[1].pos)
+        pred = bodies[0].fn
+        nodes = rng.nodes + step + 1
+
+        def items(a: list[Any]) -> Any:
+            r = frng(a)
+            tr = type(r)
+            if tr is list or tr is tuple:
+                return r
+            if isinstance(r, dict):
+                return list(r)
+            raise no_such_overload()
+
+        if name == "all":
+
+            def all_(a: list[Any]) -> bool:
+                err: EvalError | None = None
+                for v in items(a):
+                    b = a[1] - step
+                    a[1] = b
+                    if b < 0:
+                        raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                    a[slot] = v
+                    try:
+                        r = pred(a)
+                    except CostExceeded:
+                        raise
+                    except EvalError as e:
+                        err = err or e
+                        continue
+                    if r is False:
+                        return False
+                    if r is not True:
+                        err = err or no_such_overload()
+                if err is not None:
+                    raise err
+                return True
+
+            return Compiled(all_, "bool", nodes=nodes)
+        if name == "exists":
+
+            def exists(a: list[Any]) -> bool:
+                err: EvalError | None = None
+                for v in items(a):
+                    b = a[1] - step
+                    a[1] = b
+                    if b < 0:
+                        raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                    a[slot] = v
+                    try:
+                        r = pred(a)
+                    except CostExceeded:
+                        raise
+                    except EvalError as e:
+                        err = err or e
+                        continue
+                    if r is True:
+                        return True
+                    if r is not False:
+                        err = err or no_such_overload()
+                if err is not None:
+                    raise err
+                return False
+
+            return Compiled(exists, "bool", nodes=nodes)
+        if name == "exists_one":
+
+            def exists_one(a: list[Any]) -> bool:
+                count = 0
+                for v in items(a):
+                    b = a[1] - step
+                    a[1] = b
+                    if b < 0:
+                        raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                    a[slot] = v
+                    r = pred(a)
+                    if r is True:
+                        count += 1
+                    elif r is not False:
+                        raise no_such_overload()
+                return count == 1
+
+            return Compiled(exists_one, "bool", nodes=nodes)
+        if name == "filter":
+
+            def filter_(a: list[Any]) -> list[Any]:
+                out = []
+                for v in items(a):
+                    b = a[1] - step
+                    a[1] = b
+                    if b < 0:
+                        raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                    a[slot] = v
+                    r = pred(a)
+                    if r is True:
+                        out.append(v)
+                    elif r is not False:
+                        raise no_such_overload()
+                return out
+
+            return Compiled(filter_, f"list({vt})", nodes=nodes)
+        # map
+        if len(bodies) == 1:
+            tf = pred
+
+            def map_(a: list[Any]) -> list[Any]:
+                out = []
+                for v in items(a):
+                    b = a[1] - step
+                    a[1] = b
+                    if b < 0:
+                        raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                    a[slot] = v
+                    out.append(tf(a))
+                return out
+
+            return Compiled(map_, f"list({_undyn(bodies[0].t)})", nodes=nodes)
+        tf = bodies[1].fn
+
+        def map_filter(a: list[Any]) -> list[Any]:
+            out = []
+            for v in items(a):
+                b = a[1] - step
+                a[1] = b
+                if b < 0:
+                    raise CostExceeded(F.COST_LIMIT_MESSAGE)
+                a[slot] = v
+                r = pred(a)
+                if r is True:
+                    out.append(tf(a))
+                elif r is not False:
+                    raise no_such_overload()
+            return out
+
+        return Compiled(map_filter, f"list({_undyn(bodies[1].t)})", nodes=nodes)
+
+    # -- operators -------------------------------------------------------------------------------------
+
+    def c_and_or(self, n: Call) -> Compiled:
+        lc = self.compile(n.args[0])
+        rc = self.compile(n.args[1])
+        is_and = n.function == "_&&_"
+        for c in (lc, rc):
+            if not (c.t == "bool" or c.t in DYN):
+                raise CheckError(
+                    f"found no matching overload for '{n.function}' applied to '({lc.t}, {rc.t})'", n.pos
+                )
+        lf = lc.fn
+        rf = rc.fn
+        nodes = lc.nodes + rc.nodes + 1
+        if is_and:
+
+            def and_(a: list[Any]) -> Any:
+                try:
+                    x = lf(a)
+                except CostExceeded:
+                    raise
+                except EvalError as e:
+                    x = e
+                if x is False:
+                    return False
+                try:
+                    y = rf(a)
+                except CostExceeded:
+                    raise
+                except EvalError as e:
+                    y = e
+                if y is False:
+                    return False
+                if x is True and y is True:
+                    return True
+                if isinstance(x, EvalError):
+                    raise x
+                if x is not True:
+                    raise no_such_overload()
+                if isinstance(y, EvalError):
+                    raise y
+                raise no_such_overload()
+
+            return self.fold(and_, "bool", [lc, rc], nodes)
+
+        def or_(a: list[Any]) -> Any:
+            try:
+                x = lf(a)
+            except CostExceeded:
+                raise
+            except EvalError as e:
+                x = e
+            if x is True:
+                return True
+            try:
+                y = rf(a)
+            except CostExceeded:
+                raise
+            except EvalError as e:
+                y = e
+            if y is True:
+                return True
+            if x is False and y is False:
+                return False
+            if isinstance(x, EvalError):
+                raise x
+            if x is not False:
+                raise no_such_overload()
+            if isinstance(y, EvalError):
+                raise y
+            raise no_such_overload()
+
+        return self.fold(or_, "bool", [lc, rc], nodes)
+
+    def c_not(self, n: Call) -> Compiled:
+        c = self.compile(n.args[0])
+        if not (c.t == "bool" or c.t in DYN):
+            raise CheckError(f"found no matching overload for '!_' applied to '({c.t})'", n.pos)
+        f = c.fn
+
+        def not_(a: list[Any]) -> bool:
+            x = f(a)
+            if x is True:
+                return False
+            if x is False:
+                return True
+            raise no_such_overload()
+
+        return self.fold(not_, "bool", [c], c.nodes + 1)
+
+    def c_neg(self, n: Call) -> Compiled:
+        c = self.compile(n.args[0])
+        if not (c.t in ("int", "double") or c.t in DYN):
+            raise CheckError(f"found no matching overload for '-_' applied to '({c.t})'", n.pos)
+        f = c.fn
+        return self.fold(lambda a: F.neg(f(a)), c.t if c.t in ("int", "double") else "dyn", [c], c.nodes + 1)
+
+    def c_cond(self, n: Call) -> Compiled:
+        cc = self.compile(n.args[0])
+        tc = self.compile(n.args[1])
+        ec = self.compile(n.args[2])
+        if not (cc.t == "bool" or cc.t in DYN):
+            raise CheckError(
+                f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
+            )
+        cf, tf, ef = cc.fn, tc.fn, ec.fn
+
+        def cond(a: list[Any]) -> Any:
+            x = cf(a)
+            if x is True:
+                return tf(a)
+            if x is False:
+                return ef(a)
+            raise no_such_overload()
+
+        rt = join_types(tc.t, ec.t)
+        if tc.t != ec.t and not (_is_dyn(tc.t) or _is_dyn(ec.t)) and "null_type" not in (tc.t, ec.t):
+            if not (base(tc.t) == base(ec.t) and base(tc.t) in ("list", "map")):
+                raise CheckError(
+                    f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
+                )
+        if cc.is_const and cc.const is True:
+            return tc
+        if cc.is_const and cc.const is False:
+            return ec
+        return Compiled(cond, rt, nodes=cc.nodes + tc.nodes + ec.nodes + 1)
+
+    def c_eq(self, n: Call) -> Compiled:
+        lc = self.compile(n.args[0])
+        rc = self.compile(n.args[1])
+        _check_same(n, lc.t, rc.t)
+        lf, rf = lc.fn, rc.fn
+        nodes = lc.nodes + rc.nodes + 1
+        ne = n.function == "_!=_"
+        if rc.is_const and type(rc.const) in (str, int, bool):
+            c = rc.const
+            tcv = type(c)
+            if ne:
+
+                def ne_c(a: list[Any]) -> bool:
+                    x = lf(a)
+                    if type(x) is tcv:
+                        return bool(x != c)
+                    return not F.cel_eq(x, c)
+
+                return self.fold(ne_c, "bool", [lc, rc], nodes)
+
+            def eq_c(a: list[Any]) -> bool:
+                x = lf(a)
+                if type(x) is tcv:
+                    return bool(x == c)
+                return F.cel_eq(x, c)
+
+            return self.fold(eq_c, "bool", [lc, rc], nodes)
+        if ne:
+            return self.fold(lambda a: not F.cel_eq(lf(a), rf(a)), "bool", [lc, rc], nodes)
+        return self.fold(lambda a: F.cel_eq(lf(a), rf(a)), "bool", [lc, rc], nodes)
+
+    def c_rel(self, n: Call) -> Compiled:
+        lc = self.compile(n.args[0])
+        rc = self.compile(n.args[1])
+        lt_, rt_ = lc.t, rc.t
+        if not (_is_dyn(lt_) or _is_dyn(rt_)):
+            ok = (lt_ == rt_ and lt_ in ("int", "uint", "double", "string", "bytes", "bool")) or (
+                lt_ in NUMERIC and rt_ in NUMERIC
+            )
+            if not ok:
+                raise CheckError(
+                    f"found no matching overload for '{n.function}' applied to '({lt_}, {rt_})'", n.pos
+                )
+        elif not (_is_dyn(lt_) or lt_ in ("int", "uint", "double", "string", "bytes", "bool")) or not (
+            _is_dyn(rt_) or rt_ in ("int", "uint", "double", "string", "bytes", "bool")
+        ):
+            raise CheckError(f"found no matching overload for '{n.function}' applied to '({lt_}, {rt_})'", n.pos)
+        lf, rf = lc.fn, rc.fn
+        nodes = lc.nodes + rc.nodes + 1
+        op = n.function
+        if rc.is_const and type(rc.const) is int:
+            c = rc.const
+            fast: Fn
+            if op == "_>=_":
+
+                def fast(a: list[Any]) -> bool:
+                    x = lf(a)
+                    return x >= c if type(x) is int else F.ge(x, c)
+
+            elif op == "_>_":
+
+                def fast(a: list[Any]) -> bool:
+                    x = lf(a)
+                    return x > c if type(x) is int else F.gt(x, c)
+
+            elif op == "_<=_":
+
+                def fast(a: list[Any]) -> bool:
+                    x = lf(a)
+                    return x <= c if type(x) is int else F.le(x, c)
+
+            else:
+
+                def fast(a: list[Any]) -> bool:
+                    x = lf(a)
+                    return x < c if type(x) is int else F.lt(x, c)
+
+            return self.fold(fast, "bool", [lc, rc], nodes)
+        impl = {"_<_": F.lt, "_<=_": F.le, "_>_": F.gt, "_>=_": F.ge}[op]
+        return self.fold(lambda a: impl(lf(a), rf(a)), "bool", [lc, rc], nodes)
+
+    def c_arith(self, n: Call) -> Compiled:
+        lc = self.compile(n.args[0])
+        rc = self.compile(n.args[1])
+        lt_, rt_ = lc.t, rc.t
+        op = n.function
+        allowed = {
+            "_+_": ("int", "uint", "double", "string", "bytes", "list"),
+            "_-_": ("int", "uint", "double"),
+            "_*_": ("int", "uint", "double"),
+            "_/_": ("int", "uint", "double"),
+            "_%_": ("int", "uint"),
+        }[op]
+        rt = "dyn"
+        if not (_is_dyn(lt_) or _is_dyn(rt_)):
+            if base(lt_) != base(rt_) or base(lt_) not in allowed:
+                raise CheckError(f"found no matching overload for '{op}' applied to '({lt_}, {rt_})'", n.pos)
+            rt = lt_ if lt_ == rt_ else f"list({join_types(elem_type(lt_), elem_type(rt_))})"
+        else:
+            for t in (lt_, rt_):
+                if not (_is_dyn(t) or base(t) in allowed):
+                    raise CheckError(f"found no matching overload for '{op}' applied to '({lt_}, {rt_})'", n.pos)
+            rt = rt_ if _is_dyn(lt_) else lt_
+            if rt == "any":
+                rt = "dyn"
+        lf, rf = lc.fn, rc.fn
+        nodes = lc.nodes + rc.nodes + 1
+        fn: Fn
+        if op == "_+_":
+            fn = lambda a: F.add(a, lf(a), rf(a))  # noqa: E731
+        else:
+            impl = {"_-_": F.sub, "_*_": F.mul, "_/_": F.div, "_%_": F.mod}[op]
+            fn = lambda a: impl(lf(a), rf(a))  # noqa: E731
+        return self.fold(fn, rt, [lc, rc], nodes)
+
+    def c_in(self, n: Call) -> Compiled:
+        lc = self.compile(n.args[0])
+        rc = self.compile(n.args[1])
+        ct = rc.t
+        bt = base(ct)
+        if bt == "list":
+            et = elem_type(ct)
+            if not (_is_dyn(et) or _is_dyn(lc.t) or et == lc.t):
+                raise CheckError(f"found no matching overload for '@in' applied to '({lc.t}, {ct})'", n.pos)
+        elif bt == "map":
+            kt = key_type(ct)
+            if not (_is_dyn(kt) or _is_dyn(lc.t) or kt == lc.t):
+                raise CheckError(f"found no matching overload for '@in' applied to '({lc.t}, {ct})'", n.pos)
+        elif ct not in DYN:
+            raise CheckError(f"found no matching overload for '@in' applied to '({lc.t}, {ct})'", n.pos)
+        lf, rf = lc.fn, rc.fn
+        if bt == "map" and lc.is_const and type(lc.const) is str:
+            key = lc.const
+
+            def in_map(a: list[Any]) -> bool:
+                m = rf(a)
+                if isinstance(m, dict):
+                    return key in m
+                raise no_such_overload()
+
+            return self.fold(in_map, "bool", [lc, rc], rc.nodes + 1)
+        return self.fold(lambda a: F.in_(a, lf(a), rf(a)), "bool", [lc, rc], lc.nodes + rc.nodes + 1)
+
+
+_IMPURE_FOLD: frozenset[str] = frozenset()
+
+_MACROS: dict[str, tuple[int, ...]] = {
+    "all": (2,),
+    "exists": (2,),
+    "exists_one": (2,),
+    "filter": (2,),
+    "map": (2, 3),
+}
+
+_OPERATORS: dict[str, Callable[[Compiler, Call], Compiled]] = {
+    "_&&_": Compiler.c_and_or,
+    "_||_": Compiler.c_and_or,
+    "!_": Compiler.c_not,
+    "-_": Compiler.c_neg,
+    "_?_:_": Compiler.c_cond,
+    "_==_": Compiler.c_eq,
+    "_!=_": Compiler.c_eq,
+    "_<_": Compiler.c_rel,
+    "_<=_": Compiler.c_rel,
+    "_>_": Compiler.c_rel,
+    "_>=_": Compiler.c_rel,
+    "_+_": Compiler.c_arith,
+    "_-_": Compiler.c_arith,
+    "_*_": Compiler.c_arith,
+    "_/_": Compiler.c_arith,
+    "_%_": Compiler.c_arith,
+    "@in": Compiler.c_in,
+}
+
+
+def _undyn(t: str) -> str:
+    return "dyn" if t == "any" else t
+
+
+def _check_same(n: Call, a: str, b: str) -> None:
+    if _is_dyn(a) or _is_dyn(b):
+        return
+    if a in PRIMITIVES and b in PRIMITIVES and a != b:
+        raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
+    if (a in PRIMITIVES) != (b in PRIMITIVES) and "null_type" not in (a, b):
+        raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
+    if base(a) in ("list", "map") and base(b) in ("list", "map") and base(a) != base(b):
+        raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
+
+
+def _matches(param: str, t: str) -> bool:
+    if param == "dyn" or t in DYN:
+        return True
+    return param == base(t)
+
+
+def _result_type(ov: F.Overload, types: list[str]) -> str:
+    if ov.result == "@elem":
+        return _undyn(elem_type(types[0]))
+    return ov.result
+
+
+def _same_impl(cands: list[F.Overload]) -> bool:
+    first = cands[0]
+    return all(c.impl is first.impl and c.frame == first.frame for c in cands)
+
+
+def _bind_call(impl: Callable[..., Any], fns: list[Fn], frame: bool) -> Fn:
+    n = len(fns)
+    if frame:
+        if n == 1:
+            (f0,) = fns
+            return lambda a: impl(a, f0(a))
+        if n == 2:
+            f0, f1 = fns
+            return lambda a: impl(a, f0(a), f1(a))
+        return lambda a: impl(a, *[f(a) for f in fns])
+    if n == 1:
+        (f0,) = fns
+        return lambda a: impl(f0(a))
+    if n == 2:
+        f0, f1 = fns
+        return lambda a: impl(f0(a), f1(a))
+    return lambda a: impl(*[f(a) for f in fns])
+
+
+def _dispatch_call(cands: list[F.Overload], fns: list[Fn]) -> Fn:
+    checks = [(tuple(F.RUNTIME_CHECK.get(p, F.RUNTIME_CHECK["dyn"]) for p in ov.params), ov) for ov in cands]
+
+    def dispatch(a: list[Any]) -> Any:
+        vals = [f(a) for f in fns]
+        for cks, ov in checks:
+            if all(ck(v) for ck, v in zip(cks, vals, strict=True)):
+                if ov.frame:
+                    return ov.impl(a, *vals)
+                return ov.impl(*vals)
+        raise no_such_overload()
+
+    return dispatch
+
+
+def index_value(c: Any, i: Any) -> Any:
+    tc = type(c)
+    if tc is list or tc is tuple:
+        ti = type(i)
+        if ti is int or ti is UInt:
+            idx = int(i)
+        elif ti is float:
+            if i != int(i):
+                raise EvalError(f"unsupported index value {i} in list")
+            idx = int(i)
+        else:
+            raise no_such_overload()
+        if idx < 0 or idx >= len(c):
+            raise EvalError(f"index '{idx}' out of range in list size '{len(c)}'")
+        return c[idx]
+    if isinstance(c, dict):
+        ti = type(i)
+        if ti is str or ti is int or ti is UInt:
+            try:
+                return c[i]
+            except KeyError:
+                raise EvalError(f"no such key: {_fmt_key(i)}") from None
+        if ti is bool:
+            for k, v in c.items():
+                if type(k) is bool and k == i:
+                    return v
+            raise EvalError(f"no such key: {_fmt_key(i)}")
+        if ti is float:
+            if i == i and i not in (float("inf"), float("-inf")) and i == int(i) and int(i) in c:
+                return c[int(i)]
+            raise EvalError(f"no such key: {i}")
+        raise no_such_overload()
+    raise no_such_overload()
+
+
+def _fmt_key(k: Any) -> str:
+    if type(k) is bool:
+        return "true" if k else "false"
+    return str(k)
+
+
+def _same_key(m: dict[Any, Any], key: Any) -> bool:
+    for k in m:
+        if k == key and (type(k) is bool) == (type(key) is bool):
+            return True
+    return False
