@@ -40,6 +40,8 @@ DEFAULT_FEATURE_GATES: dict[str, bool] = {
     "DRADeviceTaintRules": True,
     "DRAListTypeAttributes": False,
 }
+# Locked to their (on) default in 1.36: passing them as false makes the components refuse to start.
+LOCKED_GATES = frozenset({"DynamicResourceAllocation", "DRAAdminAccess"})
 DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
 
 SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
@@ -341,6 +343,7 @@ class ControlPlane:
         self.kcm_port = 0
         self.scheduler_port = 0
         self.startup_seconds = 0.0
+        self._scheduler_gates: dict[str, bool] = dict(self.config.feature_gates)
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> ControlPlane:
@@ -421,17 +424,7 @@ class ControlPlane:
             deadline,
         )
 
-        common = [
-            f"--kubeconfig={self.kubeconfig}",
-            f"--authentication-kubeconfig={self.kubeconfig}",
-            f"--authorization-kubeconfig={self.kubeconfig}",
-            "--bind-address=127.0.0.1",
-            "--leader-elect=false",
-            f"--kube-api-qps={cfg.kube_api_qps}",
-            f"--kube-api-burst={cfg.kube_api_burst}",
-            f"--feature-gates={gates}",
-            f"--v={cfg.verbosity}",
-        ]
+        common = self._common_args(gates)
         kcm = [
             str(b / "kube-controller-manager"),
             *common,
@@ -447,13 +440,7 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             *cfg.extra_controller_manager_args,
         ]
-        sched = [
-            str(b / "kube-scheduler"),
-            *common,
-            f"--secure-port={self.scheduler_port}",
-            f"--cert-dir={self.work_dir / 'scheduler-pki'}",
-            *cfg.extra_scheduler_args,
-        ]
+        sched = self._scheduler_args(gates)
         self._add("kube-controller-manager", kcm)
         self._add("kube-scheduler", sched)
         self.components["kube-controller-manager"].start()
@@ -476,6 +463,54 @@ class ControlPlane:
             "the default ServiceAccount",
             deadline,
         )
+
+    def _common_args(self, gates: str) -> list[str]:
+        cfg = self.config
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            f"--kube-api-qps={cfg.kube_api_qps}",
+            f"--kube-api-burst={cfg.kube_api_burst}",
+            f"--feature-gates={gates}",
+            f"--v={cfg.verbosity}",
+        ]
+
+    def _scheduler_args(self, gates: str) -> list[str]:
+        return [
+            str(self.bin_dir / "kube-scheduler"),
+            *self._common_args(gates),
+            f"--secure-port={self.scheduler_port}",
+            f"--cert-dir={self.work_dir / 'scheduler-pki'}",
+            *self.config.extra_scheduler_args,
+        ]
+
+    @property
+    def scheduler_feature_gates(self) -> dict[str, bool]:
+        return dict(self._scheduler_gates)
+
+    def set_scheduler_feature_gates(self, gates: Mapping[str, bool], timeout: float = 60.0) -> bool:
+        """Restart kube-scheduler alone with the control plane's gates overridden by `gates` (the API
+        server keeps serving every field). Gates locked to their default in 1.36 are dropped. Returns
+        whether a restart was needed."""
+        merged = dict(self.config.feature_gates)
+        merged.update({k: v for k, v in gates.items() if k not in LOCKED_GATES})
+        if merged == self._scheduler_gates and self.components["kube-scheduler"].running():
+            return False
+        self.components["kube-scheduler"].stop()
+        arg = ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(merged.items()))
+        self._add("kube-scheduler", self._scheduler_args(arg))
+        self.components["kube-scheduler"].start()
+        self._scheduler_gates = merged
+        self._wait_http(
+            f"https://127.0.0.1:{self.scheduler_port}/healthz",
+            "kube-scheduler",
+            time.monotonic() + timeout,
+            component="kube-scheduler",
+        )
+        return True
 
     def stop(self) -> None:
         """Stop exactly the processes this object started, newest first."""

@@ -1,0 +1,275 @@
+"""Differential harness: run one allocation case through the real kube-scheduler.
+
+`run_upstream_case(control_plane, objects, node=..., feature_gates=...)` creates the case's Nodes,
+DeviceClasses, ResourceSlices, DeviceTaintRules, ResourceClaims (those with `status.allocation` are
+written as already allocated, so their devices are in use) and ResourceClaimTemplates on a running
+`ControlPlane`, then a pod that uses every unallocated claim in order (or the case's own Pod), waits
+for kube-scheduler's verdict and returns it as an `UpstreamResult`: the node and the devices it
+allocated per claim, or the PodScheduled condition's reason and message. Everything it created is
+removed before it returns, so cases run one after another on one control plane.
+
+Feature gates: kube-scheduler is restarted with the case's gates when they differ from the last
+case's (the API server keeps every DRA field on). Gates locked in 1.36 cannot be turned off; a case
+asking for that gets them listed in `UpstreamResult.ignored_gates`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kdra.testing.controlplane import LOCKED_GATES, ControlPlane, create_node, force_delete
+from kdra.testing.kube import KubeClient, KubeError, NotFound, Obj, wait_for
+
+CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+POD_NAME = "upstream-case"
+
+
+@dataclass
+class UpstreamResult:
+    """kube-scheduler's verdict on one pod."""
+
+    scheduled: bool
+    node: str | None = None
+    # Pod claim name (or the claim's own name for a resourceClaimName reference) -> status.allocation.
+    allocations: dict[str, Obj] = field(default_factory=dict)
+    # Claim name as the case knows it -> the claim object after scheduling (generated claims by pod claim).
+    claims: dict[str, Obj] = field(default_factory=dict)
+    reason: str | None = None  # PodScheduled reason when not scheduled (Unschedulable, SchedulerError)
+    message: str | None = None  # PodScheduled message when not scheduled
+    events: list[str] = field(default_factory=list)  # the pod's event messages
+    ignored_gates: dict[str, bool] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def devices(self) -> dict[str, list[tuple[str, str, str, str]]]:
+        """claim -> [(request, driver, pool, device)] in allocation order."""
+        out: dict[str, list[tuple[str, str, str, str]]] = {}
+        for name, alloc in self.allocations.items():
+            results = (alloc.get("devices") or {}).get("results") or []
+            out[name] = [(r["request"], r["driver"], r["pool"], r["device"]) for r in results]
+        return out
+
+
+def _namespaced(kind: str) -> bool:
+    return kind not in CLUSTER_SCOPED_ORDER and kind != "Namespace"
+
+
+def _pod_for(claim_names: list[str], node: str | None) -> Obj:
+    spec: Obj = {
+        "terminationGracePeriodSeconds": 0,
+        "resourceClaims": [{"name": f"claim-{i}", "resourceClaimName": n} for i, n in enumerate(claim_names)],
+        "containers": [
+            {
+                "name": "main",
+                "image": PAUSE_IMAGE,
+                "resources": {"claims": [{"name": f"claim-{i}"} for i in range(len(claim_names))]},
+            }
+        ],
+    }
+    if node:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                    ]
+                }
+            }
+        }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD_NAME}, "spec": spec}
+
+
+def _strip(obj: Obj, namespace: str | None) -> Obj:
+    o = copy.deepcopy(obj)
+    md = o.setdefault("metadata", {})
+    for k in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        md.pop(k, None)
+    if namespace is not None:
+        md["namespace"] = namespace
+    else:
+        md.pop("namespace", None)
+    return o
+
+
+def _pod_scheduled_condition(pod: Obj) -> Obj | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            cond: Obj = c
+            return cond
+    return None
+
+
+def run_upstream_case(
+    cp: ControlPlane,
+    objects: Iterable[Obj],
+    *,
+    node: str | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
+    timeout: float = 60.0,
+    settle: float = 3.0,
+) -> UpstreamResult:
+    """Run one case through kube-scheduler (see the module doc). `node` pins the pod to that node,
+    like the allocator's "allocate on this node". `settle`: how long an unschedulable verdict must
+    hold (the scheduler may still be catching up with objects created just before the pod)."""
+    client = cp.client()
+    gates = dict(feature_gates or {})
+    ignored: dict[str, bool] = {k: v for k, v in gates.items() if k in LOCKED_GATES and not v}
+    cp.set_scheduler_feature_gates(gates)
+
+    ns = f"case-{uuid.uuid4().hex[:8]}"
+    client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {ADMIN_ACCESS_LABEL: "true"}},
+        }
+    )
+    created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
+    t0 = time.monotonic()
+    try:
+        result = _run(client, list(objects), ns, node, created, timeout, settle)
+        result.ignored_gates = ignored
+        result.seconds = time.monotonic() - t0
+        return result
+    finally:
+        cleanup(client, ns, created)
+
+
+def _run(
+    client: KubeClient,
+    objects: list[Obj],
+    ns: str,
+    node: str | None,
+    created: list[tuple[str, str, str | None]],
+    timeout: float,
+    settle: float,
+) -> UpstreamResult:
+    by_kind: dict[str, list[Obj]] = {}
+    for o in objects:
+        by_kind.setdefault(o["kind"], []).append(o)
+    unknown = set(by_kind) - {*CLUSTER_SCOPED_ORDER, "ResourceClaim", "ResourceClaimTemplate", "Pod"}
+    if unknown:
+        raise ValueError(f"run_upstream_case cannot create kinds {sorted(unknown)}")
+    if len(by_kind.get("Pod", [])) > 1:
+        raise ValueError("run_upstream_case runs one pod per case")
+
+    for n in by_kind.get("Node", []):
+        md = n.get("metadata") or {}
+        capacity = (n.get("status") or {}).get("capacity")
+        create_node(client, md["name"], labels=md.get("labels"), capacity=capacity)
+        created.append(("Node", md["name"], None))
+    for kind in ("DeviceClass", "ResourceSlice", "DeviceTaintRule"):
+        for o in by_kind.get(kind, []):
+            body = _strip(o, None)
+            body.pop("status", None)
+            client.create(body)
+            created.append((kind, body["metadata"]["name"], None))
+    for o in by_kind.get("ResourceClaimTemplate", []):
+        client.create(_strip(o, ns))
+    pending: list[str] = []
+    for o in by_kind.get("ResourceClaim", []):
+        body = _strip(o, ns)
+        status = body.pop("status", None)
+        made = client.create(body)
+        if status and status.get("allocation"):
+            made["status"] = status
+            client.replace(made, subresource="status")
+        else:
+            pending.append(body["metadata"]["name"])
+
+    pods = by_kind.get("Pod")
+    pod = _strip(pods[0], ns) if pods else _pod_for(pending, node)
+    pod["metadata"]["namespace"] = ns
+    pod.pop("status", None)
+    pod_name = pod["metadata"]["name"]
+    # Pods are refused until the namespace's default ServiceAccount exists.
+    wait_for(lambda: client.get("ServiceAccount", "default", ns), 60, f"ServiceAccount {ns}/default")
+    client.create(pod)
+
+    def verdict() -> Obj | None:
+        p = client.get("Pod", pod_name, ns)
+        if p["spec"].get("nodeName"):
+            return p
+        cond = _pod_scheduled_condition(p)
+        if cond and cond.get("status") == "False" and cond.get("reason"):
+            return p
+        return None
+
+    p = wait_for(verdict, timeout, f"kube-scheduler's verdict on pod {ns}/{pod_name}")
+    if not p["spec"].get("nodeName") and settle > 0:
+        deadline = time.monotonic() + settle
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            p = client.get("Pod", pod_name, ns)
+            if p["spec"].get("nodeName"):
+                break
+
+    result = UpstreamResult(scheduled=bool(p["spec"].get("nodeName")), node=p["spec"].get("nodeName"))
+    if not result.scheduled:
+        cond = _pod_scheduled_condition(p) or {}
+        result.reason = cond.get("reason")
+        result.message = cond.get("message")
+    events = client.list("Event", ns, fieldSelector=f"involvedObject.name={pod_name}")
+    result.events = [e.get("message", "") for e in events]
+
+    generated = {
+        s["name"]: s.get("resourceClaimName")
+        for s in (p.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    for ref in p["spec"].get("resourceClaims") or []:
+        claim_name = ref.get("resourceClaimName") or generated.get(ref["name"])
+        if not claim_name:
+            continue
+        key = ref.get("resourceClaimName") or ref["name"]
+        try:
+            claim = client.get("ResourceClaim", claim_name, ns)
+        except NotFound:
+            continue
+        result.claims[key] = claim
+        alloc = (claim.get("status") or {}).get("allocation")
+        if alloc and result.scheduled:
+            result.allocations[key] = alloc
+    return result
+
+
+def cleanup(
+    client: KubeClient, ns: str, created: list[tuple[str, str, str | None]], timeout: float = 60
+) -> None:
+    """Remove a case's objects: force-delete its pods, strip claim finalizers, delete the namespace
+    (not waited for: each case has its own) and the cluster-scoped objects (waited for, because the
+    next case may reuse their names)."""
+    with contextlib.suppress(KubeError):
+        for p in client.list("Pod", ns):
+            force_delete(client, "Pod", p["metadata"]["name"], ns)
+    with contextlib.suppress(KubeError):
+        for c in client.list("ResourceClaim", ns):
+            name = c["metadata"]["name"]
+            if c["metadata"].get("finalizers"):
+                with contextlib.suppress(KubeError):
+                    client.patch("ResourceClaim", name, {"metadata": {"finalizers": None}}, ns)
+            client.delete("ResourceClaim", name, ns)
+    with contextlib.suppress(KubeError):
+        client.delete("Namespace", ns)
+    for kind, name, namespace in reversed(created):
+        with contextlib.suppress(KubeError):
+            client.delete(kind, name, namespace, grace_period=0 if kind == "Node" else None)
+
+    def gone() -> bool:
+        for kind, name, namespace in created:
+            try:
+                client.get(kind, name, namespace)
+                return False
+            except NotFound:
+                continue
+        try:
+            return not client.list("ResourceClaim", ns) and not client.list("Pod", ns)
+        except NotFound:
+            return True
+
+    wait_for(gone, timeout, f"the objects of case namespace {ns} to be deleted")
