@@ -1,0 +1,1103 @@
+"""The structured allocator: claims x visible devices -> allocation results, kube-scheduler 1.36 semantics.
+
+A port of k8s.io/dynamic-resource-allocation/structured/internal/experimental/allocator_experimental.go
+(the variant kube-scheduler 1.36 uses once DRAConsumableCapacity or device binding conditions are on,
+and a superset of the others): one claim after the other, one request after the other, one device
+after the other, depth-first with backtracking; the first complete solution wins. Pools are searched
+sorted by (driver, pool) with binding-condition pools last, slices by name, devices in slice order, and
+a request with count > 1 only tries combinations (later devices come after earlier ones).
+
+What differs from upstream is only how the work is organised: devices, quantities and selector results
+come from an `AllocatorIndex` built once, the search walks per-request candidate lists instead of
+re-checking selectors, and hopeless searches are cut short by counting candidates first (and, as a last
+resort, by a step budget, the analogue of kube-scheduler's Filter timeout).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kdra.allocator.capacity import check_capacity, consumed_capacity
+from kdra.allocator.features import FeatureGates
+from kdra.allocator.index import (
+    MATCH,
+    AllocatorIndex,
+    DeviceEntry,
+    NodeView,
+    Pool,
+    SelectorError,
+    SliceCache,
+    attribute_value,
+    evaluate_selectors,
+)
+from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.errors import AllocationError, InputError
+
+if TYPE_CHECKING:
+    from kdra.allocator.explain import Explanation
+
+ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
+DEFAULT_MAX_STEPS = 200_000
+
+DeviceKey = tuple[str, str, str]
+
+
+class NodeAllocationError(AllocationError):
+    """An error that only concerns this node (upstream wraps ErrFailedAllocationOnNode): the scheduler
+    reports the node as unschedulable with this message and tries the others."""
+
+
+class SearchLimitExceeded(Exception):
+    """Raised internally when the search exceeds its step budget."""
+
+
+class _MaxSizeExceeded(Exception):  # upstream errAllocationResultMaxSizeExceeded
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# State of devices already in use
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AllocatedState:
+    """Devices, shares and consumed capacity of claims that already have status.allocation.
+
+    Mirrors kube-scheduler's claim tracker (upstream AllocatedState): admin-access results are not
+    in use; with DRAConsumableCapacity a result with a shareID is a share whose consumedCapacity adds
+    up per device; everything else is a dedicated device.
+    """
+
+    dedicated: set[DeviceKey] = field(default_factory=set)
+    shared: set[DeviceKey] = field(default_factory=set)
+    consumed: dict[DeviceKey, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[Mapping[str, Any]], features: FeatureGates) -> AllocatedState:
+        state = cls()
+        for claim in claims:
+            alloc = (claim.get("status") or {}).get("allocation")
+            if not alloc:
+                continue
+            for res in (alloc.get("devices") or {}).get("results") or []:
+                state.add_result(res, features)
+        return state
+
+    def add_result(self, res: Mapping[str, Any], features: FeatureGates) -> None:
+        if res.get("adminAccess"):
+            return
+        key = (res.get("driver", ""), res.get("pool", ""), res.get("device", ""))
+        if features.consumable_capacity and res.get("shareID") is not None:
+            self.shared.add(key)
+            cc = res.get("consumedCapacity")
+            if cc is not None:
+                agg = self.consumed.setdefault(key, {})
+                for name, q in cc.items():
+                    agg[name] = agg.get(name, 0) + parse_quantity_any(q).nanos
+            return
+        self.dedicated.add(key)
+
+    def is_allocated(self, key: DeviceKey) -> bool:
+        return key in self.dedicated or key in self.shared
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------------------------
+
+
+class ReqData:
+    """One request without subrequests, or one subrequest (upstream requestData)."""
+
+    __slots__ = (
+        "admin",
+        "all_devices",
+        "candidates",
+        "capacity_requests",
+        "claim_index",
+        "class_name",
+        "class_obj",
+        "class_selectors",
+        "count",
+        "has_capacity",
+        "mode",
+        "name",
+        "num_devices",
+        "parent_name",
+        "raw",
+        "request_index",
+        "request_selectors",
+        "selected_sub",
+        "sub_index",
+        "tolerations",
+    )
+
+    def __init__(self, raw: Mapping[str, Any], parent_name: str | None, ci: int, ri: int, si: int) -> None:
+        self.raw = raw
+        self.name: str = raw.get("name", "")
+        self.parent_name = parent_name
+        self.claim_index = ci
+        self.request_index = ri
+        self.sub_index = si
+        self.class_name: str = raw.get("deviceClassName") or ""
+        self.class_obj: Mapping[str, Any] | None = None
+        self.class_selectors: tuple[str, ...] = ()
+        self.request_selectors: tuple[str, ...] = ()
+        self.mode: str = raw.get("allocationMode") or "ExactCount"
+        self.count = 0
+        self.num_devices = 0
+        self.admin = bool(raw.get("adminAccess")) if parent_name is None else False
+        self.tolerations: list[Mapping[str, Any]] = list(raw.get("tolerations") or [])
+        cap = raw.get("capacity")
+        self.has_capacity = cap is not None
+        self.capacity_requests: dict[str, Quantity] | None = None
+        if cap is not None and cap.get("requests") is not None:
+            reqs: dict[str, Quantity] = {}
+            for k, v in cap["requests"].items():
+                try:
+                    reqs[k] = parse_quantity_any(v)
+                except ValueError as exc:
+                    raise InputError(f"request {self.full_name}: capacity.requests[{k}]: {exc}") from exc
+            self.capacity_requests = reqs
+        self.all_devices: list[tuple[DeviceEntry, int]] = []
+        self.candidates: list[tuple[DeviceEntry, int, str]] | None = None
+        self.selected_sub = 0
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.parent_name}/{self.name}" if self.parent_name is not None else self.name
+
+    @property
+    def base_name(self) -> str:
+        return self.parent_name if self.parent_name is not None else self.name
+
+    @property
+    def sub_name(self) -> str:
+        return self.name if self.parent_name is not None else ""
+
+
+def claim_ref(claim: Mapping[str, Any]) -> str:
+    """klog.KObj: namespace/name, or just the name without a namespace."""
+    meta = claim.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    name = meta.get("name") or ""
+    return f"{ns}/{name}" if ns else name
+
+
+# ---------------------------------------------------------------------------------------------
+# Constraints
+# ---------------------------------------------------------------------------------------------
+
+
+class _Constraint:
+    def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
+        self.request_names = set(request_names)
+        self.attribute = attribute
+        self.list_types = list_types
+
+    def applies(self, rd: ReqData) -> bool:
+        if not self.request_names:
+            return True
+        if rd.parent_name is None:
+            return rd.name in self.request_names
+        return rd.parent_name in self.request_names or rd.full_name in self.request_names
+
+    def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        raise NotImplementedError
+
+    def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
+        raise NotImplementedError
+
+
+def _intersect(a: tuple[str, Any], b: tuple[str, Any]) -> tuple[str, Any] | None:
+    if a[0].rstrip("s") != b[0].rstrip("s"):
+        return None
+    inter = a[1] & b[1]
+    return (a[0], inter) if inter else None
+
+
+def _as_set(av: tuple[str, Any]) -> tuple[str, frozenset[Any]]:
+    kind, value = av
+    if kind.endswith("s"):
+        return kind, value
+    return kind + "s", frozenset((value,))
+
+
+class MatchAttribute(_Constraint):
+    """All devices of the named requests share the attribute's value (or, with DRAListTypeAttributes,
+    have a common element)."""
+
+    def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
+        super().__init__(request_names, attribute, list_types)
+        self.first: tuple[str, Any] | None = None
+        self.stack: list[tuple[str, Any]] = []
+        self.num = 0
+
+    def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        if self.request_names and not self.applies(rd):
+            return True
+        raw = dev.attribute(self.attribute)
+        if raw is None:
+            return False
+        av = attribute_value(raw)
+        if self.num == 0:
+            if self.list_types:
+                if av is None:
+                    return False
+                self.stack.append(_as_set(av))
+            else:
+                self.first = av
+            self.num = 1
+            return True
+        if self.list_types:
+            if av is None:
+                return False
+            narrowed = _intersect(self.stack[-1], _as_set(av))
+            if narrowed is None:
+                return False
+            self.stack.append(narrowed)
+        else:
+            if av is None or av[0].endswith("s") or self.first is None:
+                return False
+            if self.first[0] != av[0] or self.first[1] != av[1]:
+                return False
+        self.num += 1
+        return True
+
+    def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
+        if self.request_names and not self.applies(rd):
+            return
+        self.num -= 1
+        if self.list_types:
+            del self.stack[self.num :]
+
+
+class DistinctAttribute(_Constraint):
+    """The attribute's values differ pairwise across the devices of the named requests."""
+
+    def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
+        super().__init__(request_names, attribute, list_types)
+        self.values: list[tuple[str, Any] | None] = []
+
+    def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        if self.request_names and not self.applies(rd):
+            return True
+        raw = dev.attribute(self.attribute)
+        if raw is None:
+            return False
+        av = attribute_value(raw)
+        if self.list_types:
+            if av is None:
+                return False
+            new = _as_set(av)
+            for old in self.values:
+                if old is not None and _intersect(new, _as_set(old)) is not None:
+                    return False
+        else:
+            if av is None or av[0].endswith("s"):
+                return False
+            for old in self.values:
+                if old is not None and old[0] == av[0] and old[1] == av[1]:
+                    return False
+        self.values.append(av)
+        return True
+
+    def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
+        if self.request_names and not self.applies(rd):
+            return
+        self.values.pop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Taints
+# ---------------------------------------------------------------------------------------------
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """resourceclaim.ToleratesTaint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return op == "Exists"
+
+
+def blocking_taint(dev: DeviceEntry, tolerations: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (other effects never block)."""
+    for taint in dev.taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+            tolerates(t, taint) for t in tolerations
+        ):
+            return taint
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Outcome
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AllocationOutcome:
+    """`allocations`: one status.allocation dict per claim in claim order, or None when the claims
+    do not fit on the node. `explanation` says why (only computed on failure)."""
+
+    node: str
+    allocations: list[dict[str, Any]] | None
+    explanation: Explanation | None = None
+    steps: int = 0
+
+    @property
+    def success(self) -> bool:
+        return self.allocations is not None
+
+
+@dataclass(slots=True)
+class _Result:
+    rd: ReqData
+    dev: DeviceEntry
+    pool_index: int
+    share_id: str | None
+    consumed: dict[str, Quantity] | None
+
+
+# ---------------------------------------------------------------------------------------------
+# The allocator
+# ---------------------------------------------------------------------------------------------
+
+
+class Allocator:
+    """Allocates claims on one node at a time; reusable for many nodes (and thread-compatible only
+    per call: one `allocate` at a time)."""
+
+    def __init__(
+        self,
+        classes: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]] | None = None,
+        slices: Iterable[Mapping[str, Any]] = (),
+        allocated_claims: Iterable[Mapping[str, Any]] = (),
+        features: FeatureGates | None = None,
+        *,
+        index: AllocatorIndex | None = None,
+        state: AllocatedState | None = None,
+        slice_cache: SliceCache | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        share_id: Callable[[], str] | None = None,
+    ) -> None:
+        if index is None:
+            index = AllocatorIndex(classes or {}, slices, features, slice_cache=slice_cache)
+        self.index = index
+        self.features = index.features
+        self.state = (
+            state if state is not None else AllocatedState.from_claims(allocated_claims, self.features)
+        )
+        self.max_steps = max_steps
+        self._share_id = share_id or (lambda: str(uuid.uuid4()))
+        # Available counters per pool (counter sets minus what allocated devices consume), computed once.
+        self._available: dict[int, tuple[dict[str, dict[str, int]], bool]] = {}
+
+    @classmethod
+    def from_index(
+        cls, index: AllocatorIndex, state: AllocatedState | None = None, **kwargs: Any
+    ) -> Allocator:
+        return cls(index=index, state=state or AllocatedState(), **kwargs)
+
+    def allocate(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> AllocationOutcome:
+        view = self.index.node_view(node)
+        run = _Run(self, view, list(claims))
+        try:
+            ok = run.search()
+        except SearchLimitExceeded:
+            ok = None
+        if ok:
+            return AllocationOutcome(view.node_name, run.build_results(), None, run.steps)
+        if ok is False:
+            for pool in view.pools:
+                if pool.invalid:
+                    raise NodeAllocationError("invalid resource pools were encountered")
+        from kdra.allocator.explain import explain
+
+        explanation = explain(run, limit_hit=ok is None)
+        return AllocationOutcome(view.node_name, None, explanation, run.steps)
+
+    # -- counters ---------------------------------------------------------------------------------
+    def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
+        """(available counters per set, whether any is already negative) for a pool."""
+        hit = self._available.get(id(pool))
+        if hit is not None:
+            return hit
+        avail = {name: dict(counters) for name, counters in (pool.counter_sets or {}).items()}
+        state = self.state
+        for slices in (pool.slices, pool.other_slices):
+            for s in slices:
+                for d in s.devices:
+                    if not d.consumes or not state.is_allocated(d.key):
+                        continue
+                    for set_name, counters in d.consumes:
+                        cs = avail.get(set_name)
+                        if cs is None:
+                            continue
+                        for cname, amount in counters:
+                            if cname in cs:
+                                cs[cname] -= amount
+        broken = any(v < 0 for cs in avail.values() for v in cs.values())
+        self._available[id(pool)] = (avail, broken)
+        return avail, broken
+
+
+class _Run:
+    """One Allocate call (upstream's internal `allocator`)."""
+
+    def __init__(self, owner: Allocator, view: NodeView, claims: list[Mapping[str, Any]]) -> None:
+        self.owner = owner
+        self.features = owner.features
+        self.index = owner.index
+        self.state = owner.state
+        self.view = view
+        self.claims = claims
+        self.requests: dict[tuple[int, int, int], ReqData] = {}
+        self.constraints: list[list[_Constraint]] = []
+        self.results: list[list[_Result]] = [[] for _ in claims]
+        self.allocating: dict[DeviceKey, set[int]] = {}
+        self.allocating_capacity: dict[DeviceKey, dict[str, int]] = {}
+        self.remaining: dict[int, dict[str, dict[str, int]]] = {}  # per pool, counters left in this run
+        self.steps = 0
+        self.validated = False
+
+    # -- validation (upstream: the loop at the top of Allocate and validateDeviceRequest) ----------
+    def validate(self) -> None:
+        f = self.features
+        for ci, claim in enumerate(self.claims):
+            ref = claim_ref(claim)
+            devices = ((claim.get("spec") or {}).get("devices")) or {}
+            min_per_claim = 0
+            for ri, request in enumerate(devices.get("requests") or []):
+                name = request.get("name", "")
+                subs = request.get("firstAvailable") or []
+                if not f.prioritized_list and subs:
+                    raise AllocationError(
+                        f"claim {ref}, request {name}: has subrequests, "
+                        "but the DRAPrioritizedList feature is disabled"
+                    )
+                exactly = request.get("exactly")
+                if not f.consumable_capacity:
+                    if exactly is not None and exactly.get("capacity") is not None:
+                        raise AllocationError(
+                            f"claim {ref}, request {name}: has capacity requests, "
+                            "but the DRAConsumableCapacity feature is disabled"
+                        )
+                    for sub in subs:
+                        if sub.get("capacity") is not None:
+                            raise AllocationError(
+                                f"claim {ref}, subrequest {sub.get('name', '')}: has capacity requests, "
+                                "but the DRAConsumableCapacity feature is disabled"
+                            )
+                if subs:
+                    min_req = None
+                    for si, sub in enumerate(subs):
+                        rd = ReqData(sub, name, ci, ri, si)
+                        self._validate_request(rd, ref)
+                        self.requests[(ci, ri, si)] = rd
+                        if min_req is None or rd.num_devices < min_req:
+                            min_req = rd.num_devices
+                    min_per_claim += min_req or 0
+                else:
+                    rd = ReqData(exactly or {"name": name}, None, ci, ri, 0)
+                    rd.name = name
+                    rd.admin = bool((exactly or {}).get("adminAccess"))
+                    self._validate_request(rd, ref, admin_set=(exactly or {}).get("adminAccess") is not None)
+                    self.requests[(ci, ri, 0)] = rd
+                    min_per_claim += rd.num_devices
+            if min_per_claim > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(
+                    f"claim {ref}: number of requested devices {min_per_claim} exceeds the claim limit of "
+                    f"{ALLOCATION_RESULTS_MAX_SIZE}"
+                )
+            constraints: list[_Constraint] = []
+            for i, c in enumerate(devices.get("constraints") or []):
+                names = c.get("requests") or []
+                if c.get("matchAttribute") is not None:
+                    constraints.append(MatchAttribute(names, c["matchAttribute"], f.list_type_attributes))
+                elif c.get("distinctAttribute") is not None:
+                    constraints.append(
+                        DistinctAttribute(names, c["distinctAttribute"], f.list_type_attributes)
+                    )
+                else:
+                    raise AllocationError(
+                        f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                    )
+            self.constraints.append(constraints)
+        self.validated = True
+
+    def _validate_request(self, rd: ReqData, ref: str, admin_set: bool = False) -> None:
+        sels = []
+        for i, sel in enumerate(rd.raw.get("selectors") or []):
+            cel = (sel or {}).get("cel")
+            if cel is None:
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}, selector #{i}: "
+                    "CEL expression empty (unsupported selector type?)"
+                )
+            sels.append(cel.get("expression") or "")
+        rd.request_selectors = tuple(sels)
+        if not self.features.admin_access and admin_set:
+            raise AllocationError(
+                f"claim {ref}, request {rd.name}: admin access is requested, but the feature is disabled"
+            )
+        if not rd.class_name:
+            raise AllocationError(
+                f"claim {ref}, request {rd.name}: missing device class name (unsupported request type?)"
+            )
+        cls = self.index.classes.get(rd.class_name)
+        if cls is None:
+            raise AllocationError(
+                f"claim {ref}, request {rd.name}: could not retrieve device class {rd.class_name}: "
+                f'deviceclass.resource.k8s.io "{rd.class_name}" not found'
+            )
+        rd.class_obj = cls
+        rd.class_selectors = self.index.class_selectors(rd.class_name)
+        if rd.mode == "ExactCount":
+            count = rd.raw.get("count")
+            rd.num_devices = rd.count = 1 if count is None else int(count)
+        elif rd.mode == "All":
+            self._collect_all(rd, ref)
+            rd.num_devices = len(rd.all_devices)
+        else:
+            raise AllocationError(f"claim {ref}, request {rd.name}: unsupported count mode {rd.mode}")
+
+    def _collect_all(self, rd: ReqData, ref: str) -> None:
+        consumable = self.features.consumable_capacity
+        for pi, pool in enumerate(self.view.pools):
+            if pool.incomplete:
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: asks for all devices, but resource pool {pool.id} is "
+                    "currently being updated"
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: asks for all devices, but resource pool {pool.id} is "
+                    "currently invalid"
+                )
+            for s in pool.slices:
+                for dev in s.devices:
+                    if not self._selectable(
+                        rd, dev, self.view.all_node_ok.get(id(dev), True), raise_errors=True
+                    ):
+                        continue
+                    if consumable and check_capacity(
+                        rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None
+                    ):
+                        continue
+                    rd.all_devices.append((dev, pi))
+
+    # -- selection --------------------------------------------------------------------------------
+    def _selector_error(self, rd: ReqData, err: SelectorError, is_class: bool) -> AllocationError:
+        kind = "CEL compile error" if err.compile_error else "CEL runtime error"
+        who = f"class {rd.class_name}" if is_class else f"claim {claim_ref(self.claims[rd.claim_index])}"
+        return AllocationError(f"{who}: selector #{err.index}: {kind}: {err.message}")
+
+    def _selectable(self, rd: ReqData, dev: DeviceEntry, node_ok: bool, raise_errors: bool) -> bool | str:
+        """isSelectable: True, False, or (raise_errors=False) the error text to raise when reached."""
+        if not self.features.device_binding_and_status and dev.binding_conditions:
+            return False
+        consumable = self.features.consumable_capacity
+        lists = self.features.list_type_attributes
+        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+        if isinstance(res, SelectorError):
+            exc = self._selector_error(rd, res, True)
+            if raise_errors:
+                raise exc
+            return str(exc)
+        if res != MATCH:
+            return False
+        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+        if isinstance(res, SelectorError):
+            exc = self._selector_error(rd, res, False)
+            if raise_errors:
+                raise exc
+            return str(exc)
+        if res != MATCH:
+            return False
+        return node_ok
+
+    def candidates(self, rd: ReqData) -> list[tuple[DeviceEntry, int, str]]:
+        """Selectable devices for an ExactCount request in search order, as (device, pool, error)."""
+        cands = rd.candidates
+        if cands is None:
+            cands = []
+            view = self.view
+            for dev, pi, ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
+                sel = self._selectable(rd, dev, ok, raise_errors=False)
+                if sel is True:
+                    cands.append((dev, pi, ""))
+                elif isinstance(sel, str):
+                    cands.append((dev, pi, sel))
+            rd.candidates = cands
+        return cands
+
+    # -- in-use -----------------------------------------------------------------------------------
+    def device_in_use(self, key: DeviceKey) -> bool:
+        return key in self.state.dedicated or bool(self.allocating.get(key))
+
+    def capacity_in_use(self, key: DeviceKey) -> bool:
+        return key in self.state.consumed or key in self.allocating_capacity
+
+    def capacity_fits(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        return not check_capacity(
+            rd.capacity_requests,
+            dev.capacity,
+            self.state.consumed.get(dev.key),
+            self.allocating_capacity.get(dev.key),
+        )
+
+    def blocked_alone(self, rd: ReqData, dev: DeviceEntry, pi: int) -> str:
+        """Why the device cannot serve the request even with nothing else allocated ("" if it can)."""
+        f = self.features
+        if f.consumable_capacity:
+            why = check_capacity(rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None)
+            if why:
+                return "capacity"
+        if dev.consumes:
+            if not f.partitionable_devices:
+                return "counters"
+            if not (f.consumable_capacity and dev.allow_multi and dev.key in self.state.consumed):
+                avail, broken = self.owner.available_counters(self.view.pools[pi])
+                if broken:
+                    return "counters"
+                for set_name, counters in dev.consumes:
+                    cs = avail.get(set_name)
+                    if cs is None:
+                        continue
+                    for cname, amount in counters:
+                        if cname in cs and cs[cname] < amount:
+                            return "counters"
+        if f.device_taints and blocking_taint(dev, rd.tolerations) is not None:
+            return "taints"
+        return ""
+
+    # -- counters ---------------------------------------------------------------------------------
+    def _reserve_counters(self, dev: DeviceEntry, pi: int) -> bool:
+        pool = self.view.pools[pi]
+        rem = self.remaining.get(pi)
+        if rem is None:
+            avail, broken = self.owner.available_counters(pool)
+            if broken:
+                return False
+            rem = {name: dict(c) for name, c in avail.items()}
+            self.remaining[pi] = rem
+        ok = True
+        touched: list[tuple[dict[str, int], str, int]] = []
+        for set_name, counters in dev.consumes:
+            cs = rem.get(set_name)
+            if cs is None:
+                continue
+            for cname, amount in counters:
+                if cname not in cs:
+                    continue
+                cs[cname] -= amount
+                touched.append((cs, cname, amount))
+                if cs[cname] < 0:
+                    ok = False
+        if not ok:
+            for cs, cname, amount in touched:
+                cs[cname] += amount
+        return ok
+
+    def _release_counters(self, dev: DeviceEntry, pi: int) -> None:
+        rem = self.remaining[pi]
+        for set_name, counters in dev.consumes:
+            cs = rem.get(set_name)
+            if cs is None:
+                continue
+            for cname, amount in counters:
+                if cname in cs:
+                    cs[cname] += amount
+
+    # -- the search -------------------------------------------------------------------------------
+    def search(self) -> bool:
+        self.validate()
+        if self._hopeless():
+            return False
+        return self.allocate_one(0, 0, 0, 0, False, 0)
+
+    def _hopeless(self) -> bool:
+        """Cheap necessary conditions, checked before searching (avoids exhaustive searches such as
+        kubernetes#131730). Exact: never rejects a solvable input and never hides an error the
+        search would report (requests whose candidates include a CEL error are left to the search)."""
+        has_all = any(rd.mode == "All" for rd in self.requests.values())
+        if has_all and any(self.constraints):
+            return False  # the search may have to report an All-constraint error
+        groups: dict[tuple[int, ...], int] = {}
+        union: set[int] = set()
+        total = 0
+        shareable = False
+        for ci, claim in enumerate(self.claims):
+            reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+            for ri in range(len(reqs)):
+                subs: list[ReqData] = []
+                si = 0
+                while (ci, ri, si) in self.requests:
+                    subs.append(self.requests[(ci, ri, si)])
+                    si += 1
+                feasible = False
+                for rd in subs:
+                    if rd.mode == "All":
+                        feasible = True
+                        continue
+                    usable, errors = request_candidates(self, rd)
+                    if errors:
+                        return False
+                    if len(usable) >= rd.num_devices:
+                        feasible = True
+                    if len(subs) == 1 and not rd.admin:
+                        if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
+                            shareable = True
+                        ids = tuple(sorted(id(d) for d, _ in usable))
+                        groups[ids] = groups.get(ids, 0) + rd.num_devices
+                        union.update(ids)
+                        total += rd.num_devices
+                if not feasible:
+                    return True
+        if shareable or has_all:
+            return False
+        if total > len(union):
+            return True
+        return any(need > len(ids) for ids, need in groups.items())
+
+    def _step(self) -> None:
+        self.steps += 1
+        if self.steps > self.owner.max_steps:
+            raise SearchLimitExceeded
+
+    def allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        self._step()
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        nreq = len(((claim.get("spec") or {}).get("devices") or {}).get("requests") or [])
+        if ri >= nreq:
+            try:
+                return self.allocate_one(ci + 1, 0, 0, 0, False, 0)
+            except _MaxSizeExceeded:
+                return False
+        rd = self.requests[(ci, ri, si)]
+        if not in_sub and rd.parent_name is not None:
+            all_exceeded = True
+            sub = 0
+            while (ci, ri, sub) in self.requests:
+                try:
+                    ok = self.allocate_one(ci, ri, sub, 0, True, 0)
+                except _MaxSizeExceeded:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.requests[(ci, ri, 0)].selected_sub = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _MaxSizeExceeded
+            return False
+
+        do_all = rd.mode == "All"
+        if do_all and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self.allocate_one(ci, ri + 1, 0, 0, False, 0)
+        if len(self.results[ci]) + rd.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _MaxSizeExceeded
+
+        if do_all:
+            dev, pi = rd.all_devices[di]
+            undo = self.allocate_device(rd, dev, pi, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self.allocate_one(ci, ri, si, di + 1, in_sub, 0)
+            except Exception:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+
+        cands = self.candidates(rd)
+        admin = rd.admin
+        dedicated = self.state.dedicated
+        allocating = self.allocating
+        consumable = self.features.consumable_capacity
+        for k in range(start, len(cands)):
+            dev, pi, err = cands[k]
+            key = dev.key
+            if admin:
+                holders = allocating.get(key)
+                if holders and ci in holders:
+                    continue
+            elif key in dedicated or allocating.get(key):
+                continue
+            if err:
+                raise AllocationError(err)
+            if consumable and not self.capacity_fits(rd, dev):
+                continue
+            undo = self.allocate_device(rd, dev, pi, must=False)
+            if undo is None:
+                continue
+            try:
+                done = self.allocate_one(ci, ri, si, di + 1, in_sub, k + 1)
+            except _MaxSizeExceeded:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
+        return False
+
+    def allocate_device(
+        self, rd: ReqData, dev: DeviceEntry, pi: int, must: bool
+    ) -> Callable[[], None] | None:
+        """Check availability, counters, taints and constraints; on success record the device and
+        return the function that undoes it (upstream allocateDevice + rollbackDevice)."""
+        f = self.features
+        ci = rd.claim_index
+        key = dev.key
+        allow_multi = f.consumable_capacity and dev.allow_multi
+        if not allow_multi and rd.admin:
+            holders = self.allocating.get(key)
+            if holders and ci in holders:
+                return None
+        if not rd.admin and self.device_in_use(key):
+            return None
+        if not f.partitionable_devices and dev.consumes:
+            return None
+        skip_counters = allow_multi and self.capacity_in_use(key)
+        counters_reserved = False
+        if not skip_counters and dev.consumes:
+            if not self._reserve_counters(dev, pi):
+                return None
+            counters_reserved = True
+        if f.device_taints and blocking_taint(dev, rd.tolerations) is not None:
+            if counters_reserved:
+                self._release_counters(dev, pi)
+            return None
+        constraints = self.constraints[ci]
+        added = 0
+        for c in constraints:
+            if not c.add(rd, dev):
+                for j in range(added - 1, -1, -1):
+                    constraints[j].remove(rd, dev)
+                if counters_reserved:
+                    self._release_counters(dev, pi)
+                if must:
+                    raise AllocationError(
+                        f"claim {claim_ref(self.claims[ci])}, request {rd.name}: cannot add device {dev.id} "
+                        "because a claim constraint would not be satisfied"
+                    )
+                return None
+            added += 1
+        marked = False
+        if not allow_multi:
+            self.allocating.setdefault(key, set()).add(ci)
+            marked = True
+        share_id: str | None = None
+        consumed: dict[str, Quantity] | None = None
+        cap_inserted = False
+        cap_existed = False
+        if f.consumable_capacity:
+            if not self.capacity_fits(rd, dev):
+                if marked:
+                    self.allocating[key].discard(ci)
+                for j in range(added - 1, -1, -1):
+                    constraints[j].remove(rd, dev)
+                if counters_reserved:
+                    self._release_counters(dev, pi)
+                return None
+            if allow_multi:
+                consumed = consumed_capacity(rd.capacity_requests, dev.capacity)
+                share_id = self.owner._share_id()
+                cap_existed = key in self.allocating_capacity
+                agg = self.allocating_capacity.setdefault(key, {})
+                for name, q in consumed.items():
+                    agg[name] = agg.get(name, 0) + q.nanos
+                cap_inserted = True
+        results = self.results[ci]
+        results.append(_Result(rd, dev, pi, share_id, consumed or None))
+
+        def undo() -> None:
+            results.pop()
+            if cap_inserted and consumed is not None:
+                agg = self.allocating_capacity.get(key)
+                if agg is not None:
+                    for name, q in consumed.items():
+                        if name in agg:
+                            agg[name] -= q.nanos
+                    if all(v == 0 for v in agg.values()) and not cap_existed:
+                        del self.allocating_capacity[key]
+            if marked:
+                self.allocating[key].discard(ci)
+            for j in range(added - 1, -1, -1):
+                constraints[j].remove(rd, dev)
+            if counters_reserved:
+                self._release_counters(dev, pi)
+
+        return undo
+
+    # -- results ----------------------------------------------------------------------------------
+    def build_results(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ci, claim in enumerate(self.claims):
+            out.append(self._build_one(ci, claim))
+        return out
+
+    def _selected(self, ci: int, ri: int) -> ReqData:
+        rd = self.requests[(ci, ri, 0)]
+        if rd.parent_name is not None:
+            rd = self.requests[(ci, ri, rd.selected_sub)]
+        return rd
+
+    def _build_one(self, ci: int, claim: Mapping[str, Any]) -> dict[str, Any]:
+        f = self.features
+        spec_devices = ((claim.get("spec") or {}).get("devices")) or {}
+        requests = spec_devices.get("requests") or []
+        results: list[dict[str, Any]] = []
+        for r in self.results[ci]:
+            item: dict[str, Any] = {
+                "request": r.rd.full_name,
+                "driver": r.dev.driver,
+                "pool": r.dev.pool,
+                "device": r.dev.name,
+            }
+            if r.rd.admin:
+                item["adminAccess"] = True
+            if r.rd.tolerations:
+                item["tolerations"] = [dict(t) for t in r.rd.tolerations]
+            if f.device_binding_and_status:
+                if r.dev.binding_conditions:
+                    item["bindingConditions"] = list(r.dev.binding_conditions)
+                if r.dev.binding_failure_conditions:
+                    item["bindingFailureConditions"] = list(r.dev.binding_failure_conditions)
+            if r.share_id is not None:
+                item["shareID"] = r.share_id
+            if r.consumed:
+                item["consumedCapacity"] = {k: str(v) for k, v in r.consumed.items()}
+            results.append(item)
+
+        config: list[dict[str, Any]] = []
+        class_ranges: dict[str, tuple[int, int]] = {}
+        for ri in range(len(requests)):
+            rd = self._selected(ci, ri)
+            cls = rd.class_obj
+            if cls is None:
+                continue
+            cname = rd.class_name
+            if cname in class_ranges:
+                start, end = class_ranges[cname]
+                for i in range(start, end):
+                    config[i]["requests"].append(rd.full_name)
+                continue
+            start = len(config)
+            for c in (cls.get("spec") or {}).get("config") or []:
+                entry = {"source": "FromClass", "requests": [rd.full_name]}
+                entry.update({k: v for k, v in c.items() if k not in ("source", "requests")})
+                config.append(entry)
+            class_ranges[cname] = (start, len(config))
+        for c in spec_devices.get("config") or []:
+            names = c.get("requests") or []
+            body = {k: v for k, v in c.items() if k != "requests"}
+            if not names:
+                config.append({"source": "FromClaim", **body})
+                continue
+            for ri, request in enumerate(requests):
+                if request.get("name") in names:
+                    config.append({"source": "FromClaim", "requests": list(names), **body})
+                    break
+                rd0 = self.requests[(ci, ri, 0)]
+                if rd0.parent_name is None:
+                    continue
+                if self._selected(ci, ri).full_name in names:
+                    config.append({"source": "FromClaim", "requests": list(names), **body})
+                    break
+        allocation: dict[str, Any] = {"devices": {"results": results}}
+        if config:
+            allocation["devices"]["config"] = config
+        node_selector = self._node_selector(ci, claim)
+        if node_selector is not None:
+            allocation["nodeSelector"] = node_selector
+        return allocation
+
+    def _node_selector(self, ci: int, claim: Mapping[str, Any]) -> dict[str, Any] | None:
+        fields: list[dict[str, Any]] = []
+        exprs: list[dict[str, Any]] = []
+        for r in self.results[ci]:
+            s = r.dev.slice
+            if s.per_device:
+                node_name, selector = r.dev.node_name, r.dev.node_selector
+            else:
+                node_name, selector = s.node_name, s.node_selector
+            if node_name or r.dev.binds_to_node:
+                return {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [self.view.node_name]}
+                            ]
+                        }
+                    ]
+                }
+            if selector is not None:
+                terms = selector.get("nodeSelectorTerms") or []
+                if len(terms) == 1:
+                    _add_requirements(terms[0].get("matchFields") or [], fields)
+                    _add_requirements(terms[0].get("matchExpressions") or [], exprs)
+                elif len(terms) > 1:
+                    name = (claim.get("metadata") or {}).get("name", "")
+                    raise AllocationError(
+                        f"create NodeSelector for claim {name}: unsupported ResourceSlice.NodeSelector with "
+                        f"{len(terms)} terms"
+                    )
+        if not fields and not exprs:
+            return None
+        term: dict[str, Any] = {}
+        if exprs:
+            term["matchExpressions"] = exprs
+        if fields:
+            term["matchFields"] = fields
+        return {"nodeSelectorTerms": [term]}
+
+
+def request_candidates(run: _Run, rd: ReqData) -> tuple[list[tuple[DeviceEntry, int]], bool]:
+    """Devices an ExactCount request could take if nothing else were being allocated, and whether
+    any selector evaluation among the devices not in use failed."""
+    usable: list[tuple[DeviceEntry, int]] = []
+    errors = False
+    dedicated = run.state.dedicated
+    for dev, pi, err in run.candidates(rd):
+        if not rd.admin and dev.key in dedicated:
+            continue
+        if err:
+            errors = True
+            continue
+        if run.blocked_alone(rd, dev, pi):
+            continue
+        usable.append((dev, pi))
+    return usable, errors
+
+
+def _add_requirements(src: Iterable[Mapping[str, Any]], dst: list[dict[str, Any]]) -> None:
+    for req in src:
+        values = set(req.get("values") or [])
+        if any(
+            e.get("key") == req.get("key")
+            and e.get("operator") == req.get("operator")
+            and set(e.get("values") or []) == values
+            for e in dst
+        ):
+            continue
+        dst.append(dict(req))

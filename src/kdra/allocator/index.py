@@ -1,0 +1,562 @@
+"""Per-slice device indexes, pool gathering per node, and the selector-result cache.
+
+Everything here depends only on DeviceClasses, ResourceSlices, the node and the feature gates, never
+on what is in use, so it is built once and reused: a scheduler keeps one `AllocatorIndex` across many
+nodes and cycles and pairs it with a cheap per-cycle `AllocatedState` (allocator.py).
+
+Slices are compiled into `SliceEntry`/`DeviceEntry` objects once per slice version and kept in a
+`SliceCache` keyed by slice identity (uid or name plus resourceVersion when the object has one,
+the object itself otherwise). CEL selector results are memoised on the `DeviceEntry`, keyed by the
+selector list, so re-evaluating a class or request selector for a device is a dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.allocator._nodes import node_matches
+from kdra.allocator.features import FeatureGates
+from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.errors import AllocationError
+
+# ---------------------------------------------------------------------------------------------
+# Attributes
+# ---------------------------------------------------------------------------------------------
+
+_SCALAR_KINDS = ("int", "bool", "string", "version")
+_LIST_KINDS = ("ints", "bools", "strings", "versions")
+
+
+def attribute_value(raw: Any) -> tuple[str, Any] | None:
+    """(kind, value) of a DeviceAttribute dict; lists become frozensets. None if no known field.
+
+    The order follows upstream's attributeAsSet: non-empty lists first, then scalars.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    for kind in _LIST_KINDS:
+        vals = raw.get(kind)
+        if vals:
+            try:
+                return kind, frozenset(vals)
+            except TypeError:
+                return None
+    for kind in _SCALAR_KINDS:
+        if raw.get(kind) is not None:
+            return kind, raw[kind]
+    return None
+
+
+def display_attribute(raw: Any) -> str:
+    av = attribute_value(raw)
+    if av is None:
+        return "<unset>"
+    kind, value = av
+    if kind in _LIST_KINDS:
+        items = raw.get(kind) or []
+        return "[" + ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in items) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity request policies
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    default: Quantity | None
+    valid_values: tuple[Quantity, ...] | None  # None when not set; () when set but empty
+    has_range: bool
+    range_min: Quantity | None
+    range_max: Quantity | None
+    range_step: Quantity | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityEntry:
+    value: Quantity
+    policy: RequestPolicy | None
+
+
+def _quantity(raw: Any, where: str) -> Quantity:
+    try:
+        return parse_quantity_any(raw)
+    except ValueError as exc:
+        raise AllocationError(f"{where}: {exc}") from exc
+
+
+def _parse_policy(raw: Any, where: str) -> RequestPolicy | None:
+    if not isinstance(raw, Mapping):
+        return None
+    default = _quantity(raw["default"], where + ".default") if raw.get("default") is not None else None
+    valid_values: tuple[Quantity, ...] | None = None
+    if raw.get("validValues") is not None:
+        valid_values = tuple(
+            _quantity(v, f"{where}.validValues[{i}]") for i, v in enumerate(raw["validValues"])
+        )
+    rng = raw.get("validRange")
+    has_range = isinstance(rng, Mapping)
+    rmin = rmax = rstep = None
+    if has_range:
+        assert isinstance(rng, Mapping)
+        if rng.get("min") is not None:
+            rmin = _quantity(rng["min"], where + ".validRange.min")
+        if rng.get("max") is not None:
+            rmax = _quantity(rng["max"], where + ".validRange.max")
+        if rng.get("step") is not None:
+            rstep = _quantity(rng["step"], where + ".validRange.step")
+    return RequestPolicy(default, valid_values, has_range, rmin, rmax, rstep)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices and slices
+# ---------------------------------------------------------------------------------------------
+
+# Selector evaluation results cached per device: MATCH, the index of the first selector that returned
+# false, or a SelectorError (compile or runtime error, re-raised with the class/claim named by the caller).
+MATCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorError:
+    index: int
+    compile_error: bool
+    message: str
+
+
+SelectorResult = int | SelectorError
+
+
+class DeviceEntry:
+    """One device of one slice version, with everything the search needs pre-parsed."""
+
+    __slots__ = (
+        "_cel",
+        "all_nodes",
+        "allow_multi",
+        "attributes",
+        "binding_conditions",
+        "binding_failure_conditions",
+        "binds_to_node",
+        "capacity",
+        "capacity_raw",
+        "consumes",
+        "driver",
+        "key",
+        "matches",
+        "name",
+        "node_name",
+        "node_selector",
+        "pool",
+        "raw",
+        "slice",
+        "taints",
+    )
+
+    def __init__(self, raw: Mapping[str, Any], slice_: SliceEntry, where: str) -> None:
+        self.raw = raw
+        self.slice = slice_
+        self.name: str = raw.get("name", "")
+        self.driver = slice_.driver
+        self.pool = slice_.pool
+        self.key: tuple[str, str, str] = (self.driver, self.pool, self.name)
+        self.attributes: Mapping[str, Any] = raw.get("attributes") or {}
+        self.capacity_raw: Mapping[str, Any] = raw.get("capacity") or {}
+        cap: dict[str, CapacityEntry] = {}
+        for cname, craw in self.capacity_raw.items():
+            cwhere = f"{where}.capacity[{cname}]"
+            value = _quantity((craw or {}).get("value", "0"), cwhere + ".value")
+            cap[cname] = CapacityEntry(value, _parse_policy((craw or {}).get("requestPolicy"), cwhere))
+        self.capacity = cap
+        self.allow_multi: bool = bool(raw.get("allowMultipleAllocations"))
+        consumes: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+        for i, cc in enumerate(raw.get("consumesCounters") or []):
+            counters = tuple(
+                (n, _quantity((c or {}).get("value", "0"), f"{where}.consumesCounters[{i}].{n}").nanos)
+                for n, c in (cc.get("counters") or {}).items()
+            )
+            consumes.append((cc.get("counterSet", ""), counters))
+        self.consumes = tuple(consumes)
+        self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
+        self.binding_conditions: list[str] | None = raw.get("bindingConditions")
+        self.binding_failure_conditions: list[str] | None = raw.get("bindingFailureConditions")
+        self.binds_to_node: bool = bool(raw.get("bindsToNode"))
+        self.node_name: str = raw.get("nodeName") or ""
+        self.all_nodes: bool = bool(raw.get("allNodes"))
+        self.node_selector: Mapping[str, Any] | None = raw.get("nodeSelector")
+        self.matches: dict[Any, SelectorResult] = {}
+        self._cel: Any = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.name}"
+
+    def cel_input(self) -> Any:
+        if self._cel is None:
+            from kdra.cel import device_input
+
+            self._cel = device_input(
+                self.driver, dict(self.attributes), dict(self.capacity_raw), self.allow_multi
+            )
+        return self._cel
+
+    def attribute(self, qualified: str) -> Any:
+        """Upstream lookupAttribute: exact qualified name, else the bare id when domain == driver."""
+        attrs = self.attributes
+        if qualified in attrs:
+            return attrs[qualified]
+        domain, sep, ident = qualified.partition("/")
+        if not sep or domain != self.driver:
+            return None
+        return attrs.get(ident)
+
+    def __repr__(self) -> str:
+        return f"DeviceEntry({self.id})"
+
+
+class SliceEntry:
+    """One ResourceSlice version: pool coordinates, node selection and compiled devices."""
+
+    __slots__ = (
+        "all_nodes",
+        "count",
+        "devices",
+        "driver",
+        "generation",
+        "has_per_device_field",
+        "name",
+        "node_name",
+        "node_selector",
+        "per_device",
+        "pool",
+        "raw",
+        "shared_counters",
+    )
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self.raw = raw
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        self.name: str = meta.get("name", "")
+        self.driver: str = spec.get("driver", "")
+        pool = spec.get("pool") or {}
+        self.pool: str = pool.get("name", "")
+        self.generation: int = int(pool.get("generation") or 0)
+        self.count: int = int(pool.get("resourceSliceCount") or 0)
+        self.node_name: str = spec.get("nodeName") or ""
+        self.all_nodes: bool = bool(spec.get("allNodes"))
+        self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
+        self.has_per_device_field = spec.get("perDeviceNodeSelection") is not None
+        self.per_device: bool = bool(spec.get("perDeviceNodeSelection"))
+        where = f"ResourceSlice {self.name}: spec"
+        shared: list[tuple[str, dict[str, int]]] = []
+        for i, cs in enumerate(spec.get("sharedCounters") or []):
+            counters = {
+                n: _quantity((c or {}).get("value", "0"), f"{where}.sharedCounters[{i}].counters[{n}]").nanos
+                for n, c in (cs.get("counters") or {}).items()
+            }
+            shared.append((cs.get("name", ""), counters))
+        self.shared_counters = shared
+        self.devices: list[DeviceEntry] = [
+            DeviceEntry(d, self, f"{where}.devices[{i}]") for i, d in enumerate(spec.get("devices") or [])
+        ]
+
+    def __repr__(self) -> str:
+        return f"SliceEntry({self.name}, {self.driver}/{self.pool}@{self.generation})"
+
+
+class SliceCache:
+    """Compiled slices by identity, so unchanged slices keep their device index and selector cache."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._entries: dict[Any, tuple[Mapping[str, Any], SliceEntry]] = {}
+        self._max = max_entries
+
+    @staticmethod
+    def _key(raw: Mapping[str, Any]) -> Any:
+        meta = raw.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if rv:
+            return ("rv", meta.get("uid") or meta.get("name"), rv)
+        return ("id", id(raw))
+
+    def get(self, raw: Mapping[str, Any]) -> SliceEntry:
+        key = self._key(raw)
+        hit = self._entries.get(key)
+        if hit is not None and (key[0] == "rv" or hit[0] is raw):
+            return hit[1]
+        entry = SliceEntry(raw)
+        if len(self._entries) >= self._max:
+            self._entries.clear()
+        self._entries[key] = (raw, entry)
+        return entry
+
+
+DEFAULT_SLICE_CACHE = SliceCache()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pools as seen from one node (upstream GatherPools, pools_experimental.go, v1.36)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Pool:
+    driver: str
+    name: str
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+    slices: list[SliceEntry] = field(default_factory=list)  # device slices targeting the node
+    other_slices: list[SliceEntry] = field(default_factory=list)  # slices of the pool for other nodes
+    counter_sets: dict[str, dict[str, int]] | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+    def has_binding_conditions(self) -> bool:
+        return any(d.binding_conditions is not None for s in self.slices for d in s.devices)
+
+
+@dataclass(slots=True)
+class NodeView:
+    """The pools visible from one node, flattened into search order."""
+
+    node_name: str
+    pools: list[Pool]
+    devices: list[DeviceEntry]  # devices of complete, valid pools in pool -> slice -> device order
+    device_pool: list[int]  # index into pools per entry of `devices`
+    node_ok: list[bool]  # per-device node selection (always True for slices without it)
+    all_node_ok: dict[int, bool]  # id(DeviceEntry) -> node ok, for every device in every pool
+
+
+def _device_node_ok(dev: DeviceEntry, node_name: str, labels: Mapping[str, str]) -> bool:
+    return node_matches(node_name, labels, dev.node_name, dev.all_nodes, dev.node_selector)
+
+
+def _build_pool(
+    driver: str,
+    name: str,
+    slices: list[SliceEntry],
+    features: FeatureGates,
+    all_slices_for_pool: list[SliceEntry] | None,
+) -> Pool:
+    slices = sorted(slices, key=lambda s: s.name)
+    if features.partitionable_devices:
+        counter_slices = [s for s in slices if s.shared_counters]
+        device_slices = [s for s in slices if not s.shared_counters]
+    else:
+        counter_slices = []
+        device_slices = slices
+    seen: set[str] = set()
+    for s in device_slices:
+        for d in s.devices:
+            if d.name in seen:
+                return Pool(driver, name, invalid=True, invalid_reason=f"duplicate device name {d.name}")
+            seen.add(d.name)
+    if not features.partitionable_devices:
+        return Pool(driver, name, slices=device_slices)
+    counter_sets: dict[str, dict[str, int]] = {}
+    for s in counter_slices:
+        for cs_name, counters in s.shared_counters:
+            if cs_name in counter_sets:
+                return Pool(
+                    driver, name, invalid=True, invalid_reason=f"duplicate counter set name {cs_name}"
+                )
+            counter_sets[cs_name] = counters
+    reason = _validate_consumption(counter_sets, slices)
+    if reason:
+        return Pool(driver, name, invalid=True, invalid_reason=reason)
+    if all_slices_for_pool is None or len(slices) == len(all_slices_for_pool):
+        return Pool(driver, name, slices=device_slices, counter_sets=counter_sets)
+    names = {s.name for s in slices}
+    others = [s for s in all_slices_for_pool if s.name not in names]
+    reason = _validate_consumption(counter_sets, others)
+    if reason:
+        return Pool(driver, name, invalid=True, invalid_reason=reason)
+    return Pool(driver, name, slices=device_slices, other_slices=others, counter_sets=counter_sets)
+
+
+def _validate_consumption(counter_sets: dict[str, dict[str, int]], slices: Iterable[SliceEntry]) -> str:
+    for s in slices:
+        for d in s.devices:
+            for set_name, counters in d.consumes:
+                cs = counter_sets.get(set_name)
+                if cs is None:
+                    return f"counter set {set_name} not found"
+                for cname, _ in counters:
+                    if cname not in cs:
+                        return f"counter {cname} not found in counter set {set_name}"
+    return ""
+
+
+def gather_pools(
+    slices_for_node: Sequence[SliceEntry],
+    node_name: str,
+    labels: Mapping[str, str],
+    features: FeatureGates,
+    slices_by_pool: Mapping[tuple[str, str], list[SliceEntry]],
+) -> list[Pool]:
+    by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
+    for s in slices_for_node:
+        if not features.partitionable_devices and (s.has_per_device_field or s.shared_counters):
+            continue
+        if s.shared_counters:
+            relevant = True
+        elif s.node_name or s.all_nodes or s.node_selector is not None:
+            relevant = node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
+        elif s.per_device:
+            relevant = any(_device_node_ok(d, node_name, labels) for d in s.devices)
+        else:
+            continue  # some future node selection we do not know
+        if not relevant:
+            continue
+        pid = (s.driver, s.pool)
+        current = by_pool.get(pid)
+        if current is None or s.generation > current[0].generation:
+            by_pool[pid] = [s]
+        elif s.generation == current[0].generation:
+            current.append(s)
+    result: list[Pool] = []
+    with_binding: list[Pool] = []
+    for (driver, pname), pool_slices in by_pool.items():
+        first = pool_slices[0]
+        if len(pool_slices) == first.count:
+            pool = _build_pool(driver, pname, pool_slices, features, None)
+        else:
+            obsolete = False
+            all_for_pool: list[SliceEntry] = []
+            for s in slices_by_pool.get((driver, pname), ()):
+                if s.generation == first.generation:
+                    all_for_pool.append(s)
+                elif s.generation > first.generation:
+                    obsolete = True
+                    break
+            if obsolete:
+                continue
+            if len(all_for_pool) != first.count:
+                result.append(Pool(driver, pname, incomplete=True))
+                continue
+            pool = _build_pool(driver, pname, pool_slices, features, all_for_pool)
+        (with_binding if pool.has_binding_conditions() else result).append(pool)
+    result.sort(key=lambda p: (p.driver, p.name))
+    with_binding.sort(key=lambda p: (p.driver, p.name))
+    return result + with_binding
+
+
+# ---------------------------------------------------------------------------------------------
+# The index
+# ---------------------------------------------------------------------------------------------
+
+
+class AllocatorIndex:
+    """DeviceClasses and ResourceSlices compiled once for many Allocate calls.
+
+    Reuse it for as long as classes and slices do not change; pair it with a fresh
+    `AllocatedState` whenever claims change (that part is cheap).
+    """
+
+    def __init__(
+        self,
+        classes: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]],
+        slices: Iterable[Mapping[str, Any]],
+        features: FeatureGates | None = None,
+        *,
+        slice_cache: SliceCache | None = None,
+    ) -> None:
+        self.features = features or FeatureGates()
+        if isinstance(classes, Mapping):
+            self.classes: dict[str, Mapping[str, Any]] = dict(classes)
+        else:
+            self.classes = {(c.get("metadata") or {}).get("name", ""): c for c in classes}
+        cache = slice_cache or DEFAULT_SLICE_CACHE
+        self.slices: list[SliceEntry] = [cache.get(s) for s in slices]
+        self.slices_on_node: dict[str, list[SliceEntry]] = {}
+        self.slices_shared: list[SliceEntry] = []
+        self.slices_by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
+        for s in self.slices:
+            if s.node_name:
+                self.slices_on_node.setdefault(s.node_name, []).append(s)
+            else:
+                self.slices_shared.append(s)
+            self.slices_by_pool.setdefault((s.driver, s.pool), []).append(s)
+        self._views: dict[Any, NodeView] = {}
+        self._class_selectors: dict[str, tuple[str, ...]] = {}
+
+    def class_selectors(self, class_name: str) -> tuple[str, ...]:
+        sel = self._class_selectors.get(class_name)
+        if sel is None:
+            cls = self.classes[class_name]
+            sel = tuple(
+                ((s.get("cel") or {}).get("expression") or "")
+                for s in (cls.get("spec") or {}).get("selectors") or []
+            )
+            self._class_selectors[class_name] = sel
+        return sel
+
+    def node_view(self, node: Mapping[str, Any]) -> NodeView:
+        meta = node.get("metadata") or node
+        name: str = meta.get("name", "")
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        key = (name, tuple(sorted(labels.items())))
+        view = self._views.get(key)
+        if view is None:
+            view = self._build_view(name, labels)
+            if len(self._views) > 100_000:
+                self._views.clear()
+            self._views[key] = view
+        return view
+
+    def _build_view(self, name: str, labels: Mapping[str, str]) -> NodeView:
+        for_node = self.slices_on_node.get(name, []) + self.slices_shared
+        pools = gather_pools(for_node, name, labels, self.features, self.slices_by_pool)
+        devices: list[DeviceEntry] = []
+        device_pool: list[int] = []
+        node_ok: list[bool] = []
+        all_ok: dict[int, bool] = {}
+        for pi, pool in enumerate(pools):
+            usable = not (pool.incomplete or pool.invalid)
+            for s in pool.slices:
+                for d in s.devices:
+                    ok = _device_node_ok(d, name, labels) if s.per_device else True
+                    all_ok[id(d)] = ok
+                    if usable:
+                        devices.append(d)
+                        device_pool.append(pi)
+                        node_ok.append(ok)
+        return NodeView(name, pools, devices, device_pool, node_ok, all_ok)
+
+
+def evaluate_selectors(
+    dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool
+) -> SelectorResult:
+    """MATCH, the index of the first false selector, or the first error; memoised per device."""
+    key = (exprs, consumable, list_types)
+    cached = dev.matches.get(key)
+    if cached is not None:
+        return cached
+    from kdra.cel import CELCompileError, CELRuntimeError, compile_selector
+
+    result: SelectorResult = MATCH
+    for i, expr in enumerate(exprs):
+        try:
+            program = compile_selector(expr, consumable_capacity=consumable, list_type_attributes=list_types)
+        except CELCompileError as exc:
+            result = SelectorError(i, True, str(exc))
+            break
+        try:
+            ok = program.matches(dev.cel_input())
+        except CELRuntimeError as exc:
+            result = SelectorError(i, False, str(exc))
+            break
+        if not ok:
+            result = i
+            break
+    dev.matches[key] = result
+    return result

@@ -1,0 +1,104 @@
+"""Load upstream's allocator conformance vectors (shared/conformance/upstream-allocator, see its README)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kdra.allocator import Allocator, FeatureGates
+
+
+def conformance_dir() -> Path:
+    env = os.environ.get("KDRA_CONFORMANCE_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        cand = parent / "shared" / "conformance" / "upstream-allocator"
+        if cand.is_dir():
+            return cand
+        cand = parent.parent / "shared" / "conformance" / "upstream-allocator"
+        if cand.is_dir():
+            return cand
+    return Path("/work/shared/conformance/upstream-allocator")
+
+
+def load_case(path: Path) -> dict[str, Any]:
+    with path.open() as fh:
+        data: dict[str, Any] = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return data
+
+
+def allocated_claims(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """One allocated ResourceClaim per allocatedDevices entry (README: "Reading allocatedDevices back")."""
+    claims = []
+    for i, entry in enumerate(case.get("allocatedDevices") or []):
+        result: dict[str, Any] = {
+            "request": "req",
+            "driver": entry["driver"],
+            "pool": entry["pool"],
+            "device": entry["device"],
+        }
+        if "shareID" in entry:
+            result["shareID"] = entry["shareID"]
+        if "consumedCapacity" in entry:
+            result["consumedCapacity"] = entry["consumedCapacity"]
+        claims.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"allocated-{i}"},
+                "spec": {"devices": {"requests": []}},
+                "status": {"allocation": {"devices": {"results": [result]}}},
+            }
+        )
+    return claims
+
+
+def run_case(case: dict[str, Any], **kwargs: Any) -> Any:
+    features = FeatureGates.only(case.get("features") or [])
+    classes = {c["metadata"]["name"]: c for c in case.get("deviceClasses") or []}
+    allocator = Allocator(
+        classes, case.get("resourceSlices") or [], allocated_claims(case), features, **kwargs
+    )
+    node = next(n for n in case["nodes"] if n["name"] == case["node"])
+    node_obj = {"metadata": {"name": node["name"], "labels": node.get("labels") or {}}}
+    return allocator.allocate(node_obj, case.get("claims") or [])
+
+
+def normalise_results(
+    allocations: list[dict[str, Any]], claims: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Our allocations in the files' `expect.allocation` shape (shareID left out)."""
+    out = []
+    for claim, alloc in zip(claims, allocations, strict=True):
+        results = []
+        for r in alloc["devices"]["results"]:
+            r = {k: v for k, v in r.items() if k != "shareID"}
+            results.append(r)
+        entry: dict[str, Any] = {
+            "claim": claim["metadata"]["name"],
+            "results": results,
+            "nodeSelector": alloc.get("nodeSelector"),
+        }
+        if alloc["devices"].get("config"):
+            entry["config"] = alloc["devices"]["config"]
+        out.append(entry)
+    return out
+
+
+def expected_results(expect: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for e in expect:
+        entry = {
+            "claim": e["claim"],
+            "results": e.get("results") or [],
+            "nodeSelector": e.get("nodeSelector"),
+        }
+        if e.get("config"):
+            entry["config"] = e["config"]
+        out.append(entry)
+    return out
