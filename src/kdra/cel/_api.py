@@ -17,7 +17,7 @@ CEL_SELECTOR_EXPRESSION_MAX_LENGTH = 10 * 1024
 
 
 class CELCompileError(InputError):
-    """The expression does not compile; str() is cel-go's text (compile.go prefixes 'compilation failed: ')."""
+    """The expression does not compile; str() is cel-go's text, prefixed like compile.go does."""
 
     def __init__(self, message: str, expression: str = "") -> None:
         super().__init__(message)
@@ -109,7 +109,9 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
         comp = Compiler(env)
         c = comp.compile(ast)
     except (ParseError, CheckError) as e:
-        raise CELCompileError("compilation failed: " + _display(expression, e.pos, e.message), expression) from None
+        raise CELCompileError(
+            "compilation failed: " + _display(expression, e.pos, e.message), expression
+        ) from None
     except RecursionError:
         raise CELCompileError(
             "compilation failed: ERROR: <input>:1:1: expression recursion limit exceeded", expression
@@ -125,7 +127,9 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
 
 
 @lru_cache(maxsize=4096)
-def _cached(expression: str, consumable_capacity: bool, list_type_attributes: bool) -> Program | CELCompileError:
+def _cached(
+    expression: str, consumable_capacity: bool, list_type_attributes: bool
+) -> Program | CELCompileError:
     try:
         return _compile(expression, consumable_capacity, list_type_attributes)
     except CELCompileError as e:
@@ -146,7 +150,9 @@ def compile_selector(
     return r
 
 
-def estimate_cost(expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False) -> int:
+def estimate_cost(
+    expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False
+) -> int:
     """Worst-case cost estimate of a selector (compile first; raises CELCompileError)."""
     return compile_selector(
         expression, consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes

@@ -179,8 +179,15 @@ class Compiler:
 
     def c_lit(self, n: Lit) -> Compiled:
         v = n.value
-        t = {"int": "int", "uint": "uint", "double": "double", "string": "string", "bytes": "bytes",
-             "bool": "bool", "null": "null_type"}[n.kind]
+        t = {
+            "int": "int",
+            "uint": "uint",
+            "double": "double",
+            "string": "string",
+            "bytes": "bytes",
+            "bool": "bool",
+            "null": "null_type",
+        }[n.kind]
         if n.kind == "uint":
             v = UInt(v)
         return Compiled(_const(v), t, is_const=True, const=v, nodes=0)
@@ -463,10 +470,7 @@ class Compiler:
             if all(_matches(p, t) for p, t in zip(ov.params, types, strict=True)):
                 cands.append(ov)
         if not cands:
-            if member:
-                sig = f"{types[0]}.({', '.join(types[1:])})"
-            else:
-                sig = f"({', '.join(types)})"
+            sig = f"{types[0]}.({', '.join(types[1:])})" if member else f"({', '.join(types)})"
             raise CheckError(f"found no matching overload for '{name}' applied to '{sig}'", n.pos)
         rts = {_result_type(ov, types) for ov in cands}
         rt = rts.pop() if len(rts) == 1 else "dyn"
@@ -519,8 +523,11 @@ class Compiler:
         elif rt in DYN:
             vt = "dyn"
         else:
-            raise CheckError(f"expression of type '{rt}' cannot be range of a comprehension "
-                             "(must be list, map, or dynamic)", n.target.pos)
+            raise CheckError(
+                f"expression of type '{rt}' cannot be range of a comprehension "
+                "(must be list, map, or dynamic)",
+                n.target.pos,
+            )
         if vt == "any":
             vt = "dyn"
         slot = self.new_slot()
@@ -534,12 +541,14 @@ class Compiler:
         if name in ("all", "exists", "exists_one", "filter") or (name == "map" and len(bodies) == 2):
             pt = bodies[0].t
             if not (pt == "bool" or pt in DYN):
-                raise CheckError(f"found no matching overload for '_&&_' applied to '(bool, {pt})'"
-                                 if name == "all" else
-                                 f"found no matching overload for '_||_' applied to '(bool, {pt})'"
-                                 if name == "exists" else
-                                 f"found no matching overload for '_?_:_' applied to '({pt}, int, int)'",
-                                 n.args[1].pos)
+                raise CheckError(
+                    f"found no matching overload for '_&&_' applied to '(bool, {pt})'"
+                    if name == "all"
+                    else f"found no matching overload for '_||_' applied to '(bool, {pt})'"
+                    if name == "exists"
+                    else f"found no matching overload for '_?_:_' applied to '({pt}, int, int)'",
+                    n.args[1].pos,
+                )
         pred = bodies[0].fn
         nodes = rng.nodes + step + 1
 
@@ -791,11 +800,15 @@ class Compiler:
             raise no_such_overload()
 
         rt = join_types(tc.t, ec.t)
-        if tc.t != ec.t and not (_is_dyn(tc.t) or _is_dyn(ec.t)) and "null_type" not in (tc.t, ec.t):
-            if not (base(tc.t) == base(ec.t) and base(tc.t) in ("list", "map")):
-                raise CheckError(
-                    f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
-                )
+        if (
+            tc.t != ec.t
+            and not (_is_dyn(tc.t) or _is_dyn(ec.t))
+            and "null_type" not in (tc.t, ec.t)
+            and not (base(tc.t) == base(ec.t) and base(tc.t) in ("list", "map"))
+        ):
+            raise CheckError(
+                f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
+            )
         if cc.is_const and cc.const is True:
             return tc
         if cc.is_const and cc.const is False:
@@ -848,7 +861,9 @@ class Compiler:
         elif not (_is_dyn(lt_) or lt_ in ("int", "uint", "double", "string", "bytes", "bool")) or not (
             _is_dyn(rt_) or rt_ in ("int", "uint", "double", "string", "bytes", "bool")
         ):
-            raise CheckError(f"found no matching overload for '{n.function}' applied to '({lt_}, {rt_})'", n.pos)
+            raise CheckError(
+                f"found no matching overload for '{n.function}' applied to '({lt_}, {rt_})'", n.pos
+            )
         lf, rf = lc.fn, rc.fn
         nodes = lc.nodes + rc.nodes + 1
         op = n.function
@@ -903,7 +918,9 @@ class Compiler:
         else:
             for t in (lt_, rt_):
                 if not (_is_dyn(t) or base(t) in allowed):
-                    raise CheckError(f"found no matching overload for '{op}' applied to '({lt_}, {rt_})'", n.pos)
+                    raise CheckError(
+                        f"found no matching overload for '{op}' applied to '({lt_}, {rt_})'", n.pos
+                    )
             rt = rt_ if _is_dyn(lt_) else lt_
             if rt == "any":
                 rt = "dyn"
@@ -1085,7 +1102,4 @@ def _fmt_key(k: Any) -> str:
 
 
 def _same_key(m: dict[Any, Any], key: Any) -> bool:
-    for k in m:
-        if k == key and (type(k) is bool) == (type(key) is bool):
-            return True
-    return False
+    return any(k == key and (type(k) is bool) == (type(key) is bool) for k in m)

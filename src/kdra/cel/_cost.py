@@ -15,9 +15,28 @@ _MAX_VALUE_LEN = 64  # DeviceAttributeMaxValueLength
 _MAX_ATTRS = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
 _MACROS = frozenset(("all", "exists", "exists_one", "map", "filter"))
 _LINEAR = frozenset(
-    ("contains", "matches", "find", "findAll", "split", "replace", "lowerAscii", "upperAscii", "indexOf",
-     "lastIndexOf", "join", "isSorted", "sum", "min", "max", "sets.contains", "sets.equivalent",
-     "sets.intersects", "@in", "_+_")
+    (
+        "contains",
+        "matches",
+        "find",
+        "findAll",
+        "split",
+        "replace",
+        "lowerAscii",
+        "upperAscii",
+        "indexOf",
+        "lastIndexOf",
+        "join",
+        "isSorted",
+        "sum",
+        "min",
+        "max",
+        "sets.contains",
+        "sets.equivalent",
+        "sets.intersects",
+        "@in",
+        "_+_",
+    )
 )
 _CAP = 1 << 62
 
@@ -74,7 +93,12 @@ def _cost(n: Node, sizes: dict[str, int]) -> int:
             inner[n.args[0].name] = _MAX_VALUE_LEN
             body = sum(_cost(x, inner) for x in n.args[1:]) + 1
             return min(_CAP, _cost(n.target, sizes) + rng * body)
-        if n.function == "bind" and isinstance(n.target, Ident) and n.target.name == "cel" and len(n.args) == 3:
+        if (
+            n.function == "bind"
+            and isinstance(n.target, Ident)
+            and n.target.name == "cel"
+            and len(n.args) == 3
+        ):
             var = n.args[0]
             inner = dict(sizes)
             if isinstance(var, Ident):

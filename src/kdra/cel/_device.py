@@ -8,7 +8,7 @@ from kdra.api.quantity import parse_quantity_any
 from kdra.cel._values import Semver
 
 
-class DomainMap(dict):  # type: ignore[type-arg]
+class DomainMap(dict[str, dict[str, Any]]):
     """device.attributes / device.capacity: an unknown domain reads as an empty map (compile.go mapper)."""
 
     __slots__ = ()

@@ -297,8 +297,10 @@ def to_int(x: Any) -> int:
             raise EvalError("integer overflow")
         return int(x)
     if tx is float:
-        if x != x or not (-9.223372036854775808e18 <= x < 9.223372036854775808e18) or x in (
-            -9.223372036854775808e18,
+        if (
+            x != x
+            or not (-9.223372036854775808e18 <= x < 9.223372036854775808e18)
+            or x in (-9.223372036854775808e18,)
         ):
             raise EvalError("integer overflow")
         return int(x)
@@ -420,7 +422,9 @@ def compile_regex(pattern: str) -> re.Pattern[str]:
         return p
     if _NESTED_QUANT.search(pattern):
         # RE2 is linear-time; Python's backtracking engine is exponential on nested quantifiers.
-        raise EvalError(f"error parsing regexp: nested repetition operator is not supported by kdra: `{pattern}`")
+        raise EvalError(
+            f"error parsing regexp: nested repetition operator is not supported by kdra: `{pattern}`"
+        )
     try:
         translated = pattern.replace("\\z", "\\Z").replace("(?P<", "(?P<")
         p = re.compile(translated)
@@ -578,7 +582,10 @@ def substring(s: Any, start: Any, end: Any = None) -> str:
     return s[start:end]
 
 
-_UNICODE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_UNICODE_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001"
+    "\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 def trim(s: Any) -> str:
@@ -600,10 +607,10 @@ def join(a: list[Any], lst: Any, sep: Any = "") -> str:
 # Kubernetes lists library (apiserver/pkg/cel/library/lists.go)
 
 
-def _list(x: Any) -> list[Any]:
+def _list(x: Any) -> list[Any] | tuple[Any, ...]:
     if type(x) is not list and type(x) is not tuple:
         raise no_such_overload()
-    return x  # type: ignore[no-any-return]
+    return x
 
 
 def is_sorted(a: list[Any], lst: Any) -> bool:
@@ -828,7 +835,8 @@ def includes(target: Any, arg: Any) -> bool:
         for i, item in enumerate(target):
             if i >= MAX_ATTRIBUTE_VALUES:
                 raise EvalError(
-                    f"'includes' function cannot be applied to lists longer than {MAX_ATTRIBUTE_VALUES} values"
+                    "'includes' function cannot be applied to lists longer than "
+                    f"{MAX_ATTRIBUTE_VALUES} values"
                 )
             try:
                 if cel_eq(item, arg):
@@ -873,20 +881,40 @@ FUNCTIONS: dict[str, list[Overload]] = {
         _o(True, "list", "int", size),
         _o(True, "map", "int", size),
     ],
-    "int": [_o(False, "int", "int", to_int), _o(False, "uint", "int", to_int), _o(False, "double", "int", to_int),
-            _o(False, "string", "int", to_int)],
-    "uint": [_o(False, "int", "uint", to_uint), _o(False, "uint", "uint", to_uint),
-             _o(False, "double", "uint", to_uint), _o(False, "string", "uint", to_uint)],
-    "double": [_o(False, "int", "double", to_double), _o(False, "uint", "double", to_double),
-               _o(False, "double", "double", to_double), _o(False, "string", "double", to_double)],
-    "string": [_o(False, "int", "string", to_string), _o(False, "uint", "string", to_string),
-               _o(False, "double", "string", to_string), _o(False, "string", "string", to_string),
-               _o(False, "bool", "string", to_string), _o(False, "bytes", "string", to_string)],
+    "int": [
+        _o(False, "int", "int", to_int),
+        _o(False, "uint", "int", to_int),
+        _o(False, "double", "int", to_int),
+        _o(False, "string", "int", to_int),
+    ],
+    "uint": [
+        _o(False, "int", "uint", to_uint),
+        _o(False, "uint", "uint", to_uint),
+        _o(False, "double", "uint", to_uint),
+        _o(False, "string", "uint", to_uint),
+    ],
+    "double": [
+        _o(False, "int", "double", to_double),
+        _o(False, "uint", "double", to_double),
+        _o(False, "double", "double", to_double),
+        _o(False, "string", "double", to_double),
+    ],
+    "string": [
+        _o(False, "int", "string", to_string),
+        _o(False, "uint", "string", to_string),
+        _o(False, "double", "string", to_string),
+        _o(False, "string", "string", to_string),
+        _o(False, "bool", "string", to_string),
+        _o(False, "bytes", "string", to_string),
+    ],
     "bool": [_o(False, "bool", "bool", to_bool), _o(False, "string", "bool", to_bool)],
     "bytes": [_o(False, "bytes", "bytes", to_bytes), _o(False, "string", "bytes", to_bytes)],
     "dyn": [_o(False, "dyn", "dyn", lambda x: x)],
     "type": [_o(False, "dyn", "type", cel_type)],
-    "matches": [_o(False, "string,string", "bool", matches, True), _o(True, "string,string", "bool", matches, True)],
+    "matches": [
+        _o(False, "string,string", "bool", matches, True),
+        _o(True, "string,string", "bool", matches, True),
+    ],
     "contains": [_o(True, "string,string", "bool", contains, True)],
     "startsWith": [_o(True, "string,string", "bool", starts_with)],
     "endsWith": [_o(True, "string,string", "bool", ends_with)],
@@ -904,17 +932,26 @@ FUNCTIONS: dict[str, list[Overload]] = {
     ],
     "lowerAscii": [_o(True, "string", "string", lower_ascii, True)],
     "upperAscii": [_o(True, "string", "string", upper_ascii, True)],
-    "replace": [_o(True, "string,string,string", "string", replace, True),
-                _o(True, "string,string,string,int", "string", replace, True)],
-    "split": [_o(True, "string,string", "list(string)", split, True),
-              _o(True, "string,string,int", "list(string)", split, True)],
-    "substring": [_o(True, "string,int", "string", substring), _o(True, "string,int,int", "string", substring)],
+    "replace": [
+        _o(True, "string,string,string", "string", replace, True),
+        _o(True, "string,string,string,int", "string", replace, True),
+    ],
+    "split": [
+        _o(True, "string,string", "list(string)", split, True),
+        _o(True, "string,string,int", "list(string)", split, True),
+    ],
+    "substring": [
+        _o(True, "string,int", "string", substring),
+        _o(True, "string,int,int", "string", substring),
+    ],
     "trim": [_o(True, "string", "string", trim)],
     "join": [_o(True, "list", "string", join, True), _o(True, "list,string", "string", join, True)],
     # regex library
     "find": [_o(True, "string,string", "string", find, True)],
-    "findAll": [_o(True, "string,string", "list(string)", find_all, True),
-                _o(True, "string,string,int", "list(string)", find_all, True)],
+    "findAll": [
+        _o(True, "string,string", "list(string)", find_all, True),
+        _o(True, "string,string,int", "list(string)", find_all, True),
+    ],
     # lists library
     "isSorted": [_o(True, "list", "bool", is_sorted, True)],
     "sum": [_o(True, "list", "@elem", list_sum, True)],
@@ -934,9 +971,14 @@ FUNCTIONS: dict[str, list[Overload]] = {
     "add": [_o(True, f"{Q},{Q}", Q, q_add), _o(True, f"{Q},int", Q, q_add)],
     "sub": [_o(True, f"{Q},{Q}", Q, q_sub), _o(True, f"{Q},int", Q, q_sub)],
     "compareTo": [_o(True, f"{Q},{Q}", "int", q_compare_to), _o(True, f"{S},{S}", "int", q_compare_to)],
-    "isGreaterThan": [_o(True, f"{Q},{Q}", "bool", q_is_greater_than),
-                      _o(True, f"{S},{S}", "bool", q_is_greater_than)],
-    "isLessThan": [_o(True, f"{Q},{Q}", "bool", q_is_less_than), _o(True, f"{S},{S}", "bool", q_is_less_than)],
+    "isGreaterThan": [
+        _o(True, f"{Q},{Q}", "bool", q_is_greater_than),
+        _o(True, f"{S},{S}", "bool", q_is_greater_than),
+    ],
+    "isLessThan": [
+        _o(True, f"{Q},{Q}", "bool", q_is_less_than),
+        _o(True, f"{S},{S}", "bool", q_is_less_than),
+    ],
     # semver
     "semver": [_o(False, "string", S, semver), _o(False, "string,bool", S, semver)],
     "isSemver": [_o(False, "string", "bool", is_semver), _o(False, "string,bool", "bool", is_semver)],

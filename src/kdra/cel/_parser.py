@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 # ---------------------------------------------------------------------------------------------------------
 # AST
@@ -67,7 +67,25 @@ class MessageLit(Node):
 
 
 RESERVED = frozenset(
-    "as break const continue else for function if import let loop package namespace return var void while".split()
+    [
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ]
 )
 
 
@@ -84,7 +102,9 @@ class ParseError(Exception):
 _TOKEN_RE = re.compile(
     r"""
     (?P<ws>[ \t\r\n\f]+|//[^\n]*)
-  | (?P<num>(?:0[xX][0-9a-fA-F]+[uU]?)|(?:(?:[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?)|(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?)|(?:[0-9]+[eE][+-]?[0-9]+))|(?:[0-9]+[uU]?))
+  | (?P<num>(?:0[xX][0-9a-fA-F]+[uU]?)
+        |(?:(?:[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?)|(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?)|(?:[0-9]+[eE][+-]?[0-9]+))
+        |(?:[0-9]+[uU]?))
   | (?P<str>(?:[rR][bB]?|[bB][rR]?)?(?:\"\"\"|'''|\"|'))
   | (?P<ident>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<bq>`[^`]*`)
@@ -215,13 +235,11 @@ def tokenize(src: str) -> list[Tok]:
                     break
                 j += 1
             if body_end < 0:
-                raise ParseError(f"Syntax error: token recognition error at: '{src[i:j + 1]}'", i)
+                raise ParseError(f"Syntax error: token recognition error at: '{src[i : j + 1]}'", i)
             body = src[start:body_end]
-            value: str | bytes
-            if raw:
-                value = body.encode("utf-8") if is_bytes else body
-            else:
-                value = _unescape(body, is_bytes, i)
+            value: str | bytes = (
+                (body.encode("utf-8") if is_bytes else body) if raw else _unescape(body, is_bytes, i)
+            )
             toks.append(Tok("bytes" if is_bytes else "str", src[i : body_end + len(quote)], i, value))
             i = body_end + len(quote)
             continue
@@ -309,7 +327,14 @@ class Parser:
             left = Call(op.pos, "_&&_", [left, right])
         return left
 
-    _REL = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_"}
+    _REL: ClassVar[dict[str, str]] = {
+        "<": "_<_",
+        "<=": "_<=_",
+        ">": "_>_",
+        ">=": "_>=_",
+        "==": "_==_",
+        "!=": "_!=_",
+    }
 
     def relation(self) -> Node:
         left = self.addition()
@@ -350,6 +375,7 @@ class Parser:
 
     def unary(self) -> Node:
         t = self.peek()
+        e: Node
         if t.kind == "op" and t.text == "!":
             ops = []
             while self.at_op("!"):
@@ -363,7 +389,6 @@ class Parser:
             while self.at_op("-"):
                 ops.append(self.next())
             nt = self.peek()
-            e: Node
             if nt.kind == "num" and len(ops) % 2 == 1 and not self._next_is_member(1):
                 # negative literal: -9223372036854775808 is valid
                 self.next()
@@ -440,7 +465,7 @@ class Parser:
                     raise ParseError("Syntax error: unsigned integer literal cannot be negative", t.pos)
                 v = int(text[:-1], 0)
                 if v > 0xFFFFFFFFFFFFFFFF:
-                    raise ParseError(f"invalid uint literal", t.pos)
+                    raise ParseError("invalid uint literal", t.pos)
                 return Lit(t.pos, v, "uint")
             if text.lower().startswith("0x"):
                 v = int(sign + text, 16)
@@ -502,12 +527,16 @@ class Parser:
                     return Call(open_tok.pos, nt.text, args)
                 return Ident(nt.pos, nt.text)
         if k == "eof":
-            raise ParseError("Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', "
-                             "'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
-                             t.pos)
-        raise ParseError(f"Syntax error: mismatched input '{t.text}' expecting {{'[', '{{', '(', '.', '-', '!', "
-                         "'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
-                         t.pos)
+            raise ParseError(
+                "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', "
+                "'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+                t.pos,
+            )
+        raise ParseError(
+            f"Syntax error: mismatched input '{t.text}' expecting {{'[', '{{', '(', '.', '-', '!', "
+            "'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+            t.pos,
+        )
 
     def _map(self, pos: int) -> Node:
         entries: list[tuple[Node, Node]] = []

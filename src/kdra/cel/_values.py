@@ -109,7 +109,9 @@ class Semver:
 
     __slots__ = ("build", "major", "minor", "patch", "pre")
 
-    def __init__(self, major: int, minor: int, patch: int, pre: tuple[int | str, ...], build: tuple[str, ...]):
+    def __init__(
+        self, major: int, minor: int, patch: int, pre: tuple[int | str, ...], build: tuple[str, ...]
+    ):
         self.major = major
         self.minor = minor
         self.patch = patch
