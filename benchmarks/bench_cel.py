@@ -293,10 +293,12 @@ def main() -> None:
 
     devs = make_devices(n_devices)
     probe = devs[0]
-    header = f"{'engine':46} {'eq/s':>10} {'quantity/s':>11} {'semver/s':>10} {'fleet all':>10} {'first-false':>12}"
-    print(
-        f"Python {sys.version.split()[0]}; fleet = {len(FLEET)} selectors x {n_devices} devices incl. conversion"
+    header = (
+        f"{'engine':46} {'eq/s':>10} {'quantity/s':>11} {'semver/s':>10}"
+        f" {'fleet all':>10} {'first-false':>12}"
     )
+    py = sys.version.split()[0]
+    print(f"Python {py}; fleet = {len(FLEET)} selectors x {n_devices} devices incl. conversion")
     print(header)
     results: dict[str, list[Any]] = {}
     for eng in engines:
@@ -309,8 +311,8 @@ def main() -> None:
         row += [t_all, t_ff, m_all, m_ff]
         results[eng.name] = row
         print(
-            f"{eng.name:46} {row[0]:>10,.0f} {row[1]:>11,.0f} {row[2]:>10,.0f} {row[3]:>9.3f}s {row[4]:>11.3f}s"
-            f"   (matched {m_all}/{m_ff})"
+            f"{eng.name:46} {row[0]:>10,.0f} {row[1]:>11,.0f} {row[2]:>10,.0f}"
+            f" {row[3]:>9.3f}s {row[4]:>11.3f}s   (matched {m_all}/{m_ff})"
         )
     counts = {tuple(r[5:7]) for r in results.values()}
     if len(counts) > 1:
