@@ -1,0 +1,277 @@
+"""DRA bookkeeping for the scheduler: the allocator index, what is allocated, and cheap per-node checks.
+
+One `AllocatorIndex` (kdra.allocator) is built per version of the DeviceClasses and ResourceSlices and
+reused by every cycle and node; what is in use is tracked incrementally from claim events and from the
+scheduler's own assumptions (upstream's in-flight allocations, SignalClaimPendingAllocation), keyed by claim
+uid so repeated events never double count.
+
+Before the allocator runs on a node, `free_devices(node, class)` gives an upper bound on the devices of a
+class the node can still offer (devices matching the class selectors and not exclusively in use). A node
+with fewer than the pod's exact-count demand per class is ruled out without a search: this is only ever a
+necessary condition, the allocator decides.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.allocator import AllocatedState, AllocationOutcome, Allocator
+from kdra.allocator.features import FeatureGates
+from kdra.allocator.index import MATCH, AllocatorIndex, DeviceEntry, evaluate_selectors
+from kdra.api.quantity import parse_quantity_any
+from kdra.cluster.store import Obj, WatchEvent
+
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+MAX_RESERVED_FOR = 256  # ResourceClaimReservedForMaxSize
+
+
+def claim_spec_key(claim: Mapping[str, Any]) -> str:
+    return json.dumps((claim.get("spec") or {}).get("devices") or {}, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class ClaimDemand:
+    """Per class: the fewest devices the claims need (exact counts; firstAvailable: any alternative)."""
+
+    exact: dict[str, int] = field(default_factory=dict)
+    alternatives: list[list[tuple[str, int]]] = field(default_factory=list)
+
+    def add_claim(self, claim: Mapping[str, Any]) -> None:
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            ex = req.get("exactly")
+            if ex is not None:
+                cls = ex.get("deviceClassName", "")
+                if ex.get("allocationMode", "ExactCount") == "All":
+                    self.exact.setdefault(cls, 0)
+                    self.exact[cls] = max(self.exact[cls], 1)
+                elif ex.get("capacity") or ex.get("adminAccess"):
+                    self.exact[cls] = max(self.exact.get(cls, 0), 1) if not ex.get("adminAccess") else 0
+                else:
+                    self.exact[cls] = self.exact.get(cls, 0) + int(ex.get("count") or 1)
+            elif req.get("firstAvailable"):
+                alts = []
+                for sub in req["firstAvailable"]:
+                    n = 1 if sub.get("allocationMode") == "All" or sub.get("capacity") else int(sub.get("count") or 1)
+                    alts.append((sub.get("deviceClassName", ""), n))
+                self.alternatives.append(alts)
+
+
+class DraState:
+    """Allocated devices, in-flight allocations and the allocator index, for one scheduler."""
+
+    def __init__(self, cache: Any, features: FeatureGates | None = None) -> None:
+        self.cache = cache
+        self.features = features or FeatureGates()
+        self._index: AllocatorIndex | None = None
+        # claim uid -> (claim dict with status.allocation, node names its node-local devices are on)
+        self.allocated: dict[str, Obj] = {}
+        self.assumed: dict[str, Obj] = {}  # in-flight: allocation decided, not yet written
+        self.in_use: dict[tuple[str, str, str], int] = {}  # exclusive device -> number of claims
+        self._class_devices: dict[str, dict[str, list[DeviceEntry]]] = {}  # class -> node -> devices
+        self._shared_class_devices: dict[str, list[DeviceEntry]] = {}
+        self._ext_classes: dict[str, str] | None = None
+        self.state = AllocatedState()
+        self.share_refs: dict[tuple[str, str, str], int] = {}
+        self._share_rand = random.Random(0x5EED)
+        self.spec_keys: dict[tuple[str, str], str] = {}
+        cache.dra = self
+        for claim in list(cache.claims.values()):
+            self.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
+
+    # -- index -----------------------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        self._index = None
+        self._class_devices.clear()
+        self._shared_class_devices.clear()
+        self._ext_classes = None
+
+    @property
+    def index(self) -> AllocatorIndex:
+        if self._index is None:
+            self._index = AllocatorIndex(dict(self.cache.classes), list(self.cache.slices.values()), self.features)
+        return self._index
+
+    def extended_resource_classes(self) -> dict[str, str]:
+        """Extended resource name -> DeviceClass (KEP-5004): explicit extendedResourceName (newest class
+        wins, ties by name) and the implicit deviceclass.resource.kubernetes.io/<class>."""
+        if self._ext_classes is None:
+            out: dict[str, str] = {}
+            best: dict[str, tuple[str, str]] = {}
+            for name, cls in sorted(self.cache.classes.items()):
+                out[IMPLICIT_EXTENDED_PREFIX + name] = name
+                ern = (cls.get("spec") or {}).get("extendedResourceName")
+                if ern:
+                    ts = (cls.get("metadata") or {}).get("creationTimestamp") or ""
+                    cur = best.get(ern)
+                    # Newest creationTimestamp wins; on a tie the lexicographically first name.
+                    if cur is None or ts > cur[0]:
+                        best[ern] = (ts, name)
+            for ern, (_, name) in best.items():
+                out[ern] = name
+            self._ext_classes = out
+        return self._ext_classes
+
+    def _devices_of_class(self, class_name: str) -> tuple[dict[str, list[DeviceEntry]], list[DeviceEntry]]:
+        per_node = self._class_devices.get(class_name)
+        if per_node is None:
+            index = self.index
+            per_node = {}
+            shared: list[DeviceEntry] = []
+            exprs = index.class_selectors(class_name) if class_name in index.classes else None
+            consumable = self.features.consumable_capacity
+            for s in index.slices:
+                for d in s.devices:
+                    if exprs is None:
+                        continue
+                    if evaluate_selectors(d, exprs, consumable) != MATCH:
+                        continue
+                    if s.node_name:
+                        per_node.setdefault(s.node_name, []).append(d)
+                    else:
+                        shared.append(d)
+            self._class_devices[class_name] = per_node
+            self._shared_class_devices[class_name] = shared
+        return per_node, self._shared_class_devices[class_name]
+
+    def has_shared_devices(self, class_name: str) -> bool:
+        return bool(self._devices_of_class(class_name)[1])
+
+    def free_devices(self, node: str, class_name: str) -> int:
+        """Upper bound on the devices of `class_name` that `node` can still get (node-local only)."""
+        per_node, _ = self._devices_of_class(class_name)
+        in_use = self.in_use
+        n = 0
+        for d in per_node.get(node, ()):
+            if d.allow_multi or d.key not in in_use:
+                n += 1
+        return n
+
+    def prefilter_ok(self, node: str, demand: ClaimDemand) -> tuple[bool, str]:
+        for cls, n in demand.exact.items():
+            if n and not self.has_shared_devices(cls) and self.free_devices(node, cls) < n:
+                return False, cls
+        for alts in demand.alternatives:
+            if not any(self.has_shared_devices(c) or self.free_devices(node, c) >= n for c, n in alts):
+                return False, alts[0][0]
+        return True, ""
+
+    # -- allocated state -------------------------------------------------------------------------
+
+    def _mark(self, claim: Obj, delta: int) -> None:
+        """Add (+1) or remove (-1) a claim's allocation from the allocated state, touching its nodes."""
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        touched: set[str] = set()
+        global_change = False
+        state = self.state
+        consumable = self.features.consumable_capacity
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            if r.get("adminAccess"):
+                continue
+            if consumable and r.get("shareID") is not None:
+                n = self.share_refs.get(key, 0) + delta
+                if n > 0:
+                    self.share_refs[key] = n
+                    state.shared.add(key)
+                else:
+                    self.share_refs.pop(key, None)
+                    state.shared.discard(key)
+                agg = state.consumed.setdefault(key, {})
+                for cname, q in (r.get("consumedCapacity") or {}).items():
+                    agg[cname] = agg.get(cname, 0) + delta * parse_quantity_any(q).nanos
+                if n <= 0:
+                    state.consumed.pop(key, None)
+            else:
+                n = self.in_use.get(key, 0) + delta
+                if n > 0:
+                    self.in_use[key] = n
+                    state.dedicated.add(key)
+                else:
+                    self.in_use.pop(key, None)
+                    state.dedicated.discard(key)
+            node = self._device_node(key)
+            if node:
+                touched.add(node)
+            else:
+                global_change = True
+        for name in touched:
+            ni = self.cache.node_by_name.get(name)
+            if ni is not None:
+                self.cache.touch(ni)
+        if global_change:
+            self.cache.bump_epoch()
+
+    def _device_node(self, key: tuple[str, str, str]) -> str:
+        """The node of a node-local device ("" for network-attached devices)."""
+        _driver, pool, _dev = key
+        index = self.index
+        slices = index.slices_by_pool.get((key[0], pool))
+        if slices:
+            for s in slices:
+                if s.node_name:
+                    return s.node_name
+                if s.shared_counters:
+                    continue
+                return ""
+        return ""
+
+    def on_claim(self, ev: WatchEvent) -> None:
+        claim = ev.object
+        uid = claim["metadata"].get("uid", "")
+        has_alloc = ev.type != "DELETED" and bool((claim.get("status") or {}).get("allocation"))
+        prev = self.allocated.get(uid)
+        if has_alloc:
+            if prev is None:
+                assumed = self.assumed.pop(uid, None)
+                if assumed is not None:
+                    self._mark(assumed, -1)
+                self.allocated[uid] = claim
+                self._mark(claim, +1)
+            else:
+                self.allocated[uid] = claim
+        elif prev is not None:
+            del self.allocated[uid]
+            self._mark(prev, -1)
+
+    def assume(self, claim: Obj, allocation: Obj) -> None:
+        """Reserve: the allocation is decided but not written yet (in-flight)."""
+        uid = claim["metadata"].get("uid", "")
+        if uid in self.allocated or uid in self.assumed:
+            return
+        pseudo = {"metadata": claim["metadata"], "spec": claim.get("spec"), "status": {"allocation": allocation}}
+        self.assumed[uid] = pseudo
+        self._mark(pseudo, +1)
+
+    def forget_assumed(self, claim_uid: str) -> None:
+        pseudo = self.assumed.pop(claim_uid, None)
+        if pseudo is not None:
+            self._mark(pseudo, -1)
+
+    # -- the allocator ---------------------------------------------------------------------------
+
+    def allocated_claims(self) -> list[Obj]:
+        return list(self.allocated.values()) + list(self.assumed.values())
+
+    def allocate(self, node: Mapping[str, Any], claims: Sequence[Obj]) -> AllocationOutcome:
+        """The allocator's outcome for `claims` on `node` (`.allocations` or None, `.explanation`).
+
+        The index is shared by all calls; the allocated state is the incrementally maintained one. An
+        Allocator object is a few attributes, so one per call keeps its per-pool counter cache fresh."""
+        alloc = Allocator.from_index(self.index, self.state, share_id=self._next_share_id)
+        return alloc.allocate(node, list(claims))
+
+    def _next_share_id(self) -> str:
+        return str(uuid.UUID(int=self._share_rand.getrandbits(128), version=4))
+
+
+def device_ids(results: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]

@@ -1,0 +1,173 @@
+"""The scheduling framework: extension points and statuses, after kube-scheduler's
+pkg/scheduler/framework/interface.go.
+
+A plugin subclasses `Plugin` and overrides the extension points it implements. Filter and score plugins
+also say what their answer depends on (`signature`), which lets the scheduler cache per-node answers for
+pods that look alike and only re-evaluate nodes whose state changed (see scheduler.py): kdra evaluates
+every node every cycle (percentageOfNodesToScore = 100) at the cost of only the nodes that changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kdra.scheduler.cache import SchedulerCache
+    from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+MAX_NODE_SCORE = 100
+
+
+class Code(IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+    # kdra: a structured explanation (e.g. the allocator's), printable with str().
+    explanation: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code in (Code.SUCCESS, Code.SKIP)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return Status(self.code, self.reasons, plugin, self.explanation)
+
+
+SUCCESS = Status()
+SKIP = Status(Code.SKIP)
+
+
+def unschedulable(*reasons: str, explanation: Any = None, resolvable: bool = True) -> Status:
+    code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    return Status(code, tuple(reasons), "", explanation)
+
+
+def error(reason: str) -> Status:
+    return Status(Code.ERROR, (reason,))
+
+
+class CycleState(dict[str, Any]):
+    """Per-pod, per-cycle scratch space that PreFilter fills and later extension points read."""
+
+
+# Cluster events a plugin can ask to be woken up by (framework.ClusterEvent, simplified to strings).
+EV_NODE_ADD = "Node/Add"
+EV_NODE_UPDATE = "Node/Update"
+EV_POD_DELETE = "AssignedPod/Delete"  # also completion: an assigned pod stops using its resources
+EV_CLAIM_CHANGE = "ResourceClaim/Change"
+EV_SLICE_CHANGE = "ResourceSlice/Change"
+EV_CLASS_CHANGE = "DeviceClass/Change"
+EV_TEMPLATE_ADD = "ResourceClaimTemplate/Add"
+ALL_EVENTS = frozenset(
+    {EV_NODE_ADD, EV_NODE_UPDATE, EV_POD_DELETE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_TEMPLATE_ADD}
+)
+
+
+class Plugin:
+    """Base of all plugins: `name` identifies it in statuses; `events` wake pods it rejected."""
+
+    name = "Plugin"
+    events: frozenset[str] = ALL_EVENTS
+
+    def bind_cache(self, cache: SchedulerCache) -> None:
+        """Called once with the scheduler's cache (the snapshot plugins read)."""
+        self.cache = cache
+
+
+class QueueSortPlugin(Plugin):
+    def sort_key(self, pi: PodInfo) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+
+class PreEnqueuePlugin(Plugin):
+    def pre_enqueue(self, pi: PodInfo) -> Status:
+        return SUCCESS
+
+
+class PreFilterPlugin(Plugin):
+    def pre_filter(self, state: CycleState, pi: PodInfo) -> Status:
+        return SUCCESS
+
+
+class FilterPlugin(Plugin):
+    def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
+        return SUCCESS
+
+    def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
+        """Everything of the pod (and cycle state) that this plugin's Filter reads; pods with equal
+        signatures get equal answers on a node whose generation did not change. None = do not cache."""
+        return None
+
+
+class PostFilterPlugin(Plugin):
+    def post_filter(self, state: CycleState, pi: PodInfo, statuses: Mapping[str, Status]) -> PostFilterResult:
+        return PostFilterResult()
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node: str = ""
+    status: Status = field(default_factory=lambda: unschedulable())
+
+
+class ScorePlugin(Plugin):
+    weight = 1
+
+    def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
+        return 0
+
+    def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
+        return None
+
+    def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
+        """True when scores are rescaled across nodes (NormalizeScore); those cannot be cached as totals."""
+        return False
+
+    def normalize(self, state: CycleState, pi: PodInfo, scores: dict[int, int]) -> None:
+        """Rescale raw scores in place (node idx -> score)."""
+
+    def active(self, state: CycleState, pi: PodInfo) -> bool:
+        """False when the plugin would score every node alike for this pod (skipped)."""
+        return True
+
+
+class ReservePlugin(Plugin):
+    def reserve(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pi: PodInfo, node: str) -> None:
+        return None
+
+
+class PreBindPlugin(Plugin):
+    def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        return SUCCESS
+
+
+@dataclass
+class Profile:
+    """A scheduler profile: the plugins at each extension point, in order."""
+
+    name: str = "default-scheduler"
+    plugins: Sequence[Plugin] = ()
+
+    def at(self, kind: type) -> list[Any]:
+        return [p for p in self.plugins if isinstance(p, kind)]

@@ -1,0 +1,389 @@
+"""DynamicResources (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go, 1.35/1.36).
+
+PreEnqueue: every claim the pod references exists (template claims: named in pod.status.resourceClaimStatuses)
+and is not being deleted. PreFilter: collects claims; allocated claims contribute their nodeSelector or are
+"in use" when reservedFor is full; unallocated claims need existing classes. KEP-5004: extended resources
+backed by a DeviceClass become a special claim on nodes without device-plugin capacity for them
+(requests `container-<i>-request-<j>`). Filter: cheap free-device bound per class, then the allocator.
+Score: prioritized-list scoring (8 - chosen subrequest index). Reserve: in-flight allocations. PreBind:
+finalizer, status.allocation and reservedFor written to the store; special claim created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from kdra.cluster.store import Obj, Store, clone
+from kdra.errors import AllocationError
+from kdra.scheduler.cache import claim_key
+from kdra.scheduler.dra import (
+    DELETE_PROTECTION_FINALIZER,
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    MAX_RESERVED_FOR,
+    ClaimDemand,
+    DraState,
+    claim_spec_key,
+)
+from kdra.scheduler.framework import (
+    EV_CLAIM_CHANGE,
+    EV_CLASS_CHANGE,
+    EV_NODE_ADD,
+    EV_NODE_UPDATE,
+    EV_POD_DELETE,
+    EV_SLICE_CHANGE,
+    SUCCESS,
+    CycleState,
+    FilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+    error,
+    unschedulable,
+)
+from kdra.scheduler.plugins.basic import default_normalize
+from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
+
+STATE_KEY = "DynamicResources"
+
+
+class _PodClaims:
+    """What PreFilter found for one pod."""
+
+    __slots__ = ("allocated", "ext", "node_selectors", "signature", "special_spec", "to_allocate", "demand")
+
+    def __init__(self) -> None:
+        self.allocated: list[Obj] = []  # allocated claims, in pod order
+        self.to_allocate: list[Obj] = []  # unallocated claims, in pod order
+        self.node_selectors: list[Mapping[str, Any]] = []
+        self.ext: dict[str, str] = {}  # extended resource -> DeviceClass serving it
+        self.special_spec: dict[frozenset[str], Obj] = {}  # by the resources DRA serves on a node
+        self.demand = ClaimDemand()
+        self.signature: Hashable = None
+
+
+def pod_claim_name(pod: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(claim name or None if not created yet, is-from-template) for a pod.spec.resourceClaims entry."""
+    if entry.get("resourceClaimName"):
+        return entry["resourceClaimName"], False
+    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if st.get("name") == entry.get("name"):
+            return st.get("resourceClaimName"), True
+    return None, True
+
+
+def reserved_for_pod(claim: Mapping[str, Any], uid: str) -> bool:
+    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
+
+
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
+    name = "DynamicResources"
+    events = frozenset({EV_NODE_ADD, EV_NODE_UPDATE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_POD_DELETE})
+    weight = 2  # KEP-4816 suggests 2 for prioritized-list scoring
+
+    def __init__(self, store: Store, dra: DraState) -> None:
+        self.store = store
+        self.dra = dra
+        self._results: dict[tuple[Hashable, int, int, int], Any] = {}
+
+    # -- PreEnqueue ------------------------------------------------------------------------------
+
+    def pre_enqueue(self, pi: PodInfo) -> Status:
+        claims = self.dra.cache.claims
+        for entry in pi.claim_refs:
+            name, from_template = pod_claim_name(pi.pod, entry)
+            if name is None:
+                if from_template and "resourceClaimStatuses" in (pi.pod.get("status") or {}):
+                    continue  # resourceClaimName nil: no claim needed for this entry
+                return unschedulable(f'waiting for resource claim "{entry.get("name")}" to be created')
+            claim = claims.get(claim_key(pi.namespace, name))
+            if claim is None:
+                return unschedulable(f'resourceclaim "{name}" not found')
+            if claim["metadata"].get("deletionTimestamp"):
+                return unschedulable(f'resourceclaim "{name}" is being deleted')
+        return SUCCESS
+
+    # -- PreFilter -------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pi: PodInfo) -> Status:
+        pc = _PodClaims()
+        state[STATE_KEY] = pc
+        cache = self.dra.cache
+        sig: list[Any] = []
+        for entry in pi.claim_refs:
+            name, from_template = pod_claim_name(pi.pod, entry)
+            if name is None:
+                if from_template and "resourceClaimStatuses" in (pi.pod.get("status") or {}):
+                    continue
+                return unschedulable(f'waiting for resource claim "{entry.get("name")}" to be created')
+            claim = cache.claims.get(claim_key(pi.namespace, name))
+            if claim is None:
+                return unschedulable(f'resourceclaim "{name}" not found')
+            if from_template and not any(
+                r.get("uid") == pi.uid for r in claim["metadata"].get("ownerReferences") or []
+            ):
+                return unschedulable(f"ResourceClaim {pi.namespace}/{name} was not created for pod "
+                                     f"{pi.key} (pod is not owner)", resolvable=False)
+            alloc = (claim.get("status") or {}).get("allocation")
+            if alloc:
+                if not reserved_for_pod(claim, pi.uid) and \
+                        len((claim.get("status") or {}).get("reservedFor") or []) >= MAX_RESERVED_FOR:
+                    return unschedulable(f'resourceclaim in use: "{name}" is reserved for {MAX_RESERVED_FOR} consumers')
+                pc.allocated.append(claim)
+                if alloc.get("nodeSelector"):
+                    pc.node_selectors.append(alloc["nodeSelector"])
+                sig.append(("A", _json(alloc.get("nodeSelector"))))
+            else:
+                st = self._check_classes(claim)
+                if not st.ok:
+                    return st
+                pc.to_allocate.append(claim)
+                pc.demand.add_claim(claim)
+                sig.append(("U", self._spec_key(claim)))
+        if pi.ext_requests:
+            ext_classes = self.dra.extended_resource_classes()
+            for res in pi.ext_requests:
+                cls = ext_classes.get(res)
+                if cls is not None:
+                    pc.ext[res] = cls
+            sig.append(("X", tuple(sorted(pc.ext.items()))))
+        pc.signature = tuple(sig)
+        return SUCCESS
+
+    def _spec_key(self, claim: Obj) -> str:
+        meta = claim["metadata"]
+        k = (meta.get("uid", ""), meta.get("resourceVersion", ""))
+        key = self.dra.spec_keys.get(k)
+        if key is None:
+            if len(self.dra.spec_keys) > 200_000:
+                self.dra.spec_keys.clear()
+            key = self.dra.spec_keys[k] = claim_spec_key(claim)
+        return key
+
+    def _check_classes(self, claim: Obj) -> Status:
+        classes = self.dra.cache.classes
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            subs = [req["exactly"]] if req.get("exactly") else list(req.get("firstAvailable") or [])
+            for sub in subs:
+                cls = sub.get("deviceClassName", "")
+                if cls not in classes:
+                    return unschedulable(f"request {req.get('name')}: device class {cls} does not exist",
+                                         resolvable=False)
+        return SUCCESS
+
+    def _special_claim(self, pi: PodInfo, pc: _PodClaims, ni: NodeInfo) -> Obj | None:
+        """KEP-5004: the claim for extended resources this node has no device-plugin capacity for."""
+        if not pc.ext:
+            return None
+        served = frozenset(r for r in pc.ext if r not in ni.allocatable)
+        if not served:
+            return None
+        spec = pc.special_spec.get(served)
+        if spec is None:
+            requests = []
+            for i, _cname, ext in container_extended_requests(pi.pod):
+                for j, res in enumerate(sorted(ext)):
+                    if res in served:
+                        requests.append({"name": f"container-{i}-request-{j}", "exactly": {
+                            "deviceClassName": pc.ext[res], "allocationMode": "ExactCount", "count": ext[res]}})
+            spec = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {
+                    "generateName": f"{pi.name}-extended-resources-",
+                    "namespace": pi.namespace,
+                    "uid": f"special-{pi.uid}",
+                    "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pi.name, "uid": pi.uid,
+                                         "controller": True, "blockOwnerDeletion": True}],
+                },
+                "spec": {"devices": {"requests": requests}},
+            }
+            pc.special_spec[served] = spec
+        return spec
+
+    # -- Filter ----------------------------------------------------------------------------------
+
+    def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
+        pc: _PodClaims | None = state.get(STATE_KEY)
+        return pc.signature if pc is not None else None
+
+    def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
+        pc: _PodClaims = state[STATE_KEY]
+        if pc.node_selectors:
+            from kdra.allocator._nodes import node_selector_matches
+
+            for sel in pc.node_selectors:
+                if not node_selector_matches(sel, ni.name, ni.labels):
+                    return unschedulable("resourceclaim not available on the node", resolvable=False)
+        claims = list(pc.to_allocate)
+        special = self._special_claim(pi, pc, ni)
+        if special is not None:
+            claims.append(special)
+        if not claims:
+            return SUCCESS
+        demand = pc.demand
+        if special is not None:
+            demand = ClaimDemand(dict(pc.demand.exact), list(pc.demand.alternatives))
+            demand.add_claim(special)
+        ok, cls = self.dra.prefilter_ok(ni.name, demand)
+        if not ok:
+            return unschedulable("cannot allocate all claims",
+                                 explanation=f"node {ni.name}: not enough free devices of class {cls}")
+        try:
+            outcome = self.dra.allocate(ni.node, claims)
+        except AllocationError as exc:
+            if type(exc).__name__ == "NodeAllocationError":
+                return unschedulable(str(exc))
+            return error(str(exc))
+        if outcome.allocations is None:
+            return unschedulable("cannot allocate all claims", explanation=outcome.explanation)
+        self._remember(pc, ni, outcome.allocations)
+        return SUCCESS
+
+    def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
+        if len(self._results) > 100_000:
+            self._results.clear()
+        self._results[(pc.signature, ni.idx, ni.generation, self.dra.cache.epoch)] = allocations
+
+    def allocations_for(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> list[Obj] | None:
+        pc: _PodClaims = state[STATE_KEY]
+        got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+        if got is None:
+            st = self.filter(state, pi, ni)
+            if not st.ok:
+                return None
+            got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+        return list(got) if got is not None else []
+
+    # -- Score (prioritized list) ----------------------------------------------------------------
+
+    def active(self, state: CycleState, pi: PodInfo) -> bool:
+        pc: _PodClaims | None = state.get(STATE_KEY)
+        return bool(pc and pc.demand.alternatives)
+
+    def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
+        pc: _PodClaims = state[STATE_KEY]
+        allocs = self.allocations_for(state, pi, ni) or []
+        total = 0
+        for claim, alloc in zip(pc.to_allocate, allocs, strict=False):
+            requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+            chosen = {r.get("request", "") for r in ((alloc or {}).get("devices") or {}).get("results") or []}
+            for req in requests:
+                subs = req.get("firstAvailable")
+                if not subs:
+                    continue
+                for idx, sub in enumerate(subs):
+                    if f"{req.get('name')}/{sub.get('name')}" in chosen:
+                        total += 8 - idx
+                        break
+        return total
+
+    def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
+        return True
+
+    def normalize(self, state: CycleState, pi: PodInfo, scores: dict[int, int]) -> None:
+        default_normalize(scores, reverse=False)
+
+    # -- Reserve / Unreserve ---------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        pc: _PodClaims = state[STATE_KEY]
+        ni = self.dra.cache.node_by_name[node]
+        special = self._special_claim(pi, pc, ni)
+        claims = list(pc.to_allocate) + ([special] if special is not None else [])
+        if not claims:
+            state["dra_allocations"] = []
+            return SUCCESS
+        allocs = self.allocations_for(state, pi, ni)
+        if allocs is None or len(allocs) != len(claims):
+            return unschedulable("cannot allocate all claims")
+        state["dra_allocations"] = list(zip(claims, allocs, strict=True))
+        for claim, alloc in state["dra_allocations"]:
+            self.dra.assume(claim, alloc)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pi: PodInfo, node: str) -> None:
+        for claim, _ in state.get("dra_allocations") or []:
+            self.dra.forget_assumed(claim["metadata"].get("uid", ""))
+
+    # -- PreBind ---------------------------------------------------------------------------------
+
+    def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        pc: _PodClaims = state[STATE_KEY]
+        ref = {"resource": "pods", "name": pi.name, "uid": pi.uid}
+        store = self.store
+        for claim, alloc in state.get("dra_allocations") or []:
+            meta = claim["metadata"]
+            if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and \
+                    meta.get("uid", "").startswith("special-"):
+                self._create_special(pi, claim, alloc, ref)
+                continue
+            name, ns = meta["name"], meta.get("namespace", "default")
+
+            def add_finalizer(c: Obj) -> None:
+                fins = c["metadata"].setdefault("finalizers", [])
+                if DELETE_PROTECTION_FINALIZER not in fins:
+                    fins.append(DELETE_PROTECTION_FINALIZER)
+
+            current = store.get("ResourceClaim", name, ns)
+            if DELETE_PROTECTION_FINALIZER not in (current["metadata"].get("finalizers") or []):
+                store.update_with_retry("ResourceClaim", name, ns, add_finalizer)
+
+            def set_allocation(c: Obj, alloc: Obj = alloc) -> None:
+                st = c.setdefault("status", {})
+                st["allocation"] = clone(alloc)
+                st.setdefault("reservedFor", []).append(dict(ref))
+
+            store.update_with_retry("ResourceClaim", name, ns, set_allocation, subresource="status")
+        for claim in pc.allocated:
+            if reserved_for_pod(claim, pi.uid):
+                continue
+            meta = claim["metadata"]
+
+            def reserve(c: Obj) -> None:
+                rf = c.setdefault("status", {}).setdefault("reservedFor", [])
+                if len(rf) >= MAX_RESERVED_FOR:
+                    raise AllocationError(f"resourceclaim {meta['name']}: reservedFor is full")
+                rf.append(dict(ref))
+
+            try:
+                store.update_with_retry("ResourceClaim", meta["name"], meta.get("namespace", "default"), reserve,
+                                        subresource="status")
+            except AllocationError as exc:
+                return unschedulable(str(exc))
+        return SUCCESS
+
+    def _create_special(self, pi: PodInfo, claim: Obj, alloc: Obj, ref: dict[str, str]) -> None:
+        new = clone(claim)
+        new["metadata"].pop("uid", None)
+        new["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+        created = self.store.create(new)
+        self.dra.forget_assumed(claim["metadata"]["uid"])
+        upd = clone(created)
+        upd["status"] = {"allocation": clone(alloc), "reservedFor": [dict(ref)]}
+        created = self.store.update(upd, subresource="status")
+        mappings = [
+            {"containerName": c["name"], "resourceName": res, "requestName": f"container-{i}-request-{j}"}
+            for i, c in enumerate(((pi.pod.get("spec") or {}).get("initContainers") or [])
+                                  + ((pi.pod.get("spec") or {}).get("containers") or []))
+            for j, res in enumerate(sorted(r for r in ((c.get("resources") or {}).get("limits") or {})
+                                           if r in pi.ext_requests))
+            if any(r["name"] == f"container-{i}-request-{j}"
+                   for r in claim["spec"]["devices"]["requests"])
+        ]
+
+        def patch(p: Obj) -> None:
+            p.setdefault("status", {})["extendedResourceClaimStatus"] = {
+                "resourceClaimName": created["metadata"]["name"], "requestMappings": mappings}
+
+        self.store.update_with_retry("Pod", pi.name, pi.namespace, patch, subresource="status")
+
+
+def _json(x: Any) -> str:
+    import json
+
+    return json.dumps(x, sort_keys=True)

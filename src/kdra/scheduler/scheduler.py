@@ -1,0 +1,440 @@
+"""The scheduling cycle (kube-scheduler's scheduleOne over a framework profile), run as KAI-style actions.
+
+`Scheduler.run(now)` opens a `Session` and runs its actions in order; the default and only action so far is
+`AllocateAction`, which pops pods from the queue and schedules them one at a time. Later actions (gang
+allocation, reclaim, preempt, consolidate) plug in beside it and use the same session.
+
+One cycle: PreFilter -> Filter on every node -> Score -> Reserve -> PreBind -> Bind. Filter and score answers
+are cached per pod *signature* (what the plugins say their answers depend on) and node generation: pods that
+look alike (replicas, job workers) share answers, and after the first cycle only nodes whose state changed
+are evaluated again. The result is what evaluating every node every time would give (kube-scheduler with
+percentageOfNodesToScore=100), except that ties between equally scored nodes go to the first node in the
+order nodes were added (upstream picks one at random).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.allocator.features import FeatureGates
+from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.scheduler.cache import SchedulerCache, is_terminal
+from kdra.scheduler.claimcontroller import ResourceClaimController
+from kdra.scheduler.dra import DraState
+from kdra.scheduler.framework import (
+    EV_CLAIM_CHANGE,
+    EV_CLASS_CHANGE,
+    EV_NODE_ADD,
+    EV_NODE_UPDATE,
+    EV_POD_DELETE,
+    EV_SLICE_CHANGE,
+    Code,
+    CycleState,
+    FilterPlugin,
+    Plugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    Profile,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+)
+from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, PrioritySort, TaintToleration
+from kdra.scheduler.plugins.dynamicresources import DynamicResources
+from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
+from kdra.scheduler.podinfo import NodeInfo, PodInfo
+from kdra.scheduler.queue import SchedulingQueue
+
+SCHEDULER_NAME = "default-scheduler"
+EXPLANATION_ANNOTATION = "kdra.dev/unschedulable-explanation"
+
+
+@dataclass
+class SchedulerConfig:
+    scoring: ScoringStrategy = field(default_factory=ScoringStrategy)
+    features: FeatureGates = field(default_factory=FeatureGates)
+    scheduler_name: str = SCHEDULER_NAME
+    # Extra plugins appended to the default profile (issue 5: topology, fragmentation, queues...).
+    extra_plugins: Sequence[Plugin] = ()
+
+
+@dataclass
+class CycleResult:
+    pod: str
+    node: str | None
+    status: Status
+    message: str = ""
+    explanation: Any = None
+
+
+class _SigEntry:
+    """Filter/score answers for one pod signature: node idx -> (generation, ok, static score)."""
+
+    __slots__ = ("epoch", "heap", "results", "seq")
+
+    def __init__(self) -> None:
+        self.epoch = -1
+        self.seq = 0
+        self.results: dict[int, tuple[int, Status | None, int]] = {}
+        self.heap: list[tuple[int, int, int]] = []
+
+
+class Session:
+    """One scheduling round over the current snapshot; actions read and change the cluster through it."""
+
+    def __init__(self, scheduler: Scheduler, now: float) -> None:
+        self.scheduler = scheduler
+        self.now = now
+        self.results: list[CycleResult] = []
+
+
+class Action:
+    name = "action"
+
+    def execute(self, session: Session) -> None:
+        raise NotImplementedError
+
+
+class AllocateAction(Action):
+    """Schedule pending pods one by one in queue order (kube-scheduler's scheduleOne loop)."""
+
+    name = "allocate"
+
+    def __init__(self, max_pods: int | None = None) -> None:
+        self.max_pods = max_pods
+
+    def execute(self, session: Session) -> None:
+        sched = session.scheduler
+        n = 0
+        while self.max_pods is None or n < self.max_pods:
+            pi = sched.queue.pop(session.now)
+            if pi is None:
+                break
+            session.results.append(sched.schedule_one(pi, session.now))
+            n += 1
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        config: SchedulerConfig | None = None,
+        *,
+        profile: Profile | None = None,
+        actions: Sequence[Action] | None = None,
+        run_controllers: bool = True,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or SchedulerConfig()
+        self.clock = clock or (lambda: 0.0)
+        self.controller = ResourceClaimController(store) if run_controllers else None
+        self.cache = SchedulerCache(store)
+        self.dra = DraState(self.cache, self.config.features)
+        self.profile = profile or self.default_profile()
+        for p in self.profile.plugins:
+            p.bind_cache(self.cache)
+        sorters = self.profile.at(QueueSortPlugin)
+        sort_key = sorters[0].sort_key if sorters else PrioritySort().sort_key
+        self.queue = SchedulingQueue(
+            sort_key,
+            pre_enqueue=self.profile.at(PreEnqueuePlugin),
+            plugin_events={p.name: p.events for p in self.profile.plugins},
+        )
+        self.actions: list[Action] = list(actions) if actions is not None else [AllocateAction()]
+        self._pre_filter: list[PreFilterPlugin] = self.profile.at(PreFilterPlugin)
+        self._filter: list[FilterPlugin] = self.profile.at(FilterPlugin)
+        self._score: list[ScorePlugin] = [p for p in self.profile.at(ScorePlugin) if p.weight]
+        self._reserve: list[ReservePlugin] = self.profile.at(ReservePlugin)
+        self._pre_bind: list[PreBindPlugin] = self.profile.at(PreBindPlugin)
+        self._post_filter: list[PostFilterPlugin] = self.profile.at(PostFilterPlugin)
+        self._sig: dict[Hashable, _SigEntry] = {}
+        self._waiting_claims: dict[tuple[str, str], set[str]] = {}
+        self.cycles = 0
+        self.node_evaluations = 0
+        store.watch(self._on_event, kinds=("Pod", "ResourceClaim", "Node", "ResourceSlice", "DeviceClass"))
+        now = self.clock()
+        for pod in store.list("Pod"):
+            self._on_pod(WatchEvent("ADDED", "Pod", pod, None), now)
+
+    def default_profile(self) -> Profile:
+        plugins: list[Plugin] = [
+            PrioritySort(),
+            NodeUnschedulable(),
+            NodeName(),
+            TaintToleration(),
+            NodeAffinity(),
+            NodeResourcesFit(self.config.scoring),
+            DynamicResources(self.store, self.dra),
+            *self.config.extra_plugins,
+        ]
+        return Profile(SCHEDULER_NAME, plugins)
+
+    # -- events -> queue -------------------------------------------------------------------------
+
+    def _responsible(self, pod: Obj) -> bool:
+        return ((pod.get("spec") or {}).get("schedulerName") or SCHEDULER_NAME) == self.config.scheduler_name
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        now = self.clock()
+        if ev.kind == "Pod":
+            self._on_pod(ev, now)
+        elif ev.kind == "ResourceClaim":
+            meta = ev.object["metadata"]
+            key = (meta.get("namespace", "default"), meta["name"])
+            if ev.type == "ADDED":
+                waiting = self._waiting_claims.pop(key, None)
+                if waiting:
+                    self.queue.recheck_gated(sorted(waiting), now)
+            old_alloc = ev.old is not None and bool((ev.old.get("status") or {}).get("allocation"))
+            new_alloc = ev.type != "DELETED" and bool((ev.object.get("status") or {}).get("allocation"))
+            old_rf = len(((ev.old or {}).get("status") or {}).get("reservedFor") or [])
+            new_rf = len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
+            if (old_alloc and not new_alloc) or new_rf < old_rf:
+                self.queue.on_event(EV_CLAIM_CHANGE, now)
+        elif ev.kind == "Node":
+            self.queue.on_event(EV_NODE_ADD if ev.type == "ADDED" else EV_NODE_UPDATE, now)
+        elif ev.kind == "ResourceSlice":
+            self.queue.on_event(EV_SLICE_CHANGE, now)
+        elif ev.kind == "DeviceClass":
+            self.queue.on_event(EV_CLASS_CHANGE, now)
+
+    def _on_pod(self, ev: WatchEvent, now: float) -> None:
+        pod = ev.object
+        uid = pod["metadata"].get("uid", "")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if ev.type == "DELETED" or is_terminal(pod):
+            self.queue.delete(uid)
+            if node:
+                self.queue.on_event(EV_POD_DELETE, now)
+            return
+        if node or not self._responsible(pod) or pod["metadata"].get("deletionTimestamp"):
+            self.queue.delete(uid)
+            return
+        if ev.type == "MODIFIED" and ev.old is not None and ev.old.get("spec") is pod.get("spec"):
+            # A status-only update: re-check PreEnqueue when the claim statuses changed.
+            old_st = (ev.old.get("status") or {}).get("resourceClaimStatuses")
+            new_st = (pod.get("status") or {}).get("resourceClaimStatuses")
+            if old_st == new_st:
+                return
+            if uid in self.queue.gated:
+                self.queue.add(PodInfo(pod), now)
+                self._track_gated(uid)
+            return
+        self.queue.add(PodInfo(pod), now)
+        self._track_gated(uid)
+
+    def _track_gated(self, uid: str) -> None:
+        item = self.queue.gated.get(uid)
+        if item is None:
+            return
+        pi = item[0]
+        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+        for entry in pi.claim_refs:
+            name, _ = pod_claim_name(pi.pod, entry)
+            if name:
+                self._waiting_claims.setdefault((pi.namespace, name), set()).add(uid)
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(self, now: float | None = None) -> list[CycleResult]:
+        """Run every action once over the current state; returns what each scheduled pod got."""
+        session = Session(self, self.clock() if now is None else now)
+        for action in self.actions:
+            action.execute(session)
+        return session.results
+
+    def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        self.cycles += 1
+        pi.last_attempt = now
+        state = CycleState()
+        for p in self._pre_filter:
+            st = p.pre_filter(state, pi)
+            if not st.ok:
+                st = st.with_plugin(p.name)
+                return self._fail(pi, now, st, f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
+                                  {p.name}, st.explanation)
+        node, statuses = self._find_node(state, pi)
+        if node is None:
+            return self._unschedulable(state, pi, now, statuses)
+        ni = self.cache.node_by_name[node]
+        for i, p in enumerate(self._reserve):
+            st = p.reserve(state, pi, node)
+            if not st.ok:
+                for q in reversed(self._reserve[: i + 1]):
+                    q.unreserve(state, pi, node)
+                return self._fail(pi, now, st.with_plugin(p.name), st.message, set(), st.explanation)
+        self.cache.assume(pi, node)
+        for p in self._pre_bind:
+            st = p.pre_bind(state, pi, node)
+            if not st.ok:
+                for q in reversed(self._reserve):
+                    q.unreserve(state, pi, node)
+                self.cache.forget(pi.uid)
+                return self._fail(pi, now, st.with_plugin(p.name), st.message, set(), st.explanation)
+        self._bind(pi, node, now)
+        self.queue.done(pi.uid)
+        del ni
+        return CycleResult(pi.key, node, Status())
+
+    def _bind(self, pi: PodInfo, node: str, now: float) -> None:
+        from kdra.cluster.clock import format_time
+
+        def bind(p: Obj) -> None:
+            p["spec"] = dict(p.get("spec") or {}, nodeName=node)
+
+        pod = self.store.update_with_retry("Pod", pi.name, pi.namespace, bind)
+
+        def scheduled(p: Obj) -> None:
+            conds = [c for c in (p.setdefault("status", {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
+            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(now)})
+            p["status"]["conditions"] = conds
+            p["status"].setdefault("phase", "Pending")
+
+        del pod
+        self.store.update_with_retry("Pod", pi.name, pi.namespace, scheduled, subresource="status")
+
+    # -- finding a node --------------------------------------------------------------------------
+
+    def _signature(self, state: CycleState, pi: PodInfo, scorers: list[ScorePlugin]) -> Hashable:
+        parts: list[Hashable] = []
+        for p in self._filter:
+            s = p.signature(state, pi)
+            if s is None:
+                return None
+            parts.append(s)
+        for p in scorers:
+            s = p.signature(state, pi)
+            if s is None and not isinstance(p, FilterPlugin):
+                return None
+            parts.append((p.name, s))
+        return tuple(parts)
+
+    def _evaluate(self, state: CycleState, pi: PodInfo, ni: NodeInfo, static: list[ScorePlugin]) -> tuple[Status | None, int]:
+        self.node_evaluations += 1
+        for p in self._filter:
+            st = p.filter(state, pi, ni)
+            if not st.ok:
+                return st.with_plugin(p.name), 0
+        total = 0
+        for p in static:
+            total += p.score(state, pi, ni) * p.weight
+        return None, total
+
+    def _find_node(self, state: CycleState, pi: PodInfo) -> tuple[str | None, dict[int, tuple[int, Status | None, int]]]:
+        active = [p for p in self._score if p.active(state, pi)]
+        static = [p for p in active if not p.needs_normalize(state, pi)]
+        dynamic = [p for p in active if p.needs_normalize(state, pi)]
+        sig = self._signature(state, pi, active)
+        nodes = self.cache.nodes
+        if sig is None:
+            entry = _SigEntry()
+            todo: Iterable[int] = range(len(nodes))
+        else:
+            entry = self._sig.get(sig)  # type: ignore[assignment]
+            if entry is None:
+                if len(self._sig) > 256:
+                    self._sig.clear()
+                entry = self._sig[sig] = _SigEntry()
+            changed = self.cache.changed_since(entry.seq) if entry.epoch == self.cache.epoch else None
+            if changed is None:
+                entry.results.clear()
+                entry.heap.clear()
+                todo = range(len(nodes))
+            else:
+                todo = sorted(changed)
+        entry.epoch = self.cache.epoch
+        entry.seq = self.cache.change_seq
+        results = entry.results
+        heap = entry.heap
+        for idx in todo:
+            ni = nodes[idx]
+            st, total = self._evaluate(state, pi, ni, static)
+            results[idx] = (ni.generation, st, total)
+            if st is None:
+                heapq.heappush(heap, (-total, idx, ni.generation))
+        if len(heap) > 4 * len(nodes) + 64:
+            entry.heap = heap = [(-t, i, g) for i, (g, s, t) in results.items() if s is None]
+            heapq.heapify(heap)
+        if not dynamic:
+            while heap:
+                neg, idx, gen = heap[0]
+                g, st, total = results.get(idx, (-1, None, 0))
+                if g == gen and st is None and nodes[idx].generation == gen and -neg == total:
+                    return nodes[idx].name, results
+                heapq.heappop(heap)
+            return None, results
+        feasible = sorted(i for i, (g, s, _t) in results.items() if s is None)
+        if not feasible:
+            return None, results
+        totals = {i: results[i][2] for i in feasible}
+        for p in dynamic:
+            raw = {i: p.score(state, pi, nodes[i]) for i in feasible}
+            p.normalize(state, pi, raw)
+            for i in feasible:
+                totals[i] += raw[i] * p.weight
+        best = max(feasible, key=lambda i: (totals[i], -i))
+        return nodes[best].name, results
+
+    # -- failures --------------------------------------------------------------------------------
+
+    def _unschedulable(self, state: CycleState, pi: PodInfo, now: float,
+                       results: dict[int, tuple[int, Status | None, int]]) -> CycleResult:
+        counts: Counter[str] = Counter()
+        plugins: set[str] = set()
+        explanation = None
+        has_error: Status | None = None
+        for idx in sorted(results):
+            st = results[idx][1]
+            if st is None:
+                continue
+            if st.code == Code.ERROR and has_error is None:
+                has_error = st
+            plugins.add(st.plugin)
+            for r in st.reasons:
+                counts[r] += 1
+            if explanation is None and st.explanation is not None:
+                explanation = st.explanation
+        n = len(self.cache.nodes)
+        if has_error is not None:
+            return self._fail(pi, now, has_error, has_error.message, set(), None)
+        for p in self._post_filter:
+            p.post_filter(state, pi, {})
+        reasons = ", ".join(f"{c} {r}" for r, c in sorted(counts.items()))
+        msg = f"0/{n} nodes are available: {reasons}." if reasons else f"0/{n} nodes are available."
+        return self._fail(pi, now, Status(Code.UNSCHEDULABLE, tuple(sorted(counts)), ""), msg, plugins, explanation)
+
+    def _fail(self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str],
+              explanation: Any) -> CycleResult:
+        self.queue.add_unschedulable(pi, now, plugins)
+        text = message
+        if explanation is not None:
+            text = f"{message}\n{explanation}"
+        reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
+        current = self.store.try_get("Pod", pi.name, pi.namespace)
+        if current is not None:
+            conds = (current.get("status") or {}).get("conditions") or []
+            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+            if old is None or old.get("message") != text or old.get("reason") != reason:
+                from kdra.cluster.clock import format_time
+
+                upd = clone(current)
+                st_obj = upd.setdefault("status", {})
+                new_conds = [c for c in conds if c.get("type") != "PodScheduled"]
+                new_conds.append({"type": "PodScheduled", "status": "False", "reason": reason, "message": text,
+                                  "lastTransitionTime": format_time(now)})
+                st_obj["conditions"] = new_conds
+                st_obj.setdefault("phase", "Pending")
+                try:
+                    self.store.update(upd, subresource="status")
+                except NotFoundError:
+                    pass
+        return CycleResult(pi.key, None, st, message, explanation)
