@@ -1,0 +1,1743 @@
+"""The API server's validation of DRA objects (Kubernetes 1.36), with its error wording.
+
+Ported rule by rule from pkg/apis/resource/validation/validation.go (plus the core/v1 pieces it
+calls: object metadata, node selectors, label names and values, and the Pod's resourceClaims), so a
+manifest kdra accepts is one kube-apiserver accepts, and a rejected one gets the same
+`path: Type: value: detail` lines. Two differences are deliberate: input can be any JSON shape (the
+API server would fail earlier, in decoding; here a wrong type is an `Invalid value` on its field, never
+a traceback), and namespaced objects without a namespace are taken to be in `default`, as kubectl does.
+
+Defaulting runs first upstream, so an omitted `allocationMode` is ExactCount, an omitted `count` is 1
+and an omitted toleration `operator` is Equal here too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, object_ref
+from kdra.errors import InputError
+
+# ---- field.Error ------------------------------------------------------------------------------------
+
+REQUIRED: Final = "Required value"
+INVALID: Final = "Invalid value"
+DUPLICATE: Final = "Duplicate value"
+NOT_SUPPORTED: Final = "Unsupported value"
+FORBIDDEN: Final = "Forbidden"
+TOO_LONG: Final = "Too long"
+TOO_MANY: Final = "Too many"
+NOT_FOUND: Final = "Not found"
+INTERNAL: Final = "Internal error"
+
+
+class _Omitted:
+    """field.Error's omitValue: the value is not shown."""
+
+    def __repr__(self) -> str:
+        return "<value omitted>"
+
+
+OMIT: Final = _Omitted()
+_NO_VALUE_TYPES: Final = frozenset({REQUIRED, FORBIDDEN, TOO_LONG, INTERNAL})
+
+
+def go_quote(s: str) -> str:
+    """Go's %q for the strings that occur in practice (JSON escaping differs only for rare controls)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def render_value(value: object) -> str:
+    """How field.Error prints a bad value: simple types plainly, strings quoted, nil as null,
+    anything else as JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, Quantity):
+        return str(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One validation problem, printed as k8s.io/apimachinery's field.Error prints it."""
+
+    path: str
+    type: str
+    value: object = OMIT
+    detail: str = ""
+
+    def body(self) -> str:
+        """ErrorBody(): the type, the value where the type shows one, and the detail."""
+        if self.type in _NO_VALUE_TYPES or self.value is OMIT:
+            s = self.type
+        else:
+            s = f"{self.type}: {render_value(self.value)}"
+        return f"{s}: {self.detail}" if self.detail else s
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.body()}"
+
+
+# ---- limits (k8s.io/api/resource/v1 types.go, v1.36) ---------------------------------------------------
+
+DEVICE_REQUESTS_MAX_SIZE: Final = 32
+FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE: Final = 8
+DEVICE_SELECTORS_MAX_SIZE: Final = 32
+DEVICE_CONSTRAINTS_MAX_SIZE: Final = 32
+DEVICE_CONFIG_MAX_SIZE: Final = 32
+DEVICE_TOLERATIONS_MAX_LENGTH: Final = 16
+ALLOCATION_RESULTS_MAX_SIZE: Final = 32
+RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE: Final = 256
+RESOURCE_SLICE_MAX_DEVICES: Final = 128
+RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES: Final = 64  # taints, consumesCounters or list attributes
+RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE: Final = 32
+RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE: Final = 48
+RESOURCE_SLICE_MAX_COUNTER_SETS: Final = 8
+RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET: Final = 32
+RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE: Final = 2
+RESOURCE_SLICE_MAX_COUNTERS_PER_DEVICE_COUNTER_CONSUMPTION: Final = 32
+DEVICE_TAINTS_MAX_LENGTH: Final = 16
+BINDING_CONDITIONS_MAX_SIZE: Final = 4
+BINDING_FAILURE_CONDITIONS_MAX_SIZE: Final = 4
+CAPACITY_REQUEST_POLICY_DISCRETE_MAX_OPTIONS: Final = 10
+DEVICE_MAX_DOMAIN_LENGTH: Final = 63
+DEVICE_MAX_ID_LENGTH: Final = 32
+DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH: Final = 64
+POOL_NAME_MAX_LENGTH: Final = 253
+DRIVER_NAME_MAX_LENGTH: Final = 63
+OPAQUE_PARAMETERS_MAX_LENGTH: Final = 10 * 1024
+CEL_SELECTOR_EXPRESSION_MAX_LENGTH: Final = 10 * 1024
+CEL_SELECTOR_EXPRESSION_MAX_COST: Final = 1_000_000
+ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS: Final = 8
+ALLOCATED_DEVICE_STATUS_DATA_MAX_LENGTH: Final = 10 * 1024
+NETWORK_DEVICE_DATA_MAX_IPS: Final = 16
+NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH: Final = 256
+NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH: Final = 128
+TOTAL_ANNOTATION_SIZE_LIMIT: Final = 256 * 1024
+_MAX_INT64: Final = (1 << 63) - 1
+
+RESOURCE_API_VERSION: Final = "resource.k8s.io/v1"
+RESOURCE_KINDS: Final = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
+
+# ---- name rules (k8s.io/apimachinery/pkg/util/validation) --------------------------------------------
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """validation.RegexError, double spaces included ("'a',  or 'b'")."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    out = msg + " (e.g. "
+    for i, ex in enumerate(examples):
+        if i:
+            out += " or "
+        out += f"'{ex}', "
+    return out + f"regex used for validation is '{fmt}')"
+
+
+def _max_len_error(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
+_C_IDENTIFIER_FMT: Final = "[A-Za-z_][A-Za-z0-9_]*"
+_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE_FMT: Final = "(" + _QNAME_FMT + ")?"
+
+_DNS1123_LABEL_RE: Final = re.compile(_DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_C_IDENTIFIER_RE: Final = re.compile(_C_IDENTIFIER_FMT)
+_QNAME_RE: Final = re.compile(_QNAME_FMT)
+_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
+
+DNS1123_LABEL_ERR: Final = _regex_error(
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and end with an alphanumeric character",
+    _DNS1123_LABEL_FMT,
+    "my-name",
+    "123-abc",
+)
+DNS1123_SUBDOMAIN_ERR: Final = _regex_error(
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character",
+    _DNS1123_SUBDOMAIN_FMT,
+    "example.com",
+)
+C_IDENTIFIER_ERR: Final = _regex_error(
+    "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric "
+    "characters or '_'",
+    _C_IDENTIFIER_FMT,
+    "my_name",
+    "MY_NAME",
+    "MyName",
+)
+_QNAME_ERR_MSG: Final = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"  # noqa: E501
+LABEL_VALUE_ERR: Final = _regex_error(
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character",
+    _LABEL_VALUE_FMT,
+    "MyValue",
+    "my_value",
+    "12345",
+)
+
+
+@lru_cache(maxsize=8192)
+def is_dns1123_label(value: str) -> tuple[str, ...]:
+    """IsDNS1123Label: () when valid, else the messages."""
+    errs: list[str] = []
+    if len(value) > 63:
+        errs.append(_max_len_error(63))
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            errs.append("must not contain dots")
+        else:
+            errs.append(DNS1123_LABEL_ERR)
+    return tuple(errs)
+
+
+@lru_cache(maxsize=8192)
+def is_dns1123_subdomain(value: str) -> tuple[str, ...]:
+    """IsDNS1123Subdomain."""
+    errs: list[str] = []
+    if len(value) > 253:
+        errs.append(_max_len_error(253))
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        errs.append(DNS1123_SUBDOMAIN_ERR)
+    return tuple(errs)
+
+
+@lru_cache(maxsize=8192)
+def is_qualified_name(value: str) -> tuple[str, ...]:
+    """IsQualifiedName (label keys, annotation keys, taint keys, binding conditions)."""
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return (
+            "a qualified name "
+            + _regex_error(_QNAME_ERR_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part " + _max_len_error(63))
+    if not _QNAME_RE.fullmatch(name):
+        errs.append("name part " + _regex_error(_QNAME_ERR_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return tuple(errs)
+
+
+@lru_cache(maxsize=8192)
+def is_label_value(value: str) -> tuple[str, ...]:
+    """IsValidLabelValue."""
+    errs: list[str] = []
+    if len(value) > 63:
+        errs.append(_max_len_error(63))
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errs.append(LABEL_VALUE_ERR)
+    return tuple(errs)
+
+
+@lru_cache(maxsize=8192)
+def is_c_identifier(value: str) -> tuple[str, ...]:
+    if _C_IDENTIFIER_RE.fullmatch(value):
+        return ()
+    return (C_IDENTIFIER_ERR,)
+
+
+_SEMVER_RE: Final = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
+    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?",
+    re.ASCII,
+)
+
+_UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def _go_type(expected: type | tuple[type, ...]) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "integer", bool: "boolean"}
+    if isinstance(expected, tuple):
+        return " or ".join(names.get(t, t.__name__) for t in expected)
+    return names.get(expected, expected.__name__)
+
+
+# ---- the validator ------------------------------------------------------------------------------------
+
+
+class _V:
+    """Accumulates FieldErrors; helpers read fields of unknown shape without ever raising."""
+
+    __slots__ = ("cel_compile", "errs", "list_type_attributes")
+
+    def __init__(self, *, cel_compile: bool = True, list_type_attributes: bool = False) -> None:
+        self.errs: list[FieldError] = []
+        self.cel_compile = cel_compile
+        self.list_type_attributes = list_type_attributes
+
+    # -- error constructors
+    def add(self, path: str, typ: str, value: object = OMIT, detail: str = "") -> None:
+        self.errs.append(FieldError(path, typ, value, detail))
+
+    def required(self, path: str, detail: str = "") -> None:
+        self.errs.append(FieldError(path, REQUIRED, OMIT, detail))
+
+    def invalid(self, path: str, value: object, detail: str) -> None:
+        self.errs.append(FieldError(path, INVALID, value, detail))
+
+    def too_long(self, path: str, max_len: int) -> None:
+        unit = "byte" if max_len == 1 else "bytes"
+        self.errs.append(FieldError(path, TOO_LONG, OMIT, f"may not be more than {max_len} {unit}"))
+
+    def too_many(self, path: str, actual: int, max_size: int) -> None:
+        unit = "item" if max_size == 1 else "items"
+        self.errs.append(FieldError(path, TOO_MANY, actual, f"must have at most {max_size} {unit}"))
+
+    def wrong_type(self, path: str, value: object, expected: type | tuple[type, ...]) -> None:
+        self.invalid(path, value, f"must be of type {_go_type(expected)}")
+
+    # -- typed getters: None when absent (or null); a type error is recorded when present but wrong
+    def get_dict(self, obj: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
+        v = obj.get(key)
+        if v is None or isinstance(v, dict):
+            return v
+        self.wrong_type(path, v, dict)
+        return None
+
+    def get_list(self, obj: dict[str, Any], key: str, path: str) -> list[Any] | None:
+        v = obj.get(key)
+        if v is None or isinstance(v, list):
+            return v
+        self.wrong_type(path, v, list)
+        return None
+
+    def get_str(self, obj: dict[str, Any], key: str, path: str) -> str | None:
+        v = obj.get(key)
+        if v is None or isinstance(v, str):
+            return v
+        self.wrong_type(path, v, str)
+        return None
+
+    def get_int(self, obj: dict[str, Any], key: str, path: str) -> int | None:
+        v = obj.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                return int(v)
+            self.wrong_type(path, v, int)
+            return None
+        return v
+
+    def get_bool(self, obj: dict[str, Any], key: str, path: str) -> bool | None:
+        v = obj.get(key)
+        if v is None or isinstance(v, bool):
+            return v
+        self.wrong_type(path, v, bool)
+        return None
+
+    def as_dict(self, v: object, path: str) -> dict[str, Any] | None:
+        if isinstance(v, dict):
+            return v
+        self.wrong_type(path, v, dict)
+        return None
+
+    def get_quantity(self, obj: dict[str, Any], key: str, path: str) -> Quantity | None:
+        v = obj.get(key)
+        if v is None:
+            return None
+        try:
+            return parse_quantity_any(v)
+        except ValueError as e:
+            self.invalid(path, v, str(e))
+            return None
+
+    # -- generic list helpers (validateSlice / validateSet)
+    def slice_items(self, items: list[Any] | None, max_size: int, path: str) -> list[Any]:
+        """validateSlice's size check: over the limit, only `Too many` is reported (DOS protection)."""
+        if not items:
+            return []
+        if 0 <= max_size < len(items):
+            self.too_many(path, len(items), max_size)
+            return []
+        return items
+
+    def duplicates(self, keys: Iterable[object], path: str) -> None:
+        """validateSet's uniqueness check, after the items were validated."""
+        seen: set[object] = set()
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            try:
+                if key in seen:
+                    self.add(f"{path}[{i}]", DUPLICATE, key)
+                else:
+                    seen.add(key)
+            except TypeError:
+                continue
+
+    # ---- name validators (corevalidation wrappers: one Invalid per message)
+    def msgs(self, path: str, value: object, messages: Iterable[str]) -> None:
+        for m in messages:
+            self.invalid(path, value, m)
+
+    def dns_label(self, value: object, path: str) -> None:
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        self.msgs(path, value, is_dns1123_label(value))
+
+    def dns_subdomain(self, value: object, path: str) -> None:
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        self.msgs(path, value, is_dns1123_subdomain(value))
+
+    def label_name(self, value: object, path: str) -> None:
+        """metav1validation.ValidateLabelName."""
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        self.msgs(path, value, is_qualified_name(value))
+
+    def label_value(self, value: object, path: str) -> None:
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        self.msgs(path, value, is_label_value(value))
+
+    def driver_name(self, value: object, path: str) -> None:
+        """ValidateCSIDriverName: required, <= 63, a DNS subdomain once lower-cased."""
+        if value is None or value == "":
+            self.required(path)
+            return
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        if len(value) > DRIVER_NAME_MAX_LENGTH:
+            self.too_long(path, DRIVER_NAME_MAX_LENGTH)
+        self.msgs(path, value, is_dns1123_subdomain(value.lower()))
+
+    def pool_name(self, value: object, path: str) -> None:
+        if value is None or value == "":
+            self.required(path)
+            return
+        if not isinstance(value, str):
+            self.wrong_type(path, value, str)
+            return
+        if len(value) > POOL_NAME_MAX_LENGTH:
+            self.too_long(path, POOL_NAME_MAX_LENGTH)
+        for part in value.split("/"):
+            self.msgs(path, part, is_dns1123_subdomain(part))
+
+    def node_name(self, value: str, path: str) -> None:
+        self.msgs(path, value, is_dns1123_subdomain(value))
+
+    def c_identifier(self, value: str, path: str) -> None:
+        if len(value) > DEVICE_MAX_ID_LENGTH:
+            self.too_long(path, DEVICE_MAX_ID_LENGTH)
+        self.msgs(path, value, is_c_identifier(value))
+
+    def qualified_name(self, name: str, path: str) -> None:
+        """validateQualifiedName: attribute and capacity names, `[domain/]id`."""
+        parts = name.split("/")
+        if len(parts) == 1:
+            self.c_identifier(parts[0], path)
+        elif len(parts) == 2:
+            if not parts[0]:
+                self.invalid(path, "", "the domain must not be empty")
+            else:
+                self.driver_name(parts[0], path)
+            if not parts[1]:
+                self.invalid(path, "", "the name must not be empty")
+            else:
+                self.c_identifier(parts[1], path)
+        else:
+            self.invalid(path, name, "must not contain more than one slash")
+
+    def fully_qualified_name(self, name: object, path: str) -> None:
+        if not isinstance(name, str):
+            self.wrong_type(path, name, str)
+            return
+        self.qualified_name(name, path)
+        if "/" not in name:
+            self.invalid(
+                path, name, "a fully qualified name must be a domain and a name separated by a slash"
+            )
+
+    # ---- metadata (corevalidation.ValidateObjectMeta)
+    def object_meta(
+        self, obj: dict[str, Any], namespaced: bool, name_fn: Callable[[str], tuple[str, ...]]
+    ) -> None:
+        meta = self.get_dict(obj, "metadata", "metadata")
+        if meta is None:
+            self.required("metadata.name", "name or generateName is required")
+            return
+        name = self.get_str(meta, "name", "metadata.name")
+        generate = self.get_str(meta, "generateName", "metadata.generateName")
+        if name:
+            self.msgs("metadata.name", name, name_fn(name))
+        elif not generate:
+            self.required("metadata.name", "name or generateName is required")
+        ns = self.get_str(meta, "namespace", "metadata.namespace")
+        if namespaced:
+            if ns:
+                self.msgs("metadata.namespace", ns, is_dns1123_label(ns))
+        elif ns:
+            self.add("metadata.namespace", FORBIDDEN, OMIT, "not allowed on this type")
+        self.labels(meta, "labels", "metadata.labels")
+        self.annotations(meta, "metadata.annotations")
+
+    def labels(self, meta: dict[str, Any], key: str, path: str) -> None:
+        labels = self.get_dict(meta, key, path)
+        if not labels:
+            return
+        for k in sorted(labels, key=str):
+            self.label_name(k, path)
+            v = labels[k]
+            if not isinstance(v, str):
+                self.wrong_type(f"{path}[{k}]", v, str)
+            else:
+                self.msgs(path, v, is_label_value(v))
+
+    def annotations(self, meta: dict[str, Any], path: str) -> None:
+        ann = self.get_dict(meta, "annotations", path)
+        if not ann:
+            return
+        total = 0
+        for k in sorted(ann, key=str):
+            v = ann[k]
+            if isinstance(k, str):
+                self.msgs(path, k, is_qualified_name(k.lower()))
+                total += len(k)
+            if isinstance(v, str):
+                total += len(v)
+            else:
+                self.wrong_type(f"{path}[{k}]", v, str)
+        if total > TOTAL_ANNOTATION_SIZE_LIMIT:
+            self.too_long(path, TOTAL_ANNOTATION_SIZE_LIMIT)
+
+    # ---- core/v1 NodeSelector
+    def node_selector(self, sel: object, path: str) -> None:
+        sel_d = self.as_dict(sel, path)
+        if sel_d is None:
+            return
+        term_path = path + ".nodeSelectorTerms"
+        terms = self.get_list(sel_d, "nodeSelectorTerms", term_path)
+        if not terms:
+            self.required(term_path, "must have at least one node selector term")
+            return
+        for i, term in enumerate(terms):
+            tp = f"{term_path}[{i}]"
+            term_d = self.as_dict(term, tp)
+            if term_d is None:
+                continue
+            for j, req in enumerate(
+                self.get_list(term_d, "matchExpressions", tp + ".matchExpressions") or []
+            ):
+                self.node_selector_requirement(req, f"{tp}.matchExpressions[{j}]")
+            for j, req in enumerate(self.get_list(term_d, "matchFields", tp + ".matchFields") or []):
+                self.node_field_selector_requirement(req, f"{tp}.matchFields[{j}]")
+
+    def _req_values(self, req: dict[str, Any], path: str) -> list[Any]:
+        return self.get_list(req, "values", path + ".values") or []
+
+    def node_selector_requirement(self, req: object, path: str) -> None:
+        req_d = self.as_dict(req, path)
+        if req_d is None:
+            return
+        op = req_d.get("operator")
+        values = self._req_values(req_d, path)
+        if op in ("In", "NotIn"):
+            if not values:
+                self.required(path + ".values", "must be specified when `operator` is 'In' or 'NotIn'")
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                self.add(
+                    path + ".values",
+                    FORBIDDEN,
+                    OMIT,
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )
+        elif op in ("Gt", "Lt"):
+            if len(values) != 1:
+                self.required(
+                    path + ".values", "must be specified single value when `operator` is 'Lt' or 'Gt'"
+                )
+        else:
+            self.invalid(path + ".operator", op if op is not None else "", "not a valid selector operator")
+        self.label_name(req_d.get("key", ""), path + ".key")
+        for i, v in enumerate(values):
+            self.label_value(v, f"{path}.values[{i}]")
+
+    def node_field_selector_requirement(self, req: object, path: str) -> None:
+        req_d = self.as_dict(req, path)
+        if req_d is None:
+            return
+        op = req_d.get("operator")
+        values = self._req_values(req_d, path)
+        if op in ("In", "NotIn"):
+            if len(values) != 1:
+                self.required(
+                    path + ".values",
+                    "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+                )
+        else:
+            self.invalid(path + ".operator", op if op is not None else "", "not a valid selector operator")
+        key = req_d.get("key")
+        if key != "metadata.name":
+            self.invalid(path + ".key", key if key is not None else "", "not a valid field selector key")
+        else:
+            for i, v in enumerate(values):
+                if isinstance(v, str):
+                    self.node_name(v, f"{path}.values[{i}]")
+                else:
+                    self.wrong_type(f"{path}.values[{i}]", v, str)
+
+    # ---- CEL
+    def cel_expression(self, expression: object, path: str) -> None:
+        if not isinstance(expression, str):
+            if expression is None:
+                expression = ""
+            else:
+                self.wrong_type(path, expression, str)
+                return
+        if len(expression) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
+            self.too_long(path, CEL_SELECTOR_EXPRESSION_MAX_LENGTH)
+            return
+        if not self.cel_compile:
+            return
+        self._compile(expression, path)
+
+    def _compile(self, expression: str, path: str) -> None:
+        try:  # kdra.cel sits above kdra.api; imported lazily so api stays importable on its own
+            from kdra.cel import CELCompileError, compile_selector
+        except ImportError:
+            return
+        if expression == "":
+            # cel-go reports the empty expression as a Required error (cel.ErrorTypeRequired).
+            self.required(path, "expression must not be empty")
+            return
+        try:
+            program = compile_selector(
+                expression, consumable_capacity=True, list_type_attributes=self.list_type_attributes
+            )
+        except CELCompileError as e:
+            self.invalid(path, expression, str(e))
+            return
+        except Exception as e:  # a bug in the CEL layer must not become a traceback here
+            self.add(path, INTERNAL, OMIT, f"{type(e).__name__}: {e}")
+            return
+        cost = getattr(program, "max_cost", 0)
+        if isinstance(cost, int) and cost > CEL_SELECTOR_EXPRESSION_MAX_COST:
+            self.add(path, FORBIDDEN, OMIT, "too complex, exceeds cost limit")
+
+    def selectors(self, container: dict[str, Any], path: str) -> None:
+        sels = self.slice_items(self.get_list(container, "selectors", path), DEVICE_SELECTORS_MAX_SIZE, path)
+        for i, sel in enumerate(sels):
+            sp = f"{path}[{i}]"
+            sel_d = self.as_dict(sel, sp)
+            if sel_d is None:
+                continue
+            cel = self.get_dict(sel_d, "cel", sp + ".cel")
+            if cel is None:
+                if "cel" not in sel_d or sel_d.get("cel") is None:
+                    self.required(sp + ".cel")
+                continue
+            self.cel_expression(cel.get("expression"), sp + ".cel.expression")
+
+    # ---- opaque configuration
+    def device_configuration(self, config: dict[str, Any], path: str) -> None:
+        opaque = self.get_dict(config, "opaque", path + ".opaque")
+        if opaque is None:
+            if config.get("opaque") is None:
+                self.required(path + ".opaque")
+            return
+        op = path + ".opaque"
+        self.driver_name(opaque.get("driver"), op + ".driver")
+        self.raw_extension(opaque.get("parameters"), op + ".parameters", OPAQUE_PARAMETERS_MAX_LENGTH)
+
+    def raw_extension(self, value: object, path: str, max_len: int) -> None:
+        if value is None:
+            self.required(path)
+            return
+        try:
+            raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError):
+            self.invalid(path, "<value omitted>", "error parsing data as JSON")
+            return
+        if len(raw.encode()) > max_len:
+            self.too_long(path, max_len)
+        elif not isinstance(value, dict):
+            self.invalid(path, "<value omitted>", "must be a valid JSON object")
+
+    # ---- taints and tolerations
+    def device_taint(self, taint: object, path: str) -> None:
+        t = self.as_dict(taint, path)
+        if t is None:
+            return
+        self.label_name(t.get("key", ""), path + ".key")
+        value = self.get_str(t, "value", path + ".value")
+        if value:
+            self.label_value(value, path + ".value")
+        effect = t.get("effect")
+        if effect is None or effect == "":
+            self.required(path + ".effect")
+        elif effect not in ("NoExecute", "NoSchedule", "None"):
+            self.add(
+                path + ".effect", NOT_SUPPORTED, effect, 'supported values: "NoExecute", "NoSchedule", "None"'
+            )
+        self.get_str(t, "timeAdded", path + ".timeAdded")
+
+    def device_toleration(self, tol: object, path: str) -> None:
+        t = self.as_dict(tol, path)
+        if t is None:
+            return
+        key = self.get_str(t, "key", path + ".key")
+        if key:
+            self.label_name(key, path + ".key")
+        operator = t.get("operator") or "Equal"  # defaulted
+        value = t.get("value") or ""
+        if operator == "Exists":
+            if value != "":
+                self.invalid(path + ".value", value, "must be empty for operator `Exists`")
+        elif operator == "Equal":
+            self.label_value(value, path + ".value")
+        else:
+            self.add(path + ".operator", NOT_SUPPORTED, operator, 'supported values: "Equal", "Exists"')
+        effect = t.get("effect")
+        if effect not in (None, "", "NoExecute", "NoSchedule", "None"):
+            self.add(
+                path + ".effect", NOT_SUPPORTED, effect, 'supported values: "NoExecute", "NoSchedule", "None"'
+            )
+        self.get_int(t, "tolerationSeconds", path + ".tolerationSeconds")
+
+    def tolerations(self, container: dict[str, Any], path: str) -> None:
+        tols = self.slice_items(
+            self.get_list(container, "tolerations", path), DEVICE_TOLERATIONS_MAX_LENGTH, path
+        )
+        for i, tol in enumerate(tols):
+            self.device_toleration(tol, f"{path}[{i}]")
+
+    def binding_parameters(self, obj: dict[str, Any], path: str) -> None:
+        bc_path, bfc_path = path + ".bindingConditions", path + ".bindingFailureConditions"
+        raw_bc = self.get_list(obj, "bindingConditions", bc_path)
+        raw_bfc = self.get_list(obj, "bindingFailureConditions", bfc_path)
+        bc = self.slice_items(raw_bc, BINDING_CONDITIONS_MAX_SIZE, bc_path)
+        for i, c in enumerate(bc):
+            self.label_name(c, f"{bc_path}[{i}]")
+        bfc = self.slice_items(raw_bfc, BINDING_FAILURE_CONDITIONS_MAX_SIZE, bfc_path)
+        for i, c in enumerate(bfc):
+            self.label_name(c, f"{bfc_path}[{i}]")
+        all_bc = [c for c in raw_bc or [] if isinstance(c, str)]
+        self.duplicates((c if isinstance(c, str) else None for c in raw_bc or []), bc_path)
+        seen: set[str] = set()
+        bc_set = set(all_bc)
+        for i, c in enumerate(raw_bfc or []):
+            if not isinstance(c, str):
+                continue
+            if c in seen:
+                self.add(f"{bfc_path}[{i}]", DUPLICATE, c)
+            else:
+                seen.add(c)
+            if c in bc_set:
+                self.invalid(
+                    f"{bfc_path}[{i}]", c, "bindingFailureConditions must not overlap with bindingConditions"
+                )
+        if not raw_bc and raw_bfc:
+            self.invalid(bc_path, raw_bc, "bindingConditions are required to use bindingFailureConditions")
+        if not raw_bfc and raw_bc:
+            self.invalid(bfc_path, raw_bfc, "bindingFailureConditions are required to use bindingConditions")
+
+    # ---- ResourceClaim spec
+    def device_claim(self, devices: dict[str, Any], path: str) -> None:
+        rp = path + ".requests"
+        raw_requests = self.get_list(devices, "requests", rp)
+        names = _gather_request_names(raw_requests)
+        requests = self.slice_items(raw_requests, DEVICE_REQUESTS_MAX_SIZE, rp)
+        for i, req in enumerate(requests):
+            self.device_request(req, f"{rp}[{i}]")
+        if requests:
+            self.duplicates((_str_field(r, "name") for r in requests), rp)
+        cp = path + ".constraints"
+        constraints = self.slice_items(
+            self.get_list(devices, "constraints", cp), DEVICE_CONSTRAINTS_MAX_SIZE, cp
+        )
+        for i, c in enumerate(constraints):
+            self.device_constraint(c, f"{cp}[{i}]", names)
+        fp = path + ".config"
+        configs = self.slice_items(self.get_list(devices, "config", fp), DEVICE_CONFIG_MAX_SIZE, fp)
+        for i, c in enumerate(configs):
+            p = f"{fp}[{i}]"
+            c_d = self.as_dict(c, p)
+            if c_d is None:
+                continue
+            self.request_refs(c_d, p + ".requests", names)
+            self.device_configuration(c_d, p)
+
+    def device_request(self, req: object, path: str) -> None:
+        r = self.as_dict(req, path)
+        if r is None:
+            return
+        self.dns_label(r.get("name", ""), path + ".name")
+        first = self.get_list(r, "firstAvailable", path + ".firstAvailable")
+        exactly_raw = r.get("exactly")
+        has_first = bool(first)
+        has_exactly = exactly_raw is not None
+        if not has_first and not has_exactly:
+            self.required(path, "exactly one of `exactly` or `firstAvailable` is required")
+        elif has_first and has_exactly:
+            self.invalid(
+                path,
+                None,
+                "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set",
+            )
+        elif has_first:
+            fp = path + ".firstAvailable"
+            subs = self.slice_items(first, FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE, fp)
+            for i, sub in enumerate(subs):
+                self.device_sub_request(sub, f"{fp}[{i}]")
+            if subs:
+                self.duplicates((_str_field(s, "name") for s in subs), fp)
+        else:
+            exactly = self.as_dict(exactly_raw, path + ".exactly")
+            if exactly is not None:
+                self.exact_device_request(exactly, path + ".exactly")
+
+    def _request_common(self, r: dict[str, Any], path: str) -> None:
+        cls = r.get("deviceClassName")
+        if cls is None or cls == "":
+            self.required(path + ".deviceClassName")
+        else:
+            self.dns_subdomain(cls, path + ".deviceClassName")
+        self.selectors(r, path + ".selectors")
+        self.allocation_mode(r, path)
+        self.tolerations(r, path + ".tolerations")
+        self.capacity_requests(r, path + ".capacity")
+
+    def exact_device_request(self, r: dict[str, Any], path: str) -> None:
+        self._request_common(r, path)
+        self.get_bool(r, "adminAccess", path + ".adminAccess")
+
+    def device_sub_request(self, sub: object, path: str) -> None:
+        s = self.as_dict(sub, path)
+        if s is None:
+            return
+        self.dns_label(s.get("name", ""), path + ".name")
+        self._request_common(s, path)
+
+    def allocation_mode(self, r: dict[str, Any], path: str) -> None:
+        mode = r.get("allocationMode") or "ExactCount"  # defaulted
+        count = self.get_int(r, "count", path + ".count")
+        if "count" in r and count is None and r.get("count") is not None:
+            return  # wrong type, already reported
+        if mode == "ExactCount" and not count:
+            count = 1  # defaulted
+        count = count or 0
+        if mode == "All":
+            if count != 0:
+                self.invalid(path + ".count", count, "must not be specified when allocationMode is 'All'")
+        elif mode == "ExactCount":
+            if count <= 0:
+                self.invalid(path + ".count", count, "must be greater than zero")
+        else:
+            self.add(path + ".allocationMode", NOT_SUPPORTED, mode, 'supported values: "All", "ExactCount"')
+
+    def capacity_requests(self, r: dict[str, Any], path: str) -> None:
+        cap = self.get_dict(r, "capacity", path)
+        if not cap:
+            return
+        reqs = self.get_dict(cap, "requests", path + ".requests")
+        for name in sorted(reqs or {}, key=str):
+            if not isinstance(name, str):
+                continue
+            assert reqs is not None
+            self.get_quantity(reqs, name, f"{path}.requests[{name}]")
+
+    def request_refs(self, obj: dict[str, Any], path: str, names: dict[str, set[str] | None]) -> None:
+        refs = self.slice_items(self.get_list(obj, "requests", path), DEVICE_REQUESTS_MAX_SIZE, path)
+        for i, ref in enumerate(refs):
+            self.request_name_ref(ref, f"{path}[{i}]", names)
+        if refs:
+            self.duplicates((r if isinstance(r, str) else None for r in refs), path)
+
+    def request_name_ref(self, name: object, path: str, names: dict[str, set[str] | None]) -> None:
+        if not isinstance(name, str):
+            self.wrong_type(path, name, str)
+            return
+        detail = "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"  # noqa: E501
+        segments = name.split("/")
+        if len(segments) > 2:
+            self.invalid(path, name, detail)
+            return
+        for seg in segments:
+            self.msgs(path, seg, is_dns1123_label(seg))
+        if not _has_request(names, segments):
+            self.invalid(path, name, detail)
+
+    def device_constraint(self, c: object, path: str, names: dict[str, set[str] | None]) -> None:
+        c_d = self.as_dict(c, path)
+        if c_d is None:
+            return
+        self.request_refs(c_d, path + ".requests", names)
+        match = c_d.get("matchAttribute")
+        distinct = c_d.get("distinctAttribute")
+        if match is not None and distinct is not None:
+            self.invalid(
+                path,
+                None,
+                'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set',  # noqa: E501
+            )
+        elif match is not None:
+            self.fully_qualified_name(match, path + ".matchAttribute")
+        elif distinct is not None:
+            self.fully_qualified_name(distinct, path + ".distinctAttribute")
+        else:
+            self.required(
+                path,
+                'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set',  # noqa: E501
+            )
+
+    # ---- ResourceClaim status (what kdra reads as "already allocated")
+    def claim_status(self, status: dict[str, Any], path: str, names: dict[str, set[str] | None]) -> None:
+        rp = path + ".reservedFor"
+        raw_reserved = self.get_list(status, "reservedFor", rp)
+        reserved = self.slice_items(raw_reserved, RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE, rp)
+        for i, ref in enumerate(reserved):
+            p = f"{rp}[{i}]"
+            ref_d = self.as_dict(ref, p)
+            if ref_d is None:
+                continue
+            for key in ("resource", "name", "uid"):
+                val = ref_d.get(key)
+                if val is None or val == "":
+                    self.required(f"{p}.{key}")
+                elif not isinstance(val, str):
+                    self.wrong_type(f"{p}.{key}", val, str)
+        if reserved:
+            self.duplicates((_str_field(r, "uid") or None for r in reserved), rp)
+        alloc_raw = status.get("allocation")
+        allocation = self.get_dict(status, "allocation", path + ".allocation")
+        if raw_reserved and alloc_raw is None:
+            self.add(rp, FORBIDDEN, OMIT, "may not be specified when `allocated` is not set")
+        allocated: set[tuple[str, str, str, str]] = set()
+        if allocation is not None:
+            allocated = self.allocation_result(allocation, path + ".allocation", names)
+        dp = path + ".devices"
+        for i, dev in enumerate(self.get_list(status, "devices", dp) or []):
+            self.allocated_device_status(dev, f"{dp}[{i}]", allocated)
+
+    def allocation_result(
+        self, alloc: dict[str, Any], path: str, names: dict[str, set[str] | None]
+    ) -> set[tuple[str, str, str, str]]:
+        allocated: set[tuple[str, str, str, str]] = set()
+        devices = self.get_dict(alloc, "devices", path + ".devices")
+        if devices is not None:
+            dp = path + ".devices"
+            results = self.slice_items(
+                self.get_list(devices, "results", dp + ".results"),
+                ALLOCATION_RESULTS_MAX_SIZE,
+                dp + ".results",
+            )
+            for i, res in enumerate(results):
+                rp = f"{dp}.results[{i}]"
+                r = self.as_dict(res, rp)
+                if r is None:
+                    continue
+                self.request_name_ref(r.get("request", ""), rp + ".request", names)
+                self.driver_name(r.get("driver"), rp + ".driver")
+                self.pool_name(r.get("pool"), rp + ".pool")
+                self.dns_label(r.get("device", ""), rp + ".device")
+                self.binding_parameters(r, rp)
+                for j, tol in enumerate(self.get_list(r, "tolerations", rp + ".tolerations") or []):
+                    self.device_toleration(tol, f"{rp}.tolerations[{j}]")
+                share = self.get_str(r, "shareID", rp + ".shareID")
+                if share is not None:
+                    self.uid(share, rp + ".shareID")
+                self.get_bool(r, "adminAccess", rp + ".adminAccess")
+                consumed = self.get_dict(r, "consumedCapacity", rp + ".consumedCapacity")
+                for name in sorted(consumed or {}, key=str):
+                    assert consumed is not None
+                    self.get_quantity(consumed, name, f"{rp}.consumedCapacity[{name}]")
+                allocated.add((_s(r.get("driver")), _s(r.get("pool")), _s(r.get("device")), share or ""))
+            cp = dp + ".config"
+            configs = self.slice_items(self.get_list(devices, "config", cp), 2 * DEVICE_CONFIG_MAX_SIZE, cp)
+            for i, c in enumerate(configs):
+                p = f"{cp}[{i}]"
+                c_d = self.as_dict(c, p)
+                if c_d is None:
+                    continue
+                source = c_d.get("source")
+                if source is None or source == "":
+                    self.required(p + ".source")
+                elif source not in ("FromClaim", "FromClass"):
+                    self.add(
+                        p + ".source", NOT_SUPPORTED, source, 'supported values: "FromClaim", "FromClass"'
+                    )
+                self.request_refs(c_d, p + ".requests", names)
+                self.device_configuration(c_d, p)
+        if alloc.get("nodeSelector") is not None:
+            self.node_selector(alloc["nodeSelector"], path + ".nodeSelector")
+        return allocated
+
+    def uid(self, value: str, path: str) -> None:
+        if not _UUID_RE.fullmatch(value) and not (
+            len(value) == 38 and value[0] == "{" and value[-1] == "}" and _UUID_RE.fullmatch(value[1:-1])
+        ):
+            self.invalid(path, value, f"error validating uid: invalid UUID length: {len(value)}")
+        elif len(value) != 36 or value != value.lower():
+            self.invalid(
+                path,
+                value,
+                "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase "  # noqa: E501
+                "hexadecimal characters",
+            )
+
+    def allocated_device_status(
+        self, dev: object, path: str, allocated: set[tuple[str, str, str, str]]
+    ) -> None:
+        d = self.as_dict(dev, path)
+        if d is None:
+            return
+        self.driver_name(d.get("driver"), path + ".driver")
+        self.pool_name(d.get("pool"), path + ".pool")
+        self.dns_label(d.get("device", ""), path + ".device")
+        share = self.get_str(d, "shareID", path + ".shareID")
+        if share is not None:
+            self.uid(share, path + ".shareID")
+        key = (_s(d.get("driver")), _s(d.get("pool")), _s(d.get("device")), share or "")
+        if key not in allocated:
+            shown = "/".join(key[:3]) + (f"/{share}" if share else "")
+            self.invalid(path, shown, "must be an allocated device in the claim")
+        conds = self.get_list(d, "conditions", path + ".conditions")
+        if conds and len(conds) > ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS:
+            self.too_many(path + ".conditions", len(conds), ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS)
+        if d.get("data") is not None:
+            self.raw_extension(d["data"], path + ".data", ALLOCATED_DEVICE_STATUS_DATA_MAX_LENGTH)
+        net = self.get_dict(d, "networkData", path + ".networkData")
+        if net:
+            np = path + ".networkData"
+            iface = self.get_str(net, "interfaceName", np + ".interfaceName")
+            if iface and len(iface) > NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH:
+                self.too_long(np + ".interfaceName", NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH)
+            hw = self.get_str(net, "hardwareAddress", np + ".hardwareAddress")
+            if hw and len(hw) > NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH:
+                self.too_long(np + ".hardwareAddress", NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH)
+            ips = self.slice_items(
+                self.get_list(net, "ips", np + ".ips"), NETWORK_DEVICE_DATA_MAX_IPS, np + ".ips"
+            )
+            if ips:
+                self.duplicates((ip if isinstance(ip, str) else None for ip in ips), np + ".ips")
+
+    # ---- ResourceSlice
+    def slice_spec(self, spec: dict[str, Any], path: str) -> None:
+        self.driver_name(spec.get("driver"), path + ".driver")
+        pool = self.get_dict(spec, "pool", path + ".pool")
+        pp = path + ".pool"
+        pool = pool if pool is not None else {}
+        self.pool_name(pool.get("name"), pp + ".name")
+        count = self.get_int(pool, "resourceSliceCount", pp + ".resourceSliceCount")
+        if (count is not None or "resourceSliceCount" not in pool) and (count or 0) <= 0:
+            self.invalid(pp + ".resourceSliceCount", count or 0, "must be greater than zero")
+        gen = self.get_int(pool, "generation", pp + ".generation")
+        if gen is not None and gen < 0:
+            self.invalid(pp + ".generation", gen, "must be greater than or equal to zero")
+
+        set_fields: list[str] = []
+        node_name = self.get_str(spec, "nodeName", path + ".nodeName")
+        if node_name is not None:
+            if node_name:
+                set_fields.append("`nodeName`")
+                self.node_name(node_name, path + ".nodeName")
+            else:
+                self.invalid(
+                    path + ".nodeName", node_name, "must be either unset or set to a non-empty string"
+                )
+        node_selector = spec.get("nodeSelector")
+        if node_selector is not None:
+            set_fields.append("`nodeSelector`")
+            self.node_selector(node_selector, path + ".nodeSelector")
+            terms = node_selector.get("nodeSelectorTerms") if isinstance(node_selector, dict) else None
+            if isinstance(terms, list) and len(terms) != 1:
+                self.invalid(
+                    path + ".nodeSelector.nodeSelectorTerms",
+                    terms,
+                    "must have exactly one node selector term",
+                )
+        all_nodes = self.get_bool(spec, "allNodes", path + ".allNodes")
+        if all_nodes is not None:
+            if all_nodes:
+                set_fields.append("`allNodes`")
+            else:
+                self.invalid(path + ".allNodes", False, "must be either unset or set to true")
+        per_device = self.get_bool(spec, "perDeviceNodeSelection", path + ".perDeviceNodeSelection")
+        if per_device is not None:
+            if per_device:
+                set_fields.append("`perDeviceNodeSelection`")
+            else:
+                self.invalid(path + ".perDeviceNodeSelection", False, "must be either unset or set to true")
+        choice = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+        if not set_fields:
+            self.required(path, choice)
+        elif len(set_fields) > 1:
+            self.invalid(path, "{" + ", ".join(set_fields) + "}", choice + ", but multiple fields are set")
+
+        devices_raw = self.get_list(spec, "devices", path + ".devices")
+        counters_raw = self.get_list(spec, "sharedCounters", path + ".sharedCounters")
+        if devices_raw is not None and counters_raw is not None:
+            self.invalid(path, "", "only one of `sharedCounters` or `devices` is allowed")
+
+        dp = path + ".devices"
+        max_devices = RESOURCE_SLICE_MAX_DEVICES
+        if devices_raw and _has_advanced_device_features(devices_raw):
+            max_devices = RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
+        devices = self.slice_items(devices_raw, max_devices, dp)
+        for i, dev in enumerate(devices):
+            self.device(dev, f"{dp}[{i}]", bool(per_device))
+        if devices:
+            self.duplicates((_str_field(d, "name") for d in devices), dp)
+
+        cp = path + ".sharedCounters"
+        sets = self.slice_items(counters_raw, RESOURCE_SLICE_MAX_COUNTER_SETS, cp)
+        for i, cs in enumerate(sets):
+            p = f"{cp}[{i}]"
+            cs_d = self.as_dict(cs, p)
+            if cs_d is None:
+                continue
+            name = cs_d.get("name")
+            if name is None or name == "":
+                self.required(p + ".name")
+            else:
+                self.dns_label(name, p + ".name")
+            self.counters(cs_d, p + ".counters", RESOURCE_SLICE_MAX_COUNTERS_PER_COUNTER_SET)
+        if sets:
+            self.duplicates((_str_field(s, "name") for s in sets), cp)
+
+    def counters(self, obj: dict[str, Any], path: str, max_size: int) -> None:
+        raw = obj.get("counters")
+        if raw is None or raw == {}:
+            self.required(path)
+            return
+        counters = self.as_dict(raw, path)
+        if counters is None:
+            return
+        if len(counters) > max_size:
+            self.too_many(path, len(counters), max_size)
+            return
+        for key in sorted(counters, key=str):
+            self.dns_label(key, path)
+            kp = f"{path}[{_truncate(str(key), 63)}]"
+            c = self.as_dict(counters[key], kp)
+            if c is not None:
+                self.get_quantity(c, "value", kp + ".value")
+
+    def device(self, dev: object, path: str, per_device_node_selection: bool) -> None:
+        d = self.as_dict(dev, path)
+        if d is None:
+            return
+        self.dns_label(d.get("name", ""), path + ".name")
+        allow_multi = self.get_bool(d, "allowMultipleAllocations", path + ".allowMultipleAllocations") is True
+        attrs = self.get_dict(d, "attributes", path + ".attributes") or {}
+        caps = self.get_dict(d, "capacity", path + ".capacity") or {}
+        n = len(attrs) + len(caps)
+        if n > RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE:
+            self.invalid(
+                path,
+                n,
+                "the total number of attributes and capacities must not exceed "
+                f"{RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}",
+            )
+        n_values = _num_attribute_values(attrs)
+        if n_values > RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
+            self.invalid(
+                path,
+                n_values,
+                f"the total number of attribute values must not exceed {RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}",  # noqa: E501
+            )
+        ap = path + ".attributes"
+        for key in sorted(attrs, key=str) if len(attrs) > 1 else attrs:
+            self.qualified_name(key, ap)
+            self.device_attribute(attrs[key], f"{ap}[{_truncate(key, _ATTR_KEY_MAX)}]")
+        cp = path + ".capacity"
+        for key in sorted(caps, key=str) if len(caps) > 1 else caps:
+            self.qualified_name(key, cp)
+            self.device_capacity(caps[key], f"{cp}[{_truncate(key, _ATTR_KEY_MAX)}]", allow_multi)
+
+        tp = path + ".taints"
+        for i, taint in enumerate(
+            self.slice_items(self.get_list(d, "taints", tp), DEVICE_TAINTS_MAX_LENGTH, tp)
+        ):
+            self.device_taint(taint, f"{tp}[{i}]")
+
+        ccp = path + ".consumesCounters"
+        consumptions = self.slice_items(
+            self.get_list(d, "consumesCounters", ccp),
+            RESOURCE_SLICE_MAX_DEVICE_COUNTER_CONSUMPTIONS_PER_DEVICE,
+            ccp,
+        )
+        for i, cc in enumerate(consumptions):
+            p = f"{ccp}[{i}]"
+            cc_d = self.as_dict(cc, p)
+            if cc_d is None:
+                continue
+            cs = cc_d.get("counterSet")
+            if cs is None or cs == "":
+                self.required(p + ".counterSet")
+            else:
+                self.dns_label(cs, p + ".counterSet")
+            self.counters(cc_d, p + ".counters", RESOURCE_SLICE_MAX_COUNTERS_PER_DEVICE_COUNTER_CONSUMPTION)
+        if consumptions:
+            self.duplicates((_str_field(c, "counterSet") for c in consumptions), ccp)
+
+        has_node_fields = any(d.get(k) is not None for k in ("nodeName", "nodeSelector", "allNodes"))
+        if per_device_node_selection:
+            self.per_device_node_selection(d, path)
+        elif has_node_fields:
+            self.invalid(
+                path,
+                None,
+                "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true "  # noqa: E501
+                "in the ResourceSlice spec",
+            )
+        if "bindingConditions" in d or "bindingFailureConditions" in d:
+            self.binding_parameters(d, path)
+        self.get_bool(d, "bindsToNode", path + ".bindsToNode")
+
+    def per_device_node_selection(self, d: dict[str, Any], path: str) -> None:
+        set_fields: list[str] = []
+        node_name = self.get_str(d, "nodeName", path + ".nodeName")
+        if node_name is not None:
+            if node_name:
+                set_fields.append("`nodeName`")
+                self.node_name(node_name, path + ".nodeName")
+            else:
+                self.invalid(path + ".nodeName", node_name, "must not be empty")
+        if d.get("nodeSelector") is not None:
+            set_fields.append("`nodeSelector`")
+            self.node_selector(d["nodeSelector"], path + ".nodeSelector")
+        all_nodes = self.get_bool(d, "allNodes", path + ".allNodes")
+        if all_nodes is not None:
+            if all_nodes:
+                set_fields.append("`allNodes`")
+            else:
+                self.invalid(path + ".allNodes", False, "must be either unset or set to true")
+        detail = (
+            "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` "  # noqa: E501
+            "is set to true in the ResourceSlice spec"
+        )
+        if not set_fields:
+            self.required(path, detail)
+        elif len(set_fields) > 1:
+            self.invalid(path, "{" + ", ".join(set_fields) + "}", detail)
+
+    def device_attribute(self, attr: object, path: str) -> None:
+        a = self.as_dict(attr, path)
+        if a is None:
+            return
+        n = 0
+        v = a.get("bool")
+        if v is not None:
+            n += 1
+            if not isinstance(v, bool):
+                self.wrong_type(path + ".bool", v, bool)
+        v = a.get("int")
+        if v is not None:
+            n += 1
+            if isinstance(v, bool) or not isinstance(v, int):
+                self.wrong_type(path + ".int", v, int)
+        v = a.get("string")
+        if v is not None:
+            n += 1
+            self.attribute_string(v, path + ".string")
+        v = a.get("version")
+        if v is not None:
+            n += 1
+            self.attribute_version(v, path + ".version")
+        for key, check in _LIST_ATTRIBUTE_CHECKS:
+            v = a.get(key)
+            if v is None:
+                continue
+            n += 1
+            lp = f"{path}.{key}"
+            if not isinstance(v, list):
+                self.wrong_type(lp, v, list)
+                continue
+            if not v:
+                self.invalid(lp, v, "must not be empty if specified")
+            for i, item in enumerate(v):
+                check(self, item, f"{lp}[{i}]")
+        if n == 0:
+            self.invalid(path, "", "exactly one value must be specified")
+        elif n > 1:
+            self.invalid(path, a, "exactly one value must be specified")
+
+    def attribute_string(self, v: object, path: str) -> None:
+        if not isinstance(v, str):
+            self.wrong_type(path, v, str)
+        elif len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+            self.too_long(path, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
+
+    def attribute_version(self, v: object, path: str) -> None:
+        if not isinstance(v, str):
+            self.wrong_type(path, v, str)
+            return
+        if not _SEMVER_RE.fullmatch(v):
+            self.invalid(path, v, "must be a string compatible with semver.org spec 2.0.0")
+        if len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+            self.too_long(path, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
+
+    def attribute_int(self, v: object, path: str) -> None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.wrong_type(path, v, int)
+
+    def attribute_bool(self, v: object, path: str) -> None:
+        if not isinstance(v, bool):
+            self.wrong_type(path, v, bool)
+
+    def device_capacity(self, cap: object, path: str, allow_multi: bool) -> None:
+        c = self.as_dict(cap, path)
+        if c is None:
+            return
+        value = self.get_quantity(c, "value", path + ".value")
+        policy = c.get("requestPolicy")
+        if policy is None:
+            return
+        pp = path + ".requestPolicy"
+        if not allow_multi:
+            self.add(pp, FORBIDDEN, OMIT, "allowMultipleAllocations must be true")
+            return
+        p = self.as_dict(policy, pp)
+        if p is None or (value is None and c.get("value") is not None):
+            return
+        self.request_policy(value if value is not None else Quantity(), p, pp)
+
+    def request_policy(self, max_cap: Quantity, policy: dict[str, Any], path: str) -> None:
+        valid_values = self.get_list(policy, "validValues", path + ".validValues")
+        valid_range = self.get_dict(policy, "validRange", path + ".validRange")
+        if valid_values and valid_range is not None:
+            self.add(
+                path,
+                FORBIDDEN,
+                OMIT,
+                'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time',  # noqa: E501
+            )
+            return
+        if "default" in policy and policy["default"] is not None:
+            default = self.get_quantity(policy, "default", path + ".default")
+            if default is None:
+                return
+        else:
+            default = None
+        if valid_values:
+            if default is None:
+                self.required(path + ".default", "required when validValues is defined")
+            else:
+                self.valid_values(default, max_cap, valid_values, path + ".validValues")
+        elif valid_range is not None:
+            if default is None:
+                self.required(path + ".default", "required when validRange is defined")
+            else:
+                self.valid_range(default, max_cap, valid_range, path + ".validRange")
+
+    def valid_values(self, default: Quantity, max_cap: Quantity, raw: list[Any], path: str) -> None:
+        values: list[Quantity | None] = []
+        for i, v in enumerate(raw):
+            try:
+                values.append(parse_quantity_any(v))
+            except ValueError as e:
+                self.invalid(f"{path}[{i}]", v, str(e))
+                values.append(None)
+        if any(v is None for v in values):
+            return
+        qs = [v for v in values if v is not None]
+        for i in range(len(qs) - 1):
+            if qs[i] > qs[i + 1]:
+                self.invalid(f"{path}[{i + 1}]", str(qs[i + 1]), "values must be sorted in ascending order")
+        found_default = False
+        if len(qs) > CAPACITY_REQUEST_POLICY_DISCRETE_MAX_OPTIONS:
+            self.too_many(path, len(qs), CAPACITY_REQUEST_POLICY_DISCRETE_MAX_OPTIONS)
+        else:
+            for i, q in enumerate(qs):
+                if q > max_cap:
+                    self.invalid(f"{path}[{i}]", str(q), f"option is larger than capacity value: {max_cap}")
+                if q == default:
+                    found_default = True
+            self.duplicates((str(q.value()) for q in qs), path)
+        if not found_default:
+            self.invalid(path, str(default), "default value is not valid according to the requestPolicy")
+
+    def valid_range(self, default: Quantity, max_cap: Quantity, rng: dict[str, Any], path: str) -> None:
+        if rng.get("min") is None:
+            self.required(path + ".min", "required when validRange is defined")
+            return
+        lo = self.get_quantity(rng, "min", path + ".min")
+        hi = self.get_quantity(rng, "max", path + ".max")
+        step = self.get_quantity(rng, "step", path + ".step")
+        if (
+            lo is None
+            or (hi is None and rng.get("max") is not None)
+            or (step is None and rng.get("step") is not None)
+        ):
+            return
+        if lo > max_cap:
+            self.invalid(path + ".min", str(lo), f"min is larger than capacity value: {max_cap}")
+        if default < lo:
+            self.invalid(path + ".default", str(default), f"default is less than min: {lo}")
+        if hi is not None:
+            if lo > hi:
+                self.invalid(path + ".max", str(lo), f"min is larger than max: {hi}")
+            if hi > max_cap:
+                self.invalid(path + ".max", str(hi), f"max is larger than capacity value: {max_cap}")
+            if default > hi:
+                self.invalid(path + ".default", str(default), f"default is more than max: {hi}")
+        if step is None:
+            return
+        if step.sign() <= 0:
+            self.invalid(path + ".step", str(step), "must be greater than zero")
+            return
+        added = lo + step
+        if added > max_cap:
+            self.invalid(
+                path + ".step", str(step), f"one step {added} is larger than capacity value: {max_cap}"
+            )
+        unsafe = False
+        for q, name in ((default, "default"), (lo, "min"), (hi, "max"), (step, "step")):
+            if q is None:
+                continue
+            if q.sign() < 0:
+                self.invalid(f"{path}.{name}", str(q), "must be greater than or equal to 0")
+                unsafe = True
+            elif q.value() > _MAX_INT64:
+                self.invalid(f"{path}.{name}", str(q), "must not be larger than 9223372036854775807")
+                unsafe = True
+        if unsafe:
+            return
+        for value in (default, hi):
+            if value is None:
+                continue
+            if (value.value() - lo.value()) % step.value() != 0:
+                self.invalid(
+                    path + ".step",
+                    str(value),
+                    f"value is not a multiple of a given step ({step}) from ({lo})",
+                )
+
+    # ---- DeviceClass
+    def device_class_spec(self, spec: dict[str, Any], path: str) -> None:
+        self.selectors(spec, path + ".selectors")
+        cp = path + ".config"
+        configs = self.slice_items(self.get_list(spec, "config", cp), DEVICE_CONFIG_MAX_SIZE, cp)
+        for i, c in enumerate(configs):
+            p = f"{cp}[{i}]"
+            c_d = self.as_dict(c, p)
+            if c_d is not None:
+                self.device_configuration(c_d, p)
+        ern = spec.get("extendedResourceName")
+        if ern is not None and not (isinstance(ern, str) and _is_extended_resource_name(ern)):
+            self.invalid(path + ".extendedResourceName", ern, "must be a valid extended resource name")
+
+    # ---- Pod (DRA parts)
+    def pod_spec(self, spec: dict[str, Any], path: str) -> None:
+        rp = path + ".resourceClaims"
+        claim_names: set[str] = set()
+        for i, claim in enumerate(self.get_list(spec, "resourceClaims", rp) or []):
+            p = f"{rp}[{i}]"
+            c = self.as_dict(claim, p)
+            if c is None:
+                continue
+            name = c.get("name")
+            if name is None or name == "":
+                self.required(p + ".name")
+            elif not isinstance(name, str):
+                self.wrong_type(p + ".name", name, str)
+            elif name in claim_names:
+                self.add(p + ".name", DUPLICATE, name)
+            else:
+                self.dns_label(name, p + ".name")
+                claim_names.add(name)
+            rc = c.get("resourceClaimName")
+            rct = c.get("resourceClaimTemplateName")
+            if rc is not None and rct is not None:
+                self.invalid(
+                    p, c, "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+                )
+            if rc is None and rct is None:
+                self.invalid(p, c, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+            if rc is not None:
+                self.dns_subdomain(rc, p + ".resourceClaimName")
+            if rct is not None:
+                self.dns_subdomain(rct, p + ".resourceClaimTemplateName")
+        for field_name in ("initContainers", "containers"):
+            cp = f"{path}.{field_name}"
+            for i, container in enumerate(self.get_list(spec, field_name, cp) or []):
+                p = f"{cp}[{i}]"
+                ctr = self.as_dict(container, p)
+                if ctr is None:
+                    continue
+                res = self.get_dict(ctr, "resources", p + ".resources")
+                if res is None:
+                    continue
+                claims = self.get_list(res, "claims", p + ".resources.claims") or []
+                self.container_claims(claims, p + ".resources.claims", claim_names)
+
+    def container_claims(self, claims: list[Any], path: str, pod_claims: set[str]) -> None:
+        names: set[str] = set()
+        for i, claim in enumerate(claims):
+            p = f"{path}[{i}]"
+            c = self.as_dict(claim, p)
+            if c is None:
+                continue
+            name = self.get_str(c, "name", p + ".name") or ""
+            request = self.get_str(c, "request", p + ".request") or ""
+            key = name
+            if request:
+                self.dns_label(request, p + ".request")
+                key += "/" + request
+            if not name:
+                self.required(p)
+                continue
+            if key in names:
+                self.add(p, DUPLICATE, key)
+            else:
+                names.add(key)
+            if name not in pod_claims:
+                detail = "must be one of the names in pod.spec.resourceClaims"
+                detail += ": " + ", ".join(sorted(pod_claims)) if pod_claims else " which is empty"
+                self.add(p, NOT_FOUND, name, detail)
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+
+_ATTR_KEY_MAX: Final = DEVICE_MAX_DOMAIN_LENGTH + 1 + DEVICE_MAX_ID_LENGTH
+
+_LIST_ATTRIBUTE_CHECKS: Final[tuple[tuple[str, Callable[[_V, object, str], None]], ...]] = (
+    ("bools", _V.attribute_bool),
+    ("ints", _V.attribute_int),
+    ("strings", _V.attribute_string),
+    ("versions", _V.attribute_version),
+)
+
+
+def _s(v: object) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _str_field(obj: object, key: str) -> str | None:
+    if isinstance(obj, dict):
+        v = obj.get(key)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _truncate(s: str, max_len: int) -> str:
+    """truncateIfTooLong: long map keys are shortened in the middle in error paths."""
+    max_len = max(max_len, 16)
+    if len(s) <= max_len:
+        return s
+    remaining = max_len - 3
+    return s[: (remaining + 1) // 2] + "..." + s[len(s) - remaining // 2 :]
+
+
+def _gather_request_names(requests: list[Any] | None) -> dict[str, set[str] | None]:
+    names: dict[str, set[str] | None] = {}
+    for r in requests or []:
+        if not isinstance(r, dict):
+            continue
+        name = r.get("name")
+        if not isinstance(name, str):
+            continue
+        first = r.get("firstAvailable")
+        if not isinstance(first, list) or not first:
+            names[name] = None
+            continue
+        names[name] = {s["name"] for s in first if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    return names
+
+
+def _has_request(names: dict[str, set[str] | None], segments: list[str]) -> bool:
+    if len(segments) > 2 or segments[0] not in names:
+        return False
+    if len(segments) == 1:
+        return True
+    subs = names[segments[0]]
+    return subs is not None and segments[1] in subs
+
+
+def _has_advanced_device_features(devices: list[Any]) -> bool:
+    """Taints, counter consumption or list-typed attributes lower the per-slice device limit to 64."""
+    for d in devices:
+        if not isinstance(d, dict):
+            continue
+        if d.get("taints") or d.get("consumesCounters"):
+            return True
+        attrs = d.get("attributes")
+        if isinstance(attrs, dict):
+            for a in attrs.values():
+                if isinstance(a, dict) and any(
+                    a.get(k) is not None for k in ("bools", "ints", "strings", "versions")
+                ):
+                    return True
+    return False
+
+
+def _num_attribute_values(attrs: dict[str, Any]) -> int:
+    n = 0
+    for a in attrs.values():
+        if not isinstance(a, dict):
+            n += 1
+            continue
+        items = 0
+        for k in ("bools", "ints", "strings", "versions"):
+            v = a.get(k)
+            if isinstance(v, list):
+                items += len(v)
+        n += items or 1
+    return n
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: domain-prefixed, not kubernetes.io, not requests.*, and a valid
+    qualified name once prefixed with "requests."."""
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    return not is_qualified_name("requests." + name)
+
+
+# ---- entry points ------------------------------------------------------------------------------------
+
+
+def validate(obj: object, *, cel: bool = True, list_type_attributes: bool = False) -> list[FieldError]:
+    """Validate one object as kube-apiserver 1.36 would on create; [] when valid or of a kind kdra
+    does not validate. `cel=False` skips compiling selectors (length limits still apply)."""
+    v = _V(cel_compile=cel, list_type_attributes=list_type_attributes)
+    if not isinstance(obj, dict):
+        v.invalid("<root>", OMIT, "must be an object")
+        return v.errs
+    kind = kind_of(obj)
+    api_version = obj.get("apiVersion")
+    if kind in RESOURCE_KINDS and api_version != RESOURCE_API_VERSION:
+        v.add("apiVersion", NOT_SUPPORTED, api_version, f'supported values: "{RESOURCE_API_VERSION}"')
+        return v.errs
+    try:
+        _VALIDATORS.get(kind, _validate_nothing)(v, obj)
+    except RecursionError:
+        v.add("<root>", INTERNAL, OMIT, "object nested too deeply")
+    return v.errs
+
+
+def _validate_nothing(v: _V, obj: dict[str, Any]) -> None:
+    return None
+
+
+def _spec(v: _V, obj: dict[str, Any]) -> dict[str, Any]:
+    spec = v.get_dict(obj, "spec", "spec")
+    return spec if spec is not None else {}
+
+
+def _validate_device_class(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, False, is_dns1123_subdomain)
+    v.device_class_spec(_spec(v, obj), "spec")
+
+
+def _validate_resource_slice(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, False, is_dns1123_subdomain)
+    v.slice_spec(_spec(v, obj), "spec")
+
+
+def _claim_spec(v: _V, spec: dict[str, Any], path: str) -> dict[str, set[str] | None]:
+    devices = v.get_dict(spec, "devices", path + ".devices")
+    if devices is None:
+        return {}
+    v.device_claim(devices, path + ".devices")
+    requests = devices.get("requests")
+    return _gather_request_names(requests if isinstance(requests, list) else None)
+
+
+def _validate_resource_claim(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, True, is_dns1123_subdomain)
+    names = _claim_spec(v, _spec(v, obj), "spec")
+    status = v.get_dict(obj, "status", "status")
+    if status:
+        v.claim_status(status, "status", names)
+
+
+def _validate_resource_claim_template(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, True, is_dns1123_subdomain)
+    spec = _spec(v, obj)
+    meta = v.get_dict(spec, "metadata", "spec.metadata")
+    if meta:
+        v.labels(meta, "labels", "spec.metadata.labels")
+        v.annotations(meta, "spec.metadata.annotations")
+    inner = v.get_dict(spec, "spec", "spec.spec")
+    _claim_spec(v, inner if inner is not None else {}, "spec.spec")
+
+
+def _validate_node(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, False, is_dns1123_subdomain)
+
+
+def _validate_pod(v: _V, obj: dict[str, Any]) -> None:
+    v.object_meta(obj, True, is_dns1123_subdomain)
+    v.pod_spec(_spec(v, obj), "spec")
+
+
+_VALIDATORS: Final[dict[str, Callable[[_V, dict[str, Any]], None]]] = {
+    "DeviceClass": _validate_device_class,
+    "ResourceSlice": _validate_resource_slice,
+    "ResourceClaim": _validate_resource_claim,
+    "ResourceClaimTemplate": _validate_resource_claim_template,
+    "Node": _validate_node,
+    "Pod": _validate_pod,
+}
+VALIDATED_KINDS: Final = frozenset(_VALIDATORS)
+
+
+def format_errors(obj: object, errors: list[FieldError]) -> list[str]:
+    """One line per error: `Kind ns/name: path: Type: value: detail`."""
+    ref = object_ref(obj)
+    return [f"{ref}: {e}" for e in errors]
+
+
+def validate_objects(objs: Iterable[object], *, cel: bool = True, list_type_attributes: bool = False) -> None:
+    """Validate all objects; raise one InputError listing every problem of every object."""
+    lines: list[str] = []
+    for obj in objs:
+        errs = validate(obj, cel=cel, list_type_attributes=list_type_attributes)
+        if errs:
+            lines.extend(format_errors(obj, errs))
+    if lines:
+        raise InputError("\n".join(lines))
+
+
+__all__ = [
+    "CLUSTER_SCOPED_KINDS",
+    "VALIDATED_KINDS",
+    "FieldError",
+    "format_errors",
+    "validate",
+    "validate_objects",
+]
