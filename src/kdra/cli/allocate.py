@@ -231,7 +231,7 @@ def _unique(objs: list[dict[str, Any]], kind: str, namespaced: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The subcommand; errors kdra does not anticipate still end in a message and exit 3, never a traceback."""
+    """The subcommand; an unanticipated error still ends in a message and exit 3, never a traceback."""
     try:
         return _run(args)
     except (KdraError, BrokenPipeError, KeyboardInterrupt):
