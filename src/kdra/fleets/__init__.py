@@ -1,0 +1,103 @@
+"""Fleets: hand-written cluster descriptions (kind Fleet) and the bundled example fleets, rendered into the
+Nodes, ResourceSlices and DeviceClasses a real cluster with the vendors' DRA drivers would have.
+
+    from kdra.fleets import load_fleet, render, iter_render
+    fleet = load_fleet("mixed")            # a bundled name, or a path to a Fleet YAML/JSON file
+    objects = render(fleet)                # DeviceClasses, then per node: Node + its ResourceSlices
+    for obj in iter_render(load_fleet("uniform-500")):   # streaming, for large fleets
+        ...
+
+Rendered objects share read-only sub-dicts between identical nodes; deep-copy before mutating.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kdra.errors import InputError
+from kdra.fleets.render import (
+    RenderOptions,
+    device_classes,
+    iter_render,
+    legacy_allocatable,
+    legacy_resources,
+    node_topology,
+    render,
+)
+from kdra.fleets.spec import Accelerator, Fleet, Pool, Taint, Topology, parse_fleet
+from kdra.fleets.summary import PoolSummary, summarize
+
+BUNDLED: dict[str, str] = {
+    "mixed": "data/mixed.yaml",
+    "uniform-500": "data/uniform-500.yaml",
+    "alibaba-openb": "",  # built from data/alibaba-openb.runs
+}
+
+__all__ = [
+    "BUNDLED",
+    "Accelerator",
+    "Fleet",
+    "Pool",
+    "PoolSummary",
+    "RenderOptions",
+    "Taint",
+    "Topology",
+    "bundled_names",
+    "device_classes",
+    "iter_render",
+    "legacy_allocatable",
+    "legacy_resources",
+    "load_fleet",
+    "node_topology",
+    "parse_fleet",
+    "render",
+    "summarize",
+]
+
+
+def bundled_names() -> list[str]:
+    return sorted(BUNDLED)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+    except yaml.YAMLError as e:
+        raise InputError(f"{source}: not valid YAML: {e}") from None
+    if len(docs) != 1:
+        raise InputError(f"{source}: expected exactly one Fleet document, found {len(docs)}")
+    return docs[0]
+
+
+def load_fleet(name_or_path: str | Path | Fleet) -> Fleet:
+    """A Fleet from a bundled name (`mixed`, `uniform-500`, `alibaba-openb`), a Fleet YAML/JSON file, or an
+    openb-style node-list CSV. Raises InputError naming what was wrong."""
+    if isinstance(name_or_path, Fleet):
+        return name_or_path
+    text_name = str(name_or_path)
+    path = Path(text_name)
+    if path.exists():
+        if path.suffix == ".csv":
+            from kdra.fleets import openb
+
+            return openb.read_csv(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror}") from None
+        return parse_fleet(_load_yaml(text, str(path)), str(path))
+    if text_name in BUNDLED:
+        if text_name == "alibaba-openb":
+            from kdra.fleets import openb
+
+            return openb.bundled()
+        text = resources.files("kdra.fleets").joinpath(BUNDLED[text_name]).read_text()
+        return parse_fleet(_load_yaml(text, f"bundled:{text_name}"), f"bundled:{text_name}")
+    raise InputError(
+        f"fleet {text_name!r}: no such file, and not a bundled fleet (bundled: {', '.join(bundled_names())})"
+    )
