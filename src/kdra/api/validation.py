@@ -1147,6 +1147,8 @@ class _V:
         if len(counters) > max_size:
             self.too_many(path, len(counters), max_size)
             return
+        if _counters_ok(counters):
+            return
         for key in sorted(counters, key=str):
             self.dns_label(key, path)
             kp = f"{path}[{_truncate(str(key), 63)}]"
@@ -1170,21 +1172,24 @@ class _V:
                 "the total number of attributes and capacities must not exceed "
                 f"{RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}",
             )
-        n_values = _num_attribute_values(attrs)
+        attrs_ok = _attributes_ok(attrs)
+        n_values = len(attrs) if attrs_ok else _num_attribute_values(attrs)
         if n_values > RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
             self.invalid(
                 path,
                 n_values,
                 f"the total number of attribute values must not exceed {RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}",  # noqa: E501
             )
-        ap = path + ".attributes"
-        for key in sorted(attrs, key=str) if len(attrs) > 1 else attrs:
-            self.qualified_name(key, ap)
-            self.device_attribute(attrs[key], f"{ap}[{_truncate(key, _ATTR_KEY_MAX)}]")
-        cp = path + ".capacity"
-        for key in sorted(caps, key=str) if len(caps) > 1 else caps:
-            self.qualified_name(key, cp)
-            self.device_capacity(caps[key], f"{cp}[{_truncate(key, _ATTR_KEY_MAX)}]", allow_multi)
+        if not attrs_ok:  # the fast check found something: validate entry by entry, in key order
+            ap = path + ".attributes"
+            for key in sorted(attrs, key=str):
+                self.qualified_name(key, ap)
+                self.device_attribute(attrs[key], f"{ap}[{_truncate(key, _ATTR_KEY_MAX)}]")
+        if not _capacities_ok(caps):
+            cp = path + ".capacity"
+            for key in sorted(caps, key=str):
+                self.qualified_name(key, cp)
+                self.device_capacity(caps[key], f"{cp}[{_truncate(key, _ATTR_KEY_MAX)}]", allow_multi)
 
         tp = path + ".taints"
         for i, taint in enumerate(
@@ -1532,6 +1537,7 @@ class _V:
 # ---- helpers -----------------------------------------------------------------------------------------
 
 _ATTR_KEY_MAX: Final = DEVICE_MAX_DOMAIN_LENGTH + 1 + DEVICE_MAX_ID_LENGTH
+_LIST_KEYS: Final = frozenset({"bools", "ints", "strings", "versions"})
 
 _LIST_ATTRIBUTE_CHECKS: Final[tuple[tuple[str, Callable[[_V, object, str], None]], ...]] = (
     ("bools", _V.attribute_bool),
@@ -1590,18 +1596,86 @@ def _has_request(names: dict[str, set[str] | None], segments: list[str]) -> bool
 def _has_advanced_device_features(devices: list[Any]) -> bool:
     """Taints, counter consumption or list-typed attributes lower the per-slice device limit to 64."""
     for d in devices:
-        if not isinstance(d, dict):
+        if type(d) is not dict:
             continue
         if d.get("taints") or d.get("consumesCounters"):
             return True
         attrs = d.get("attributes")
-        if isinstance(attrs, dict):
+        if type(attrs) is dict:
             for a in attrs.values():
-                if isinstance(a, dict) and any(
-                    a.get(k) is not None for k in ("bools", "ints", "strings", "versions")
-                ):
+                has_list = type(a) is dict and not _LIST_KEYS.isdisjoint(a)
+                if has_list and any(a.get(k) is not None for k in _LIST_KEYS):
                     return True
     return False
+
+
+# Fast checks: a slice has many devices with the same attribute names and values, so per-name and
+# per-value verdicts are cached and the error-reporting walk only runs when one of them fails.
+
+
+@lru_cache(maxsize=16384)
+def _qualified_name_ok(name: str) -> bool:
+    v = _V()
+    v.qualified_name(name, "")
+    return not v.errs
+
+
+@lru_cache(maxsize=16384)
+def _quantity_ok(value: str) -> bool:
+    try:
+        parse_quantity_any(value)
+    except ValueError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=8192)
+def _version_ok(value: str) -> bool:
+    return len(value) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH and _SEMVER_RE.fullmatch(value) is not None
+
+
+def _attributes_ok(attrs: dict[str, Any]) -> bool:
+    """True when every attribute is a valid name with one valid scalar value (the common case)."""
+    for key, a in attrs.items():
+        if type(key) is not str or type(a) is not dict or len(a) != 1 or not _qualified_name_ok(key):
+            return False
+        for kind, v in a.items():
+            t = type(v)
+            if kind == "string":
+                if t is not str or len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+                    return False
+            elif kind == "int":
+                if t is not int:
+                    return False
+            elif kind == "bool":
+                if t is not bool:
+                    return False
+            elif kind != "version" or t is not str or not _version_ok(v):
+                return False
+    return True
+
+
+def _capacities_ok(caps: dict[str, Any]) -> bool:
+    """True when every capacity is a valid name with just a valid quantity value (no requestPolicy)."""
+    for key, c in caps.items():
+        if type(key) is not str or type(c) is not dict or not _qualified_name_ok(key):
+            return False
+        if len(c) != 1:
+            return False
+        v = c.get("value")
+        if type(v) is not str or not _quantity_ok(v):
+            return False
+    return True
+
+
+def _counters_ok(counters: dict[str, Any]) -> bool:
+    for key, c in counters.items():
+        if type(key) is not str or is_dns1123_label(key) or type(c) is not dict:
+            return False
+        v = c.get("value")
+        if v is not None and (type(v) is not str or not _quantity_ok(v)):
+            return False
+    return True
 
 
 def _num_attribute_values(attrs: dict[str, Any]) -> int:
