@@ -444,15 +444,21 @@ def _failure_data(failure: _Failure) -> dict[str, Any]:
     }
 
 
+def _failure_who(failure: _Failure) -> str:
+    if failure.group.pod is not None:
+        return f"pod {_ref(failure.group.pod)}"
+    return "claims " + ", ".join(_failure_data(failure)["claims"])
+
+
 def _failure_text(failure: _Failure) -> str:
-    who = f"pod {_ref(failure.group.pod)}" if failure.group.pod is not None else "claims"
-    claims = ", ".join(_failure_data(failure)["claims"])
-    lines = [f"{who} ({claims}): cannot allocate all claims"]
+    lines = [f"{_failure_who(failure)}: cannot allocate all claims on any node"]
     if not failure.nodes:
         lines.append("  no node to try")
     for entry in failure.nodes:
-        reason = str(entry["reason"]).rstrip().replace("\n", "\n    ")
-        lines.append(f"  node {entry['node']}: {reason}")
+        reason = str(entry["reason"]).rstrip()
+        if not reason.startswith(f"node {entry['node']}:"):
+            reason = f"node {entry['node']}: {reason}"
+        lines.extend("  " + line for line in reason.splitlines())
     return "\n".join(lines)
 
 
@@ -471,8 +477,7 @@ def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures
     }
     if failures:
         listing["explanation"] = {
-            "message": "cannot allocate all claims: "
-            + "; ".join(_failure_text(f).splitlines()[0] for f in failures),
+            "message": "; ".join(_failure_text(f).splitlines()[0] for f in failures),
             "unschedulable": [_failure_data(f) for f in failures],
         }
     if output == "json":
