@@ -1,4 +1,4 @@
-"""Helpers for the `kdra migrate` tests: the manifest corpus and a CLI runner that needs no other subcommand."""
+"""Helpers for the `kdra migrate` tests: the manifest corpus and a CLI runner needing no other subcommand."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The manifest corpus: golden outputs, idempotence, byte preservation, and consistency of what is produced."""
+"""The manifest corpus: golden outputs, idempotence, byte preservation, consistency of what is produced."""
 
 from __future__ import annotations
 

@@ -363,7 +363,7 @@ class PodTemplateConverter:
         if failed or self.options.mode == EXTENDED_RESOURCE:
             return None
         for entry, keys in zero_keys:
-            _remove_legacy(entry, keys)
+            _remove_legacy(entry, keys, drop_empty=True)
             self.report.changes.append(
                 f"{self.where.describe()}: container {entry.get('name')!r}: "
                 f"removed zero requests {', '.join(keys)}"
@@ -392,6 +392,12 @@ class PodTemplateConverter:
         self, tpl: PodTemplate, workload: Any, spec: Any, containers: list[_Container]
     ) -> dict[str, Any]:
         requirements, removals = self._product_requirements(spec)
+        scheduler = spec.get("schedulerName")
+        if scheduler and "hami" in str(scheduler):
+            self._warn(
+                f"schedulerName {scheduler} left as is: with DRA the default scheduler allocates the claims; "
+                "drop it once HAMi's DRA driver serves the nodes"
+            )
         nvidia_requests = any(s.device_class in res.CLASS_DOMAIN for c in containers for s in c.specs)
         if not nvidia_requests:
             requirements, removals = [], []
@@ -423,41 +429,49 @@ class PodTemplateConverter:
         claim_name = _free(base, existing)
         template_name = self._template_name(workload, tpl.role, base)
 
-        # Requests: app containers and sidecars get their own (distinct devices, as the device plugin gave);
-        # a regular init container runs before them, so it reuses an equal request instead of adding devices.
+        # Requests: app containers and sidecars get their own (distinct devices, as the device plugin gave).
+        # A regular init container finishes before app containers and later sidecars start, and after earlier
+        # init containers finished, so it reuses an equal request of one of those instead of adding devices.
         names: set[str] = set()
         requests: list[tuple[tuple[int, int, int], str, RequestSpec]] = []
-        own: dict[RequestSpec, str] = {}
+        owners: list[tuple[int, RequestSpec, str]] = []  # (owner position, spec key, request name)
         refs: dict[int, list[str]] = {}
         order = {"initContainers": 0, "containers": 1}
 
-        def new_request(container: _Container, number: int, spec_: RequestSpec) -> str:
+        def new_request(position: int, number: int, spec_: RequestSpec) -> str:
+            container = containers[position]
             cname = str(container.entry.get("name", "c"))
             name = _dns_label(cname if len(container.specs) == 1 else f"{cname}-{spec_.suffix}")
             name = _free(name, names)
             names.add(name)
             requests.append(((order[container.group], container.index, number), name, spec_))
+            owners.append((position, key_of(spec_), name))
             return name
 
         def key_of(spec_: RequestSpec) -> RequestSpec:
             return RequestSpec(spec_.device_class, spec_.count, spec_.selectors, spec_.capacity)
 
+        def regular_init(position: int) -> bool:
+            return containers[position].group == "initContainers" and not containers[position].sidecar
+
+        def reusable(position: int, spec_: RequestSpec) -> str | None:
+            for owner, key, name in owners:
+                if key != key_of(spec_) or name in refs.get(position, []):
+                    continue
+                if containers[owner].group == "containers" or (
+                    (owner > position) if not regular_init(owner) else (owner < position)
+                ):
+                    return name
+            return None
+
         for position, container in enumerate(containers):
-            if container.group == "initContainers" and not container.sidecar:
-                continue
-            refs[position] = []
-            for number, spec_ in enumerate(container.specs):
-                name = new_request(container, number, spec_)
-                own.setdefault(key_of(spec_), name)
-                refs[position].append(name)
+            if not regular_init(position):
+                refs[position] = [new_request(position, n, s) for n, s in enumerate(container.specs)]
         for position, container in enumerate(containers):
-            if position in refs:
-                continue
-            refs[position] = []
-            for number, spec_ in enumerate(container.specs):
-                name = own.get(key_of(spec_)) or new_request(container, number, spec_)
-                own.setdefault(key_of(spec_), name)
-                refs[position].append(name)
+            if regular_init(position):
+                refs[position] = []
+                for number, spec_ in enumerate(container.specs):
+                    refs[position].append(reusable(position, spec_) or new_request(position, number, spec_))
         requests.sort(key=lambda item: item[0])
 
         # Edit the pod template.
@@ -587,7 +601,7 @@ def _new_map(**items: Any) -> Any:
     return out
 
 
-def _remove_legacy(entry: Any, keys: list[str]) -> None:
+def _remove_legacy(entry: Any, keys: list[str], drop_empty: bool = False) -> None:
     resources = entry.get("resources")
     if not isinstance(resources, dict):
         return
@@ -600,3 +614,5 @@ def _remove_legacy(entry: Any, keys: list[str]) -> None:
                 delete_key(table, key)
         if not table:
             delete_key(resources, section)
+    if drop_empty and not resources:
+        delete_key(entry, "resources")

@@ -3,6 +3,7 @@ ruamel round-trip mode, and each new ResourceClaimTemplate follows the document 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,8 +94,8 @@ def migrate_text(text: str, source: str, options: Options | None = None) -> File
             continue
         errors_before = len(report.errors)
         changes_before = len(report.changes)
-        templates: list[dict[str, Any]] = []
-        for prefix, obj in _objects(doc):
+        templates: list[tuple[int, dict[str, Any]]] = []
+        for item, (prefix, obj) in enumerate(_objects(doc)):
             if _kind_of(obj) not in WORKLOAD_KINDS:
                 continue
             where = Where(source, number, obj, prefix)
@@ -102,7 +103,7 @@ def migrate_text(text: str, source: str, options: Options | None = None) -> File
             for tpl in pod_templates(obj):
                 made = converter.convert(tpl, obj)
                 if made is not None:
-                    templates.append(made)
+                    templates.append((item, made))
         edited = len(report.changes) > changes_before
         if len(report.errors) > errors_before or not edited or options.mode != CLAIMS:
             pieces.append(chunk.text)
@@ -115,22 +116,49 @@ def migrate_text(text: str, source: str, options: Options | None = None) -> File
     return result
 
 
-def _render(chunk: Chunk, doc: Any, templates: list[dict[str, Any]]) -> str:
-    """The edited document, then its new claim templates (as List items when the document is a List)."""
+def _render(chunk: Chunk, doc: Any, templates: list[tuple[int, dict[str, Any]]]) -> str:
+    """The edited document, then its new claim templates (List items after their workload in a List)."""
     style = guess_style(chunk.body)
     is_list = bool(_objects(doc)[0][0])
     if is_list:
-        for template in templates:
-            doc["items"].append(template)
+        for offset, (index, template) in enumerate(templates):
+            doc["items"].insert(index + 1 + offset, template)
     body = dump_document(doc, style)
-    _verify(body, doc)
-    out = chunk.head + body + chunk.tail
+    expected = _plain(doc)
+    _verify(body, expected)
+    out = chunk.head + _reconcile(chunk.body, body, expected) + chunk.tail
     if not is_list:
-        for template in templates:
+        for _, template in templates:
             if not out.endswith("\n"):
                 out += "\n"
             out += "---\n" + dump_document(template, style)
     return out
+
+
+def _reads_as(text: str, expected: Any) -> bool:
+    try:
+        return bool(safe_load(text) == expected)
+    except YAMLError:
+        return False
+
+
+def _reconcile(original: str, dumped: str, expected: Any) -> str:
+    """Put back original lines wherever the dump differs only in form (`key:\n  {}` -> `key: {}`, dropped
+    blank lines, re-spaced flow mappings): each differing hunk reverts to the original text when the whole
+    document still reads as the intended data."""
+    old = original.splitlines(keepends=True)
+    new = dumped.splitlines(keepends=True)
+    if old and not old[-1].endswith("\n"):
+        old[-1] += "\n"
+    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    pieces = [new[j1:j2] if tag != "equal" else old[i1:i2] for tag, i1, i2, j1, j2 in opcodes]
+    for index, (tag, i1, i2, _, _) in enumerate(opcodes):
+        if tag == "equal":
+            continue
+        trial = [*pieces[:index], old[i1:i2], *pieces[index + 1 :]]
+        if _reads_as("".join("".join(p) for p in trial), expected):
+            pieces = trial
+    return "".join("".join(p) for p in pieces)
 
 
 def _verify(dumped: str, expected: Any) -> None:
@@ -139,7 +167,7 @@ def _verify(dumped: str, expected: Any) -> None:
         again = safe_load(dumped)
     except YAMLError as err:  # pragma: no cover - would be a ruamel bug
         raise InputError(f"internal error: the migrated document does not parse: {err}") from err
-    if again != _plain(expected):  # pragma: no cover - would be a ruamel bug
+    if again != expected:  # pragma: no cover - would be a ruamel bug
         raise InputError("internal error: the migrated document does not read back as intended")
 
 

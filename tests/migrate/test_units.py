@@ -1,0 +1,299 @@
+"""Pieces of the migration: document splitting, styles, names, selectors, and pod-level rules."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kdra.migrate import Options, migrate_text
+from kdra.migrate.resources import classify, product_expression
+from kdra.migrate.yamldoc import Style, delete_key, dump_document, guess_style, load_document, split_documents
+
+
+def _migrate(text: str, **options: Any) -> tuple[str, list[dict[str, Any]], Any]:
+    result = migrate_text(text, "t.yaml", Options(**options))
+    assert not result.report.errors, result.report.errors
+    return result.text, [d for d in yaml.safe_load_all(io.StringIO(result.text)) if d], result.report
+
+
+def _pod(containers: str, spec_extra: str = "", name: str = "p") -> str:
+    return f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec_extra}{containers}"
+
+
+def _requests(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    (template,) = [o for o in objs if o["kind"] == "ResourceClaimTemplate"]
+    requests: list[dict[str, Any]] = template["spec"]["spec"]["devices"]["requests"]
+    return requests
+
+
+# -- splitting and styles ------------------------------------------------------------------------------------
+
+LINES = st.sampled_from(
+    [
+        "---",
+        "--- # c",
+        "...",
+        "# Source: x/y.yaml",
+        "",
+        "  ",
+        "a: 1",
+        "b:",
+        "  - c",
+        "kind: Pod",
+        "x: |",
+        "  ---",
+    ]
+)
+
+
+@given(st.lists(LINES, max_size=30), st.booleans())
+def test_split_is_lossless(lines: list[str], final_newline: bool) -> None:
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    assert "".join(chunk.text for chunk in split_documents(text)) == text
+
+
+def test_split_keeps_helm_source_comments_with_their_document() -> None:
+    text = "---\n# Source: a.yaml\nkind: A\n---\n# Source: b.yaml\nkind: B\n# trailing\n"
+    chunks = split_documents(text)
+    assert [c.body for c in chunks] == ["kind: A\n", "kind: B\n"]
+    assert chunks[1].head == "---\n# Source: b.yaml\n"
+    assert chunks[1].tail == "# trailing\n"
+    assert chunks[1].line == 6
+
+
+@pytest.mark.parametrize(
+    ("text", "style"),
+    [
+        ("a:\n  b:\n  - c\n", Style(2, 0)),
+        ("a:\n  b:\n    - c\n", Style(2, 2)),
+        ("a:\n    b:\n        - c\n", Style(4, 4)),
+        ("a: 1\n", Style(2, 0)),
+    ],
+)
+def test_guess_style(text: str, style: Style) -> None:
+    assert guess_style(text) == style
+
+
+def test_delete_key_keeps_the_comments_that_follow_it() -> None:
+    doc = load_document("limits:\n  cpu: 1\n  nvidia.com/gpu: 1  # gone\n  # memory below\n  memory: 1Gi\n")
+    delete_key(doc["limits"], "nvidia.com/gpu")
+    assert dump_document(doc, Style()) == "limits:\n  cpu: 1\n  # memory below\n  memory: 1Gi\n"
+
+
+# -- names and selectors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "profile"),
+    [
+        ("nvidia.com/gpu", "gpu", ""),
+        ("nvidia.com/mig-1g.10gb", "mig", "1g.10gb"),
+        ("nvidia.com/mig-1g.10gb.me", "mig", "1g.10gb+me"),
+        ("nvidia.com/mig-7g.80gb", "mig", "7g.80gb"),
+        ("amd.com/gpu", "amd", ""),
+        ("google.com/tpu", "tpu", ""),
+        ("nvidia.com/gpumem", "hami-memory", ""),
+        ("nvidia.com/gpumem-percentage", "hami-memory-percent", ""),
+        ("nvidia.com/gpucores", "hami-cores", ""),
+    ],
+)
+def test_classify(name: str, kind: str, profile: str) -> None:
+    legacy = classify(name)
+    assert legacy is not None and (legacy.kind, legacy.profile) == (kind, profile)
+
+
+@pytest.mark.parametrize(
+    "name", ["nvidia.com/gpu.shared", "nvidia.com/priority", "cpu", "rdma/hca", "nvidia.com/gpux"]
+)
+def test_classify_ignores_the_rest(name: str) -> None:
+    assert classify(name) is None
+
+
+def test_product_expression_rewrites_the_attribute_not_the_label() -> None:
+    # GFD turns 'NVIDIA A100-SXM4-80GB' into 'NVIDIA-A100-SXM4-80GB', not invertible: rewrite the attribute.
+    expr = product_expression(
+        "gpu.nvidia.com", "nvidia.com/gpu.product", "In", ["NVIDIA-A100-SXM4-80GB-SHARED"]
+    )
+    assert (
+        expr == "device.attributes['gpu.nvidia.com'].productName.replace(' ', '-') == 'NVIDIA-A100-SXM4-80GB'"
+    )
+    expr = product_expression("gpu.nvidia.com", "nvidia.com/gpu.product", "NotIn", ["A", "B"])
+    assert expr == "!(device.attributes['gpu.nvidia.com'].productName.replace(' ', '-') in ['A', 'B'])"
+    assert (
+        product_expression("gpu.nvidia.com", "cloud.google.com/gke-accelerator", "In", ["nvidia-tesla-zz"])
+        is None
+    )
+
+
+# -- pod-level rules -----------------------------------------------------------------------------------------
+
+
+def test_regular_init_reuses_an_app_request_but_not_an_earlier_sidecar() -> None:
+    text = _pod(
+        "  initContainers:\n"
+        "  - {name: side, image: s, restartPolicy: Always, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+        "  - {name: warm, image: w, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+        "  - {name: warm2, image: w, resources: {limits: {nvidia.com/gpu: 2}}}\n"
+        "  containers:\n"
+        "  - {name: app, image: a, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    _, objs, _ = _migrate(text)
+    pod = objs[0]
+    refs = {
+        c["name"]: [r["request"] for r in c["resources"]["claims"]]
+        for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    }
+    # warm runs while side is running, so it may not share side's GPU; app starts after warm finished.
+    assert refs == {"side": ["side"], "warm": ["app"], "warm2": ["warm2"], "app": ["app"]}
+    assert [r["name"] for r in _requests(objs)] == ["side", "warm2", "app"]
+
+
+def test_two_inits_in_a_row_share_one_request() -> None:
+    text = _pod(
+        "  initContainers:\n"
+        "  - {name: a, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+        "  - {name: b, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+        "  containers:\n  - {name: main, image: x}\n"
+    )
+    _, objs, _ = _migrate(text)
+    assert [r["name"] for r in _requests(objs)] == ["a"]
+    assert objs[0]["spec"]["initContainers"][1]["resources"]["claims"] == [{"name": "gpu", "request": "a"}]
+
+
+def test_zero_gpu_is_removed_without_a_claim() -> None:
+    text = _pod(
+        "  containers:\n  - name: c\n    image: x\n    resources:\n      limits:\n        nvidia.com/gpu: 0\n"
+    )
+    out, objs, report = _migrate(text)
+    assert [o["kind"] for o in objs] == ["Pod"]
+    assert "resources: {}" not in out and "nvidia.com/gpu" not in out
+    assert "removed zero requests nvidia.com/gpu" in report.changes[0]
+
+
+def test_names_do_not_collide_with_existing_claims_and_templates() -> None:
+    text = (
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: p-gpu}\n"
+        "spec: {spec: {devices: {requests: [{name: r, exactly: {deviceClassName: x}}]}}}\n---\n"
+        + _pod(
+            "  resourceClaims:\n  - {name: gpu, resourceClaimTemplateName: p-gpu}\n"
+            "  containers:\n  - name: c\n    image: x\n    resources:\n"
+            "      claims: [{name: gpu, request: r}]\n      limits: {nvidia.com/gpu: 1}\n"
+        )
+    )
+    _, objs, _ = _migrate(text)
+    pod = objs[1]
+    assert pod["spec"]["resourceClaims"][1] == {"name": "gpu-2", "resourceClaimTemplateName": "p-gpu-2"}
+    assert pod["spec"]["containers"][0]["resources"]["claims"][1] == {"name": "gpu-2", "request": "c"}
+    assert objs[2]["metadata"]["name"] == "p-gpu-2"
+
+
+def test_affinity_terms_that_differ_are_left_alone_with_a_warning() -> None:
+    affinity = (
+        "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "        nodeSelectorTerms:\n"
+        "        - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [A]}]\n"
+        "        - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [B]}]\n"
+    )
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n", affinity
+    )
+    out, objs, report = _migrate(text)
+    assert "values: [A]" in out and "values: [B]" in out
+    assert "selectors" not in _requests(objs)[0]["exactly"]
+    assert any("node affinity on GPU product labels left as is" in w for w in report.warnings)
+
+
+def test_identical_affinity_terms_move_into_the_claim() -> None:
+    affinity = (
+        "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "        nodeSelectorTerms:\n"
+        "        - matchExpressions:\n"
+        "          - {key: nvidia.com/gpu.product, operator: NotIn, values: [Tesla-T4]}\n"
+        "          - {key: zone, operator: In, values: [a]}\n"
+        "        - matchExpressions:\n"
+        "          - {key: nvidia.com/gpu.product, operator: NotIn, values: [Tesla-T4]}\n"
+        "          - {key: zone, operator: In, values: [b]}\n"
+    )
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n", affinity
+    )
+    _, objs, _ = _migrate(text)
+    terms = objs[0]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]},
+    ]
+    assert _requests(objs)[0]["exactly"]["selectors"] == [
+        {
+            "cel": {
+                "expression": "device.attributes['gpu.nvidia.com'].productName.replace(' ', '-') "
+                "!= 'Tesla-T4'"
+            }
+        }
+    ]
+
+
+def test_product_selector_stays_when_no_nvidia_device_is_requested() -> None:
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources: {limits: {amd.com/gpu: 1}}}\n",
+        "  nodeSelector: {nvidia.com/gpu.product: X}\n",
+    )
+    out, objs, _ = _migrate(text)
+    assert "nodeSelector: {nvidia.com/gpu.product: X}" in out
+    assert _requests(objs)[0]["exactly"] == {"deviceClassName": "gpu.amd.com", "count": 1}
+
+
+def test_unknown_gke_accelerator_and_time_slicing_are_warned_about() -> None:
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources:\n"
+        "      {limits: {nvidia.com/gpu: 1, nvidia.com/gpu.shared: 1}}}\n",
+        "  nodeSelector: {cloud.google.com/gke-accelerator: nvidia-future-x}\n",
+    )
+    out, _, report = _migrate(text)
+    assert "nvidia.com/gpu.shared: 1" in out and "nvidia-future-x" in out
+    assert len(report.warnings) == 2
+
+
+def test_hami_without_count_means_one_gpu() -> None:
+    text = _pod("  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpumem: 4000}}}\n")
+    _, objs, _ = _migrate(text)
+    assert _requests(objs)[0]["exactly"] == {
+        "deviceClassName": "hami-core-gpu.project-hami.io",
+        "count": 1,
+        "capacity": {"requests": {"memory": "4000Mi"}},
+    }
+
+
+def test_mig_and_full_gpu_in_one_container_are_two_requests() -> None:
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources:\n"
+        "      {limits: {nvidia.com/gpu: 1, nvidia.com/mig-1g.5gb: 2}}}\n"
+    )
+    _, objs, _ = _migrate(text)
+    assert [(r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in _requests(objs)] == [
+        ("c-gpu", "gpu.nvidia.com", 1),
+        ("c-mig-1g5gb", "mig.nvidia.com", 2),
+    ]
+
+
+def test_json_style_flow_document_is_migrated() -> None:
+    text = (
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j"}, "spec": {"containers": '
+        '[{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}\n'
+    )
+    _, objs, _ = _migrate(text)
+    assert objs[0]["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu", "request": "c"}]}
+
+
+def test_generate_name_gives_the_template_name() -> None:
+    text = (
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: sweep-\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    _, objs, _ = _migrate(text)
+    assert objs[1]["metadata"] == {"name": "sweep-gpu"}
