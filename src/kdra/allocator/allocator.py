@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kdra.allocator.explain import Explanation
 
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
-DEFAULT_MAX_STEPS = 200_000
+DEFAULT_MAX_STEPS = 50_000  # device attempts; ~0.5 s of search on this machine
 
 DeviceKey = tuple[str, str, str]
 
@@ -391,6 +391,7 @@ class Allocator:
         slice_cache: SliceCache | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         share_id: Callable[[], str] | None = None,
+        prune: bool = True,
     ) -> None:
         if index is None:
             index = AllocatorIndex(classes or {}, slices, features, slice_cache=slice_cache)
@@ -400,6 +401,7 @@ class Allocator:
             state if state is not None else AllocatedState.from_claims(allocated_claims, self.features)
         )
         self.max_steps = max_steps
+        self.prune = prune
         self._share_id = share_id or (lambda: str(uuid.uuid4()))
         # Available counters per pool (counter sets minus what allocated devices consume), computed once.
         self._available: dict[int, tuple[dict[str, dict[str, int]], bool]] = {}
@@ -651,6 +653,13 @@ class _Run:
         return key in self.state.consumed or key in self.allocating_capacity
 
     def capacity_fits(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        if (
+            rd.capacity_requests is None
+            and not dev.has_policy
+            and dev.key not in self.state.consumed
+            and dev.key not in self.allocating_capacity
+        ):
+            return True  # nothing requested, nothing consumed: each capacity is taken whole and fits
         return not check_capacity(
             rd.capacity_requests,
             dev.capacity,
@@ -724,7 +733,7 @@ class _Run:
     # -- the search -------------------------------------------------------------------------------
     def search(self) -> bool:
         self.validate()
-        if self._hopeless():
+        if self.owner.prune and self._hopeless():
             return False
         return self.allocate_one(0, 0, 0, 0, False, 0)
 
@@ -741,6 +750,7 @@ class _Run:
         shareable = False
         for ci, claim in enumerate(self.claims):
             reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+            single: list[tuple[ReqData, list[DeviceEntry]]] = []
             for ri in range(len(reqs)):
                 subs: list[ReqData] = []
                 si = 0
@@ -757,6 +767,8 @@ class _Run:
                         return False
                     if len(usable) >= rd.num_devices:
                         feasible = True
+                    if len(subs) == 1:
+                        single.append((rd, [d for d, _ in usable]))
                     if len(subs) == 1 and not rd.admin:
                         if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
                             shareable = True
@@ -766,11 +778,54 @@ class _Run:
                         total += rd.num_devices
                 if not feasible:
                     return True
+            if not self._constraints_satisfiable(ci, single):
+                return True
         if shareable or has_all:
             return False
         if total > len(union):
             return True
         return any(need > len(ids) for ids, need in groups.items())
+
+    def _constraints_satisfiable(self, ci: int, single: list[tuple[ReqData, list[DeviceEntry]]]) -> bool:
+        """Necessary condition per constraint: enough usable devices share a value (matchAttribute) or
+        have different values (distinctAttribute) for the requests it covers. Constraints that cover a
+        request with alternatives (firstAvailable) or in All mode are left to the search."""
+        constraints = self.constraints[ci]
+        if not constraints:
+            return True
+        by_name = {rd.full_name: (rd, devs) for rd, devs in single}
+        all_requests = [rd for rd in self.requests.values() if rd.claim_index == ci]
+        for c in constraints:
+            covered = [rd for rd in all_requests if c.applies(rd)]
+            if not covered or any(rd.full_name not in by_name or rd.mode == "All" for rd in covered):
+                continue
+            need = sum(rd.num_devices for rd in covered)
+            if need < 2:
+                continue
+            devices: dict[int, DeviceEntry] = {}
+            for rd in covered:
+                for dev in by_name[rd.full_name][1]:
+                    devices[id(dev)] = dev
+            if self.features.consumable_capacity and any(d.allow_multi for d in devices.values()):
+                continue  # one shared device may serve several requests
+            counts: dict[Any, int] = {}
+            for dev in devices.values():
+                raw = dev.attribute(c.attribute)
+                av = attribute_value(raw) if raw is not None else None
+                if av is None:
+                    continue
+                if c.list_types:
+                    for v in _as_set(av)[1]:
+                        k = (av[0].rstrip("s"), v)
+                        counts[k] = counts.get(k, 0) + 1
+                else:
+                    counts[av] = counts.get(av, 0) + 1
+            if isinstance(c, MatchAttribute):
+                if max(counts.values(), default=0) < need:
+                    return False
+            elif len(counts) < need:
+                return False
+        return True
 
     def _step(self) -> None:
         self.steps += 1
@@ -835,6 +890,7 @@ class _Run:
         allocating = self.allocating
         consumable = self.features.consumable_capacity
         for k in range(start, len(cands)):
+            self.steps += 1
             dev, pi, err = cands[k]
             key = dev.key
             if admin:

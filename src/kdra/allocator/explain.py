@@ -1,22 +1,484 @@
-"""Explanations of why claims do not fit (computed only after the search failed)."""
+"""Why claims do not fit on a node, in terms a user can act on.
+
+kube-scheduler only says "cannot allocate all claims". After kdra's search has failed (never on the
+successful path) this module walks the node's devices once per request, using the selector results
+the search already cached, and counts what stood in the way: devices the class selected, how many
+the request selectors kept, how many were in use, blocked by counters, capacity or taints, pools that
+were skipped, constraints no group of devices satisfies, and the nearest miss (the device that came
+closest to passing the selectors, with the values its failing selector looks at).
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kdra.allocator.capacity import check_capacity
+from kdra.allocator.index import MATCH, DeviceEntry, SelectorError, attribute_value, display_attribute
+
+if TYPE_CHECKING:
+    from kdra.allocator.allocator import ReqData, _Run
+
+
+@dataclass
+class NearestMiss:
+    """The device that passed the most selectors before one returned false."""
+
+    device: str  # driver/pool/device
+    selector_index: int
+    from_class: bool
+    expression: str
+    values: dict[str, str]  # referenced attribute/capacity name -> the device's value
+    needs: str  # the failing condition, simplified when it has a recognised shape
+
+    def __str__(self) -> str:
+        name = self.device.rsplit("/", 1)[-1]
+        vals = ", ".join(f"{k} {v}" for k, v in self.values.items())
+        which = "class selector" if self.from_class else "selector"
+        head = f"{name}: {vals}, " if vals else f"{name}: "
+        return f"{head}{which} #{self.selector_index} needs {self.needs}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "selector": self.selector_index,
+            "classSelector": self.from_class,
+            "expression": self.expression,
+            "values": dict(self.values),
+            "needs": self.needs,
+            "text": str(self),
+        }
+
+
+@dataclass
+class RequestExplanation:
+    claim: str
+    request: str
+    device_class: str
+    mode: str
+    needed: int
+    class_selected: int = 0
+    request_selected: int = 0
+    in_use: int = 0
+    blocked_by_counters: int = 0
+    blocked_by_capacity: int = 0
+    blocked_by_taints: int = 0
+    blocked_by_constraints: int = 0
+    selector_errors: int = 0
+    usable: int = 0
+    examples: dict[str, str] = field(default_factory=dict)  # category -> one device and why
+    nearest_miss: NearestMiss | None = None
+
+    @property
+    def fits_alone(self) -> bool:
+        return self.usable >= self.needed if self.mode != "All" else self.usable == self.needed > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "request": self.request,
+            "deviceClass": self.device_class,
+            "allocationMode": self.mode,
+            "needed": self.needed,
+            "classSelected": self.class_selected,
+            "requestSelected": self.request_selected,
+            "inUse": self.in_use,
+            "blockedByCounters": self.blocked_by_counters,
+            "blockedByCapacity": self.blocked_by_capacity,
+            "blockedByTaints": self.blocked_by_taints,
+            "blockedByConstraints": self.blocked_by_constraints,
+            "selectorErrors": self.selector_errors,
+            "usable": self.usable,
+            "fitsAlone": self.fits_alone,
+            "examples": dict(self.examples),
+            "nearestMiss": self.nearest_miss.to_dict() if self.nearest_miss else None,
+        }
+
+    def lines(self) -> list[str]:
+        need = f"all ({self.needed} found)" if self.mode == "All" else str(self.needed)
+        out = [f"claim {self.claim}, request {self.request} (class {self.device_class}, needs {need}):"]
+        parts = [
+            f"{self.class_selected} device(s) selected by the class",
+            f"{self.request_selected} kept by the request selectors",
+        ]
+        blocked = [
+            (self.in_use, "in use"),
+            (self.blocked_by_counters, "blocked by counters"),
+            (self.blocked_by_capacity, "blocked by capacity"),
+            (self.blocked_by_taints, "blocked by taints"),
+            (self.blocked_by_constraints, "without the constrained attribute"),
+            (self.selector_errors, "with selector errors"),
+        ]
+        parts += [f"{n} {what}" for n, what in blocked if n]
+        out.append("  " + ", ".join(parts) + f" -> {self.usable} usable")
+        for category, text in self.examples.items():
+            out.append(f"  {category}: {text}")
+        if self.nearest_miss is not None:
+            out.append(f"  nearest miss: {self.nearest_miss}")
+        return out
 
 
 @dataclass
 class Explanation:
+    """Structured reasons why the claims do not fit on `node`; `str()` for people, `to_dict()` for JSON."""
+
     node: str
-    claims: list[Any] = field(default_factory=list)
+    requests: list[RequestExplanation] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # claim-level and node-level findings
+    incomplete_pools: list[str] = field(default_factory=list)
+    invalid_pools: dict[str, str] = field(default_factory=dict)
+    search_limit_hit: bool = False
+    steps: int = 0
+
+    @property
+    def summary(self) -> str:
+        if self.reasons:
+            return self.reasons[0]
+        return "cannot allocate all claims"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node}
+        return {
+            "node": self.node,
+            "summary": self.summary,
+            "reasons": list(self.reasons),
+            "requests": [r.to_dict() for r in self.requests],
+            "incompletePools": list(self.incomplete_pools),
+            "invalidPools": dict(self.invalid_pools),
+            "searchLimitHit": self.search_limit_hit,
+            "steps": self.steps,
+        }
 
     def __str__(self) -> str:
-        return f"node {self.node}: cannot allocate all claims"
+        out = [f"node {self.node}: cannot allocate all claims"]
+        for reason in self.reasons:
+            out.append(f"  {reason}")
+        for r in self.requests:
+            out.extend("  " + line for line in r.lines())
+        for pool in self.incomplete_pools:
+            out.append(f"  pool {pool} skipped: incomplete (the driver is still publishing it)")
+        for pool, why in self.invalid_pools.items():
+            out.append(f"  pool {pool} skipped: invalid ({why})")
+        return "\n".join(out)
 
 
-def explain(run: Any, limit_hit: bool = False) -> Explanation:
-    return Explanation(run.view.node_name)
+# ---------------------------------------------------------------------------------------------
+
+
+_REF = re.compile(
+    r"""device\.(attributes|capacity)\[\s*["']([^"']+)["']\s*\]"""
+    r"""(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([^"']+)["']\s*\])"""
+)
+_QTY = r"""quantity\(\s*["']([^"']+)["']\s*\)"""
+_CMP_OPS = {">=": ">=", ">": ">", "<=": "<=", "<": "<", "==": "==", "!=": "!="}
+
+
+def _referenced_values(dev: DeviceEntry, expression: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for m in _REF.finditer(expression):
+        kind, domain, ident = m.group(1), m.group(2), m.group(3) or m.group(4)
+        label = ident if domain == dev.driver else f"{domain}/{ident}"
+        if kind == "attributes":
+            raw = dev.attribute(f"{domain}/{ident}")
+            values[label] = display_attribute(raw) if raw is not None else "<not set>"
+        else:
+            cap = dev.capacity.get(f"{domain}/{ident}")
+            if cap is None and domain == dev.driver:
+                cap = dev.capacity.get(ident)
+            values[label] = str(cap.value) if cap is not None else "<not set>"
+    if "device.driver" in expression:
+        values["driver"] = dev.driver
+    if "device.allowMultipleAllocations" in expression:
+        values["allowMultipleAllocations"] = "true" if dev.allow_multi else "false"
+    return values
+
+
+def _needs(expression: str) -> str:
+    """The failing condition without the device reference, for recognised shapes."""
+    expr = expression.strip()
+    ref = _REF.pattern
+    m = re.fullmatch(rf"{ref}\.compareTo\(\s*{_QTY}\s*\)\s*(>=|>|<=|<|==|!=)\s*0", expr)
+    if m:
+        return f"{_CMP_OPS[m.group(6)]} {m.group(5)}"
+    m = re.fullmatch(rf"{ref}\.(isGreaterThan|isLessThan)\(\s*{_QTY}\s*\)", expr)
+    if m:
+        return ("> " if m.group(5) == "isGreaterThan" else "< ") + m.group(6)
+    m = re.fullmatch(rf"{ref}\s*(>=|>|<=|<|==|!=)\s*(.+)", expr)
+    if m:
+        return f"{m.group(5)} {m.group(6).strip()}"
+    return f"`{expression}`"
+
+
+def _distance(dev: DeviceEntry, expression: str) -> float | None:
+    """How far the device's value is from a simple numeric selector's threshold (None if not simple)."""
+    from kdra.api.quantity import parse_quantity
+
+    expr = expression.strip()
+    ref = _REF.pattern
+    threshold: float | None = None
+    m = re.fullmatch(rf"{ref}\.compareTo\(\s*{_QTY}\s*\)\s*(>=|>|<=|<|==|!=)\s*0", expr) or re.fullmatch(
+        rf"{ref}\.(?:isGreaterThan|isLessThan)\(\s*{_QTY}\s*\)", expr
+    )
+    try:
+        if m:
+            threshold = parse_quantity(m.group(5)).as_float()
+        else:
+            m = re.fullmatch(rf"{ref}\s*(?:>=|>|<=|<|==|!=)\s*(-?[0-9]+)", expr)
+            if m:
+                threshold = float(m.group(5))
+    except ValueError:
+        return None
+    if m is None or threshold is None:
+        return None
+    kind, domain, ident = m.group(1), m.group(2), m.group(3) or m.group(4)
+    if kind == "capacity":
+        cap = dev.capacity.get(f"{domain}/{ident}")
+        if cap is None and domain == dev.driver:
+            cap = dev.capacity.get(ident)
+        return abs(cap.value.as_float() - threshold) if cap is not None else None
+    av = attribute_value(dev.attribute(f"{domain}/{ident}"))
+    if av is None or av[0] != "int":
+        return None
+    return abs(float(av[1]) - threshold)
+
+
+def _nearest_miss(run: _Run, rd: ReqData, misses: list[tuple[int, bool, DeviceEntry]]) -> NearestMiss | None:
+    """misses: (selectors passed, failed in class, device) for devices rejected by a selector."""
+    if not misses:
+        return None
+    most = max(m[0] for m in misses)
+    tied = [m for m in misses if m[0] == most]
+    passed, from_class, dev = tied[0]
+    index = passed if from_class else passed - len(rd.class_selectors)
+    exprs = rd.class_selectors if from_class else rd.request_selectors
+    expression = exprs[index]
+    if len(tied) > 1:
+        # Same failing selector: prefer the device whose value is closest to what it asks for.
+        scored = [(d, m) for m in tied if (d := _distance(m[2], expression)) is not None]
+        if scored:
+            dev = min(scored, key=lambda x: x[0])[1][2]
+    return NearestMiss(
+        dev.id, index, from_class, expression, _referenced_values(dev, expression), _needs(expression)
+    )
+
+
+def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestExplanation, list[DeviceEntry]]:
+    f = run.features
+    consumable = f.consumable_capacity
+    lists = f.list_type_attributes
+    from kdra.allocator.allocator import blocking_taint
+    from kdra.allocator.index import evaluate_selectors
+
+    ex = RequestExplanation(
+        claim_name,
+        rd.full_name,
+        rd.class_name,
+        rd.mode,
+        rd.num_devices if rd.mode != "All" else len(rd.all_devices),
+    )
+    misses: list[tuple[int, bool, DeviceEntry]] = []
+    usable: list[DeviceEntry] = []
+    view = run.view
+    n_class = len(rd.class_selectors)
+    for dev, pi, node_ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
+        if not node_ok:
+            continue
+        if not f.device_binding_and_status and dev.binding_conditions:
+            continue
+        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+        if isinstance(res, SelectorError):
+            ex.selector_errors += 1
+            continue
+        if res != MATCH:
+            misses.append((res, True, dev))
+            continue
+        ex.class_selected += 1
+        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+        if isinstance(res, SelectorError):
+            ex.selector_errors += 1
+            continue
+        if res != MATCH:
+            misses.append((n_class + res, False, dev))
+            continue
+        ex.request_selected += 1
+        if not rd.admin and dev.key in run.state.dedicated:
+            ex.in_use += 1
+            ex.examples.setdefault("in use", f"{dev.name} is allocated to another claim")
+            continue
+        why = run.blocked_alone(rd, dev, pi)
+        if why == "capacity":
+            ex.blocked_by_capacity += 1
+            detail = check_capacity(rd.capacity_requests, dev.capacity, run.state.consumed.get(dev.key), None)
+            ex.examples.setdefault("capacity", f"{dev.name}: {detail}")
+            continue
+        if why == "counters":
+            ex.blocked_by_counters += 1
+            ex.examples.setdefault("counters", f"{dev.name}: {_counter_detail(run, dev, pi)}")
+            continue
+        if why == "taints":
+            ex.blocked_by_taints += 1
+            taint = blocking_taint(dev, rd.tolerations) or {}
+            ex.examples.setdefault(
+                "taints",
+                f"{dev.name}: taint {taint.get('key', '')}={taint.get('value', '')}:"
+                f"{taint.get('effect', '')} not tolerated",
+            )
+            continue
+        usable.append(dev)
+    # Devices missing an attribute some constraint of the claim needs.
+    constraints = run.constraints[rd.claim_index]
+    if constraints:
+        kept = []
+        for dev in usable:
+            missing = [
+                c.attribute for c in constraints if c.applies(rd) and dev.attribute(c.attribute) is None
+            ]
+            if missing:
+                ex.blocked_by_constraints += 1
+                ex.examples.setdefault("constraints", f"{dev.name} has no attribute {missing[0]}")
+            else:
+                kept.append(dev)
+        usable = kept
+    ex.usable = len(usable)
+    if ex.usable < ex.needed or ex.request_selected == 0:
+        ex.nearest_miss = _nearest_miss(run, rd, misses)
+    return ex, usable
+
+
+def _counter_detail(run: _Run, dev: DeviceEntry, pi: int) -> str:
+    if not run.features.partitionable_devices:
+        return "consumes counters, but DRAPartitionableDevices is disabled"
+    avail, _ = run.owner.available_counters(run.view.pools[pi])
+    for set_name, counters in dev.consumes:
+        cs = avail.get(set_name) or {}
+        for cname, amount in counters:
+            left = cs.get(cname)
+            if left is not None and left < amount:
+                return (
+                    f"counter {set_name}/{cname} needs {_fmt_nanos(amount)}, {_fmt_nanos(max(left, 0))} left"
+                )
+    for set_name, cs in avail.items():
+        for cname, left in cs.items():
+            if left < 0:
+                return f"counter {set_name}/{cname} is overcommitted by allocated devices"
+    return "not enough counters"
+
+
+def _fmt_nanos(n: int) -> str:
+    from kdra.api.quantity import Quantity
+
+    return str(Quantity.from_nanos(n))
+
+
+def _constraint_reasons(
+    run: _Run, ci: int, claim_name: str, usable: dict[str, list[DeviceEntry]]
+) -> list[str]:
+    """For each constraint: can any group of usable devices satisfy it for the requests it covers?"""
+    out: list[str] = []
+    from kdra.allocator.allocator import DistinctAttribute, MatchAttribute
+
+    for i, c in enumerate(run.constraints[ci]):
+        covered = [rd for rd in _chosen_requests(run, ci) if c.applies(rd)]
+        if not covered:
+            continue
+        need = sum(rd.num_devices for rd in covered)
+        devices: dict[str, DeviceEntry] = {}
+        for rd in covered:
+            for dev in usable.get(rd.full_name, []):
+                devices.setdefault(dev.id, dev)
+        values: dict[Any, int] = {}
+        for dev in devices.values():
+            av = attribute_value(dev.attribute(c.attribute))
+            if av is None:
+                continue
+            if av[0].endswith("s"):
+                for v in av[1]:
+                    values[(av[0].rstrip("s"), v)] = values.get((av[0].rstrip("s"), v), 0) + 1
+            else:
+                values[av] = values.get(av, 0) + 1
+        if isinstance(c, MatchAttribute):
+            best = max(values.items(), key=lambda kv: kv[1], default=None)
+            if best is None or best[1] < need:
+                largest = f"largest group: {best[0][1]} with {best[1]}" if best else "no device has it"
+                out.append(
+                    f"claim {claim_name}, constraint #{i}: matchAttribute {c.attribute} needs {need} devices "
+                    f"with the same value ({largest})"
+                )
+        elif isinstance(c, DistinctAttribute) and len(values) < need:
+            out.append(
+                f"claim {claim_name}, constraint #{i}: distinctAttribute {c.attribute} needs {need} "
+                f"different values, usable devices have {len(values)}"
+            )
+    return out
+
+
+def _chosen_requests(run: _Run, ci: int) -> list[ReqData]:
+    """The first alternative of each request (what the claim would ideally get)."""
+    out = []
+    ri = 0
+    while (ci, ri, 0) in run.requests:
+        out.append(run.requests[(ci, ri, 0)])
+        ri += 1
+    return out
+
+
+def explain(run: _Run, limit_hit: bool = False) -> Explanation:
+    ex = Explanation(run.view.node_name, search_limit_hit=limit_hit, steps=run.steps)
+    for pool in run.view.pools:
+        if pool.incomplete:
+            ex.incomplete_pools.append(pool.id)
+        elif pool.invalid:
+            ex.invalid_pools[pool.id] = pool.invalid_reason
+    if not run.validated:
+        return ex
+    demand = 0
+    supply: dict[str, DeviceEntry] = {}
+    exclusive = True
+    for ci, claim in enumerate(run.claims):
+        from kdra.allocator.allocator import claim_ref
+
+        name = claim_ref(claim)
+        usable_by_request: dict[str, list[DeviceEntry]] = {}
+        ri = 0
+        while (ci, ri, 0) in run.requests:
+            si = 0
+            alternatives = []
+            while (ci, ri, si) in run.requests:
+                rd = run.requests[(ci, ri, si)]
+                rex, usable = _explain_request(run, rd, name)
+                ex.requests.append(rex)
+                usable_by_request[rd.full_name] = usable
+                alternatives.append((rd, rex, usable))
+                si += 1
+            rd0, rex0, usable0 = alternatives[0]
+            if not any(r.fits_alone for _, r, _ in alternatives):
+                what = "any alternative of request" if len(alternatives) > 1 else "request"
+                ex.reasons.append(
+                    f"claim {name}: {what} {rd0.base_name} cannot be satisfied on this node "
+                    f"(needs {rex0.needed}, {rex0.usable} usable)"
+                )
+            if not rd0.admin:
+                demand += rd0.num_devices
+                for dev in usable0:
+                    supply.setdefault(dev.id, dev)
+                    if run.features.consumable_capacity and dev.allow_multi:
+                        exclusive = False
+            ri += 1
+        ex.reasons.extend(_constraint_reasons(run, ci, name, usable_by_request))
+    if not ex.reasons and exclusive and demand > len(supply):
+        ex.reasons.append(
+            f"together the claims need {demand} devices, "
+            f"but only {len(supply)} different usable devices exist"
+        )
+    if limit_hit:
+        ex.reasons.append(
+            f"search stopped after {run.steps} steps (limit {run.owner.max_steps}) without finding a solution"
+        )
+    if not ex.reasons:
+        ex.reasons.append(
+            "every request can be satisfied on its own, but no combination satisfies all requests, "
+            "constraints, counters and capacities together"
+        )
+    if ex.invalid_pools and not ex.reasons:
+        ex.reasons.append("invalid resource pools were encountered")
+    return ex

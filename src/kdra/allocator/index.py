@@ -147,6 +147,7 @@ class DeviceEntry:
         "capacity_raw",
         "consumes",
         "driver",
+        "has_policy",
         "key",
         "matches",
         "name",
@@ -173,6 +174,7 @@ class DeviceEntry:
             value = _quantity((craw or {}).get("value", "0"), cwhere + ".value")
             cap[cname] = CapacityEntry(value, _parse_policy((craw or {}).get("requestPolicy"), cwhere))
         self.capacity = cap
+        self.has_policy = any(c.policy is not None or c.value.nanos < 0 for c in cap.values())
         self.allow_multi: bool = bool(raw.get("allowMultipleAllocations"))
         consumes: list[tuple[str, tuple[tuple[str, int], ...]]] = []
         for i, cc in enumerate(raw.get("consumesCounters") or []):
@@ -534,7 +536,7 @@ class AllocatorIndex:
 
 
 def evaluate_selectors(
-    dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool
+    dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False
 ) -> SelectorResult:
     """MATCH, the index of the first false selector, or the first error; memoised per device."""
     key = (exprs, consumable, list_types)
