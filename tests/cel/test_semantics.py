@@ -83,7 +83,10 @@ CASES: list[tuple[str, Any]] = [
     (f'{D}.driverVersion.compareTo(semver("1.2.3")) == 0', True),
     (f'{D}.pre.isLessThan(semver("1.2.3"))', True),
     (f'{D}.pre.compareTo(semver("1.2.3-rc.0")) == 1', True),
-    (f"{D}.driverVersion.major() == 1 && {D}.driverVersion.minor() == 2 && {D}.driverVersion.patch() == 3", True),
+    (
+        f"{D}.driverVersion.major() == 1 && {D}.driverVersion.minor() == 2 && {D}.driverVersion.patch() == 3",
+        True,
+    ),
     ('semver("1.2.3-alpha") < semver("1.2.3")', (COMPILE, "found no matching overload for '_<_'")),
     ('semver("1.2.3-alpha").isLessThan(semver("1.2.3-alpha.1"))', True),
     ('semver("1.2.3-alpha.1").isLessThan(semver("1.2.3-beta"))', True),
@@ -215,7 +218,7 @@ CASES: list[tuple[str, Any]] = [
     ("[1, 2].exists(x, x)", (COMPILE, "found no matching overload for '_||_' applied to '(bool, int)'")),
     ("[1, 2].all(1, true)", (COMPILE, "argument must be a simple name")),
     ("has(1)", (COMPILE, "invalid argument to has() macro")),
-    (f'{D}.model.all(x, true)', (ERR, "no such overload")),
+    (f"{D}.model.all(x, true)", (ERR, "no such overload")),
     # --- literals ---
     ("1u == 1u && 0x10 == 16 && 0xFFu == 255u", True),
     ("1.5e2 == 150.0 && .5 == 0.5", True),
@@ -263,7 +266,7 @@ CASES: list[tuple[str, Any]] = [
     ('1 == "a"', (COMPILE, "found no matching overload for '_==_' applied to '(int, string)'")),
     ('"a".size(1) == 1', (COMPILE, "found no matching overload for 'size' applied to 'string.(int)'")),
     ("!1", (COMPILE, "found no matching overload for '!_' applied to '(int)'")),
-    ('device.driver.contains(1)', (COMPILE, "found no matching overload for 'contains'")),
+    ("device.driver.contains(1)", (COMPILE, "found no matching overload for 'contains'")),
     ("x.y == 1", (COMPILE, "undeclared reference to 'x'")),
     ("Foo{a: 1}", (COMPILE, "")),
     ("1 ? true : false", (COMPILE, "found no matching overload for '_?_:_'")),
@@ -377,7 +380,12 @@ HOSTILE = [
     + "size(a) > 0"
     + ")" * 15,
     # exponential list growth
-    "cel.bind(l, " + TEN + ", " + "".join("cel.bind(l, l + l + l + l, " for _ in range(14)) + "size(l) > 0" + ")" * 15,
+    "cel.bind(l, "
+    + TEN
+    + ", "
+    + "".join("cel.bind(l, l + l + l + l, " for _ in range(14))
+    + "size(l) > 0"
+    + ")" * 15,
     # quadratic string work inside a comprehension
     "cel.bind(s, 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', "
     + "".join("cel.bind(s, s + s + s + s, " for _ in range(5))

@@ -639,7 +639,7 @@ def list_sum(a: list[Any], lst: Any) -> Any:
 def list_min(a: list[Any], lst: Any) -> Any:
     lst = _list(lst)
     if not lst:
-        raise EvalError("min(list) on empty list")
+        raise EvalError("min called on empty list")
     charge(a, len(lst) // 10)
     best = lst[0]
     for v in lst[1:]:
@@ -651,7 +651,7 @@ def list_min(a: list[Any], lst: Any) -> Any:
 def list_max(a: list[Any], lst: Any) -> Any:
     lst = _list(lst)
     if not lst:
-        raise EvalError("max(list) on empty list")
+        raise EvalError("max called on empty list")
     charge(a, len(lst) // 10)
     best = lst[0]
     for v in lst[1:]:
