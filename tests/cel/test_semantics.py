@@ -247,7 +247,7 @@ CASES: list[tuple[str, Any]] = [
     ("type(int) == type", True),
     # --- ternary, in, indexing ---
     ("true ? true : false", True),
-    (f'device.driver == "x" ? false : true', True),
+    ('device.driver == "x" ? false : true', True),
     ("(1/0 == 1) ? true : true", (ERR, "division by zero")),
     ("2 in [1, 2, 3]", True),
     ('"a" in {"a": 1}', True),
@@ -376,7 +376,7 @@ HOSTILE = [
     f"{TEN}.map(a, {TEN}.map(b, {TEN}.map(c, {TEN}.map(d, {TEN}.map(e, {TEN}.map(f, f)))))).size() > 0",
     # exponential string growth
     "cel.bind(a, 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', "
-    + "".join(f"cel.bind(a, a + a + a + a, " for _ in range(14))
+    + "".join("cel.bind(a, a + a + a + a, " for _ in range(14))
     + "size(a) > 0"
     + ")" * 15,
     # exponential list growth
