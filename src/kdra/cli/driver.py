@@ -1,0 +1,84 @@
+"""`kdra driver nvml`: the ResourceSlices NVIDIA's DRA driver would publish for the GPUs of this host.
+
+    kdra driver nvml [--node NAME] [--dynamic-mig] [--consumable-shares unlimited|memory|N]
+                     [--fixture FILE] [--capture FILE] [-o yaml|json]
+
+Reads NVML through nvidia-ml-py (GPUs, MIG mode, MIG profiles and placements, existing MIG devices) and prints
+slices in the same shape as the simulated driver. On a host without an NVIDIA driver it says so and exits 2.
+--fixture replays a record written by scripts/capture_nvml_fixture.py (or --capture) instead of the live host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from kdra.errors import InputError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "driver",
+        help="run a DRA driver's discovery on this host and print its slices",
+        description=__doc__.splitlines()[0],
+    )
+    sub = p.add_subparsers(dest="driver_command", metavar="DRIVER")
+    n = sub.add_parser(
+        "nvml",
+        help="NVIDIA GPUs via NVML (gpu.nvidia.com)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    n.add_argument("--node", default=None, help="node (and pool) name; default: this host's name")
+    n.add_argument("--dynamic-mig", action="store_true", help="publish as the DynamicMIG feature gate does")
+    n.add_argument(
+        "--consumable-shares",
+        default=None,
+        metavar="MODE",
+        help="unlimited | memory | N, as the driver's --consumable-shares flag",
+    )
+    n.add_argument("--fixture", default=None, help="replay a recorded NVML capture instead of the live host")
+    n.add_argument("--capture", default=None, help="also write the NVML capture of this host to FILE")
+    n.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    n.set_defaults(func=_nvml)
+    p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
+
+
+def _shares(v: str | None) -> str | int | None:
+    if v is None or v in ("unlimited", "memory", "disabled"):
+        return None if v == "disabled" else v
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise InputError(
+            f"--consumable-shares: Invalid value: {v!r}: unlimited, memory or a positive integer"
+        )
+    return n
+
+
+def _nvml(args: argparse.Namespace) -> int:
+    from kdra.api.load import dump_json, dump_yaml
+    from kdra.drivers.nvml import FixtureNvml, capture, capture_host, render_capture
+
+    shares = _shares(args.consumable_shares)
+    if args.fixture:
+        fixture = FixtureNvml.from_file(args.fixture)
+        record = capture(fixture)
+        record["host"] = fixture.record.get("host")
+    else:
+        record = capture_host()
+    if args.capture:
+        Path(args.capture).write_text(json.dumps(record, indent=1) + "\n")
+    if not record["devices"]:
+        raise InputError("NVML reports no GPUs on this host")
+    node = (args.node or str(record.get("host") or socket.gethostname())).lower()
+    slices = render_capture(record, node, dynamic_mig=args.dynamic_mig, consumable_shares=shares)
+    slices = json.loads(json.dumps(slices))  # unshare sub-dicts (no YAML anchors)
+    sys.stdout.write(dump_json(slices) if args.output == "json" else dump_yaml(slices))
+    return 0
