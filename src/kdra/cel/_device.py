@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
@@ -20,6 +21,54 @@ class DomainMap(dict[str, dict[str, Any]]):
 _EMPTY: dict[str, Any] = {}
 
 _LIST_FIELDS = ("ints", "bools", "strings", "versions")
+
+
+_SCALAR = "scalar"
+_LIST = "list"
+_BAD = "bad"
+_PARSE_ERROR = "parse-error"
+
+
+@lru_cache(maxsize=4096)
+def _semver(v: str) -> Semver:
+    return Semver.parse(v)
+
+
+def _convert(raw: Any) -> tuple[str, Any, str | None]:
+    """getAttributeValue: (kind, value, error). Lists win over scalars, as in compile.go."""
+    if type(raw) is not dict:
+        return _BAD, None, None
+    if len(raw) == 1:
+        for k, v in raw.items():
+            if v is None:
+                return _BAD, None, None
+            if k == "string" or k == "int" or k == "bool":
+                return _SCALAR, v, None
+            if k == "version":
+                try:
+                    return _SCALAR, _semver(v), None
+                except (ValueError, TypeError) as e:
+                    return _PARSE_ERROR, None, f"parse semantic version: {e}"
+    for lf in _LIST_FIELDS:
+        lv = raw.get(lf)
+        if lv is not None:
+            if lf == "versions":
+                try:
+                    return _LIST, [_semver(x) for x in lv], None
+                except (ValueError, TypeError) as e:
+                    return _LIST, None, f"parse semantic version: {e}"
+            return _LIST, list(lv), None
+    for k in ("int", "bool", "string"):
+        v = raw.get(k)
+        if v is not None:
+            return _SCALAR, v, None
+    v = raw.get("version")
+    if v is not None:
+        try:
+            return _SCALAR, _semver(v), None
+        except (ValueError, TypeError) as e:
+            return _PARSE_ERROR, None, f"parse semantic version: {e}"
+    return _BAD, None, None
 
 
 def _split(name: str, driver: str) -> tuple[str, str]:
@@ -69,65 +118,40 @@ class CelDevice:
         """Convert attributes and capacity once (DeviceMatches' eager conversion in compile.go)."""
         driver = self.driver
         attrs = DomainMap()
+        own: dict[str, Any] = {}
         err_lists: str | None = None
         err_scalar: str | None = None
         for name, raw in self._raw_attributes.items():
-            value: Any = None
-            scalar_ok = False
-            list_ok = False
-            msg: str | None = None
-            if isinstance(raw, dict):
-                for lf in _LIST_FIELDS:
-                    lv = raw.get(lf)
-                    if lv is not None:
-                        list_ok = True
-                        if lf == "versions":
-                            try:
-                                value = [Semver.parse(v) for v in lv]
-                            except (ValueError, TypeError) as e:
-                                msg = f"attribute {name}: parse semantic version: {e}"
-                        else:
-                            value = list(lv)
-                        break
-                if not list_ok:
-                    if raw.get("int") is not None:
-                        value = raw["int"]
-                        scalar_ok = True
-                    elif raw.get("bool") is not None:
-                        value = raw["bool"]
-                        scalar_ok = True
-                    elif raw.get("string") is not None:
-                        value = raw["string"]
-                        scalar_ok = True
-                    elif raw.get("version") is not None:
-                        scalar_ok = True
-                        try:
-                            value = Semver.parse(raw["version"])
-                        except (ValueError, TypeError) as e:
-                            msg = f"attribute {name}: parse semantic version: {e}"
-            unsupported = f"attribute {name}: unsupported attribute value"
-            if list_ok:
-                if err_lists is None and msg is not None:
-                    err_lists = msg
-                if err_scalar is None:
+            kind, value, msg = _convert(raw)
+            if kind is not _SCALAR:
+                if kind is _LIST:
+                    if msg is not None:
+                        err_lists = err_lists or f"attribute {name}: {msg}"
                     # without DRAListTypeAttributes a list value is not a supported value
-                    scalar_fallback = isinstance(raw, dict) and any(
-                        raw.get(k) is not None for k in ("int", "bool", "string", "version")
-                    )
-                    if not scalar_fallback:
-                        err_scalar = unsupported
-            elif scalar_ok:
-                if msg is not None:
+                    err_scalar = err_scalar or f"attribute {name}: unsupported attribute value"
+                elif kind is _BAD:
+                    msg = f"attribute {name}: unsupported attribute value"
                     err_lists = err_lists or msg
                     err_scalar = err_scalar or msg
+                else:  # a value that failed to parse (version)
+                    msg = f"attribute {name}: {msg}"
+                    err_lists = err_lists or msg
+                    err_scalar = err_scalar or msg
+            sep = name.find("/")
+            if sep == -1:
+                own[name] = value
             else:
-                err_lists = err_lists or unsupported
-                err_scalar = err_scalar or unsupported
-            domain, ident = _split(name, driver)
-            inner = attrs.get(domain)
-            if inner is None:
-                inner = attrs[domain] = {}
-            inner[ident] = value
+                domain = name[:sep]
+                if domain == driver:
+                    own[name[sep + 1 :]] = value
+                else:
+                    inner = attrs.get(domain)
+                    if inner is None:
+                        inner = attrs[domain] = {}
+                    inner[name[sep + 1 :]] = value
+        if own:
+            prev = attrs.get(driver)
+            attrs[driver] = {**prev, **own} if prev else own
         caps = DomainMap()
         for name, raw in self._raw_capacity.items():
             domain, ident = _split(name, driver)
