@@ -1,0 +1,137 @@
+"""Allocator behaviour beyond the upstream table: index reuse, in-use state, pruning, step budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from kdra.allocator import AllocatedState, Allocator, AllocatorIndex, FeatureGates, NodeAllocationError
+from kdra.errors import AllocationError
+
+from .helpers import DRIVER, allocated, claim, device, device_class, node, request, slice_
+
+CLASSES = {"gpu": device_class("gpu")}
+
+
+def gpus(n: int, node_name: str = "node-1", **attrs: object) -> dict:
+    return slice_(f"{node_name}-slice", [device(f"gpu-{i}", **attrs) for i in range(n)], node=node_name)
+
+
+def results(outcome) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    assert outcome.allocations is not None, str(outcome.explanation)
+    return [(r["request"], r["device"]) for a in outcome.allocations for r in a["devices"]["results"]]
+
+
+def test_first_fit_in_slice_order_and_node_selector() -> None:
+    out = Allocator(CLASSES, [gpus(4)], [], FeatureGates()).allocate(node(), [claim("c", request("r", 2))])
+    assert results(out) == [("r", "gpu-0"), ("r", "gpu-1")]
+    assert out.allocations is not None
+    sel = out.allocations[0]["nodeSelector"]
+    assert sel == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}
+        ]
+    }
+
+
+def test_devices_of_allocated_claims_are_in_use_but_admin_access_results_are_not() -> None:
+    used = [allocated("a", "gpu-0"), allocated("b", "gpu-1", adminAccess=True)]
+    out = Allocator(CLASSES, [gpus(3)], used, FeatureGates()).allocate(node(), [claim("c", request("r", 2))])
+    assert results(out) == [("r", "gpu-1"), ("r", "gpu-2")]
+
+
+def test_index_is_reused_across_nodes_and_states() -> None:
+    slices = [gpus(2, f"node-{i}") for i in range(5)]
+    index = AllocatorIndex(CLASSES, slices, FeatureGates())
+    state = AllocatedState.from_claims([allocated("a", "gpu-0", "gpu-1", pool="node-0")], index.features)
+    alloc = Allocator.from_index(index, state)
+    outs = [alloc.allocate(node(f"node-{i}"), [claim("c", request("r", 1))]) for i in range(5)]
+    assert [o.allocations is not None for o in outs] == [False, True, True, True, True]
+    # Selector results are memoised on the device entries: a second allocator evaluates no CEL.
+    dev = index.slices[1].devices[0]
+    assert dev.matches, "selector result cached on the device entry"
+    again = Allocator.from_index(index, AllocatedState()).allocate(
+        node("node-0"), [claim("c", request("r", 2))]
+    )
+    assert results(again) == [("r", "gpu-0"), ("r", "gpu-1")]
+
+
+def test_slice_cache_keeps_compiled_devices_for_unchanged_slices() -> None:
+    s = gpus(2)
+    a = AllocatorIndex(CLASSES, [s], FeatureGates())
+    b = AllocatorIndex(CLASSES, [s], FeatureGates())
+    assert a.slices[0] is b.slices[0]
+    versioned = dict(s, metadata={"name": "x", "uid": "u1", "resourceVersion": "7"})
+    c = AllocatorIndex(CLASSES, [versioned], FeatureGates())
+    d = AllocatorIndex(CLASSES, [dict(versioned)], FeatureGates())
+    assert c.slices[0] is d.slices[0]
+
+
+def test_claim_limit_of_32_devices() -> None:
+    with pytest.raises(AllocationError, match="exceeds the claim limit of 32"):
+        Allocator(CLASSES, [gpus(40)], [], FeatureGates()).allocate(node(), [claim("c", request("r", 33))])
+
+
+def test_invalid_pool_is_a_node_error_only_when_nothing_else_fits() -> None:
+    dup = slice_("dup", [device("gpu-0"), device("gpu-0")], pool="bad")
+    alloc = Allocator(CLASSES, [dup], [], FeatureGates())
+    with pytest.raises(NodeAllocationError, match="invalid resource pools were encountered"):
+        alloc.allocate(node(), [claim("c", request("r"))])
+    ok = Allocator(CLASSES, [dup, gpus(1)], [], FeatureGates()).allocate(node(), [claim("c", request("r"))])
+    assert results(ok) == [("r", "gpu-0")]
+
+
+def test_pruning_never_changes_the_answer() -> None:
+    slices = [slice_("s", [device(f"gpu-{i}", numa=i % 2) for i in range(6)])]
+    claims = [
+        claim("a", request("r", 2), constraints=[{"matchAttribute": f"{DRIVER}/numa"}]),
+        claim("b", request("r", 2), constraints=[{"matchAttribute": f"{DRIVER}/numa"}]),
+    ]
+    for extra in ([], [claim("c", request("r", 3))], [claim("d", request("r", 1))]):
+        pruned = Allocator(CLASSES, slices, [], FeatureGates()).allocate(node(), claims + extra)
+        full = Allocator(CLASSES, slices, [], FeatureGates(), prune=False).allocate(node(), claims + extra)
+        assert (pruned.allocations is None) == (full.allocations is None)
+        if pruned.allocations is not None:
+            assert results(pruned) == results(full)
+
+
+def test_hopeless_request_gives_up_without_searching() -> None:
+    out = Allocator(CLASSES, [gpus(8)], [], FeatureGates()).allocate(node(), [claim("c", request("r", 9))])
+    assert out.allocations is None and out.steps == 0
+    many = [claim(f"c{i}", request("r")) for i in range(10)]
+    out = Allocator(CLASSES, [gpus(8)], [], FeatureGates()).allocate(node(), many)
+    assert out.allocations is None and out.steps == 0
+    assert "together the claims need 10 devices" in str(out.explanation)
+
+
+def test_search_budget_turns_into_unschedulable_with_explanation() -> None:
+    # 20 devices, two requests of 6; the second request's devices must all share a value nobody
+    # shares with the first - without pruning the search would try C(20, 6) first choices.
+    devs = [device(f"gpu-{i}", grp=i % 2) for i in range(20)]
+    c = claim(
+        "c",
+        request("a", 6),
+        request("b", 6),
+        constraints=[{"requests": ["a", "b"], "matchAttribute": f"{DRIVER}/grp"}],
+    )
+    blocker = [allocated("x", *[f"gpu-{i}" for i in range(0, 20, 2)][:5])]
+    out = Allocator(
+        CLASSES, [slice_("s", devs)], blocker, FeatureGates(), prune=False, max_steps=500
+    ).allocate(node(), [c])
+    assert out.allocations is None
+    assert out.explanation is not None and out.explanation.search_limit_hit
+    assert "search stopped after" in str(out.explanation)
+
+
+def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:
+    dev = {"name": "nic", "allowMultipleAllocations": True, "capacity": {"bw": {"value": "10G"}}}
+    req = request("r", capacity={"requests": {"bw": "4G"}})
+    alloc = Allocator(CLASSES, [slice_("s", [dev])], [], FeatureGates())
+    out = alloc.allocate(node(), [claim("a", req), claim("b", req)])
+    assert out.allocations is not None
+    shares = [a["devices"]["results"][0] for a in out.allocations]
+    assert [s["consumedCapacity"] for s in shares] == [{"bw": "4G"}, {"bw": "4G"}]
+    assert shares[0]["shareID"] != shares[1]["shareID"]
+    used = [allocated("x", "nic", pool="node-1", shareID="s1", consumedCapacity={"bw": "8G"})]
+    out = Allocator(CLASSES, [slice_("s", [dev])], used, FeatureGates()).allocate(node(), [claim("a", req)])
+    assert out.allocations is None
+    assert "bw: needs 4G, 2G of 10G left" in str(out.explanation)
