@@ -47,6 +47,10 @@ def test_multi_document_yaml() -> None:
     assert objs[0]["futureField"] == {"keep": "me"}
 
 
+def test_yaml_flow_mapping_is_not_mistaken_for_json() -> None:
+    assert load_text("{apiVersion: v1, kind: Node, metadata: {name: n}}", "n.yaml")[0]["kind"] == "Node"
+
+
 def test_kubectl_list_is_flattened() -> None:
     items = yaml.safe_load(CLAIM)
     text = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [items, items], "metadata": {}})

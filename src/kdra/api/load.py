@@ -146,7 +146,11 @@ def load_text(text: str, source: str = "<input>") -> list[dict[str, Any]]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise InputError(f"{source}: line {e.lineno}: invalid JSON: {e.msg}") from None
+            # `{apiVersion: v1, kind: Pod}` is YAML (a flow mapping), not JSON: try that before giving up.
+            try:
+                return _load_yaml(text, source)
+            except InputError:
+                raise InputError(f"{source}: line {e.lineno}: invalid JSON: {e.msg}") from None
         except RecursionError:
             raise InputError(f"{source}: invalid JSON: nested too deeply") from None
         docs: list[object] = data if isinstance(data, list) else [data]
@@ -155,9 +159,12 @@ def load_text(text: str, source: str = "<input>") -> list[dict[str, Any]]:
             where = f"{source}: document {i}" if isinstance(data, list) else f"{source}"
             out.extend(_flatten(_check_object(doc, where), where))
         return out
+    return _load_yaml(text, source)
 
+
+def _load_yaml(text: str, source: str) -> list[dict[str, Any]]:
     starts = _doc_start_lines(text)
-    out = []
+    out: list[dict[str, Any]] = []
     docno = 0
     try:
         for doc in yaml.load_all(text, Loader=_Loader):
