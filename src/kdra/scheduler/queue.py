@@ -127,7 +127,7 @@ class SchedulingQueue:
         self._where[pi.uid] = "unschedulable"
 
     def backoff_duration(self, pi: PodInfo) -> float:
-        d = self.initial_backoff * (2 ** max(0, pi.attempts - 1))
+        d = self.initial_backoff * (2 ** min(max(0, pi.attempts - 1), 16))
         return min(d, self.max_backoff)
 
     def _push_backoff(self, pi: PodInfo, now: float) -> None:

@@ -1,0 +1,297 @@
+"""The discrete-event simulation: arrivals, scheduling cycles and completions on a virtual clock.
+
+Nothing sleeps: the clock jumps from one event to the next. At each instant the simulation applies every
+event due (workloads arrive, pods finish, Deployments go away), runs the scheduler until its queue has
+nothing it can place, and records fleet metrics. Pods that fail wait in the scheduler's queue exactly as in
+kube-scheduler (unschedulable until a cluster event, backoff, the 5-minute leftover flush).
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.cluster.clock import VirtualClock
+from kdra.cluster.store import MemoryStore, NotFoundError, Obj, clone
+from kdra.scheduler.cache import is_terminal
+from kdra.scheduler.podinfo import is_extended_resource, pod_requests
+from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+from kdra.sim.accounting import DevicePluginKubelet, FleetGpus
+from kdra.sim.legacy import to_device_plugin
+from kdra.sim.workload import GPU_MEMORY, WORKLOAD_LABEL, Group, Workload, gpu_memory_need
+
+DRA = "dra"
+DEVICE_PLUGIN = "device-plugin"
+MODES = (DRA, DEVICE_PLUGIN)
+
+
+@contextmanager
+def gc_tuned() -> Iterator[None]:
+    """The simulation allocates many long-lived dicts; the default GC thresholds make that quadratic."""
+    old = gc.get_threshold()
+    gc.set_threshold(200_000, 20, 50)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+@dataclass
+class PodRecord:
+    key: str
+    workload: str
+    group: str
+    arrival: float
+    start: float | None = None
+    end: float | None = None
+    node: str | None = None
+    devices: list[str] = field(default_factory=list)
+    gpu_equiv: float = 0.0
+    gpu_memory: int = 0
+    needed_memory: int | None = None
+    withdrawn: bool = False
+
+    @property
+    def stranded(self) -> int:
+        if self.needed_memory is None:
+            return 0
+        return max(0, self.gpu_memory - self.needed_memory)
+
+
+@dataclass
+class Sample:
+    t: float
+    gpu_equiv: float
+    gpu_memory: int
+    stranded: int
+    pending: int
+    running: int
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    total_gpus: int
+    total_gpu_memory: int
+    end: float
+    pods: dict[str, PodRecord]
+    samples: list[Sample]
+    explanations: dict[str, str]
+    cycles: int = 0
+    wall_seconds: float = 0.0
+
+
+class Simulation:
+    def __init__(
+        self,
+        fleet_objects: Sequence[Obj],
+        workload: Workload,
+        mode: str,
+        *,
+        config: SchedulerConfig | None = None,
+        seed: int = 0,
+        dra_objects: Sequence[Obj] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}")
+        self.mode = mode
+        self.workload = workload
+        self.clock = VirtualClock()
+        self.store = MemoryStore(clock=self.clock, seed=seed)
+        self.gpus = FleetGpus(dra_objects if dra_objects is not None else fleet_objects)
+        self.kubelet = DevicePluginKubelet()
+        self.classes: dict[str, Obj] = {}
+        for obj in dra_objects or fleet_objects:
+            if obj.get("kind") == "DeviceClass":
+                self.classes[obj["metadata"]["name"]] = obj
+        order = {"DeviceClass": 0, "Node": 1, "ResourceSlice": 2}
+        for obj in sorted(fleet_objects, key=lambda o: order.get(o.get("kind", ""), 3)):
+            self.store.create(clone(obj))
+            if obj.get("kind") == "Node" and mode == DEVICE_PLUGIN:
+                self.kubelet.add_node(obj)
+        self.templates: dict[tuple[str, str], Obj] = {}
+        self.claims: dict[tuple[str, str], Obj] = {}
+        for obj in workload.static:
+            key = ((obj["metadata"].get("namespace") or "default"), obj["metadata"]["name"])
+            if obj["kind"] == "ResourceClaimTemplate":
+                self.templates[key] = obj
+            elif obj["kind"] == "ResourceClaim":
+                self.claims[key] = obj
+            if mode == DRA or obj["kind"] in ("Namespace", "PriorityClass"):
+                self.store.create(clone(obj))
+        self.scheduler = Scheduler(self.store, config, clock=self.clock)
+        self.pods: dict[str, PodRecord] = {}
+        self.uid_key: dict[str, str] = {}
+        self.events: list[tuple[float, int, str, Any]] = []
+        self._seq = 0
+        self.samples: list[Sample] = []
+        self.running: dict[str, PodRecord] = {}
+        self.pending: set[str] = set()
+        self._run_time: dict[str, float | None] = {}
+        self._group_pods: dict[str, list[str]] = {}
+        self._equiv = 0.0
+        self._mem = 0
+        self._stranded = 0
+        for g in workload.groups:
+            self._push(g.arrival, "arrive", g)
+
+    def _push(self, t: float, kind: str, data: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (t, self._seq, kind, data))
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _arrive(self, g: Group, now: float) -> None:
+        keys = []
+        for pod in g.pods:
+            if self.mode == DEVICE_PLUGIN:
+                pod = to_device_plugin(pod, self.templates, self.claims, self.classes)
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            rec = PodRecord(key, (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, g.name), g.ref, now,
+                            needed_memory=gpu_memory_need(pod))
+            self.pods[key] = rec
+            self.pending.add(key)
+            self._run_time[key] = g.run_time if g.kind != "Deployment" else None
+            created = self.store.create(clone(pod))
+            self.uid_key[created["metadata"]["uid"]] = key
+            keys.append(key)
+        self._group_pods[g.ref] = keys
+        if g.kind == "Deployment" and g.run_time is not None:
+            self._push(now + g.run_time, "expire", g)
+
+    def _finish(self, key: str, now: float, delete: bool) -> None:
+        ns, name = key.split("/", 1)
+        pod = self.store.try_get("Pod", name, ns)
+        rec = self.pods[key]
+        if rec.key in self.running:
+            del self.running[rec.key]
+            rec.end = now
+            self._equiv -= rec.gpu_equiv
+            self._mem -= rec.gpu_memory
+            self._stranded -= rec.stranded
+        elif rec.key in self.pending:
+            self.pending.discard(rec.key)
+            rec.withdrawn = True
+            rec.end = now
+        if pod is None:
+            return
+        if self.mode == DEVICE_PLUGIN:
+            self.kubelet.release(pod["metadata"]["uid"])
+        if delete:
+            self.store.delete("Pod", name, ns)
+        elif not is_terminal(pod):
+            upd = dict(pod)
+            upd["status"] = dict(pod.get("status") or {}, phase="Succeeded")
+            upd["metadata"] = dict(pod["metadata"])
+            try:
+                self.store.update(upd, subresource="status")
+            except NotFoundError:
+                pass
+
+    def _bound(self, key: str, node: str, now: float) -> None:
+        rec = self.pods[key]
+        rec.start = now
+        rec.node = node
+        self.pending.discard(key)
+        self.running[key] = rec
+        ns, name = key.split("/", 1)
+        pod = self.store.get("Pod", name, ns)
+        if self.mode == DRA:
+            self._dra_devices(rec, pod)
+        else:
+            needs = {k: v for k, v in pod_requests(pod).items() if is_extended_resource(k) and v > 0}
+            for res, i in self.kubelet.assign(pod["metadata"]["uid"], node, needs):
+                rec.devices.append(f"{res}/{i}")
+                cost = self.gpus.legacy_cost(node, res)
+                rec.gpu_equiv += cost.gpu_equiv
+                rec.gpu_memory += cost.memory
+        self._equiv += rec.gpu_equiv
+        self._mem += rec.gpu_memory
+        self._stranded += rec.stranded
+        run = self._run_time.get(key)
+        if run is not None:
+            self._push(now + run, "finish", key)
+
+    def _dra_devices(self, rec: PodRecord, pod: Obj) -> None:
+        ns = pod["metadata"]["namespace"]
+        names = self.scheduler.controller.claim_names(pod) if self.scheduler.controller else []
+        for name in names:
+            claim = self.store.try_get("ResourceClaim", name, ns)
+            alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+            shared = len(((claim or {}).get("status") or {}).get("reservedFor") or []) > 1
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                rec.devices.append(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
+                if shared:
+                    continue  # a shared claim's devices are counted for its first consumer only
+                cost = self.gpus.dra_result_cost(r)
+                rec.gpu_equiv += cost.gpu_equiv
+                rec.gpu_memory += cost.memory
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self, progress: Callable[[float, float], None] | None = None) -> ModeResult:
+        import time
+
+        wall0 = time.perf_counter()
+        horizon = self.workload.horizon
+        queue = self.scheduler.queue
+        end = 0.0
+        with gc_tuned():
+            while True:
+                candidates = [self.events[0][0]] if self.events else []
+                for extra in (queue.next_wakeup(), queue.next_leftover_flush()):
+                    if extra is not None and (self.events or horizon is not None):
+                        candidates.append(extra)
+                if not candidates:
+                    break
+                now = max(min(candidates), self.clock.now)
+                if horizon is not None and now > horizon:
+                    break
+                self.clock.advance_to(now)
+                end = now
+                while self.events and self.events[0][0] <= now:
+                    _, _, kind, data = heapq.heappop(self.events)
+                    if kind == "arrive":
+                        self._arrive(data, now)
+                    elif kind == "finish":
+                        self._finish(data, now, delete=False)
+                    elif kind == "expire":
+                        for key in self._group_pods.get(data.ref, []):
+                            self._finish(key, now, delete=True)
+                queue.flush_unschedulable_leftover(now)
+                for res in self.scheduler.run(now):
+                    if res.node is not None:
+                        self._bound(res.pod, res.node, now)
+                self._sample(now)
+                if progress is not None:
+                    progress(now, horizon or 0.0)
+        if horizon is not None:
+            end = horizon
+            self.clock.advance_to(horizon)
+            self._sample(horizon)
+        explanations = {}
+        for key in sorted(self.pending):
+            ns, name = key.split("/", 1)
+            pod = self.store.try_get("Pod", name, ns)
+            cond = next((c for c in ((pod or {}).get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled"), None)
+            explanations[key] = (cond or {}).get("message") or "not attempted yet"
+        return ModeResult(self.mode, self.gpus.total_gpus, self.gpus.total_gpu_memory, end, self.pods, self.samples,
+                          explanations, self.scheduler.cycles, time.perf_counter() - wall0)
+
+    def _sample(self, now: float) -> None:
+        s = Sample(now, round(self._equiv, 6), self._mem, self._stranded, len(self.pending), len(self.running))
+        if self.samples and self.samples[-1].t == now:
+            self.samples[-1] = s
+        else:
+            self.samples.append(s)
+
+
+def annotations_used() -> Mapping[str, str]:
+    from kdra.sim.workload import ARRIVAL_TIME, RUN_TIME
+
+    return {ARRIVAL_TIME: "arrival", RUN_TIME: "run time", GPU_MEMORY: "GPU memory needed"}

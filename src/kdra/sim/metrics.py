@@ -1,0 +1,109 @@
+"""Fleet metrics from a simulation run (the `metrics` object of `kdra simulate -o json`, docs/simulate.md)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kdra.sim.engine import ModeResult, Sample
+
+
+def _time_mean(samples: list[Sample], end: float, value: Any) -> float:
+    """Mean over [0, end] of a step function that holds each sample's value until the next sample."""
+    if not samples or end <= 0:
+        return 0.0
+    total = 0.0
+    for i, s in enumerate(samples):
+        t1 = samples[i + 1].t if i + 1 < len(samples) else end
+        if t1 > s.t:
+            total += value(s) * (min(t1, end) - s.t)
+    return total / end
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in [0, 100]); 0 for no values."""
+    if not values:
+        return 0.0
+    vs = sorted(values)
+    k = max(0, min(len(vs) - 1, math.ceil(q / 100 * len(vs)) - 1))
+    return vs[k]
+
+
+def wait_times(r: ModeResult) -> list[float]:
+    out = []
+    for rec in r.pods.values():
+        if rec.start is not None:
+            out.append(rec.start - rec.arrival)
+        elif rec.withdrawn and rec.end is not None:
+            out.append(rec.end - rec.arrival)
+        else:
+            out.append(max(0.0, r.end - rec.arrival))
+    return out
+
+
+def compute_metrics(r: ModeResult) -> dict[str, Any]:
+    samples = r.samples
+    scheduled = [p for p in r.pods.values() if p.start is not None]
+    withdrawn = [p for p in r.pods.values() if p.start is None and p.withdrawn]
+    waits = wait_times(r)
+    total = r.total_gpus or 1
+    gpu_seconds = _time_mean(samples, r.end, lambda s: s.gpu_equiv) * r.end
+    return {
+        "pods_total": len(r.pods),
+        "pods_scheduled": len(scheduled),
+        "pods_pending": len(r.pods) - len(scheduled) - len(withdrawn),
+        "pods_withdrawn_unscheduled": len(withdrawn),
+        "gpus_total": r.total_gpus,
+        "gpus_allocated_peak": round(max((s.gpu_equiv for s in samples), default=0.0), 3),
+        "gpus_allocated_mean": round(_time_mean(samples, r.end, lambda s: s.gpu_equiv), 3),
+        "gpu_allocation_ratio_mean": round(_time_mean(samples, r.end, lambda s: s.gpu_equiv / total), 4),
+        "gpu_allocation_ratio_peak": round(max((s.gpu_equiv / total for s in samples), default=0.0), 4),
+        "gpu_hours_allocated": round(gpu_seconds / 3600, 1),
+        "gpu_memory_allocated_bytes_peak": max((s.gpu_memory for s in samples), default=0),
+        "stranded_gpu_memory_bytes_peak": max((s.stranded for s in samples), default=0),
+        "stranded_gpu_memory_bytes_mean": int(_time_mean(samples, r.end, lambda s: s.stranded)),
+        "pods_pending_peak": max((s.pending for s in samples), default=0),
+        "wait_seconds_p50": round(percentile(waits, 50), 1),
+        "wait_seconds_p90": round(percentile(waits, 90), 1),
+        "wait_seconds_p99": round(percentile(waits, 99), 1),
+        "wait_seconds_max": round(max(waits, default=0.0), 1),
+        "simulated_seconds": round(r.end, 1),
+        "scheduling_cycles": r.cycles,
+    }
+
+
+def per_workload(r: ModeResult) -> dict[str, dict[str, float]]:
+    """GPU-hours and pods per workload stream (the kdra.dev/workload label, else the owner)."""
+    out: dict[str, dict[str, float]] = {}
+    for rec in r.pods.values():
+        w = out.setdefault(rec.workload, {"pods": 0, "scheduled": 0, "gpu_hours": 0.0, "stranded_gib_hours": 0.0})
+        w["pods"] += 1
+        if rec.start is not None:
+            w["scheduled"] += 1
+            end = rec.end if rec.end is not None else r.end
+            hours = max(0.0, min(end, r.end) - rec.start) / 3600
+            w["gpu_hours"] += rec.gpu_equiv * hours
+            w["stranded_gib_hours"] += rec.stranded / (1 << 30) * hours
+    for w in out.values():
+        w["gpu_hours"] = round(w["gpu_hours"], 1)
+        w["stranded_gib_hours"] = round(w["stranded_gib_hours"], 1)
+    return dict(sorted(out.items()))
+
+
+def headline(dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
+    """DRA against device plugins on the same fleet and workload."""
+    peak_saved = dp["gpus_allocated_peak"] - dra["gpus_allocated_peak"]
+    hours_saved = dp["gpu_hours_allocated"] - dra["gpu_hours_allocated"]
+    return {
+        "gpus_saved_at_peak": round(peak_saved, 2),
+        "gpus_saved_at_peak_percent": round(100 * peak_saved / dp["gpus_allocated_peak"], 1)
+        if dp["gpus_allocated_peak"] else 0.0,
+        "gpu_hours_saved": round(hours_saved, 1),
+        "gpu_hours_saved_percent": round(100 * hours_saved / dp["gpu_hours_allocated"], 1)
+        if dp["gpu_hours_allocated"] else 0.0,
+        "stranded_gpu_memory_bytes_peak_avoided": dp["stranded_gpu_memory_bytes_peak"]
+        - dra["stranded_gpu_memory_bytes_peak"],
+        "extra_pods_scheduled": dra["pods_scheduled"] - dp["pods_scheduled"],
+        "wait_seconds_p99_dra": dra["wait_seconds_p99"],
+        "wait_seconds_p99_device_plugin": dp["wait_seconds_p99"],
+    }

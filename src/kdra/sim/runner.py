@@ -1,0 +1,89 @@
+"""Load a fleet and a workload, run the simulation in each mode, and collect what the reports need."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kdra.errors import InputError
+from kdra.scheduler.scheduler import SchedulerConfig
+from kdra.sim.engine import DEVICE_PLUGIN, DRA, ModeResult, Simulation
+from kdra.sim.metrics import compute_metrics, headline, per_workload
+from kdra.sim.workload import Workload, build_workload
+
+DEFAULT_FLEET = "mixed"
+DEFAULT_WORKLOAD = "mixed-month"
+
+
+def bundled_workloads() -> list[str]:
+    root = resources.files("kdra.sim") / "data"
+    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_workload(name_or_path: str, seed: int) -> Workload:
+    from kdra.api.load import load_paths, load_text
+
+    path = Path(name_or_path)
+    if path.exists() or name_or_path == "-" or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml", ".json")):
+        objs = load_paths([name_or_path])
+        label = path.stem if name_or_path != "-" else "stdin"
+    else:
+        res = resources.files("kdra.sim") / "data" / f"{name_or_path}.yaml"
+        if not res.is_file():
+            raise InputError(f"workload {name_or_path!r}: no such file, and not a bundled workload "
+                             f"(bundled: {', '.join(bundled_workloads())})")
+        objs = load_text(res.read_text(), f"bundled workload {name_or_path}")
+        label = name_or_path
+    if not objs:
+        raise InputError(f"workload {name_or_path}: no objects")
+    return build_workload(objs, name=label, seed=seed)
+
+
+@dataclass
+class ModeReport:
+    result: ModeResult
+    metrics: dict[str, Any]
+    workloads: dict[str, dict[str, float]]
+
+
+@dataclass
+class SimulationReport:
+    fleet: str
+    workload: str
+    seed: int
+    modes: dict[str, ModeReport] = field(default_factory=dict)
+
+    @property
+    def headline(self) -> dict[str, Any] | None:
+        if DRA in self.modes and DEVICE_PLUGIN in self.modes:
+            return headline(self.modes[DRA].metrics, self.modes[DEVICE_PLUGIN].metrics)
+        return None
+
+
+def simulate(
+    fleet: str = DEFAULT_FLEET,
+    workload: str | Workload = DEFAULT_WORKLOAD,
+    modes: Sequence[str] = (DRA, DEVICE_PLUGIN),
+    seed: int = 0,
+    config: SchedulerConfig | None = None,
+    progress: Callable[[str, float, float], None] | None = None,
+) -> SimulationReport:
+    from kdra.fleets import load_fleet, render
+
+    fl = load_fleet(fleet)
+    wl = workload if isinstance(workload, Workload) else load_workload(workload, seed)
+    dra_objects = render(fl, dra=True, legacy=False)
+    report = SimulationReport(getattr(fl, "name", str(fleet)), wl.name, seed)
+    for mode in modes:
+        objects = dra_objects if mode == DRA else render(fl, dra=False, legacy=True)
+        sim = Simulation(objects, wl, mode, config=config, seed=seed, dra_objects=dra_objects)
+        cb = None
+        if progress is not None:
+            def cb(now: float, horizon: float, mode: str = mode) -> None:
+                progress(mode, now, horizon)
+        result = sim.run(cb)
+        report.modes[mode] = ModeReport(result, compute_metrics(result), per_workload(result))
+    return report

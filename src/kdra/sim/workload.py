@@ -1,0 +1,257 @@
+"""Workloads in Kubernetes shape for simulation.
+
+A workload is a list of Kubernetes objects: Pods, Deployments and Jobs (with their ResourceClaimTemplates and
+ResourceClaims, Namespaces, PriorityClasses), and/or kdra's own `WorkloadGenerator` (kdra.sim.generator),
+which expands into such objects. Simulation time comes from annotations on the top-level object:
+
+- `kdra.dev/arrival-time`: when the object is created, as a duration from the start (`0`, `90s`, `2h`, `3d4h`);
+  default 0.
+- `kdra.dev/run-time`: how long each pod runs once bound (Pods, Job pods), or how long a Deployment lives
+  before it is scaled away. Without it a pod runs until the end of the simulation.
+- `kdra.dev/gpu-memory`: GPU memory each pod actually needs (e.g. `10Gi`), to measure stranded memory
+  (allocated but not needed). Without it, what a pod is given counts as needed.
+
+Annotations on the pod template win over those on the Deployment/Job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.api.quantity import parse_quantity_any
+from kdra.errors import InputError
+from kdra.sim.durations import parse_duration
+
+ARRIVAL_TIME = "kdra.dev/arrival-time"
+RUN_TIME = "kdra.dev/run-time"
+GPU_MEMORY = "kdra.dev/gpu-memory"
+WORKLOAD_LABEL = "kdra.dev/workload"
+
+Obj = dict[str, Any]
+TOP_KINDS = ("Pod", "Deployment", "Job")
+STATIC_KINDS = ("ResourceClaimTemplate", "ResourceClaim", "Namespace", "PriorityClass")
+GENERATOR_KIND = "WorkloadGenerator"
+
+
+@dataclass
+class Group:
+    """One top-level object (Pod, Deployment, Job) and the pods it creates when it arrives."""
+
+    kind: str
+    namespace: str
+    name: str
+    arrival: float
+    run_time: float | None  # per pod (Pod/Job) or lifetime (Deployment); None = until the end
+    pods: list[Obj]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass
+class Workload:
+    name: str
+    static: list[Obj] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    horizon: float | None = None  # a generator's duration: the simulation stops there
+
+    @property
+    def pod_count(self) -> int:
+        return sum(len(g.pods) for g in self.groups)
+
+
+def _desc(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    kind = obj.get("kind", "<no kind>")
+    if kind in ("Namespace", "PriorityClass"):
+        return f"{kind} {meta.get('name', '')}"
+    return f"{kind} {meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def _suffix(seed: str, n: int = 5) -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(alphabet[b % len(alphabet)] for b in digest[:n])
+
+
+def _annotation_duration(obj: Mapping[str, Any], key: str, where: str) -> float | None:
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    if raw is None:
+        return None
+    return parse_duration(raw, f"{where}: metadata.annotations[{key}]")
+
+
+def _pod_from_template(owner: Obj, template: Mapping[str, Any], name: str, labels_extra: dict[str, str]) -> Obj:
+    import copy
+
+    meta_t = template.get("metadata") or {}
+    owner_meta = owner["metadata"]
+    ns = owner_meta.get("namespace") or "default"
+    annotations = dict(owner_meta.get("annotations") or {})
+    annotations.pop(ARRIVAL_TIME, None)
+    annotations.update(meta_t.get("annotations") or {})
+    labels = dict(meta_t.get("labels") or {})
+    labels.update(labels_extra)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
+                     "ownerReferences": [{"apiVersion": owner.get("apiVersion", ""), "kind": owner["kind"],
+                                          "name": owner_meta["name"], "controller": True}]},
+        "spec": copy.deepcopy(template.get("spec") or {}),
+    }
+
+
+def _check_pod_spec(spec: Any, where: str) -> None:
+    if not isinstance(spec, Mapping):
+        raise InputError(f"{where}: Required value: a pod spec")
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise InputError(f"{where}.containers: Required value: at least one container")
+    for i, c in enumerate(containers + list(spec.get("initContainers") or [])):
+        if not isinstance(c, Mapping) or not c.get("name"):
+            raise InputError(f"{where}.containers[{i}].name: Required value")
+        res = c.get("resources") or {}
+        for part in ("requests", "limits"):
+            for k, v in (res.get(part) or {}).items():
+                try:
+                    parse_quantity_any(v)
+                except (ValueError, TypeError) as exc:
+                    raise InputError(f"{where}.containers[{i}].resources.{part}[{k}]: Invalid value: {v!r}: "
+                                     f"{exc}") from None
+    for i, rc in enumerate(spec.get("resourceClaims") or []):
+        if not isinstance(rc, Mapping) or not rc.get("name"):
+            raise InputError(f"{where}.resourceClaims[{i}].name: Required value")
+        if bool(rc.get("resourceClaimName")) == bool(rc.get("resourceClaimTemplateName")):
+            raise InputError(f"{where}.resourceClaims[{i}]: Invalid value: must specify exactly one of "
+                             "resourceClaimName or resourceClaimTemplateName")
+
+
+def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> int:
+    v = obj.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"{where}.{key}: Invalid value: {v!r}: must be a non-negative integer")
+    return v
+
+
+def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0) -> Workload:
+    """Objects -> Workload; expands generators; raises InputError naming object and field."""
+    from kdra.sim.generator import expand_generator
+
+    wl = Workload(name)
+    expanded: list[Obj] = []
+    for obj in objects:
+        if not isinstance(obj, dict):
+            raise InputError("workload: every document must be an object")
+        if obj.get("kind") == GENERATOR_KIND:
+            gen = expand_generator(obj, seed)
+            expanded.extend(gen.objects)
+            wl.horizon = max(wl.horizon or 0.0, gen.horizon)
+            wl.name = (obj.get("metadata") or {}).get("name") or wl.name
+        else:
+            expanded.append(obj)
+    templates: set[tuple[str, str]] = set()
+    claims: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
+    for obj in expanded:
+        kind = obj.get("kind")
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
+            raise InputError(f"{kind or 'object'}: metadata.name: Required value")
+        key = (str(kind), meta.get("namespace") or "default", meta["name"])
+        if key in seen:
+            raise InputError(f"{_desc(obj)}: metadata.name: Duplicate value: {meta['name']!r}")
+        seen.add(key)
+        if kind in STATIC_KINDS:
+            wl.static.append(obj)
+            if kind == "ResourceClaimTemplate":
+                templates.add((key[1], key[2]))
+            elif kind == "ResourceClaim":
+                claims.add((key[1], key[2]))
+        elif kind not in TOP_KINDS:
+            raise InputError(f"{_desc(obj)}: kind: Unsupported value: {kind!r}: supported kinds are "
+                             f"{', '.join(TOP_KINDS + STATIC_KINDS)} and kdra.dev/v1alpha1 {GENERATOR_KIND}")
+    dra_objs = [o for o in wl.static if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
+    if dra_objs:
+        from kdra.api.validation import validate_objects
+
+        validate_objects(dra_objs, cel=True)
+    for obj in expanded:
+        if obj.get("kind") in TOP_KINDS:
+            group = _group(obj)
+            for pod in group.pods:
+                _check_refs(pod, group, templates, claims)
+            wl.groups.append(group)
+    wl.groups.sort(key=lambda g: g.arrival)  # stable: file order within the same arrival time
+    return wl
+
+
+def _check_refs(pod: Obj, group: Group, templates: set[tuple[str, str]], claims: set[tuple[str, str]]) -> None:
+    ns = pod["metadata"]["namespace"]
+    base = "spec" if group.kind == "Pod" else "spec.template.spec"
+    for i, rc in enumerate(pod["spec"].get("resourceClaims") or []):
+        t = rc.get("resourceClaimTemplateName")
+        if t and (ns, t) not in templates:
+            raise InputError(f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimTemplateName: "
+                             f"Not found: {t!r} (no ResourceClaimTemplate {ns}/{t} in the workload)")
+        c = rc.get("resourceClaimName")
+        if c and (ns, c) not in claims:
+            raise InputError(f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimName: "
+                             f"Not found: {c!r} (no ResourceClaim {ns}/{c} in the workload)")
+
+
+def _group(obj: Obj) -> Group:
+    kind = obj["kind"]
+    meta = obj["metadata"]
+    ns = meta.get("namespace") or "default"
+    name = meta["name"]
+    where = f"{kind} {ns}/{name}"
+    arrival = _annotation_duration(obj, ARRIVAL_TIME, where) or 0.0
+    spec = obj.get("spec")
+    if kind == "Pod":
+        _check_pod_spec(spec, f"{where}: spec")
+        run = _annotation_duration(obj, RUN_TIME, where)
+        pod = {k: v for k, v in obj.items() if k != "status"}
+        pod["metadata"] = dict(meta, namespace=ns)
+        return Group(kind, ns, name, arrival, run, [pod])
+    if not isinstance(spec, Mapping):
+        raise InputError(f"{where}: spec: Required value")
+    template = spec.get("template")
+    if not isinstance(template, Mapping):
+        raise InputError(f"{where}: spec.template: Required value")
+    _check_pod_spec(template.get("spec"), f"{where}: spec.template.spec")
+    run = _annotation_duration(template, RUN_TIME, where + " spec.template") or _annotation_duration(obj, RUN_TIME, where)
+    pods = []
+    if kind == "Deployment":
+        replicas = _int_field(spec, "replicas", 1, f"{where}: spec")
+        rs_hash = _suffix(f"{ns}/{name}/rs", 10)
+        for i in range(replicas):
+            pname = f"{name}-{rs_hash}-{_suffix(f'{ns}/{name}/{i}')}"
+            pods.append(_pod_from_template(obj, template, pname, {"app.kubernetes.io/instance": name,
+                                                                   "pod-template-hash": rs_hash}))
+    else:  # Job
+        parallelism = _int_field(spec, "parallelism", 1, f"{where}: spec")
+        completions = _int_field(spec, "completions", parallelism, f"{where}: spec")
+        for i in range(min(parallelism, completions) if completions else parallelism):
+            pname = f"{name}-{_suffix(f'{ns}/{name}/{i}')}"
+            pods.append(_pod_from_template(obj, template, pname, {"job-name": name,
+                                                                   "batch.kubernetes.io/job-completion-index": str(i)}))
+    return Group(kind, ns, name, arrival, run, pods)
+
+
+def gpu_memory_need(pod: Mapping[str, Any]) -> int | None:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(GPU_MEMORY)
+    if raw is None:
+        return None
+    try:
+        return parse_quantity_any(raw).value()
+    except (ValueError, TypeError) as exc:
+        meta = pod.get("metadata") or {}
+        raise InputError(f"Pod {meta.get('namespace') or 'default'}/{meta.get('name')}: "
+                         f"metadata.annotations[{GPU_MEMORY}]: Invalid value: {raw!r}: {exc}") from None
