@@ -297,3 +297,27 @@ def test_generate_name_gives_the_template_name() -> None:
     )
     _, objs, _ = _migrate(text)
     assert objs[1]["metadata"] == {"name": "sweep-gpu"}
+
+
+def test_crlf_files_keep_their_line_endings() -> None:
+    text = _pod(
+        "  containers:\n  - name: c  # main\n    image: x\n    resources:\n      limits: {nvidia.com/gpu: 1}\n"
+    )
+    text = ("# windows\n" + text).replace("\n", "\r\n")
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.changed
+    assert "\n" not in result.text.replace("\r\n", "")
+    assert "  - name: c  # main\r\n" in result.text
+
+
+def test_merge_keys_and_anchors_survive() -> None:
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - &base\n        name: a\n        image: x\n"
+        "        resources: {limits: {nvidia.com/gpu: 1}}\n"
+    )
+    out, objs, _ = _migrate(text)
+    assert "&base" in out
+    assert objs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["claims"] == [
+        {"name": "gpu", "request": "a"}
+    ]

@@ -123,15 +123,16 @@ def _render(chunk: Chunk, doc: Any, templates: list[tuple[int, dict[str, Any]]])
     if is_list:
         for offset, (index, template) in enumerate(templates):
             doc["items"].insert(index + 1 + offset, template)
-    body = dump_document(doc, style)
+    newline = "\r\n" if "\r\n" in chunk.body else "\n"
+    body = dump_document(doc, style).replace("\n", newline)
     expected = _plain(doc)
     _verify(body, expected)
     out = chunk.head + _reconcile(chunk.body, body, expected) + chunk.tail
     if not is_list:
         for _, template in templates:
             if not out.endswith("\n"):
-                out += "\n"
-            out += "---\n" + dump_document(template, style)
+                out += newline
+            out += ("---\n" + dump_document(template, style)).replace("\n", newline)
     return out
 
 
@@ -149,7 +150,7 @@ def _reconcile(original: str, dumped: str, expected: Any) -> str:
     old = original.splitlines(keepends=True)
     new = dumped.splitlines(keepends=True)
     if old and not old[-1].endswith("\n"):
-        old[-1] += "\n"
+        old[-1] += "\r\n" if old[0].endswith("\r\n") else "\n"
     opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
     pieces = [new[j1:j2] if tag != "equal" else old[i1:i2] for tag, i1, i2, j1, j2 in opcodes]
     for index, (tag, i1, i2, _, _) in enumerate(opcodes):
