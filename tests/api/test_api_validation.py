@@ -597,6 +597,16 @@ def test_cel_syntax_errors(expr: str) -> None:
     assert out[0].startswith("spec.selectors[0].cel.expression: Invalid value: ")
 
 
+def test_cel_cost_limit() -> None:
+    """An expression whose estimated cost exceeds 1,000,000 is rejected at validation time, like the
+    apiserver does, so a selector that would run (nearly) forever never reaches the allocator."""
+    pytest.importorskip("kdra.cel")
+    attrs = 'device.attributes["a.com"]'
+    expr = f"{attrs}.exists(k, {attrs}.exists(j, {attrs}.exists(l, {attrs}.exists(m, k + j + l + m == 'x'))))"
+    out = lines(dclass(selectors=[{"cel": {"expression": expr}}]))
+    assert out == ["spec.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"]
+
+
 def test_cel_selector_required() -> None:
     assert lines(dclass(selectors=[{}])) == ["spec.selectors[0].cel: Required value"]
 

@@ -130,6 +130,7 @@ NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH: Final = 256
 NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH: Final = 128
 TOTAL_ANNOTATION_SIZE_LIMIT: Final = 256 * 1024
 _MAX_INT64: Final = (1 << 63) - 1
+_MIN_INT64: Final = -(1 << 63)
 
 RESOURCE_API_VERSION: Final = "resource.k8s.io/v1"
 RESOURCE_KINDS: Final = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
@@ -1271,8 +1272,7 @@ class _V:
         v = a.get("int")
         if v is not None:
             n += 1
-            if isinstance(v, bool) or not isinstance(v, int):
-                self.wrong_type(path + ".int", v, int)
+            self.attribute_int(v, path + ".int")
         v = a.get("string")
         if v is not None:
             n += 1
@@ -1317,6 +1317,8 @@ class _V:
     def attribute_int(self, v: object, path: str) -> None:
         if isinstance(v, bool) or not isinstance(v, int):
             self.wrong_type(path, v, int)
+        elif not _MIN_INT64 <= v <= _MAX_INT64:
+            self.invalid(path, v, "must be a 64-bit signed integer")
 
     def attribute_bool(self, v: object, path: str) -> None:
         if not isinstance(v, bool):
@@ -1645,7 +1647,7 @@ def _attributes_ok(attrs: dict[str, Any]) -> bool:
                 if t is not str or len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
                     return False
             elif kind == "int":
-                if t is not int:
+                if t is not int or not _MIN_INT64 <= v <= _MAX_INT64:
                     return False
             elif kind == "bool":
                 if t is not bool:
