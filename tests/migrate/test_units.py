@@ -301,7 +301,8 @@ def test_generate_name_gives_the_template_name() -> None:
 
 def test_crlf_files_keep_their_line_endings() -> None:
     text = _pod(
-        "  containers:\n  - name: c  # main\n    image: x\n    resources:\n      limits: {nvidia.com/gpu: 1}\n"
+        "  containers:\n  - name: c  # main\n    image: x\n"
+        "    resources:\n      limits: {nvidia.com/gpu: 1}\n"
     )
     text = ("# windows\n" + text).replace("\n", "\r\n")
     result = migrate_text(text, "t.yaml", Options())
