@@ -427,9 +427,10 @@ _POOL_FIELDS = (
 
 
 def parse_pool(ctx: _Ctx, path: str, raw: object) -> Pool:
+    if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+        ctx.pool = raw["name"]
     p = _check_fields(ctx, path, raw, _POOL_FIELDS)
     name = p.get("name")
-    ctx.pool = name if isinstance(name, str) else None
     name = _str(ctx, f"{path}.name", name)
     if len(name) > 63 or not _DNS_SUBDOMAIN.match(name) or "." in name:
         raise ctx.err(
