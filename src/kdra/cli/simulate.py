@@ -1,0 +1,142 @@
+"""`kdra simulate`: the DRA and device-plugin models side by side on a fleet and a workload."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kdra.errors import InputError
+
+MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate a workload on a fleet, DRA vs device plugins",
+        description="Run a discrete-event simulation of a workload on a fleet under the DRA model, the legacy "
+        "device-plugin model, or both, and report placements, pending pods and GPU metrics. Without arguments: "
+        "the bundled `mixed` fleet and `mixed-month` workload, both models.",
+    )
+    p.add_argument("-c", "--cluster", "--fleet", dest="fleet", default="mixed",
+                   help="fleet: a bundled name (mixed, uniform-500, alibaba-openb) or a Fleet file (default: mixed)")
+    p.add_argument("-w", "--workload", default="mixed-month",
+                   help="workload: a bundled name (mixed-month) or a file/folder of Kubernetes objects and/or a "
+                   "WorkloadGenerator (default: mixed-month)")
+    p.add_argument("--mode", choices=sorted(MODES), default="both", help="allocation model(s) (default: both)")
+    p.add_argument("--seed", type=int, default=0, help="seed for generated workloads and names (default: 0)")
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
+    p.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report to FILE")
+    p.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated",
+                   help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kdra.scheduler.plugins.noderesources import ScoringStrategy
+    from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.sim.report import to_html, to_json
+    from kdra.sim.runner import simulate
+
+    if args.seed < 0:
+        raise InputError(f"--seed: Invalid value: {args.seed}: must not be negative")
+    config = SchedulerConfig(scoring=ScoringStrategy(type=args.scoring))
+    modes = MODES[args.mode]
+    with _Progress(enabled=sys.stderr.isatty(), modes=modes) as progress:
+        report = simulate(args.fleet, args.workload, modes, args.seed, config, progress=progress.update)
+    if args.report:
+        try:
+            with open(args.report, "w", encoding="utf-8") as f:
+                f.write(to_html(report))
+        except OSError as exc:
+            raise InputError(f"--report {args.report}: {exc.strerror or exc}") from None
+    if args.output == "json":
+        sys.stdout.write(to_json(report))
+    else:
+        print_tables(report)
+        if args.report:
+            print(f"\nHTML report written to {args.report}")
+    return 0
+
+
+class _Progress:
+    """A rich progress bar on stderr over simulated time, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool, modes: tuple[str, ...]) -> None:
+        self.enabled = enabled
+        self.modes = modes
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._last: dict[str, float] = {}
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self._bar.__enter__()
+            for m in self.modes:
+                self._tasks[m] = self._bar.add_task(f"simulate {m}", total=1.0)
+        return self
+
+    def update(self, mode: str, now: float, horizon: float) -> None:
+        if self._bar is None or horizon <= 0:
+            return
+        frac = min(1.0, now / horizon)
+        if frac - self._last.get(mode, -1.0) >= 0.01:
+            self._last[mode] = frac
+            self._bar.update(self._tasks[mode], completed=frac)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+def print_tables(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from kdra.sim.report import METRIC_ROWS, MODE_TITLES, format_metric, headline_sentence, pending
+
+    console = Console(width=max(100, Console().width))
+    modes = list(report.modes)
+    console.print(f"[bold]kdra simulate[/]: workload [bold]{report.workload}[/] on fleet [bold]{report.fleet}[/], "
+                  f"seed {report.seed}")
+    t = Table(title="Fleet metrics", title_justify="left")
+    t.add_column("metric")
+    for m in modes:
+        t.add_column(MODE_TITLES[m], justify="right")
+    for label, key, fmt in METRIC_ROWS:
+        t.add_row(label, *(format_metric(report.modes[m].metrics[key], fmt) for m in modes))
+    console.print(t)
+    w = Table(title="GPU-hours by workload", title_justify="left")
+    w.add_column("workload")
+    for m in modes:
+        w.add_column(f"pods ({MODE_TITLES[m]})", justify="right")
+        w.add_column(f"GPU-h ({MODE_TITLES[m]})", justify="right")
+    names = sorted({n for m in modes for n in report.modes[m].workloads})
+    for n in names:
+        row = [n]
+        for m in modes:
+            wl = report.modes[m].workloads.get(n, {})
+            row += [f"{int(wl.get('scheduled', 0))}/{int(wl.get('pods', 0))}", f"{wl.get('gpu_hours', 0):,.0f}"]
+        w.add_row(*row)
+    console.print(w)
+    for m in modes:
+        pend = pending(report.modes[m])
+        if not pend:
+            continue
+        p = Table(title=f"Pending pods, {MODE_TITLES[m]} ({len(pend)})", title_justify="left", show_lines=True)
+        p.add_column("pod")
+        p.add_column("why", overflow="fold")
+        for item in pend[:20]:
+            p.add_row(item["pod"], item["explanation"])
+        if len(pend) > 20:
+            p.add_row("…", f"{len(pend) - 20} more (see -o json or --report)")
+        console.print(p)
+    sentence = headline_sentence(report)
+    if sentence:
+        console.print(f"\n[bold green]{sentence}[/]")
