@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kdra.allocator import AllocatedState, Allocator, AllocatorIndex, FeatureGates, NodeAllocationError
+from kdra.allocator.allocator import QUICK_SEARCH_STEPS
 from kdra.errors import AllocationError
 
 from .helpers import DRIVER, allocated, claim, device, device_class, node, request, slice_
@@ -96,10 +97,10 @@ def test_pruning_never_changes_the_answer() -> None:
 
 def test_hopeless_request_gives_up_without_searching() -> None:
     out = Allocator(CLASSES, [gpus(8)], [], FeatureGates()).allocate(node(), [claim("c", request("r", 9))])
-    assert out.allocations is None and out.steps == 0
+    assert out.allocations is None and out.steps < 2 * QUICK_SEARCH_STEPS
     many = [claim(f"c{i}", request("r")) for i in range(10)]
     out = Allocator(CLASSES, [gpus(8)], [], FeatureGates()).allocate(node(), many)
-    assert out.allocations is None and out.steps == 0
+    assert out.allocations is None and out.steps < 2 * QUICK_SEARCH_STEPS
     assert "together the claims need 10 devices" in str(out.explanation)
 
 
@@ -135,3 +136,20 @@ def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:
     out = Allocator(CLASSES, [slice_("s", [dev])], used, FeatureGates()).allocate(node(), [claim("a", req)])
     assert out.allocations is None
     assert "bw: needs 4G, 2G of 10G left" in str(out.explanation)
+
+
+def test_distinct_attribute_remembers_one_value_per_request_like_1_36() -> None:
+    # kube-scheduler 1.36 compares a new device only with the last device of each request, so three
+    # devices with values 0, 1, 0 satisfy distinctAttribute for one request with count 3.
+    devs = [device("gpu-0", numa=0), device("gpu-1", numa=1), device("gpu-2", numa=0)]
+    c = claim("c", request("r", 3), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}])
+    for prune in (True, False):
+        out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates(), prune=prune).allocate(node(), [c])
+        assert results(out) == [("r", "gpu-0"), ("r", "gpu-1"), ("r", "gpu-2")]
+    # Across requests with one device each it is pairwise.
+    c2 = claim(
+        "c", request("a"), request("b"), request("d"), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}]
+    )
+    out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [c2])
+    assert out.allocations is None
+    assert "distinctAttribute" in str(out.explanation)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from kdra.allocator.explain import Explanation
 
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
+QUICK_SEARCH_STEPS = 500  # device attempts before the exact pruning checks run
 DEFAULT_MAX_STEPS = 50_000  # device attempts; ~0.5 s of search on this machine
 
 DeviceKey = tuple[str, str, str]
@@ -277,11 +278,16 @@ class MatchAttribute(_Constraint):
 
 
 class DistinctAttribute(_Constraint):
-    """The attribute's values differ pairwise across the devices of the named requests."""
+    """The attribute's values differ across the devices of the named requests.
+
+    Faithful to kube-scheduler 1.36, which remembers one value per request name (the device added
+    last; removing a device forgets the request's entry): each new device is compared with those
+    values only, so with count > 1 a device is not compared with every earlier device of its own
+    request. Later Kubernetes versions compare with all devices (dra-semantics.md section 4)."""
 
     def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
         super().__init__(request_names, attribute, list_types)
-        self.values: list[tuple[str, Any] | None] = []
+        self.values: dict[str, tuple[str, Any] | None] = {}
 
     def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if self.request_names and not self.applies(rd):
@@ -294,22 +300,22 @@ class DistinctAttribute(_Constraint):
             if av is None:
                 return False
             new = _as_set(av)
-            for old in self.values:
+            for old in self.values.values():
                 if old is not None and _intersect(new, _as_set(old)) is not None:
                     return False
         else:
-            if av is None or av[0].endswith("s"):
-                return False
-            for old in self.values:
+            for old in self.values.values():
+                if av is None or av[0].endswith("s"):
+                    return False  # upstream: unknown (or list) value type cannot be compared
                 if old is not None and old[0] == av[0] and old[1] == av[1]:
                     return False
-        self.values.append(av)
+        self.values[rd.base_name] = av
         return True
 
     def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
         if self.request_names and not self.applies(rd):
             return
-        self.values.pop()
+        self.values.pop(rd.base_name, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,11 +420,29 @@ class Allocator:
 
     def allocate(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> AllocationOutcome:
         view = self.index.node_view(node)
-        run = _Run(self, view, list(claims))
+        claims = list(claims)
+        run = _Run(self, view, claims)
+        # Stage 1: a short plain search, so the usual case (a solution found quickly, or no candidates
+        # at all) pays nothing for pruning. Stage 2, only when that was not enough: the exact early
+        # checks, then the search again with the full budget.
+        quick = min(self.max_steps, QUICK_SEARCH_STEPS) if self.prune else self.max_steps
+        ok: bool | None
         try:
-            ok = run.search()
+            ok = run.search(quick)
         except SearchLimitExceeded:
             ok = None
+        if ok is None and quick < self.max_steps:
+            spent = run.steps
+            run = _Run(self, view, claims)
+            run.validate()
+            if run._hopeless():
+                ok = False
+            else:
+                try:
+                    ok = run.search(self.max_steps - spent)
+                except SearchLimitExceeded:
+                    ok = None
+            run.steps += spent
         if ok:
             return AllocationOutcome(view.node_name, run.build_results(), None, run.steps)
         if ok is False:
@@ -472,10 +496,13 @@ class _Run:
         self.allocating_capacity: dict[DeviceKey, dict[str, int]] = {}
         self.remaining: dict[int, dict[str, dict[str, int]]] = {}  # per pool, counters left in this run
         self.steps = 0
+        self.budget = owner.max_steps
         self.validated = False
 
     # -- validation (upstream: the loop at the top of Allocate and validateDeviceRequest) ----------
     def validate(self) -> None:
+        if self.validated:
+            return
         f = self.features
         for ci, claim in enumerate(self.claims):
             ref = claim_ref(claim)
@@ -631,18 +658,49 @@ class _Run:
         return node_ok
 
     def candidates(self, rd: ReqData) -> list[tuple[DeviceEntry, int, str]]:
-        """Selectable devices for an ExactCount request in search order, as (device, pool, error)."""
+        """Selectable devices for an ExactCount request in search order, as (device, pool, error).
+
+        Selector evaluation errors are kept, not raised: upstream evaluates lazily, so an error only
+        aborts the allocation when the search actually reaches that device."""
         cands = rd.candidates
-        if cands is None:
-            cands = []
-            view = self.view
+        if cands is not None:
+            return cands
+        f = self.features
+        view = self.view
+        key = (
+            rd.class_selectors,
+            rd.request_selectors,
+            f.consumable_capacity,
+            f.list_type_attributes,
+            f.device_binding_and_status,
+        )
+        shared = view.candidates.get(key)
+        if shared is None:
+            shared = []
+            lists = f.list_type_attributes
+            consumable = f.consumable_capacity
+            gate_binding = not f.device_binding_and_status
             for dev, pi, ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
-                sel = self._selectable(rd, dev, ok, raise_errors=False)
-                if sel is True:
-                    cands.append((dev, pi, ""))
-                elif isinstance(sel, str):
-                    cands.append((dev, pi, sel))
-            rd.candidates = cands
+                if gate_binding and dev.binding_conditions:
+                    continue
+                res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+                if isinstance(res, SelectorError):
+                    shared.append((dev, pi, (res, True)))
+                    continue
+                if res != MATCH:
+                    continue
+                res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+                if isinstance(res, SelectorError):
+                    shared.append((dev, pi, (res, False)))
+                    continue
+                if res == MATCH and ok:
+                    shared.append((dev, pi, None))
+            view.candidates[key] = shared
+        cands = [
+            (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else "")
+            for dev, pi, err in shared
+        ]
+        rd.candidates = cands
         return cands
 
     # -- in-use -----------------------------------------------------------------------------------
@@ -731,10 +789,10 @@ class _Run:
                     cs[cname] += amount
 
     # -- the search -------------------------------------------------------------------------------
-    def search(self) -> bool:
+    def search(self, budget: int) -> bool:
+        """Validate, then search with at most `budget` device attempts (SearchLimitExceeded beyond)."""
         self.validate()
-        if self.owner.prune and self._hopeless():
-            return False
+        self.budget = budget
         return self.allocate_one(0, 0, 0, 0, False, 0)
 
     def _hopeless(self) -> bool:
@@ -823,13 +881,14 @@ class _Run:
             if isinstance(c, MatchAttribute):
                 if max(counts.values(), default=0) < need:
                     return False
-            elif len(counts) < need:
+            elif all(rd.num_devices == 1 for rd in covered) and len(counts) < need:
+                # Only then is 1.36's distinctAttribute pairwise (it keeps one value per request).
                 return False
         return True
 
     def _step(self) -> None:
         self.steps += 1
-        if self.steps > self.owner.max_steps:
+        if self.steps > self.budget:
             raise SearchLimitExceeded
 
     def allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:

@@ -404,7 +404,11 @@ def _constraint_reasons(
                     f"claim {claim_name}, constraint #{i}: matchAttribute {c.attribute} needs {need} devices "
                     f"with the same value ({largest})"
                 )
-        elif isinstance(c, DistinctAttribute) and len(values) < need:
+        elif (
+            isinstance(c, DistinctAttribute)
+            and len(values) < need
+            and all(rd.num_devices == 1 for rd in covered)
+        ):
             out.append(
                 f"claim {claim_name}, constraint #{i}: distinctAttribute {c.attribute} needs {need} "
                 f"different values, usable devices have {len(values)}"

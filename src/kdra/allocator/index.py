@@ -19,6 +19,7 @@ from typing import Any
 from kdra.allocator._nodes import node_matches
 from kdra.allocator.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.cel import CELCompileError, CELRuntimeError, compile_selector, device_input
 from kdra.errors import AllocationError
 
 # ---------------------------------------------------------------------------------------------
@@ -200,8 +201,6 @@ class DeviceEntry:
 
     def cel_input(self) -> Any:
         if self._cel is None:
-            from kdra.cel import device_input
-
             self._cel = device_input(
                 self.driver, dict(self.attributes), dict(self.capacity_raw), self.allow_multi
             )
@@ -336,6 +335,12 @@ class NodeView:
     device_pool: list[int]  # index into pools per entry of `devices`
     node_ok: list[bool]  # per-device node selection (always True for slices without it)
     all_node_ok: dict[int, bool]  # id(DeviceEntry) -> node ok, for every device in every pool
+    # Selectable devices per (class selectors, request selectors, gates): state-independent, so kept
+    # with the view and shared by every Allocate call on this node. Entries: (device, pool index,
+    # error) where error is (SelectorError, failed in class selectors) or None.
+    candidates: dict[Any, list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]]] = field(
+        default_factory=dict
+    )
 
 
 def _device_node_ok(dev: DeviceEntry, node_name: str, labels: Mapping[str, str]) -> bool:
@@ -539,12 +544,12 @@ def evaluate_selectors(
     dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False
 ) -> SelectorResult:
     """MATCH, the index of the first false selector, or the first error; memoised per device."""
+    if not exprs:
+        return MATCH
     key = (exprs, consumable, list_types)
     cached = dev.matches.get(key)
     if cached is not None:
         return cached
-    from kdra.cel import CELCompileError, CELRuntimeError, compile_selector
-
     result: SelectorResult = MATCH
     for i, expr in enumerate(exprs):
         try:
