@@ -1,4 +1,4 @@
-"""Build the bundled `kdra allocate` examples from the illustrative 8x H100 slices in shared/reference/examples.
+"""Build the bundled `kdra allocate` examples from the illustrative 8x H100 slices in shared/reference.
 
 Run from the repository root: `python examples/allocate/make_examples.py` (needs ../shared). The YAML files it
 writes are committed, so `make run` does not need this script or ../shared.
@@ -95,7 +95,11 @@ def allocated_claim(name: str, ns: str, request: dict[str, Any], device: str) ->
                 "devices": {"results": [result(request["name"], device)]},
                 "nodeSelector": {
                     "nodeSelectorTerms": [
-                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-01"]}]}
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["gpu-node-01"]}
+                            ]
+                        }
                     ]
                 },
             }
@@ -216,7 +220,7 @@ def write(name: str, title: str, extra: str, objects: list[dict[str, Any]]) -> N
 def main() -> int:
     write(
         "h100-mig-node.yaml",
-        "One 8x H100 node with dynamic MIG, three claims in use and three pods to place (the `make run` example).",
+        "An 8x H100 node with dynamic MIG, three claims in use, three pods to place (`make run`).",
         "# Expected: exit 0; llm-finetune gets gpu-6 + gpu-7, vllm-serve gpu-0-mig-3g40gb-9-4,\n"
         "# jupyter-bob gpu-0-mig-1g10gb-19-1.\n",
         main_example(),
