@@ -616,3 +616,22 @@ def test_template_claim_name_follows_the_controller() -> None:
     assert one["metadata"]["annotations"] == {"resource.kubernetes.io/pod-claim-name": "gpu"}
     taken = {one["metadata"]["name"]}
     assert instantiate_template(pod, "gpu", tmpl, taken)["metadata"]["name"] not in taken
+
+
+def test_shared_claim_is_allocated_once_and_reserved_for_both_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pods = [
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, uid: {uid}}}\nspec:\n"
+        "  containers: [{name: main, image: busybox}]\n"
+        "  resourceClaims: [{name: gpu, resourceClaimName: train}]\n"
+        for name, uid in (("worker-0", "uid-0"), ("worker-1", "uid-1"))
+    ]
+    code, out, err = run_text(docs(CLASS, SLICE, claim(), *pods), tmp_path, capsys, monkeypatch, "-o", "json")
+    assert code == 0, err
+    [item] = json.loads(out)["items"]
+    assert [r["device"] for r in item["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert item["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "worker-0", "uid": "uid-0"},
+        {"resource": "pods", "name": "worker-1", "uid": "uid-1"},
+    ]

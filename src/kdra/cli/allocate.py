@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kdra.allocator import Allocator
+    from kdra.allocator import AllocationOutcome, Allocator
     from kdra.allocator.features import FeatureGates
     from kdra.api.templates import instantiate_template, is_claim_for_pod
     from kdra.api.validation import validate_objects
@@ -352,13 +352,14 @@ def _run(args: argparse.Namespace) -> int:
     # -- allocate, group by group ------------------------------------------------------------------
     in_use = [c for c in claims if allocated(c)]
     newly: list[tuple[dict[str, Any], str]] = []  # (claim, node name)
+    newly_ids: set[int] = set()
     failures: list[_Failure] = []
     for group in groups:
         pending = [c for c in group.claims if not allocated(c)]
-        if not pending:
-            continue
         fixed = [c for c in group.claims if allocated(c)]
-        allocator = Allocator(classes, slices, in_use, gates)
+        if not pending and (group.pod is None or not any(id(c) in newly_ids for c in fixed)):
+            continue  # nothing to allocate and no reservation to add to this run's output
+        allocator = Allocator(classes, slices, in_use, gates) if pending else None
         tried: list[dict[str, Any]] = []
         placed = False
         for node in nodes:
@@ -384,20 +385,27 @@ def _run(args: argparse.Namespace) -> int:
                     }
                 )
                 continue
-            try:
-                outcome = allocator.allocate(node, pending)
-            except AllocationError as err:
-                if _is_node_error(err):
-                    tried.append({"node": node_name, "reason": str(err)})
-                    continue
-                raise
+            if allocator is None:
+                outcome = AllocationOutcome(node_name, [])
+            else:
+                try:
+                    outcome = allocator.allocate(node, pending)
+                except AllocationError as err:
+                    if _is_node_error(err):
+                        tried.append({"node": node_name, "reason": str(err)})
+                        continue
+                    raise
             if outcome.allocations is not None:
                 for claim, allocation in zip(pending, outcome.allocations, strict=True):
                     claim.setdefault("status", {})["allocation"] = allocation
-                    if group.pod is not None:
-                        _reserve_for(claim, group.pod)
                     newly.append((claim, node_name))
+                    newly_ids.add(id(claim))
                     in_use.append(claim)
+                if group.pod is not None:
+                    # PreBind reserves every claim of the pod; only this run's claims are in the output.
+                    for claim in group.claims:
+                        if id(claim) in newly_ids:
+                            _reserve_for(claim, group.pod)
                 placed = True
                 break
             explanation = outcome.explanation
