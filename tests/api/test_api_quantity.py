@@ -374,3 +374,21 @@ def test_parse_never_crashes(text: str) -> None:
     except ValueError:
         return
     assert Quantity.parse(str(q)) == q or q.format == BINARY_SI
+
+
+@given(st.from_regex(r"\A[1-9][0-9]{0,16}(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?\Z"))
+def test_fast_path_matches_general_parser(text: str) -> None:
+    """The shortcut for plain "<digits><suffix>" must agree with the full port of ParseQuantity,
+    including which inputs Go would print back verbatim."""
+    import re
+
+    import kdra.api.quantity as qmod
+
+    fast = qmod._parse(text)
+    saved = qmod._SIMPLE
+    qmod._SIMPLE = re.compile(r"(?!)")
+    try:
+        slow = qmod._parse(text)
+    finally:
+        qmod._SIMPLE = saved
+    assert (fast.nanos, fast.format, str(fast)) == (slow.nanos, slow.format, str(slow))
