@@ -311,6 +311,48 @@ BAD_INPUT: list[tuple[str, str, list[str], int, list[str]]] = [
         ["Pod default/trainer", "spec.resourceClaims[0].resourceClaimName", "no-such-claim"],
     ),
     (
+        "bad-node-name",
+        docs("apiVersion: v1\nkind: Node\nmetadata: {name: Node_1}\n", CLASS, SLICE, claim()),
+        [],
+        2,
+        ["Node Node_1", "metadata.name", "RFC 1123"],
+    ),
+    (
+        "bad-device-class-name",
+        docs(CLASS.replace("name: gpu.nvidia.com", "name: GPU_Class"), SLICE, claim()),
+        [],
+        2,
+        ["DeviceClass GPU_Class", "metadata.name", "RFC 1123"],
+    ),
+    (
+        "bad-template-request-name",
+        docs(
+            CLASS,
+            SLICE,
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n"
+            "metadata: {name: tmpl, namespace: default}\n"
+            "spec:\n  spec:\n    devices:\n      requests:\n"
+            "      - {name: Bad_Req, exactly: {deviceClassName: gpu.nvidia.com}}\n",
+        ),
+        [],
+        2,
+        ["ResourceClaimTemplate default/tmpl", "spec.spec.devices.requests[0].name", "RFC 1123"],
+    ),
+    (
+        "pod-claim-entry-with-both-sources",
+        docs(
+            CLASS,
+            SLICE,
+            claim(),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: trainer, namespace: default}\nspec:\n"
+            "  containers: [{name: main, image: busybox}]\n"
+            "  resourceClaims: [{name: gpu, resourceClaimName: train, resourceClaimTemplateName: tmpl}]\n",
+        ),
+        [],
+        2,
+        ["Pod default/trainer", "spec.resourceClaims[0]", "at most one of"],
+    ),
+    (
         "unknown-feature-gate",
         docs(CLASS, SLICE, claim()),
         ["--feature-gates", "NoSuchGate=true"],
