@@ -262,6 +262,7 @@ class NvidiaRenderer:
     def __init__(self, config: NvidiaConfig | None = None) -> None:
         self.config = config or NvidiaConfig()
         self._cache: dict[Any, Any] = {}
+        self._keep: dict[int, Any] = {}
         c = self.config
         self._driver_attrs = {
             "driverVersion": version_attr(c.driver_version),
@@ -319,7 +320,7 @@ class NvidiaRenderer:
         mem = caps.get("memory")
         if mem is None:
             return caps, True
-        key = ("shares", opt, mem["value"])
+        key = ("shares", opt, tuple((k, v["value"]) for k, v in caps.items()))
 
         def build() -> Obj:
             from kdra.drivers.common import binary_quantity as bq
@@ -341,7 +342,7 @@ class NvidiaRenderer:
                 }
             return out
 
-        shared: Obj = self._shared((key, id(caps)), build)
+        shared: Obj = self._shared(key, build)
         return shared, True
 
     # Devices
@@ -352,20 +353,11 @@ class NvidiaRenderer:
         attrs.update(extra)
         dev: Obj = {"name": gpu.name, "attributes": attrs}
         if dynamic and gpu.mig_profiles:
-            caps = self._shared(
-                ("maxcaps", gpu.model_key, gpu.mig_profiles), lambda: _max_caps(gpu.mig_profiles)
-            )
             dev["capacity"] = self._shared(
-                ("fullcap", gpu.model_key, gpu.mig_profiles), lambda: _capacity_values(caps)
+                ("fullcap", self._pkey(gpu)), lambda: _capacity_values(self._max_caps(gpu))
             )
             dev["consumesCounters"] = [
-                {
-                    "counterSet": counter_set_name(gpu.minor),
-                    "counters": self._shared(
-                        ("fullcnt", gpu.model_key, gpu.mig_profiles, gpu.memory_slice_count),
-                        lambda: _counters(caps, 0, gpu.memory_slice_count),
-                    ),
-                }
+                {"counterSet": counter_set_name(gpu.minor), "counters": self._full_counters(gpu)}
             ]
         else:
             dev["capacity"] = self._shared(
@@ -405,44 +397,52 @@ class NvidiaRenderer:
             dev["allowMultipleAllocations"] = True
         return dev
 
+    def _pkey(self, gpu: GpuInfo) -> int:
+        """Cache key of a GPU's profile table: identical GPUs share one table object (catalog or NVML)."""
+        k = id(gpu.mig_profiles)
+        self._keep.setdefault(k, gpu.mig_profiles)  # keep alive so the id stays unique
+        return k
+
+    def _max_caps(self, gpu: GpuInfo) -> dict[str, int]:
+        caps: dict[str, int] = self._shared(("maxcaps", self._pkey(gpu)), lambda: _max_caps(gpu.mig_profiles))
+        return caps
+
+    def _full_counters(self, gpu: GpuInfo) -> Obj:
+        counters: Obj = self._shared(
+            ("fullcnt", self._pkey(gpu), gpu.memory_slice_count),
+            lambda: _counters(self._max_caps(gpu), 0, gpu.memory_slice_count),
+        )
+        return counters
+
+    def _plan(self, gpu: GpuInfo) -> list[tuple[str, str, Obj, bool, list[Obj]]]:
+        """Per (profile table, GPU minor): every placement's name, capacity and counter consumption, by name."""
+
+        def build() -> list[tuple[str, str, Obj, bool, list[Obj]]]:
+            plan = []
+            cs = counter_set_name(gpu.minor)
+            for p in gpu.mig_profiles:
+                cap, multi = self._shares(_capacity_values(p.capacities()))
+                for start in p.placements:
+                    consumes = [{"counterSet": cs, "counters": _counters(p.capacities(), start, p.memory_slices)}]
+                    plan.append((mig_device_name(gpu.minor, p, start), p.name, cap, multi, consumes))
+            plan.sort(key=lambda t: t[0])
+            return plan
+
+        plan: list[tuple[str, str, Obj, bool, list[Obj]]] = self._shared(("plan", self._pkey(gpu), gpu.minor), build)
+        return plan
+
     def _mig_dynamic(self, gpu: GpuInfo, extra: Obj) -> list[Obj]:
+        attrs = {p.name: self._mig_attrs(gpu, p, extra, None) for p in gpu.mig_profiles}
         out: list[Obj] = []
-        attrs_by_profile: dict[str, Obj] = {}
-        for p in gpu.mig_profiles:
-            attrs = attrs_by_profile.get(p.name)
-            if attrs is None:
-                attrs = attrs_by_profile[p.name] = self._mig_attrs(gpu, p, extra, None)
-            cap = self._shared(("dcap", p), lambda p=p: _capacity_values(p.capacities()))
-            cap, multi = self._shares(cap)
-            for start in p.placements:
-                dev: Obj = {
-                    "name": mig_device_name(gpu.minor, p, start),
-                    "attributes": attrs,
-                    "capacity": cap,
-                    "consumesCounters": self._shared(
-                        ("dcnt", gpu.minor, p, start),
-                        lambda p=p, start=start: [
-                            {
-                                "counterSet": counter_set_name(gpu.minor),
-                                "counters": _counters(p.capacities(), start, p.memory_slices),
-                            }
-                        ],
-                    ),
-                }
-                if multi:
-                    dev["allowMultipleAllocations"] = True
-                out.append(dev)
+        for name, profile, cap, multi, consumes in self._plan(gpu):
+            dev: Obj = {"name": name, "attributes": attrs[profile], "capacity": cap, "consumesCounters": consumes}
+            if multi:
+                dev["allowMultipleAllocations"] = True
+            out.append(dev)
         return out
 
     def counter_set(self, gpu: GpuInfo) -> Obj:
-        caps = _max_caps(gpu.mig_profiles)
-        return {
-            "name": counter_set_name(gpu.minor),
-            "counters": self._shared(
-                ("fullcnt", gpu.model_key, gpu.mig_profiles, gpu.memory_slice_count),
-                lambda: _counters(caps, 0, gpu.memory_slice_count),
-            ),
-        }
+        return {"name": counter_set_name(gpu.minor), "counters": self._full_counters(gpu)}
 
     def gpu_devices(self, gpu: GpuInfo, extra: Obj | None = None) -> list[Obj]:
         """The devices one GPU contributes, in announcement (name) order."""
@@ -452,6 +452,7 @@ class NvidiaRenderer:
             if not gpu.mig_enabled or gpu.mig_toggle_without_reset:
                 devs.append(self._full_gpu(gpu, extra, True))
             devs.extend(self._mig_dynamic(gpu, extra))
+            return devs  # "gpu-N" sorts before every "gpu-N-mig-..." and the plan is sorted
         elif gpu.mig_enabled:
             devs = [self._mig_static(gpu, m, extra) for m in gpu.mig_devices]
         else:

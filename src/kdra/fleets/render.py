@@ -7,6 +7,7 @@ reference. The objects are plain JSON-compatible dicts; treat them as read-only 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -250,5 +251,14 @@ def iter_render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: 
 
 
 def render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool = True) -> list[Obj]:
-    """Every object of the fleet as a list (see iter_render for the streaming form)."""
-    return list(iter_render(fleet, dra=dra, legacy=legacy, nodes=nodes))
+    """Every object of the fleet as a list (see iter_render for the streaming form).
+
+    The cyclic garbage collector is paused while the list is built: a million freshly allocated, acyclic
+    dicts would otherwise trigger repeated full collections that scan everything built so far (3x slower)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return list(iter_render(fleet, dra=dra, legacy=legacy, nodes=nodes))
+    finally:
+        if enabled:
+            gc.enable()
