@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.capacity import check_capacity
@@ -209,13 +210,13 @@ def _needs(expression: str) -> str:
     return f"`{expression}`"
 
 
-def _distance(dev: DeviceEntry, expression: str) -> float | None:
-    """How far the device's value is from a simple numeric selector's threshold (None if not simple)."""
+@lru_cache(maxsize=1024)
+def _numeric_condition(expression: str) -> tuple[str, str, str, float] | None:
+    """(kind, domain, id, threshold) for a simple numeric comparison selector, else None."""
     from kdra.api.quantity import parse_quantity
 
     expr = expression.strip()
     ref = _REF.pattern
-    threshold: float | None = None
     m = re.fullmatch(rf"{ref}\.compareTo\(\s*{_QTY}\s*\)\s*(>=|>|<=|<|==|!=)\s*0", expr) or re.fullmatch(
         rf"{ref}\.(?:isGreaterThan|isLessThan)\(\s*{_QTY}\s*\)", expr
     )
@@ -224,13 +225,20 @@ def _distance(dev: DeviceEntry, expression: str) -> float | None:
             threshold = parse_quantity(m.group(5)).as_float()
         else:
             m = re.fullmatch(rf"{ref}\s*(?:>=|>|<=|<|==|!=)\s*(-?[0-9]+)", expr)
-            if m:
-                threshold = float(m.group(5))
+            if m is None:
+                return None
+            threshold = float(m.group(5))
     except ValueError:
         return None
-    if m is None or threshold is None:
+    return m.group(1), m.group(2), m.group(3) or m.group(4), threshold
+
+
+def _distance(dev: DeviceEntry, expression: str) -> float | None:
+    """How far the device's value is from a simple numeric selector's threshold (None if not simple)."""
+    cond = _numeric_condition(expression)
+    if cond is None:
         return None
-    kind, domain, ident = m.group(1), m.group(2), m.group(3) or m.group(4)
+    kind, domain, ident, threshold = cond
     if kind == "capacity":
         cap = dev.capacity.get(f"{domain}/{ident}")
         if cap is None and domain == dev.driver:
@@ -303,17 +311,22 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         ex.request_selected += 1
         if not rd.admin and dev.key in run.state.dedicated:
             ex.in_use += 1
-            ex.examples.setdefault("in use", f"{dev.name} is allocated to another claim")
+            if "in use" not in ex.examples:
+                ex.examples["in use"] = f"{dev.name} is allocated to another claim"
             continue
         why = run.blocked_alone(rd, dev, pi)
         if why == "capacity":
             ex.blocked_by_capacity += 1
-            detail = check_capacity(rd.capacity_requests, dev.capacity, run.state.consumed.get(dev.key), None)
-            ex.examples.setdefault("capacity", f"{dev.name}: {detail}")
+            if "capacity" not in ex.examples:
+                detail = check_capacity(
+                    rd.capacity_requests, dev.capacity, run.state.consumed.get(dev.key), None
+                )
+                ex.examples["capacity"] = f"{dev.name}: {detail}"
             continue
         if why == "counters":
             ex.blocked_by_counters += 1
-            ex.examples.setdefault("counters", f"{dev.name}: {_counter_detail(run, dev, pi)}")
+            if "counters" not in ex.examples:
+                ex.examples["counters"] = f"{dev.name}: {_counter_detail(run, dev, pi)}"
             continue
         if why == "taints":
             ex.blocked_by_taints += 1

@@ -417,9 +417,20 @@ def gather_pools(
         if s.shared_counters:
             relevant = True
         elif s.node_name or s.all_nodes or s.node_selector is not None:
-            relevant = node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
+            try:
+                relevant = node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
+            except AllocationError as err:
+                raise AllocationError(
+                    f"gather pool information: failed to perform node selection for slice {s.name}: {err}"
+                ) from err
         elif s.per_device:
-            relevant = any(_device_node_ok(d, node_name, labels) for d in s.devices)
+            try:
+                relevant = any(_device_node_ok(d, node_name, labels) for d in s.devices)
+            except AllocationError as err:
+                raise AllocationError(
+                    f"gather pool information: failed to perform node selection for a device in slice "
+                    f"{s.name}: {err}"
+                ) from err
         else:
             continue  # some future node selection we do not know
         if not relevant:
