@@ -24,14 +24,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 def fleet(nodes: int):  # type: ignore[no-untyped-def]
     from kdra.fleets import parse_fleet
 
-    return parse_fleet({
-        "apiVersion": "kdra.dev/v1alpha1", "kind": "Fleet", "metadata": {"name": "bench"},
-        "spec": {"pools": [{
-            "name": "h100", "count": nodes, "namePattern": "h100-{index:05d}", "cpu": "224", "memory": "2Ti",
-            "topology": {"zones": ["a", "b"], "nodesPerRack": 4, "racksPerBlock": 8, "nvlinkDomainSize": 8},
-            "accelerator": {"model": "H100-SXM-80GB", "count": 8, "mig": {"mode": "dynamic"}},
-        }]},
-    })
+    return parse_fleet(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "Fleet",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "pools": [
+                    {
+                        "name": "h100",
+                        "count": nodes,
+                        "namePattern": "h100-{index:05d}",
+                        "cpu": "224",
+                        "memory": "2Ti",
+                        "topology": {
+                            "zones": ["a", "b"],
+                            "nodesPerRack": 4,
+                            "racksPerBlock": 8,
+                            "nvlinkDomainSize": 8,
+                        },
+                        "accelerator": {"model": "H100-SXM-80GB", "count": 8, "mig": {"mode": "dynamic"}},
+                    }
+                ]
+            },
+        }
+    )
 
 
 def run(mode: str, nodes: int) -> dict[str, float]:
@@ -58,14 +75,23 @@ def run(mode: str, nodes: int) -> dict[str, float]:
         if mode == "validate":
             from kdra.api.validation import validate_objects
 
-            head = [o for o in objs if o.get("spec", {}).get("nodeName", o["metadata"]["name"]) < "h100-00100"]
+            head = [
+                o for o in objs if o.get("spec", {}).get("nodeName", o["metadata"]["name"]) < "h100-00100"
+            ]
             t1 = time.perf_counter()
             validate_objects(head)
             per_node = (time.perf_counter() - t1) / 100
             return {"nodes": nodes, "validate_s_per_node": per_node, "validate_s_all_est": per_node * nodes}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux -> MiB
-    return {"nodes": nodes, "objects": objects, "slices": slices, "devices": devices, "seconds": elapsed,
-            "devices_per_s": devices / elapsed, "peak_rss_mib": peak}
+    return {
+        "nodes": nodes,
+        "objects": objects,
+        "slices": slices,
+        "devices": devices,
+        "seconds": elapsed,
+        "devices_per_s": devices / elapsed,
+        "peak_rss_mib": peak,
+    }
 
 
 def main() -> int:
@@ -79,18 +105,29 @@ def main() -> int:
         return 0
     modes = ("stream", "materialize", "validate") if args.mode == "all" else (args.mode,)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"render {args.nodes} nodes x 8 H100-SXM-80GB, DynamicMIG (python {sys.version.split()[0]}; "
-          f"interpreter baseline ~{base:.0f} MiB)")
+    print(
+        f"render {args.nodes} nodes x 8 H100-SXM-80GB, DynamicMIG (python {sys.version.split()[0]}; "
+        f"interpreter baseline ~{base:.0f} MiB)"
+    )
     for mode in modes:
-        out = subprocess.run([sys.executable, __file__, "--child", "--mode", mode, "--nodes", str(args.nodes)],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", "--mode", mode, "--nodes", str(args.nodes)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         r = json.loads(out)
         if mode == "validate":
-            print(f"  {mode:12} {r['validate_s_per_node'] * 1000:.1f} ms/node -> ~{r['validate_s_all_est']:.0f} s "
-                  f"for all {args.nodes} nodes")
+            print(
+                f"  {mode:12} {r['validate_s_per_node'] * 1000:.1f} ms/node -> "
+                f"~{r['validate_s_all_est']:.0f} s for all {args.nodes} nodes"
+            )
         else:
-            print(f"  {mode:12} {r['devices']:,} devices in {r['slices']:,} slices ({r['objects']:,} objects): "
-                  f"{r['seconds']:.2f} s ({r['devices_per_s']:,.0f} devices/s), peak RSS {r['peak_rss_mib']:,.0f} MiB")
+            print(
+                f"  {mode:12} {r['devices']:,} devices in {r['slices']:,} slices ({r['objects']:,} objects): "
+                f"{r['seconds']:.2f} s ({r['devices_per_s']:,.0f} devices/s), "
+                f"peak RSS {r['peak_rss_mib']:,.0f} MiB"
+            )
     return 0
 
 

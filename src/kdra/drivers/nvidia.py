@@ -415,7 +415,7 @@ class NvidiaRenderer:
         return counters
 
     def _plan(self, gpu: GpuInfo) -> list[tuple[str, str, Obj, bool, list[Obj]]]:
-        """Per (profile table, GPU minor): every placement's name, capacity and counter consumption, by name."""
+        """Per (profile table, GPU minor): each placement's name, capacity and counter consumption."""
 
         def build() -> list[tuple[str, str, Obj, bool, list[Obj]]]:
             plan = []
@@ -423,19 +423,28 @@ class NvidiaRenderer:
             for p in gpu.mig_profiles:
                 cap, multi = self._shares(_capacity_values(p.capacities()))
                 for start in p.placements:
-                    consumes = [{"counterSet": cs, "counters": _counters(p.capacities(), start, p.memory_slices)}]
+                    consumes = [
+                        {"counterSet": cs, "counters": _counters(p.capacities(), start, p.memory_slices)}
+                    ]
                     plan.append((mig_device_name(gpu.minor, p, start), p.name, cap, multi, consumes))
             plan.sort(key=lambda t: t[0])
             return plan
 
-        plan: list[tuple[str, str, Obj, bool, list[Obj]]] = self._shared(("plan", self._pkey(gpu), gpu.minor), build)
+        plan: list[tuple[str, str, Obj, bool, list[Obj]]] = self._shared(
+            ("plan", self._pkey(gpu), gpu.minor), build
+        )
         return plan
 
     def _mig_dynamic(self, gpu: GpuInfo, extra: Obj) -> list[Obj]:
         attrs = {p.name: self._mig_attrs(gpu, p, extra, None) for p in gpu.mig_profiles}
         out: list[Obj] = []
         for name, profile, cap, multi, consumes in self._plan(gpu):
-            dev: Obj = {"name": name, "attributes": attrs[profile], "capacity": cap, "consumesCounters": consumes}
+            dev: Obj = {
+                "name": name,
+                "attributes": attrs[profile],
+                "capacity": cap,
+                "consumesCounters": consumes,
+            }
             if multi:
                 dev["allowMultipleAllocations"] = True
             out.append(dev)
