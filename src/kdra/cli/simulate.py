@@ -15,21 +15,39 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="simulate a workload on a fleet, DRA vs device plugins",
-        description="Run a discrete-event simulation of a workload on a fleet under the DRA model, the legacy "
-        "device-plugin model, or both, and report placements, pending pods and GPU metrics. Without arguments: "
+        description="Run a discrete-event simulation of a workload on a fleet under the DRA model, "
+        "the legacy "
+        "device-plugin model, or both, and report placements, pending pods and GPU metrics. "
+        "Without arguments: "
         "the bundled `mixed` fleet and `mixed-month` workload, both models.",
     )
-    p.add_argument("-c", "--cluster", "--fleet", dest="fleet", default="mixed",
-                   help="fleet: a bundled name (mixed, uniform-500, alibaba-openb) or a Fleet file (default: mixed)")
-    p.add_argument("-w", "--workload", default="mixed-month",
-                   help="workload: a bundled name (mixed-month) or a file/folder of Kubernetes objects and/or a "
-                   "WorkloadGenerator (default: mixed-month)")
-    p.add_argument("--mode", choices=sorted(MODES), default="both", help="allocation model(s) (default: both)")
+    p.add_argument(
+        "-c",
+        "--cluster",
+        "--fleet",
+        dest="fleet",
+        default="mixed",
+        help="fleet: a bundled name (mixed, uniform-500, alibaba-openb) or a Fleet file (default: mixed)",
+    )
+    p.add_argument(
+        "-w",
+        "--workload",
+        default="mixed-month",
+        help="workload: a bundled name (mixed-month) or a file/folder of Kubernetes objects and/or a "
+        "WorkloadGenerator (default: mixed-month)",
+    )
+    p.add_argument(
+        "--mode", choices=sorted(MODES), default="both", help="allocation model(s) (default: both)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for generated workloads and names (default: 0)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     p.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report to FILE")
-    p.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated",
-                   help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)")
+    p.add_argument(
+        "--scoring",
+        choices=("LeastAllocated", "MostAllocated"),
+        default="LeastAllocated",
+        help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
+    )
     p.set_defaults(func=run)
 
 
@@ -75,8 +93,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._bar = Progress(TextColumn("{task.description:<14}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description:<14}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._bar.__enter__()
             for m in self.modes:
                 self._tasks[m] = self._bar.add_task(f"simulate {m}", total=1.0)
@@ -103,8 +127,10 @@ def print_tables(report: Any) -> None:
 
     console = Console(width=max(100, Console().width))
     modes = list(report.modes)
-    console.print(f"[bold]kdra simulate[/]: workload [bold]{report.workload}[/] on fleet [bold]{report.fleet}[/], "
-                  f"seed {report.seed}")
+    console.print(
+        f"[bold]kdra simulate[/]: workload [bold]{report.workload}[/] on fleet [bold]{report.fleet}[/], "
+        f"seed {report.seed}"
+    )
     t = Table(title="Fleet metrics", title_justify="left")
     t.add_column("metric")
     for m in modes:
@@ -122,14 +148,19 @@ def print_tables(report: Any) -> None:
         row = [n]
         for m in modes:
             wl = report.modes[m].workloads.get(n, {})
-            row += [f"{int(wl.get('scheduled', 0))}/{int(wl.get('pods', 0))}", f"{wl.get('gpu_hours', 0):,.0f}"]
+            row += [
+                f"{int(wl.get('scheduled', 0))}/{int(wl.get('pods', 0))}",
+                f"{wl.get('gpu_hours', 0):,.0f}",
+            ]
         w.add_row(*row)
     console.print(w)
     for m in modes:
         pend = pending(report.modes[m])
         if not pend:
             continue
-        p = Table(title=f"Pending pods, {MODE_TITLES[m]} ({len(pend)})", title_justify="left", show_lines=True)
+        p = Table(
+            title=f"Pending pods, {MODE_TITLES[m]} ({len(pend)})", title_justify="left", show_lines=True
+        )
         p.add_column("pod")
         p.add_column("why", overflow="fold")
         for item in pend[:20]:

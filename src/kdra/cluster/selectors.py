@@ -87,7 +87,9 @@ _TERM = re.compile(
 
 
 def _split_terms(text: str) -> list[str]:
-    terms, depth, cur = [], 0, []
+    terms: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -140,7 +142,9 @@ def from_label_selector(sel: Mapping[str, Any] | None, *, what: str = "selector"
         op = expr.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             raise InputError(f"{what}.matchExpressions[{i}].operator: Unsupported value: {op!r}")
-        reqs.append(Requirement(str(expr.get("key", "")), op, tuple(str(v) for v in expr.get("values") or ())))
+        reqs.append(
+            Requirement(str(expr.get("key", "")), op, tuple(str(v) for v in expr.get("values") or ()))
+        )
     return LabelSelector(tuple(reqs))
 
 

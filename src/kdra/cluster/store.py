@@ -23,8 +23,8 @@ cache: treat them as read-only and `clone()` before changing.
 from __future__ import annotations
 
 import random
-from collections import deque
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,8 +37,16 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 # Kinds served without a namespace. Everything else is namespaced ("default" when omitted).
 CLUSTER_SCOPED: frozenset[str] = frozenset(
-    {"Node", "Namespace", "ResourceSlice", "DeviceClass", "PriorityClass", "DeviceTaintRule", "Queue",
-     "Topology"}
+    {
+        "Node",
+        "Namespace",
+        "ResourceSlice",
+        "DeviceClass",
+        "PriorityClass",
+        "DeviceTaintRule",
+        "Queue",
+        "Topology",
+    }
 )
 # Kinds whose status is a subresource (plain updates do not change status, status updates nothing else).
 STATUS_SUBRESOURCE: frozenset[str] = frozenset(
@@ -135,8 +143,10 @@ class Store(ABC):
     def update(self, obj: Obj, *, subresource: str | None = None) -> Obj: ...
 
     @abstractmethod
-    def delete(self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None) -> Obj | None:
-        """Delete; returns the object as it now is (deletionTimestamp set) when finalizers keep it, else None."""
+    def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> Obj | None:
+        """Delete; returns the object (deletionTimestamp set) while finalizers keep it, else None."""
 
     @abstractmethod
     def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch: ...
@@ -145,8 +155,16 @@ class Store(ABC):
     @abstractmethod
     def resource_version(self) -> int: ...
 
-    def update_with_retry(self, kind: str, name: str, namespace: str, mutate: Callable[[Obj], None],
-                          *, subresource: str | None = None, attempts: int = 5) -> Obj:
+    def update_with_retry(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        mutate: Callable[[Obj], None],
+        *,
+        subresource: str | None = None,
+        attempts: int = 5,
+    ) -> Obj:
         """Get, mutate a clone, update; retry on conflict (client-go's RetryOnConflict)."""
         for attempt in range(attempts):
             current = clone(self.get(kind, name, namespace))
@@ -230,11 +248,13 @@ class MemoryStore(Store):
         if ns:
             meta["namespace"] = ns
         table = self._objects.setdefault(kind, {})
-        name = meta.get("name")
+        name: str = meta.get("name") or ""
         if not name:
             base = meta.get("generateName")
             if not base:
-                raise InvalidObjectError(f"{kind}: metadata.name: Required value: name or generateName is required")
+                raise InvalidObjectError(
+                    f"{kind}: metadata.name: Required value: name or generateName is required"
+                )
             # names.SimpleNameGenerator: base truncated to 58 chars + 5 random characters.
             base = base[:58]
             for _ in range(100):
@@ -245,7 +265,9 @@ class MemoryStore(Store):
         if (ns, name) in table:
             raise AlreadyExistsError(f'{kind.lower()}s "{name}" already exists')
         if meta.get("resourceVersion"):
-            raise InvalidObjectError(f"{describe(kind, ns, name)}: metadata.resourceVersion: must be unset on create")
+            raise InvalidObjectError(
+                f"{describe(kind, ns, name)}: metadata.resourceVersion: must be unset on create"
+            )
         self._rv += 1
         self._uid += 1
         meta["resourceVersion"] = str(self._rv)
@@ -264,7 +286,9 @@ class MemoryStore(Store):
         if old is None:
             raise NotFoundError(f"{describe(kind, ns, name)} not found")
         if obj is old:
-            raise InvalidObjectError(f"{describe(kind, ns, name)}: update with the stored object; clone() it first")
+            raise InvalidObjectError(
+                f"{describe(kind, ns, name)}: update with the stored object; clone() it first"
+            )
         meta = dict(obj.get("metadata") or {})
         rv = meta.get("resourceVersion")
         old_meta = old["metadata"]
@@ -295,9 +319,15 @@ class MemoryStore(Store):
                     new.pop("status", None)
             if new.get("spec") != old.get("spec"):
                 meta["generation"] = old_meta.get("generation", 1) + 1
-            if old_meta.get("deletionTimestamp") and not old_meta.get("finalizers") and meta.get("finalizers"):
-                raise InvalidObjectError(f"{describe(kind, ns, name)}: metadata.finalizers: no new finalizers "
-                                         "can be added if the object is being deleted")
+            if (
+                old_meta.get("deletionTimestamp")
+                and not old_meta.get("finalizers")
+                and meta.get("finalizers")
+            ):
+                raise InvalidObjectError(
+                    f"{describe(kind, ns, name)}: metadata.finalizers: no new finalizers "
+                    "can be added if the object is being deleted"
+                )
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
@@ -308,22 +338,26 @@ class MemoryStore(Store):
         self._emit(WatchEvent("MODIFIED", kind, new, old))
         return new
 
-    def delete(self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None) -> Obj | None:
+    def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> Obj | None:
         ns = "" if kind in CLUSTER_SCOPED else (namespace or "default")
         table = self._objects.get(kind, {})
         old = table.get((ns, name))
         if old is None:
             raise NotFoundError(f"{describe(kind, ns, name)} not found")
         if resource_version and resource_version != old["metadata"]["resourceVersion"]:
-            raise ConflictError(f'Operation cannot be fulfilled on {kind.lower()}s "{name}": '
-                                "the object has been modified")
+            raise ConflictError(
+                f'Operation cannot be fulfilled on {kind.lower()}s "{name}": the object has been modified'
+            )
         self._rv += 1
         if old["metadata"].get("finalizers"):
             if old["metadata"].get("deletionTimestamp"):
                 return old
             new = dict(old)
-            new["metadata"] = dict(old["metadata"], deletionTimestamp=self._timestamp(),
-                                   resourceVersion=str(self._rv))
+            new["metadata"] = dict(
+                old["metadata"], deletionTimestamp=self._timestamp(), resourceVersion=str(self._rv)
+            )
             table[(ns, name)] = new
             self._emit(WatchEvent("MODIFIED", kind, new, old))
             return new

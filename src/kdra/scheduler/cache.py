@@ -67,7 +67,7 @@ class SchedulerCache:
         """Node indexes changed since change sequence `seq`; None when the log no longer reaches back."""
         if seq < self.change_base:
             return None
-        return set(self.changes[seq - self.change_base:])
+        return set(self.changes[seq - self.change_base :])
 
     def bump_epoch(self) -> None:
         self.epoch += 1
@@ -80,7 +80,7 @@ class SchedulerCache:
         for listener in self.listeners:
             listener(ev.kind, ev)
 
-    def _on_Node(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_Node(self, ev: WatchEvent) -> None:
         name = ev.object["metadata"]["name"]
         ni = self.node_by_name.get(name)
         if ev.type == "DELETED":
@@ -98,7 +98,7 @@ class SchedulerCache:
             ni.set_node(ev.object)
             self.touch(ni)
 
-    def _on_Pod(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_Pod(self, ev: WatchEvent) -> None:
         pod = ev.object
         uid = pod["metadata"].get("uid", "")
         node = (pod.get("spec") or {}).get("nodeName")
@@ -108,7 +108,7 @@ class SchedulerCache:
         if node and self.assigned.get(uid) != node:
             self.assume(PodInfo(pod), node)
 
-    def _on_ResourceClaim(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_ResourceClaim(self, ev: WatchEvent) -> None:
         meta = ev.object["metadata"]
         key = claim_key(meta.get("namespace", ""), meta["name"])
         if ev.type == "DELETED":
@@ -118,7 +118,7 @@ class SchedulerCache:
         if self.dra is not None:
             self.dra.on_claim(ev)
 
-    def _on_ResourceClaimTemplate(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_ResourceClaimTemplate(self, ev: WatchEvent) -> None:
         meta = ev.object["metadata"]
         key = claim_key(meta.get("namespace", ""), meta["name"])
         if ev.type == "DELETED":
@@ -126,7 +126,7 @@ class SchedulerCache:
         else:
             self.templates[key] = ev.object
 
-    def _on_DeviceClass(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_DeviceClass(self, ev: WatchEvent) -> None:
         name = ev.object["metadata"]["name"]
         if ev.type == "DELETED":
             self.classes.pop(name, None)
@@ -136,7 +136,7 @@ class SchedulerCache:
         if self.dra is not None:
             self.dra.invalidate()
 
-    def _on_ResourceSlice(self, ev: WatchEvent) -> None:  # noqa: N802
+    def _on_ResourceSlice(self, ev: WatchEvent) -> None:
         name = ev.object["metadata"]["name"]
         if ev.type == "DELETED":
             self.slices.pop(name, None)

@@ -12,6 +12,7 @@ plus the garbage collection of the claims it owns.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +34,9 @@ class ResourceClaimController:
         if ev.kind == "ResourceClaimTemplate":
             if ev.type == "ADDED":
                 meta = ev.object["metadata"]
-                for pod_key in sorted(self.waiting_for_template.pop((meta["namespace"], meta["name"]), set())):
+                for pod_key in sorted(
+                    self.waiting_for_template.pop((meta["namespace"], meta["name"]), set())
+                ):
                     ns, name = pod_key.split("/", 1)
                     pod = self.store.try_get("Pod", name, ns)
                     if pod is not None:
@@ -70,8 +73,7 @@ class ResourceClaimController:
             if template is None:
                 self.waiting_for_template.setdefault((ns, tmpl_name), set()).add(f"{ns}/{meta['name']}")
                 continue
-            claim = instantiate_template(pod, entry["name"], template,
-                                         taken_names=_Taken(self.store, ns))
+            claim = instantiate_template(pod, entry["name"], template, taken_names=_Taken(self.store, ns))
             existing = self.store.try_get("ResourceClaim", claim["metadata"]["name"], ns)
             if existing is None:
                 created = self.store.create(claim)
@@ -81,20 +83,21 @@ class ResourceClaimController:
             new_statuses.append({"name": entry["name"], "resourceClaimName": created["metadata"]["name"]})
             changed = True
         if changed:
+
             def set_statuses(p: Obj) -> None:
                 p.setdefault("status", {})["resourceClaimStatuses"] = new_statuses
 
-            try:
+            with contextlib.suppress(NotFoundError):
                 self.store.update_with_retry("Pod", meta["name"], ns, set_statuses, subresource="status")
-            except NotFoundError:
-                pass
 
     # -- release ---------------------------------------------------------------------------------
 
     def claim_names(self, pod: Mapping[str, Any]) -> list[str]:
         names = []
         status = pod.get("status") or {}
-        by_entry = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        by_entry = {
+            s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+        }
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name = entry.get("resourceClaimName") or by_entry.get(entry.get("name"))
             if name:
@@ -120,16 +123,20 @@ class ResourceClaimController:
                     del upd["status"]["reservedFor"]
                     upd["status"].pop("allocation", None)  # deallocate: nobody uses it any more
                 claim = self.store.update(upd, subresource="status")
-            if not (claim.get("status") or {}).get("allocation") and \
-                    DELETE_PROTECTION_FINALIZER in (claim["metadata"].get("finalizers") or []):
+            if not (claim.get("status") or {}).get("allocation") and DELETE_PROTECTION_FINALIZER in (
+                claim["metadata"].get("finalizers") or []
+            ):
                 upd = clone(claim)
-                upd["metadata"]["finalizers"] = [f for f in upd["metadata"]["finalizers"]
-                                                 if f != DELETE_PROTECTION_FINALIZER]
+                upd["metadata"]["finalizers"] = [
+                    f for f in upd["metadata"]["finalizers"] if f != DELETE_PROTECTION_FINALIZER
+                ]
                 claim = self.store.update(upd)
                 if claim["metadata"].get("deletionTimestamp") and not claim["metadata"].get("finalizers"):
                     continue  # that update finished a pending deletion
-            owned = any(r.get("kind") == "Pod" and r.get("uid") == uid and r.get("controller")
-                        for r in claim["metadata"].get("ownerReferences") or [])
+            owned = any(
+                r.get("kind") == "Pod" and r.get("uid") == uid and r.get("controller")
+                for r in claim["metadata"].get("ownerReferences") or []
+            )
             if owned and not claim["metadata"].get("deletionTimestamp"):
                 try:
                     self.store.delete("ResourceClaim", name, ns)

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator import AllocatedState, AllocationOutcome, Allocator
+from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, SliceCache
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import MATCH, AllocatorIndex, DeviceEntry, evaluate_selectors
 from kdra.api.quantity import parse_quantity_any
@@ -59,7 +59,11 @@ class ClaimDemand:
             elif req.get("firstAvailable"):
                 alts = []
                 for sub in req["firstAvailable"]:
-                    n = 1 if sub.get("allocationMode") == "All" or sub.get("capacity") else int(sub.get("count") or 1)
+                    n = (
+                        1
+                        if sub.get("allocationMode") == "All" or sub.get("capacity")
+                        else int(sub.get("count") or 1)
+                    )
                     alts.append((sub.get("deviceClassName", ""), n))
                 self.alternatives.append(alts)
 
@@ -79,6 +83,7 @@ class DraState:
         self._shared_class_devices: dict[str, list[DeviceEntry]] = {}
         self._ext_classes: dict[str, str] | None = None
         self.state = AllocatedState()
+        self._slice_cache = SliceCache()
         self.share_refs: dict[tuple[str, str, str], int] = {}
         self._share_rand = random.Random(0x5EED)
         self.spec_keys: dict[tuple[str, str], str] = {}
@@ -97,7 +102,14 @@ class DraState:
     @property
     def index(self) -> AllocatorIndex:
         if self._index is None:
-            self._index = AllocatorIndex(dict(self.cache.classes), list(self.cache.slices.values()), self.features)
+            # A cache of compiled slices per scheduler: the shared default keys slices by uid+resourceVersion,
+            # which two stores (two simulations, two tests) can both produce for different slices.
+            self._index = AllocatorIndex(
+                dict(self.cache.classes),
+                list(self.cache.slices.values()),
+                self.features,
+                slice_cache=self._slice_cache,
+            )
         return self._index
 
     def extended_resource_classes(self) -> dict[str, str]:
@@ -247,7 +259,11 @@ class DraState:
         uid = claim["metadata"].get("uid", "")
         if uid in self.allocated or uid in self.assumed:
             return
-        pseudo = {"metadata": claim["metadata"], "spec": claim.get("spec"), "status": {"allocation": allocation}}
+        pseudo = {
+            "metadata": claim["metadata"],
+            "spec": claim.get("spec"),
+            "status": {"allocation": allocation},
+        }
         self.assumed[uid] = pseudo
         self._mark(pseudo, +1)
 

@@ -77,7 +77,15 @@ EV_SLICE_CHANGE = "ResourceSlice/Change"
 EV_CLASS_CHANGE = "DeviceClass/Change"
 EV_TEMPLATE_ADD = "ResourceClaimTemplate/Add"
 ALL_EVENTS = frozenset(
-    {EV_NODE_ADD, EV_NODE_UPDATE, EV_POD_DELETE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_TEMPLATE_ADD}
+    {
+        EV_NODE_ADD,
+        EV_NODE_UPDATE,
+        EV_POD_DELETE,
+        EV_CLAIM_CHANGE,
+        EV_SLICE_CHANGE,
+        EV_CLASS_CHANGE,
+        EV_TEMPLATE_ADD,
+    }
 )
 
 

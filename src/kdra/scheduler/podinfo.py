@@ -18,7 +18,7 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 EPHEMERAL = "ephemeral-storage"
-# Upstream non-zero defaults used by scoring for containers without requests (pkg/scheduler/util/pod_resources.go).
+# Upstream non-zero defaults for scoring containers without requests (pkg/scheduler/util/pod_resources.go).
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
@@ -75,12 +75,12 @@ def container_extended_requests(pod: Mapping[str, Any]) -> list[tuple[int, str, 
     """(index over initContainers+containers, container name, extended resource -> count) per container."""
     spec = pod.get("spec") or {}
     out = []
-    idx = 0
-    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        req = _container_requests(c, f"Pod {(pod.get('metadata') or {}).get('name', '')}: container {c.get('name')}")
+    for idx, c in enumerate((spec.get("initContainers") or []) + (spec.get("containers") or [])):
+        req = _container_requests(
+            c, f"Pod {(pod.get('metadata') or {}).get('name', '')}: container {c.get('name')}"
+        )
         ext = {k: v for k, v in req.items() if is_extended_resource(k) and v > 0}
         out.append((idx, str(c.get("name", "")), ext))
-        idx += 1
     return out
 
 
@@ -140,8 +140,13 @@ class PodInfo:
         self.preferred_terms: list[tuple[int, tuple[Requirement, ...], tuple[Requirement, ...]]] = [
             (
                 int(p.get("weight") or 0),
-                tuple(node_selector_requirement(e) for e in (p.get("preference") or {}).get("matchExpressions") or []),
-                tuple(node_selector_requirement(e) for e in (p.get("preference") or {}).get("matchFields") or []),
+                tuple(
+                    node_selector_requirement(e)
+                    for e in (p.get("preference") or {}).get("matchExpressions") or []
+                ),
+                tuple(
+                    node_selector_requirement(e) for e in (p.get("preference") or {}).get("matchFields") or []
+                ),
             )
             for p in aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         ]
@@ -192,7 +197,9 @@ class NodeInfo:
         self.labels: dict[str, str] = dict(meta.get("labels") or {})
         status = node.get("status") or {}
         raw = status.get("allocatable") or status.get("capacity") or {}
-        self.allocatable = {k: quantity_int(k, v, f"Node {self.name}: status.allocatable[{k}]") for k, v in raw.items()}
+        self.allocatable = {
+            k: quantity_int(k, v, f"Node {self.name}: status.allocatable[{k}]") for k, v in raw.items()
+        }
         spec = node.get("spec") or {}
         self.taints = node_taints(node)
         self.unschedulable = bool(spec.get("unschedulable"))

@@ -14,6 +14,7 @@ order nodes were added (upstream picks one at random).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -46,7 +47,13 @@ from kdra.scheduler.framework import (
     ScorePlugin,
     Status,
 )
-from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, PrioritySort, TaintToleration
+from kdra.scheduler.plugins.basic import (
+    NodeAffinity,
+    NodeName,
+    NodeUnschedulable,
+    PrioritySort,
+    TaintToleration,
+)
 from kdra.scheduler.plugins.dynamicresources import DynamicResources
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
@@ -196,7 +203,9 @@ class Scheduler:
             old_alloc = ev.old is not None and bool((ev.old.get("status") or {}).get("allocation"))
             new_alloc = ev.type != "DELETED" and bool((ev.object.get("status") or {}).get("allocation"))
             old_rf = len(((ev.old or {}).get("status") or {}).get("reservedFor") or [])
-            new_rf = len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
+            new_rf = (
+                len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
+            )
             if (old_alloc and not new_alloc) or new_rf < old_rf:
                 self.queue.on_event(EV_CLAIM_CHANGE, now)
         elif ev.kind == "Node":
@@ -260,26 +269,32 @@ class Scheduler:
             st = p.pre_filter(state, pi)
             if not st.ok:
                 st = st.with_plugin(p.name)
-                return self._fail(pi, now, st, f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
-                                  {p.name}, st.explanation)
+                return self._fail(
+                    pi,
+                    now,
+                    st,
+                    f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
+                    {p.name},
+                    st.explanation,
+                )
         node, statuses = self._find_node(state, pi)
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
         ni = self.cache.node_by_name[node]
-        for i, p in enumerate(self._reserve):
-            st = p.reserve(state, pi, node)
+        for i, rp in enumerate(self._reserve):
+            st = rp.reserve(state, pi, node)
             if not st.ok:
                 for q in reversed(self._reserve[: i + 1]):
                     q.unreserve(state, pi, node)
-                return self._fail(pi, now, st.with_plugin(p.name), st.message, set(), st.explanation)
+                return self._fail(pi, now, st.with_plugin(rp.name), st.message, set(), st.explanation)
         self.cache.assume(pi, node)
-        for p in self._pre_bind:
-            st = p.pre_bind(state, pi, node)
+        for bp in self._pre_bind:
+            st = bp.pre_bind(state, pi, node)
             if not st.ok:
                 for q in reversed(self._reserve):
                     q.unreserve(state, pi, node)
                 self.cache.forget(pi.uid)
-                return self._fail(pi, now, st.with_plugin(p.name), st.message, set(), st.explanation)
+                return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
         del ni
@@ -294,7 +309,11 @@ class Scheduler:
         pod = self.store.update_with_retry("Pod", pi.name, pi.namespace, bind)
 
         def scheduled(p: Obj) -> None:
-            conds = [c for c in (p.setdefault("status", {}).get("conditions") or []) if c.get("type") != "PodScheduled"]
+            conds = [
+                c
+                for c in (p.setdefault("status", {}).get("conditions") or [])
+                if c.get("type") != "PodScheduled"
+            ]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(now)})
             p["status"]["conditions"] = conds
             p["status"].setdefault("phase", "Pending")
@@ -311,25 +330,29 @@ class Scheduler:
             if s is None:
                 return None
             parts.append(s)
-        for p in scorers:
-            s = p.signature(state, pi)
-            if s is None and not isinstance(p, FilterPlugin):
+        for sp in scorers:
+            s = sp.signature(state, pi)
+            if s is None and not isinstance(sp, FilterPlugin):
                 return None
-            parts.append((p.name, s))
+            parts.append((sp.name, s))
         return tuple(parts)
 
-    def _evaluate(self, state: CycleState, pi: PodInfo, ni: NodeInfo, static: list[ScorePlugin]) -> tuple[Status | None, int]:
+    def _evaluate(
+        self, state: CycleState, pi: PodInfo, ni: NodeInfo, static: list[ScorePlugin]
+    ) -> tuple[Status | None, int]:
         self.node_evaluations += 1
         for p in self._filter:
             st = p.filter(state, pi, ni)
             if not st.ok:
                 return st.with_plugin(p.name), 0
         total = 0
-        for p in static:
-            total += p.score(state, pi, ni) * p.weight
+        for sp in static:
+            total += sp.score(state, pi, ni) * sp.weight
         return None, total
 
-    def _find_node(self, state: CycleState, pi: PodInfo) -> tuple[str | None, dict[int, tuple[int, Status | None, int]]]:
+    def _find_node(
+        self, state: CycleState, pi: PodInfo
+    ) -> tuple[str | None, dict[int, tuple[int, Status | None, int]]]:
         active = [p for p in self._score if p.active(state, pi)]
         static = [p for p in active if not p.needs_normalize(state, pi)]
         dynamic = [p for p in active if p.needs_normalize(state, pi)]
@@ -386,8 +409,9 @@ class Scheduler:
 
     # -- failures --------------------------------------------------------------------------------
 
-    def _unschedulable(self, state: CycleState, pi: PodInfo, now: float,
-                       results: dict[int, tuple[int, Status | None, int]]) -> CycleResult:
+    def _unschedulable(
+        self, state: CycleState, pi: PodInfo, now: float, results: dict[int, tuple[int, Status | None, int]]
+    ) -> CycleResult:
         counts: Counter[str] = Counter()
         plugins: set[str] = set()
         explanation = None
@@ -410,10 +434,13 @@ class Scheduler:
             p.post_filter(state, pi, {})
         reasons = ", ".join(f"{c} {r}" for r, c in sorted(counts.items()))
         msg = f"0/{n} nodes are available: {reasons}." if reasons else f"0/{n} nodes are available."
-        return self._fail(pi, now, Status(Code.UNSCHEDULABLE, tuple(sorted(counts)), ""), msg, plugins, explanation)
+        return self._fail(
+            pi, now, Status(Code.UNSCHEDULABLE, tuple(sorted(counts)), ""), msg, plugins, explanation
+        )
 
-    def _fail(self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str],
-              explanation: Any) -> CycleResult:
+    def _fail(
+        self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
+    ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
         text = message
         if explanation is not None:
@@ -429,12 +456,17 @@ class Scheduler:
                 upd = clone(current)
                 st_obj = upd.setdefault("status", {})
                 new_conds = [c for c in conds if c.get("type") != "PodScheduled"]
-                new_conds.append({"type": "PodScheduled", "status": "False", "reason": reason, "message": text,
-                                  "lastTransitionTime": format_time(now)})
+                new_conds.append(
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": text,
+                        "lastTransitionTime": format_time(now),
+                    }
+                )
                 st_obj["conditions"] = new_conds
                 st_obj.setdefault("phase", "Pending")
-                try:
+                with contextlib.suppress(NotFoundError):
                     self.store.update(upd, subresource="status")
-                except NotFoundError:
-                    pass
         return CycleResult(pi.key, None, st, message, explanation)

@@ -41,7 +41,9 @@ class FleetGpus:
     def __init__(self, dra_objects: Iterable[Obj]) -> None:
         self.node_gpus: dict[str, int] = {}
         self.node_gpu_memory: dict[str, int] = {}
-        self.devices: dict[tuple[str, str, str], tuple[str, DeviceCost, bool]] = {}  # key -> (node, cost, shareable)
+        self.devices: dict[
+            tuple[str, str, str], tuple[str, DeviceCost, bool]
+        ] = {}  # key -> (node, cost, shareable)
         slices = []
         for obj in dra_objects:
             if obj.get("kind") == "Node":
@@ -74,7 +76,11 @@ class FleetGpus:
                     self.node_gpu_memory.setdefault(node, mem)
                 else:
                     cost = DeviceCost(0.0, 0, 0)
-                self.devices[(driver, pool, d.get("name", ""))] = (node, cost, bool(d.get("allowMultipleAllocations")))
+                self.devices[(driver, pool, d.get("name", ""))] = (
+                    node,
+                    cost,
+                    bool(d.get("allowMultipleAllocations")),
+                )
         for node, n in amd_counts.items():
             self.node_gpus.setdefault(node, n)
 

@@ -41,7 +41,7 @@ def parse_duration(value: object, where: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s}s"
     parts = []

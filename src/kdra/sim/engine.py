@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import heapq
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,8 +151,13 @@ class Simulation:
             if self.mode == DEVICE_PLUGIN:
                 pod = to_device_plugin(pod, self.templates, self.claims, self.classes)
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            rec = PodRecord(key, (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, g.name), g.ref, now,
-                            needed_memory=gpu_memory_need(pod))
+            rec = PodRecord(
+                key,
+                (pod["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, g.name),
+                g.ref,
+                now,
+                needed_memory=gpu_memory_need(pod),
+            )
             self.pods[key] = rec
             self.pending.add(key)
             self._run_time[key] = g.run_time if g.kind != "Deployment" else None
@@ -187,10 +192,8 @@ class Simulation:
             upd = dict(pod)
             upd["status"] = dict(pod.get("status") or {}, phase="Succeeded")
             upd["metadata"] = dict(pod["metadata"])
-            try:
+            with suppress(NotFoundError):
                 self.store.update(upd, subresource="status")
-            except NotFoundError:
-                pass
 
     def _bound(self, key: str, node: str, now: float) -> None:
         rec = self.pods[key]
@@ -277,14 +280,31 @@ class Simulation:
         for key in sorted(self.pending):
             ns, name = key.split("/", 1)
             pod = self.store.try_get("Pod", name, ns)
-            cond = next((c for c in ((pod or {}).get("status") or {}).get("conditions") or []
-                         if c.get("type") == "PodScheduled"), None)
+            cond = next(
+                (
+                    c
+                    for c in ((pod or {}).get("status") or {}).get("conditions") or []
+                    if c.get("type") == "PodScheduled"
+                ),
+                None,
+            )
             explanations[key] = (cond or {}).get("message") or "not attempted yet"
-        return ModeResult(self.mode, self.gpus.total_gpus, self.gpus.total_gpu_memory, end, self.pods, self.samples,
-                          explanations, self.scheduler.cycles, time.perf_counter() - wall0)
+        return ModeResult(
+            self.mode,
+            self.gpus.total_gpus,
+            self.gpus.total_gpu_memory,
+            end,
+            self.pods,
+            self.samples,
+            explanations,
+            self.scheduler.cycles,
+            time.perf_counter() - wall0,
+        )
 
     def _sample(self, now: float) -> None:
-        s = Sample(now, round(self._equiv, 6), self._mem, self._stranded, len(self.pending), len(self.running))
+        s = Sample(
+            now, round(self._equiv, 6), self._mem, self._stranded, len(self.pending), len(self.running)
+        )
         if self.samples and self.samples[-1].t == now:
             self.samples[-1] = s
         else:

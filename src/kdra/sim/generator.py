@@ -1,4 +1,4 @@
-"""`WorkloadGenerator` (kdra.dev/v1alpha1): a month of AI load in twenty lines, expanded into Kubernetes objects.
+"""`WorkloadGenerator` (kdra.dev/v1alpha1): a month of AI load in twenty lines, as Kubernetes objects.
 
     apiVersion: kdra.dev/v1alpha1
     kind: WorkloadGenerator
@@ -9,9 +9,9 @@
       streams:
       - name: chat             # unique DNS label; object names derive from it
         type: inference        # inference -> Deployment, job -> Job, notebook -> Pod
-        arrivals: {every: 3d}  # Poisson arrivals with this mean gap, or {count: N} spread uniformly, or {at: [0, 2h]}
+        arrivals: {every: 3d}  # Poisson, this mean gap; or {count: N} uniformly; or {at: [0, 2h]}
         replicas: {min: 2, max: 4}       # Deployments (int or range); jobs use parallelism
-        runTime: {min: 1d, max: 7d}      # per pod (job, notebook) or Deployment lifetime; log-uniform in the range
+        runTime: {min: 1d, max: 7d}      # per pod, or a Deployment's lifetime; log-uniform
         cpu: "8"
         memory: 64Gi
         priority: 100
@@ -89,6 +89,7 @@ def _range(ctx: _Ctx, path: str, v: Any, parse: Any) -> tuple[float, float]:
 def _dur(ctx: _Ctx) -> Any:
     def parse(v: Any, path: str) -> float:
         return parse_duration(v, f"WorkloadGenerator {ctx.name}: {path}")
+
     return parse
 
 
@@ -97,6 +98,7 @@ def _int(ctx: _Ctx) -> Any:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ctx.err(path, f"Invalid value: {v!r}: must be a non-negative integer")
         return float(v)
+
     return parse
 
 
@@ -118,8 +120,9 @@ def _pick_duration(rng: random.Random, lo: float, hi: float) -> float:
     return math.exp(rng.uniform(math.log(lo), math.log(hi)))
 
 
-def _claim_spec(ctx: _Ctx, path: str, gpu: Mapping[str, Any] | None, tpu: Mapping[str, Any] | None) -> tuple[
-        Obj | None, str | None, str | None]:
+def _claim_spec(
+    ctx: _Ctx, path: str, gpu: Mapping[str, Any] | None, tpu: Mapping[str, Any] | None
+) -> tuple[Obj | None, str | None, str | None]:
     """(ResourceClaimSpec or None, GPU memory need annotation, accelerator model for nodeSelector)."""
     if gpu is not None and tpu is not None:
         raise ctx.err(path, "Invalid value: a stream asks for gpu or tpu, not both")
@@ -128,31 +131,52 @@ def _claim_spec(ctx: _Ctx, path: str, gpu: Mapping[str, Any] | None, tpu: Mappin
         n = int(_int(ctx)(tpu.get("count", 1), f"{path}.tpu.count"))
         if n < 1:
             raise ctx.err(f"{path}.tpu.count", "Invalid value: must be at least 1")
-        return {"devices": {"requests": [{"name": "tpu", "exactly": {"deviceClassName": TPU_CLASS, "count": n}}]}}, \
-            None, None
+        return (
+            {
+                "devices": {
+                    "requests": [{"name": "tpu", "exactly": {"deviceClassName": TPU_CLASS, "count": n}}]
+                }
+            },
+            None,
+            None,
+        )
     if gpu is None:
         return None, None, None
     _mapping(ctx, f"{path}.gpu", gpu, ("count", "memory", "model", "vendor"))
     vendor = gpu.get("vendor", "nvidia")
     if vendor not in ("nvidia", "amd"):
-        raise ctx.err(f"{path}.gpu.vendor", f"Unsupported value: {vendor!r}: supported values: \"nvidia\", \"amd\"")
+        raise ctx.err(
+            f"{path}.gpu.vendor", f'Unsupported value: {vendor!r}: supported values: "nvidia", "amd"'
+        )
     model = gpu.get("model")
     if model is not None and not isinstance(model, str):
         raise ctx.err(f"{path}.gpu.model", f"Invalid value: {model!r}: must be a string")
     if "memory" in gpu:
         if "count" in gpu:
-            raise ctx.err(f"{path}.gpu", "Invalid value: give count (whole GPUs) or memory (a fraction), not both")
+            raise ctx.err(
+                f"{path}.gpu", "Invalid value: give count (whole GPUs) or memory (a fraction), not both"
+            )
         if vendor != "nvidia":
             raise ctx.err(f"{path}.gpu.memory", "Invalid value: fractional GPUs are NVIDIA MIG or shares")
         mem = _quantity(ctx, f"{path}.gpu.memory", gpu["memory"])
         mig_sel = f'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{mem}")) >= 0'
         subs: list[Obj] = [
-            {"name": "mig", "deviceClassName": NVIDIA_MIG_CLASS, "selectors": [{"cel": {"expression": mig_sel}}]},
-            {"name": "share", "deviceClassName": NVIDIA_GPU_CLASS,
-             "selectors": [{"cel": {"expression": "device.allowMultipleAllocations"}}],
-             "capacity": {"requests": {"memory": mem}}},
-            {"name": "whole", "deviceClassName": NVIDIA_GPU_CLASS,
-             "selectors": [{"cel": {"expression": f'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{mem}")) >= 0'}}]},
+            {
+                "name": "mig",
+                "deviceClassName": NVIDIA_MIG_CLASS,
+                "selectors": [{"cel": {"expression": mig_sel}}],
+            },
+            {
+                "name": "share",
+                "deviceClassName": NVIDIA_GPU_CLASS,
+                "selectors": [{"cel": {"expression": "device.allowMultipleAllocations"}}],
+                "capacity": {"requests": {"memory": mem}},
+            },
+            {
+                "name": "whole",
+                "deviceClassName": NVIDIA_GPU_CLASS,
+                "selectors": [{"cel": {"expression": mig_sel}}],
+            },
         ]
         return {"devices": {"requests": [{"name": "gpu", "firstAvailable": subs}]}}, mem, model
     n = int(_int(ctx)(gpu.get("count", 1), f"{path}.gpu.count"))
@@ -171,7 +195,9 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
     name = str(meta.get("name") or "generator")
     ctx = _Ctx(name)
     if doc.get("apiVersion") != API_VERSION:
-        raise ctx.err("apiVersion", f"Unsupported value: {doc.get('apiVersion')!r}: supported values: \"{API_VERSION}\"")
+        raise ctx.err(
+            "apiVersion", f'Unsupported value: {doc.get("apiVersion")!r}: supported values: "{API_VERSION}"'
+        )
     spec = _mapping(ctx, "spec", doc.get("spec"), ("duration", "namespace", "streams", "seed"))
     if "duration" not in spec:
         raise ctx.err("spec.duration", "Required value")
@@ -189,8 +215,24 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
     names: set[str] = set()
     for si, raw in enumerate(streams):
         path = f"spec.streams[{si}]"
-        st = _mapping(ctx, path, raw, ("name", "type", "arrivals", "replicas", "parallelism", "runTime", "cpu",
-                                       "memory", "priority", "gpu", "tpu"))
+        st = _mapping(
+            ctx,
+            path,
+            raw,
+            (
+                "name",
+                "type",
+                "arrivals",
+                "replicas",
+                "parallelism",
+                "runTime",
+                "cpu",
+                "memory",
+                "priority",
+                "gpu",
+                "tpu",
+            ),
+        )
         sname = st.get("name")
         if not isinstance(sname, str) or not _DNS.match(sname) or len(sname) > 40:
             raise ctx.err(f"{path}.name", f"Invalid value: {sname!r}: a DNS label of at most 40 characters")
@@ -199,15 +241,23 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
         names.add(sname)
         stype = st.get("type")
         if stype not in TYPES:
-            raise ctx.err(f"{path}.type", f"Unsupported value: {stype!r}: supported values: "
-                          + ", ".join(f'"{t}"' for t in TYPES))
+            raise ctx.err(
+                f"{path}.type",
+                f"Unsupported value: {stype!r}: supported values: " + ", ".join(f'"{t}"' for t in TYPES),
+            )
         kind = TYPES[stype]
         arrivals = _arrivals(ctx, f"{path}.arrivals", st.get("arrivals"), duration, rng)
-        count_lo, count_hi = _range(ctx, f"{path}.replicas" if kind == "Deployment" else f"{path}.parallelism",
-                                    st.get("replicas" if kind == "Deployment" else "parallelism", 1), _int(ctx))
+        count_lo, count_hi = _range(
+            ctx,
+            f"{path}.replicas" if kind == "Deployment" else f"{path}.parallelism",
+            st.get("replicas" if kind == "Deployment" else "parallelism", 1),
+            _int(ctx),
+        )
         if kind == "Pod" and (count_lo, count_hi) != (1, 1):
             raise ctx.err(f"{path}.parallelism", "Invalid value: notebooks are single pods")
-        run_lo, run_hi = _range(ctx, f"{path}.runTime", st["runTime"], _dur(ctx)) if "runTime" in st else (-1.0, -1.0)
+        run_lo, run_hi = (
+            _range(ctx, f"{path}.runTime", st["runTime"], _dur(ctx)) if "runTime" in st else (-1.0, -1.0)
+        )
         cpu = _quantity(ctx, f"{path}.cpu", st.get("cpu", "1"))
         memory = _quantity(ctx, f"{path}.memory", st.get("memory", "4Gi"))
         priority = st.get("priority", 0)
@@ -216,14 +266,22 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
         claim_spec, need, model = _claim_spec(ctx, path, st.get("gpu"), st.get("tpu"))
         tmpl_name = f"{sname}-accel"
         if claim_spec is not None:
-            out.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-                        "metadata": {"name": tmpl_name, "namespace": ns, "labels": {WORKLOAD_LABEL: sname}},
-                        "spec": {"spec": claim_spec}})
+            out.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": tmpl_name, "namespace": ns, "labels": {WORKLOAD_LABEL: sname}},
+                    "spec": {"spec": claim_spec},
+                }
+            )
         for ai, t in enumerate(arrivals):
-            n = int(round(rng.uniform(count_lo, count_hi))) if count_hi > count_lo else int(count_lo)
+            n = round(rng.uniform(count_lo, count_hi)) if count_hi > count_lo else int(count_lo)
             run = _pick_duration(rng, run_lo, run_hi) if run_lo >= 0 else None
-            container: Obj = {"name": "main", "image": f"registry.example.com/{sname}:latest",
-                              "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+            container: Obj = {
+                "name": "main",
+                "image": f"registry.example.com/{sname}:latest",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
             pod_spec: Obj = {"containers": [container], "priority": priority}
             if claim_spec is not None:
                 pod_spec["resourceClaims"] = [{"name": "accel", "resourceClaimTemplateName": tmpl_name}]
@@ -231,25 +289,37 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
             if model:
                 pod_spec["nodeSelector"] = {ACCELERATOR_LABEL: model}
             if st.get("tpu") is not None:
-                pod_spec["tolerations"] = [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}]
+                pod_spec["tolerations"] = [
+                    {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}
+                ]
             if kind == "Job":
                 pod_spec["restartPolicy"] = "Never"
             annotations = {ARRIVAL_TIME: format_duration(t) if t else "0"}
             pod_annotations: dict[str, str] = {}
             if run is not None:
-                pod_annotations[RUN_TIME] = f"{int(round(run))}s"
+                pod_annotations[RUN_TIME] = f"{round(run)}s"
             if need:
                 pod_annotations[GPU_MEMORY] = need
             labels = {WORKLOAD_LABEL: sname}
             obj_name = f"{sname}-{ai:04d}"
             if kind == "Pod":
-                out.append({"apiVersion": "v1", "kind": "Pod",
-                            "metadata": {"name": obj_name, "namespace": ns, "labels": labels,
-                                         "annotations": {**annotations, **pod_annotations}},
-                            "spec": pod_spec})
+                out.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": obj_name,
+                            "namespace": ns,
+                            "labels": labels,
+                            "annotations": {**annotations, **pod_annotations},
+                        },
+                        "spec": pod_spec,
+                    }
+                )
                 continue
-            workload_spec: Obj = {"template": {"metadata": {"labels": labels, "annotations": pod_annotations},
-                                               "spec": pod_spec}}
+            workload_spec: Obj = {
+                "template": {"metadata": {"labels": labels, "annotations": pod_annotations}, "spec": pod_spec}
+            }
             if kind == "Deployment":
                 workload_spec["replicas"] = n
                 workload_spec["selector"] = {"matchLabels": labels}
@@ -258,9 +328,19 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
                 workload_spec["parallelism"] = n
                 workload_spec["completions"] = n
                 api = "batch/v1"
-            out.append({"apiVersion": api, "kind": kind,
-                        "metadata": {"name": obj_name, "namespace": ns, "labels": labels, "annotations": annotations},
-                        "spec": workload_spec})
+            out.append(
+                {
+                    "apiVersion": api,
+                    "kind": kind,
+                    "metadata": {
+                        "name": obj_name,
+                        "namespace": ns,
+                        "labels": labels,
+                        "annotations": annotations,
+                    },
+                    "spec": workload_spec,
+                }
+            )
     return Generated(out, duration)
 
 

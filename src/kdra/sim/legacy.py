@@ -52,8 +52,12 @@ def claim_resources(spec: Mapping[str, Any], classes: Mapping[str, Obj]) -> dict
     return out
 
 
-def to_device_plugin(pod: Obj, templates: Mapping[tuple[str, str], Obj], claims: Mapping[tuple[str, str], Obj],
-                     classes: Mapping[str, Obj]) -> Obj:
+def to_device_plugin(
+    pod: Obj,
+    templates: Mapping[tuple[str, str], Obj],
+    claims: Mapping[tuple[str, str], Obj],
+    classes: Mapping[str, Obj],
+) -> Obj:
     """A copy of `pod` with resourceClaims replaced by extended-resource limits on the using containers."""
     spec = pod.get("spec") or {}
     refs = spec.get("resourceClaims") or []
@@ -71,8 +75,11 @@ def to_device_plugin(pod: Obj, templates: Mapping[tuple[str, str], Obj], claims:
             src = claims.get((ns, ref.get("resourceClaimName", "")))
             cspec = (src or {}).get("spec") or {}
         resources = claim_resources(cspec, classes)
-        users = [c for c in containers if any(cl.get("name") == ref.get("name")
-                                              for cl in (c.get("resources") or {}).get("claims") or [])]
+        users = [
+            c
+            for c in containers
+            if any(cl.get("name") == ref.get("name") for cl in (c.get("resources") or {}).get("claims") or [])
+        ]
         target = users[0] if users else (containers[0] if containers else None)
         if target is None:
             continue

@@ -76,7 +76,9 @@ def per_workload(r: ModeResult) -> dict[str, dict[str, float]]:
     """GPU-hours and pods per workload stream (the kdra.dev/workload label, else the owner)."""
     out: dict[str, dict[str, float]] = {}
     for rec in r.pods.values():
-        w = out.setdefault(rec.workload, {"pods": 0, "scheduled": 0, "gpu_hours": 0.0, "stranded_gib_hours": 0.0})
+        w = out.setdefault(
+            rec.workload, {"pods": 0, "scheduled": 0, "gpu_hours": 0.0, "stranded_gib_hours": 0.0}
+        )
         w["pods"] += 1
         if rec.start is not None:
             w["scheduled"] += 1
@@ -97,10 +99,12 @@ def headline(dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
     return {
         "gpus_saved_at_peak": round(peak_saved, 2),
         "gpus_saved_at_peak_percent": round(100 * peak_saved / dp["gpus_allocated_peak"], 1)
-        if dp["gpus_allocated_peak"] else 0.0,
+        if dp["gpus_allocated_peak"]
+        else 0.0,
         "gpu_hours_saved": round(hours_saved, 1),
         "gpu_hours_saved_percent": round(100 * hours_saved / dp["gpu_hours_allocated"], 1)
-        if dp["gpu_hours_allocated"] else 0.0,
+        if dp["gpu_hours_allocated"]
+        else 0.0,
         "stranded_gpu_memory_bytes_peak_avoided": dp["stranded_gpu_memory_bytes_peak"]
         - dra["stranded_gpu_memory_bytes_peak"],
         "extra_pods_scheduled": dra["pods_scheduled"] - dp["pods_scheduled"],

@@ -17,20 +17,37 @@ MODE_TITLES = {DRA: "DRA", DEVICE_PLUGIN: "device plugin"}
 
 def placements(mr: ModeReport) -> list[dict[str, Any]]:
     out = []
-    for rec in sorted(mr.result.pods.values(), key=lambda p: (p.start if p.start is not None else 1e30, p.key)):
+    for rec in sorted(
+        mr.result.pods.values(), key=lambda p: (p.start if p.start is not None else 1e30, p.key)
+    ):
         if rec.start is None:
             continue
-        out.append({"pod": rec.key, "workload": rec.workload, "node": rec.node, "devices": rec.devices,
-                    "gpu_equivalents": round(rec.gpu_equiv, 4), "arrival_seconds": round(rec.arrival, 1),
-                    "start_seconds": round(rec.start, 1),
-                    "end_seconds": round(rec.end, 1) if rec.end is not None else None})
+        out.append(
+            {
+                "pod": rec.key,
+                "workload": rec.workload,
+                "node": rec.node,
+                "devices": rec.devices,
+                "gpu_equivalents": round(rec.gpu_equiv, 4),
+                "arrival_seconds": round(rec.arrival, 1),
+                "start_seconds": round(rec.start, 1),
+                "end_seconds": round(rec.end, 1) if rec.end is not None else None,
+            }
+        )
     return out
 
 
 def pending(mr: ModeReport) -> list[dict[str, Any]]:
     r = mr.result
-    return [{"pod": key, "workload": r.pods[key].workload, "waiting_seconds": round(r.end - r.pods[key].arrival, 1),
-             "explanation": text} for key, text in sorted(r.explanations.items())]
+    return [
+        {
+            "pod": key,
+            "workload": r.pods[key].workload,
+            "waiting_seconds": round(r.end - r.pods[key].arrival, 1),
+            "explanation": text,
+        }
+        for key, text in sorted(r.explanations.items())
+    ]
 
 
 def to_document(report: SimulationReport) -> dict[str, Any]:
@@ -44,7 +61,12 @@ def to_document(report: SimulationReport) -> dict[str, Any]:
     if report.headline is not None:
         doc["headline"] = report.headline
     doc["modes"] = {
-        mode: {"metrics": mr.metrics, "workloads": mr.workloads, "placements": placements(mr), "pending": pending(mr)}
+        mode: {
+            "metrics": mr.metrics,
+            "workloads": mr.workloads,
+            "placements": placements(mr),
+            "pending": pending(mr),
+        }
         for mode, mr in report.modes.items()
     }
     return doc
@@ -60,15 +82,21 @@ def headline_sentence(report: SimulationReport) -> str:
         return ""
     dra = report.modes[DRA].metrics
     dp = report.modes[DEVICE_PLUGIN].metrics
-    return (f"DRA served the same workload with {dra['gpus_allocated_peak']:g} whole-GPU equivalents at peak against "
-            f"{dp['gpus_allocated_peak']:g} with device plugins ({h['gpus_saved_at_peak']:g} GPUs, "
-            f"{h['gpus_saved_at_peak_percent']:g}% fewer) and {h['gpu_hours_saved']:,.0f} fewer GPU-hours over the "
-            f"run ({h['gpu_hours_saved_percent']:g}%); peak stranded GPU memory fell from "
-            f"{dp['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB to {dra['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB.")
+    return (
+        f"DRA served the same workload with {dra['gpus_allocated_peak']:g} whole-GPU equivalents at peak "
+        "against "
+        f"{dp['gpus_allocated_peak']:g} with device plugins ({h['gpus_saved_at_peak']:g} GPUs, "
+        f"{h['gpus_saved_at_peak_percent']:g}% fewer) and {h['gpu_hours_saved']:,.0f} fewer GPU-hours "
+        "over the "
+        f"run ({h['gpu_hours_saved_percent']:g}%); peak stranded GPU memory fell from "
+        f"{dp['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB to "
+        f"{dra['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB."
+    )
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:980px;color:#222;
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2rem auto;max-width:980px;
+color:#222;
 line-height:1.45;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
 .sub{color:#666;margin-top:0}.cards{display:flex;gap:1rem;flex-wrap:wrap;margin:1.2rem 0}
@@ -112,12 +140,14 @@ def to_html(report: SimulationReport) -> str:
     end = max(mr.result.end for mr in report.modes.values())
     total = next(iter(report.modes.values())).result.total_gpus
     h = report.headline
-    out = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-           f"<title>kdra simulate: {escape(report.workload)} on {escape(report.fleet)}</title>",
-           f"<style>{_CSS}</style></head><body>",
-           f"<h1>DRA vs device plugins: {escape(report.workload)} on the {escape(report.fleet)} fleet</h1>",
-           f"<p class='sub'>kdra simulate · seed {report.seed} · {format_duration(end)} simulated · "
-           f"{total} GPUs</p>"]
+    out = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>kdra simulate: {escape(report.workload)} on {escape(report.fleet)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>DRA vs device plugins: {escape(report.workload)} on the {escape(report.fleet)} fleet</h1>",
+        f"<p class='sub'>kdra simulate · seed {report.seed} · {format_duration(end)} simulated · "
+        f"{total} GPUs</p>",
+    ]
     if h is not None:
         dp = report.modes[DEVICE_PLUGIN].metrics
         dra = report.modes[DRA].metrics
@@ -125,38 +155,98 @@ def to_html(report: SimulationReport) -> str:
         for value, label in (
             (f"{h['gpus_saved_at_peak']:g}", f"GPUs saved at peak ({h['gpus_saved_at_peak_percent']:g}%)"),
             (f"{h['gpu_hours_saved']:,.0f}", f"GPU-hours saved ({h['gpu_hours_saved_percent']:g}%)"),
-            (f"{h['stranded_gpu_memory_bytes_peak_avoided'] / GIB:,.0f} GiB", "stranded GPU memory avoided at peak"),
-            (f"{dra['gpu_allocation_ratio_mean']:.0%} vs {dp['gpu_allocation_ratio_mean']:.0%}",
-             "mean GPU allocation, DRA vs device plugin"),
+            (
+                f"{h['stranded_gpu_memory_bytes_peak_avoided'] / GIB:,.0f} GiB",
+                "stranded GPU memory avoided at peak",
+            ),
+            (
+                f"{dra['gpu_allocation_ratio_mean']:.0%} vs {dp['gpu_allocation_ratio_mean']:.0%}",
+                "mean GPU allocation, DRA vs device plugin",
+            ),
         ):
-            out.append(f"<div class='card'><div class='v'>{escape(value)}</div><div class='l'>{escape(label)}</div></div>")
+            out.append(
+                f"<div class='card'><div class='v'>{escape(value)}</div>"
+                f"<div class='l'>{escape(label)}</div></div>"
+            )
         out.append("</div>")
     out.append("<h2>GPUs allocated over time</h2>")
-    out.append(step_chart("Whole-GPU equivalents allocated", [
-        (MODE_TITLES[m], PALETTE[m], [(s.t, s.gpu_equiv) for s in report.modes[m].result.samples]) for m in modes],
-        x_max=end, y_label="GPUs", hlines=[(f"fleet: {total} GPUs", total)]))
-    out.append("<p class='note'>A MIG slice counts its share of its GPU's memory, a memory share its consumed memory; "
-               "a device-plugin GPU counts 1 however little of it the pod uses.</p>")
+    out.append(
+        step_chart(
+            "Whole-GPU equivalents allocated",
+            [
+                (MODE_TITLES[m], PALETTE[m], [(s.t, s.gpu_equiv) for s in report.modes[m].result.samples])
+                for m in modes
+            ],
+            x_max=end,
+            y_label="GPUs",
+            hlines=[(f"fleet: {total} GPUs", total)],
+        )
+    )
+    out.append(
+        "<p class='note'>A MIG slice counts its share of its GPU's memory, a memory share its consumed "
+        "memory; "
+        "a device-plugin GPU counts 1 however little of it the pod uses.</p>"
+    )
     out.append("<h2>Stranded GPU memory</h2>")
-    out.append(step_chart("GPU memory allocated but not needed (GiB)", [
-        (MODE_TITLES[m], PALETTE[m], [(s.t, s.stranded / GIB) for s in report.modes[m].result.samples])
-        for m in modes], x_max=end, y_label="GiB"))
+    out.append(
+        step_chart(
+            "GPU memory allocated but not needed (GiB)",
+            [
+                (
+                    MODE_TITLES[m],
+                    PALETTE[m],
+                    [(s.t, s.stranded / GIB) for s in report.modes[m].result.samples],
+                )
+                for m in modes
+            ],
+            x_max=end,
+            y_label="GiB",
+        )
+    )
     out.append("<h2>Pending pods</h2>")
-    out.append(step_chart("Pods waiting to be scheduled", [
-        (MODE_TITLES[m], PALETTE[m], [(s.t, s.pending) for s in report.modes[m].result.samples]) for m in modes],
-        x_max=end, y_label="pods"))
+    out.append(
+        step_chart(
+            "Pods waiting to be scheduled",
+            [
+                (MODE_TITLES[m], PALETTE[m], [(s.t, s.pending) for s in report.modes[m].result.samples])
+                for m in modes
+            ],
+            x_max=end,
+            y_label="pods",
+        )
+    )
     names = sorted({w for mr in report.modes.values() for w in mr.workloads})
-    gpu_names = [w for w in names if any(report.modes[m].workloads.get(w, {}).get("gpu_hours", 0) for m in modes)]
+    gpu_names = [
+        w for w in names if any(report.modes[m].workloads.get(w, {}).get("gpu_hours", 0) for m in modes)
+    ]
     if gpu_names:
         out.append("<h2>GPU-hours by workload</h2>")
-        out.append(bar_chart("GPU-hours allocated per workload", gpu_names, [
-            (MODE_TITLES[m], PALETTE[m], [report.modes[m].workloads.get(w, {}).get("gpu_hours", 0.0) for w in gpu_names])
-            for m in modes], unit="h"))
-    out.append("<h2>Metrics</h2><table><tr><th>metric</th>"
-               + "".join(f"<th>{MODE_TITLES[m]}</th>" for m in modes) + "</tr>")
+        out.append(
+            bar_chart(
+                "GPU-hours allocated per workload",
+                gpu_names,
+                [
+                    (
+                        MODE_TITLES[m],
+                        PALETTE[m],
+                        [report.modes[m].workloads.get(w, {}).get("gpu_hours", 0.0) for w in gpu_names],
+                    )
+                    for m in modes
+                ],
+                unit="h",
+            )
+        )
+    out.append(
+        "<h2>Metrics</h2><table><tr><th>metric</th>"
+        + "".join(f"<th>{MODE_TITLES[m]}</th>" for m in modes)
+        + "</tr>"
+    )
     for label, key, fmt in METRIC_ROWS:
-        out.append(f"<tr><td>{label}</td>" + "".join(
-            f"<td>{format_metric(report.modes[m].metrics[key], fmt)}</td>" for m in modes) + "</tr>")
+        out.append(
+            f"<tr><td>{label}</td>"
+            + "".join(f"<td>{format_metric(report.modes[m].metrics[key], fmt)}</td>" for m in modes)
+            + "</tr>"
+        )
     out.append("</table>")
     for m in modes:
         pend = pending(report.modes[m])
@@ -164,20 +254,31 @@ def to_html(report: SimulationReport) -> str:
         if not pend:
             out.append("<p>None: every pod that arrived was scheduled.</p>")
             continue
-        out.append("<table><tr><th>pod</th><th>waiting</th><th style='text-align:left'>why (scheduler)</th></tr>")
+        out.append(
+            "<table><tr><th>pod</th><th>waiting</th><th style='text-align:left'>why (scheduler)</th></tr>"
+        )
         for p in pend[:200]:
-            out.append(f"<tr><td>{escape(p['pod'])}</td><td>{format_duration(p['waiting_seconds'])}</td>"
-                       f"<td style='text-align:left'><pre>{escape(p['explanation'])}</pre></td></tr>")
+            out.append(
+                f"<tr><td>{escape(p['pod'])}</td><td>{format_duration(p['waiting_seconds'])}</td>"
+                f"<td style='text-align:left'><pre>{escape(p['explanation'])}</pre></td></tr>"
+            )
         out.append("</table>")
     for m in modes:
         pl = placements(report.modes[m])
-        out.append(f"<details><summary>Placements: {MODE_TITLES[m]} ({len(pl)} pods)</summary><table>"
-                   "<tr><th>pod</th><th>node</th><th style='text-align:left'>devices</th><th>start</th></tr>")
+        out.append(
+            f"<details><summary>Placements: {MODE_TITLES[m]} ({len(pl)} pods)</summary><table>"
+            "<tr><th>pod</th><th>node</th><th style='text-align:left'>devices</th><th>start</th></tr>"
+        )
         for p in pl[:2000]:
-            out.append(f"<tr><td>{escape(p['pod'])}</td><td>{escape(p['node'] or '')}</td>"
-                       f"<td style='text-align:left'>{escape(', '.join(p['devices']))}</td>"
-                       f"<td>{format_duration(p['start_seconds'])}</td></tr>")
+            out.append(
+                f"<tr><td>{escape(p['pod'])}</td><td>{escape(p['node'] or '')}</td>"
+                f"<td style='text-align:left'>{escape(', '.join(p['devices']))}</td>"
+                f"<td>{format_duration(p['start_seconds'])}</td></tr>"
+            )
         out.append("</table></details>")
-    out.append("<p class='note'>Generated by <code>kdra simulate</code>. Same fleet, workload and seed give the same "
-               "report. Metric definitions: docs/simulate.md.</p></body></html>\n")
+    out.append(
+        "<p class='note'>Generated by <code>kdra simulate</code>. Same fleet, workload and seed give "
+        "the same "
+        "report. Metric definitions: docs/simulate.md.</p></body></html>\n"
+    )
     return "".join(out)

@@ -27,14 +27,21 @@ def load_workload(name_or_path: str, seed: int) -> Workload:
     from kdra.api.load import load_paths, load_text
 
     path = Path(name_or_path)
-    if path.exists() or name_or_path == "-" or "/" in name_or_path or name_or_path.endswith((".yaml", ".yml", ".json")):
+    if (
+        path.exists()
+        or name_or_path == "-"
+        or "/" in name_or_path
+        or name_or_path.endswith((".yaml", ".yml", ".json"))
+    ):
         objs = load_paths([name_or_path])
         label = path.stem if name_or_path != "-" else "stdin"
     else:
         res = resources.files("kdra.sim") / "data" / f"{name_or_path}.yaml"
         if not res.is_file():
-            raise InputError(f"workload {name_or_path!r}: no such file, and not a bundled workload "
-                             f"(bundled: {', '.join(bundled_workloads())})")
+            raise InputError(
+                f"workload {name_or_path!r}: no such file, and not a bundled workload "
+                f"(bundled: {', '.join(bundled_workloads())})"
+            )
         objs = load_text(res.read_text(), f"bundled workload {name_or_path}")
         label = name_or_path
     if not objs:
@@ -82,8 +89,10 @@ def simulate(
         sim = Simulation(objects, wl, mode, config=config, seed=seed, dra_objects=dra_objects)
         cb = None
         if progress is not None:
+
             def cb(now: float, horizon: float, mode: str = mode) -> None:
                 progress(mode, now, horizon)
+
         result = sim.run(cb)
         report.modes[mode] = ModeReport(result, compute_metrics(result), per_workload(result))
     return report

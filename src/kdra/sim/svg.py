@@ -5,6 +5,7 @@ No dependency: a report is one self-contained HTML file that opens anywhere and 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from html import escape
 
@@ -36,7 +37,7 @@ def _downsample(points: Sequence[tuple[float, float]], limit: int = 1500) -> lis
     out = []
     i = 0.0
     while int(i) < len(points):
-        chunk = points[int(i): int(i + step) or int(i) + 1]
+        chunk = points[int(i) : int(i + step) or int(i) + 1]
         # keep the extreme of each chunk so peaks stay visible
         out.append(max(chunk, key=lambda p: p[1]))
         i += step
@@ -68,9 +69,11 @@ def step_chart(
     def py(v: float) -> float:
         return top + ph * (1 - v / y_top)
 
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' role='img' "
-             f"aria-label='{escape(title)}' {FONT} font-size='12'>",
-             f"<text x='{left}' y='20' font-size='15' font-weight='600'>{escape(title)}</text>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' role='img' "
+        f"aria-label='{escape(title)}' {FONT} font-size='12'>",
+        f"<text x='{left}' y='20' font-size='15' font-weight='600'>{escape(title)}</text>",
+    ]
     y = 0.0
     while y <= y_top + 1e-9:
         yy = py(y)
@@ -82,30 +85,43 @@ def step_chart(
     while x <= xs + 1e-9:
         xx = left + pw * x / xs
         parts.append(f"<line x1='{xx:.1f}' x2='{xx:.1f}' y1='{top + ph}' y2='{top + ph + 4}' stroke='#555'/>")
-        parts.append(f"<text x='{xx:.1f}' y='{top + ph + 17}' text-anchor='middle' fill='#555'>{_fmt(x)}</text>")
+        parts.append(
+            f"<text x='{xx:.1f}' y='{top + ph + 17}' text-anchor='middle' fill='#555'>{_fmt(x)}</text>"
+        )
         x += xstep
-    parts.append(f"<text x='{left + pw / 2}' y='{height - 4}' text-anchor='middle' fill='#555'>{escape(x_label)}</text>")
-    parts.append(f"<text x='14' y='{top + ph / 2}' transform='rotate(-90 14 {top + ph / 2})' text-anchor='middle' "
-                 f"fill='#555'>{escape(y_label)}</text>")
+    parts.append(
+        f"<text x='{left + pw / 2}' y='{height - 4}' text-anchor='middle' fill='#555'>"
+        f"{escape(x_label)}</text>"
+    )
+    parts.append(
+        f"<text x='14' y='{top + ph / 2}' transform='rotate(-90 14 {top + ph / 2})' text-anchor='middle' "
+        f"fill='#555'>{escape(y_label)}</text>"
+    )
     parts.append(f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#bbb'/>")
     for label, v in hlines:
         yy = py(v)
-        parts.append(f"<line x1='{left}' x2='{left + pw}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#888' "
-                     "stroke-dasharray='5 4'/>")
-        parts.append(f"<text x='{left + pw - 4}' y='{yy - 4:.1f}' text-anchor='end' fill='#666'>{escape(label)}</text>")
+        parts.append(
+            f"<line x1='{left}' x2='{left + pw}' y1='{yy:.1f}' y2='{yy:.1f}' stroke='#888' "
+            "stroke-dasharray='5 4'/>"
+        )
+        parts.append(
+            f"<text x='{left + pw - 4}' y='{yy - 4:.1f}' text-anchor='end' fill='#666'>{escape(label)}</text>"
+        )
     for i, (label, color, pts) in enumerate(series):
         pts = _downsample(pts)
         if pts:
             d = [f"M{px(pts[0][0]):.1f},{py(pts[0][1]):.1f}"]
-            for (t0, v0), (t1, _v1) in zip(pts, pts[1:], strict=False):
+            for (t0, v0), (t1, _v1) in itertools.pairwise(pts):
                 del t0
                 d.append(f"H{px(t1):.1f}V{py(_v1):.1f}")
                 del v0
             d.append(f"H{px(x_max):.1f}")
             parts.append(f"<path d='{''.join(d)}' fill='none' stroke='{color}' stroke-width='1.8'/>")
         ly = top + 16 + 20 * i
-        parts.append(f"<line x1='{left + pw + 14}' x2='{left + pw + 34}' y1='{ly}' y2='{ly}' stroke='{color}' "
-                     "stroke-width='3'/>")
+        parts.append(
+            f"<line x1='{left + pw + 14}' x2='{left + pw + 34}' y1='{ly}' y2='{ly}' stroke='{color}' "
+            "stroke-width='3'/>"
+        )
         parts.append(f"<text x='{left + pw + 40}' y='{ly + 4}'>{escape(label)}</text>")
     parts.append("</svg>")
     return "".join(parts)
@@ -124,18 +140,24 @@ def bar_chart(
     height = top + row * len(categories) + 30
     pw = width - left - right
     v_max = max([v for _, _, vs in series for v in vs] + [1e-9])
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' role='img' "
-             f"aria-label='{escape(title)}' {FONT} font-size='12'>",
-             f"<text x='{left}' y='20' font-size='15' font-weight='600'>{escape(title)}</text>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' role='img' "
+        f"aria-label='{escape(title)}' {FONT} font-size='12'>",
+        f"<text x='{left}' y='20' font-size='15' font-weight='600'>{escape(title)}</text>",
+    ]
     for ci, cat in enumerate(categories):
         y0 = top + ci * row
-        parts.append(f"<text x='{left - 8}' y='{y0 + row / 2 + 2:.1f}' text-anchor='end'>{escape(cat)}</text>")
+        parts.append(
+            f"<text x='{left - 8}' y='{y0 + row / 2 + 2:.1f}' text-anchor='end'>{escape(cat)}</text>"
+        )
         for si, (_label, color, vs) in enumerate(series):
             v = vs[ci]
             w = pw * v / v_max
             yy = y0 + 4 + si * 14
             parts.append(f"<rect x='{left}' y='{yy}' width='{w:.1f}' height='12' fill='{color}'/>")
-            parts.append(f"<text x='{left + w + 4:.1f}' y='{yy + 10}' fill='#333'>{_fmt(round(v, 1))} {escape(unit)}</text>")
+            parts.append(
+                f"<text x='{left + w + 4:.1f}' y='{yy + 10}' fill='#333'>{v:,.0f} {escape(unit)}</text>"
+            )
     for si, (label, color, _vs) in enumerate(series):
         ly = top + 10 + 20 * si
         parts.append(f"<rect x='{left + pw + 40}' y='{ly - 8}' width='16' height='10' fill='{color}'/>")

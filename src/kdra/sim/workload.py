@@ -4,7 +4,7 @@ A workload is a list of Kubernetes objects: Pods, Deployments and Jobs (with the
 ResourceClaims, Namespaces, PriorityClasses), and/or kdra's own `WorkloadGenerator` (kdra.sim.generator),
 which expands into such objects. Simulation time comes from annotations on the top-level object:
 
-- `kdra.dev/arrival-time`: when the object is created, as a duration from the start (`0`, `90s`, `2h`, `3d4h`);
+- `kdra.dev/arrival-time`: when the object is created, a duration from the start (`0`, `90s`, `2h`, `3d4h`);
   default 0.
 - `kdra.dev/run-time`: how long each pod runs once bound (Pods, Job pods), or how long a Deployment lives
   before it is scaled away. Without it a pod runs until the end of the simulation.
@@ -85,7 +85,9 @@ def _annotation_duration(obj: Mapping[str, Any], key: str, where: str) -> float 
     return parse_duration(raw, f"{where}: metadata.annotations[{key}]")
 
 
-def _pod_from_template(owner: Obj, template: Mapping[str, Any], name: str, labels_extra: dict[str, str]) -> Obj:
+def _pod_from_template(
+    owner: Obj, template: Mapping[str, Any], name: str, labels_extra: dict[str, str]
+) -> Obj:
     import copy
 
     meta_t = template.get("metadata") or {}
@@ -99,9 +101,20 @@ def _pod_from_template(owner: Obj, template: Mapping[str, Any], name: str, label
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations,
-                     "ownerReferences": [{"apiVersion": owner.get("apiVersion", ""), "kind": owner["kind"],
-                                          "name": owner_meta["name"], "controller": True}]},
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": owner.get("apiVersion", ""),
+                    "kind": owner["kind"],
+                    "name": owner_meta["name"],
+                    "controller": True,
+                }
+            ],
+        },
         "spec": copy.deepcopy(template.get("spec") or {}),
     }
 
@@ -121,14 +134,17 @@ def _check_pod_spec(spec: Any, where: str) -> None:
                 try:
                     parse_quantity_any(v)
                 except (ValueError, TypeError) as exc:
-                    raise InputError(f"{where}.containers[{i}].resources.{part}[{k}]: Invalid value: {v!r}: "
-                                     f"{exc}") from None
+                    raise InputError(
+                        f"{where}.containers[{i}].resources.{part}[{k}]: Invalid value: {v!r}: {exc}"
+                    ) from None
     for i, rc in enumerate(spec.get("resourceClaims") or []):
         if not isinstance(rc, Mapping) or not rc.get("name"):
             raise InputError(f"{where}.resourceClaims[{i}].name: Required value")
         if bool(rc.get("resourceClaimName")) == bool(rc.get("resourceClaimTemplateName")):
-            raise InputError(f"{where}.resourceClaims[{i}]: Invalid value: must specify exactly one of "
-                             "resourceClaimName or resourceClaimTemplateName")
+            raise InputError(
+                f"{where}.resourceClaims[{i}]: Invalid value: must specify exactly one of "
+                "resourceClaimName or resourceClaimTemplateName"
+            )
 
 
 def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> int:
@@ -175,8 +191,10 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
             elif kind == "ResourceClaim":
                 claims.add((key[1], key[2]))
         elif kind not in TOP_KINDS:
-            raise InputError(f"{_desc(obj)}: kind: Unsupported value: {kind!r}: supported kinds are "
-                             f"{', '.join(TOP_KINDS + STATIC_KINDS)} and kdra.dev/v1alpha1 {GENERATOR_KIND}")
+            raise InputError(
+                f"{_desc(obj)}: kind: Unsupported value: {kind!r}: supported kinds are "
+                f"{', '.join(TOP_KINDS + STATIC_KINDS)} and kdra.dev/v1alpha1 {GENERATOR_KIND}"
+            )
     dra_objs = [o for o in wl.static if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
     if dra_objs:
         from kdra.api.validation import validate_objects
@@ -192,18 +210,24 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
     return wl
 
 
-def _check_refs(pod: Obj, group: Group, templates: set[tuple[str, str]], claims: set[tuple[str, str]]) -> None:
+def _check_refs(
+    pod: Obj, group: Group, templates: set[tuple[str, str]], claims: set[tuple[str, str]]
+) -> None:
     ns = pod["metadata"]["namespace"]
     base = "spec" if group.kind == "Pod" else "spec.template.spec"
     for i, rc in enumerate(pod["spec"].get("resourceClaims") or []):
         t = rc.get("resourceClaimTemplateName")
         if t and (ns, t) not in templates:
-            raise InputError(f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimTemplateName: "
-                             f"Not found: {t!r} (no ResourceClaimTemplate {ns}/{t} in the workload)")
+            raise InputError(
+                f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimTemplateName: "
+                f"Not found: {t!r} (no ResourceClaimTemplate {ns}/{t} in the workload)"
+            )
         c = rc.get("resourceClaimName")
         if c and (ns, c) not in claims:
-            raise InputError(f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimName: "
-                             f"Not found: {c!r} (no ResourceClaim {ns}/{c} in the workload)")
+            raise InputError(
+                f"{group.ref}: {base}.resourceClaims[{i}].resourceClaimName: "
+                f"Not found: {c!r} (no ResourceClaim {ns}/{c} in the workload)"
+            )
 
 
 def _group(obj: Obj) -> Group:
@@ -226,22 +250,33 @@ def _group(obj: Obj) -> Group:
     if not isinstance(template, Mapping):
         raise InputError(f"{where}: spec.template: Required value")
     _check_pod_spec(template.get("spec"), f"{where}: spec.template.spec")
-    run = _annotation_duration(template, RUN_TIME, where + " spec.template") or _annotation_duration(obj, RUN_TIME, where)
+    run = _annotation_duration(template, RUN_TIME, where + " spec.template") or _annotation_duration(
+        obj, RUN_TIME, where
+    )
     pods = []
     if kind == "Deployment":
         replicas = _int_field(spec, "replicas", 1, f"{where}: spec")
         rs_hash = _suffix(f"{ns}/{name}/rs", 10)
         for i in range(replicas):
             pname = f"{name}-{rs_hash}-{_suffix(f'{ns}/{name}/{i}')}"
-            pods.append(_pod_from_template(obj, template, pname, {"app.kubernetes.io/instance": name,
-                                                                   "pod-template-hash": rs_hash}))
+            pods.append(
+                _pod_from_template(
+                    obj, template, pname, {"app.kubernetes.io/instance": name, "pod-template-hash": rs_hash}
+                )
+            )
     else:  # Job
         parallelism = _int_field(spec, "parallelism", 1, f"{where}: spec")
         completions = _int_field(spec, "completions", parallelism, f"{where}: spec")
         for i in range(min(parallelism, completions) if completions else parallelism):
             pname = f"{name}-{_suffix(f'{ns}/{name}/{i}')}"
-            pods.append(_pod_from_template(obj, template, pname, {"job-name": name,
-                                                                   "batch.kubernetes.io/job-completion-index": str(i)}))
+            pods.append(
+                _pod_from_template(
+                    obj,
+                    template,
+                    pname,
+                    {"job-name": name, "batch.kubernetes.io/job-completion-index": str(i)},
+                )
+            )
     return Group(kind, ns, name, arrival, run, pods)
 
 
@@ -253,5 +288,7 @@ def gpu_memory_need(pod: Mapping[str, Any]) -> int | None:
         return parse_quantity_any(raw).value()
     except (ValueError, TypeError) as exc:
         meta = pod.get("metadata") or {}
-        raise InputError(f"Pod {meta.get('namespace') or 'default'}/{meta.get('name')}: "
-                         f"metadata.annotations[{GPU_MEMORY}]: Invalid value: {raw!r}: {exc}") from None
+        raise InputError(
+            f"Pod {meta.get('namespace') or 'default'}/{meta.get('name')}: "
+            f"metadata.annotations[{GPU_MEMORY}]: Invalid value: {raw!r}: {exc}"
+        ) from None

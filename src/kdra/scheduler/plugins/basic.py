@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from kdra.cluster.selectors import Requirement
 from kdra.scheduler.framework import (
@@ -37,7 +37,7 @@ class PrioritySort(QueueSortPlugin):
 class NodeUnschedulable(FilterPlugin):
     name = "NodeUnschedulable"
     events = NODE_EVENTS
-    _TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    _TAINT: ClassVar[dict[str, str]] = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         if ni.unschedulable and not any(tolerates(t, self._TAINT) for t in pi.tolerations):
@@ -145,7 +145,11 @@ class TaintToleration(FilterPlugin, ScorePlugin):
             if taint.get("effect") not in ("NoSchedule", "NoExecute"):
                 continue
             if not any(tolerates(t, taint) for t in pi.tolerations):
-                desc = f"{{{taint.get('key')}: {taint.get('value')}}}" if taint.get("value") else f"{{{taint.get('key')}}}"
+                desc = (
+                    f"{{{taint.get('key')}: {taint.get('value')}}}"
+                    if taint.get("value")
+                    else f"{{{taint.get('key')}}}"
+                )
                 return unschedulable(f"node(s) had untolerated taint {desc}", resolvable=False)
         return SUCCESS
 
@@ -158,7 +162,8 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
         tols = [t for t in pi.tolerations if not t.get("effect") or t.get("effect") == "PreferNoSchedule"]
         return sum(
-            1 for taint in ni.taints
+            1
+            for taint in ni.taints
             if taint.get("effect") == "PreferNoSchedule" and not any(tolerates(t, taint) for t in tols)
         )
 

@@ -53,7 +53,7 @@ STATE_KEY = "DynamicResources"
 class _PodClaims:
     """What PreFilter found for one pod."""
 
-    __slots__ = ("allocated", "ext", "node_selectors", "signature", "special_spec", "to_allocate", "demand")
+    __slots__ = ("allocated", "demand", "ext", "node_selectors", "signature", "special_spec", "to_allocate")
 
     def __init__(self) -> None:
         self.allocated: list[Obj] = []  # allocated claims, in pod order
@@ -79,9 +79,13 @@ def reserved_for_pod(claim: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
+class DynamicResources(
+    PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin
+):
     name = "DynamicResources"
-    events = frozenset({EV_NODE_ADD, EV_NODE_UPDATE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_POD_DELETE})
+    events = frozenset(
+        {EV_NODE_ADD, EV_NODE_UPDATE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_POD_DELETE}
+    )
     weight = 2  # KEP-4816 suggests 2 for prioritized-list scoring
 
     def __init__(self, store: Store, dra: DraState) -> None:
@@ -125,13 +129,20 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
             if from_template and not any(
                 r.get("uid") == pi.uid for r in claim["metadata"].get("ownerReferences") or []
             ):
-                return unschedulable(f"ResourceClaim {pi.namespace}/{name} was not created for pod "
-                                     f"{pi.key} (pod is not owner)", resolvable=False)
+                return unschedulable(
+                    f"ResourceClaim {pi.namespace}/{name} was not created for pod "
+                    f"{pi.key} (pod is not owner)",
+                    resolvable=False,
+                )
             alloc = (claim.get("status") or {}).get("allocation")
             if alloc:
-                if not reserved_for_pod(claim, pi.uid) and \
-                        len((claim.get("status") or {}).get("reservedFor") or []) >= MAX_RESERVED_FOR:
-                    return unschedulable(f'resourceclaim in use: "{name}" is reserved for {MAX_RESERVED_FOR} consumers')
+                if (
+                    not reserved_for_pod(claim, pi.uid)
+                    and len((claim.get("status") or {}).get("reservedFor") or []) >= MAX_RESERVED_FOR
+                ):
+                    return unschedulable(
+                        f'resourceclaim in use: "{name}" is reserved for {MAX_RESERVED_FOR} consumers'
+                    )
                 pc.allocated.append(claim)
                 if alloc.get("nodeSelector"):
                     pc.node_selectors.append(alloc["nodeSelector"])
@@ -170,8 +181,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
             for sub in subs:
                 cls = sub.get("deviceClassName", "")
                 if cls not in classes:
-                    return unschedulable(f"request {req.get('name')}: device class {cls} does not exist",
-                                         resolvable=False)
+                    return unschedulable(
+                        f"request {req.get('name')}: device class {cls} does not exist", resolvable=False
+                    )
         return SUCCESS
 
     def _special_claim(self, pi: PodInfo, pc: _PodClaims, ni: NodeInfo) -> Obj | None:
@@ -187,8 +199,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
             for i, _cname, ext in container_extended_requests(pi.pod):
                 for j, res in enumerate(sorted(ext)):
                     if res in served:
-                        requests.append({"name": f"container-{i}-request-{j}", "exactly": {
-                            "deviceClassName": pc.ext[res], "allocationMode": "ExactCount", "count": ext[res]}})
+                        requests.append(
+                            {
+                                "name": f"container-{i}-request-{j}",
+                                "exactly": {
+                                    "deviceClassName": pc.ext[res],
+                                    "allocationMode": "ExactCount",
+                                    "count": ext[res],
+                                },
+                            }
+                        )
             spec = {
                 "apiVersion": "resource.k8s.io/v1",
                 "kind": "ResourceClaim",
@@ -197,8 +217,16 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
                     "namespace": pi.namespace,
                     "uid": f"special-{pi.uid}",
                     "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pi.name, "uid": pi.uid,
-                                         "controller": True, "blockOwnerDeletion": True}],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Pod",
+                            "name": pi.name,
+                            "uid": pi.uid,
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
                 },
                 "spec": {"devices": {"requests": requests}},
             }
@@ -231,8 +259,10 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
             demand.add_claim(special)
         ok, cls = self.dra.prefilter_ok(ni.name, demand)
         if not ok:
-            return unschedulable("cannot allocate all claims",
-                                 explanation=f"node {ni.name}: not enough free devices of class {cls}")
+            return unschedulable(
+                "cannot allocate all claims",
+                explanation=f"node {ni.name}: not enough free devices of class {cls}",
+            )
         try:
             outcome = self.dra.allocate(ni.node, claims)
         except AllocationError as exc:
@@ -318,8 +348,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
         store = self.store
         for claim, alloc in state.get("dra_allocations") or []:
             meta = claim["metadata"]
-            if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and \
-                    meta.get("uid", "").startswith("special-"):
+            if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and meta.get(
+                "uid", ""
+            ).startswith("special-"):
                 self._create_special(pi, claim, alloc, ref)
                 continue
             name, ns = meta["name"], meta.get("namespace", "default")
@@ -347,12 +378,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
             def reserve(c: Obj) -> None:
                 rf = c.setdefault("status", {}).setdefault("reservedFor", [])
                 if len(rf) >= MAX_RESERVED_FOR:
-                    raise AllocationError(f"resourceclaim {meta['name']}: reservedFor is full")
+                    raise AllocationError(f"resourceclaim {c['metadata']['name']}: reservedFor is full")
                 rf.append(dict(ref))
 
             try:
-                store.update_with_retry("ResourceClaim", meta["name"], meta.get("namespace", "default"), reserve,
-                                        subresource="status")
+                store.update_with_retry(
+                    "ResourceClaim",
+                    meta["name"],
+                    meta.get("namespace", "default"),
+                    reserve,
+                    subresource="status",
+                )
             except AllocationError as exc:
                 return unschedulable(str(exc))
         return SUCCESS
@@ -368,17 +404,21 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlu
         created = self.store.update(upd, subresource="status")
         mappings = [
             {"containerName": c["name"], "resourceName": res, "requestName": f"container-{i}-request-{j}"}
-            for i, c in enumerate(((pi.pod.get("spec") or {}).get("initContainers") or [])
-                                  + ((pi.pod.get("spec") or {}).get("containers") or []))
-            for j, res in enumerate(sorted(r for r in ((c.get("resources") or {}).get("limits") or {})
-                                           if r in pi.ext_requests))
-            if any(r["name"] == f"container-{i}-request-{j}"
-                   for r in claim["spec"]["devices"]["requests"])
+            for i, c in enumerate(
+                ((pi.pod.get("spec") or {}).get("initContainers") or [])
+                + ((pi.pod.get("spec") or {}).get("containers") or [])
+            )
+            for j, res in enumerate(
+                sorted(r for r in ((c.get("resources") or {}).get("limits") or {}) if r in pi.ext_requests)
+            )
+            if any(r["name"] == f"container-{i}-request-{j}" for r in claim["spec"]["devices"]["requests"])
         ]
 
         def patch(p: Obj) -> None:
             p.setdefault("status", {})["extendedResourceClaimStatus"] = {
-                "resourceClaimName": created["metadata"]["name"], "requestMappings": mappings}
+                "resourceClaimName": created["metadata"]["name"],
+                "requestMappings": mappings,
+            }
 
         self.store.update_with_retry("Pod", pi.name, pi.namespace, patch, subresource="status")
 

@@ -1,0 +1,162 @@
+"""Claim lifecycle: created from a template as the resourceclaim controller does, allocated, reserved, shared,
+released and deleted; KEP-5004 extended-resource claims."""
+
+from __future__ import annotations
+
+import pytest
+from builders import claim, device_class, gpu_slice, node, pod, template
+
+from kdra.cluster import MemoryStore, clone
+from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
+from kdra.scheduler.scheduler import Scheduler
+
+
+@pytest.fixture
+def cluster() -> tuple[MemoryStore, Scheduler]:
+    s = MemoryStore()
+    s.create(device_class(extended_resource="example.com/gpu"))
+    for n in ("n1", "n2"):
+        s.create(node(n))
+        s.create(gpu_slice(n, 2))
+    s.create(template("one"))
+    return s, Scheduler(s)
+
+
+def finish(s: MemoryStore, name: str) -> None:
+    p = clone(s.get("Pod", name, "default"))
+    p.setdefault("status", {})["phase"] = "Succeeded"
+    s.update(p, subresource="status")
+
+
+def test_template_claim_named_owned_annotated_and_recorded(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    s, _sch = cluster
+    created = s.create(pod("trainer", template_name="one"))
+    claims = s.list("ResourceClaim")
+    assert len(claims) == 1
+    c = claims[0]
+    assert c["metadata"]["generateName"] == "trainer-gpu-"
+    assert (
+        c["metadata"]["name"].startswith("trainer-gpu-")
+        and len(c["metadata"]["name"]) == len("trainer-gpu-") + 5
+    )
+    assert c["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    (owner,) = c["metadata"]["ownerReferences"]
+    assert owner["kind"] == "Pod" and owner["uid"] == created["metadata"]["uid"]
+    assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
+    p = s.get("Pod", "trainer", "default")
+    assert p["status"]["resourceClaimStatuses"] == [
+        {"name": "gpu", "resourceClaimName": c["metadata"]["name"]}
+    ]
+
+
+def test_long_names_truncated_like_the_controller(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    s, _ = cluster
+    long = "a" * 60
+    s.create(pod(long, template_name="one"))
+    c = s.list("ResourceClaim")[0]
+    assert len(c["metadata"]["generateName"]) <= 57
+    assert len(c["metadata"]["name"]) <= 63
+
+
+def test_allocate_reserve_bind_then_release_and_delete(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    s, sch = cluster
+    s.create(pod("p", template_name="one"))
+    (res,) = sch.run(0)
+    assert res.node is not None
+    c = s.list("ResourceClaim")[0]
+    assert DELETE_PROTECTION_FINALIZER in c["metadata"]["finalizers"]
+    results = c["status"]["allocation"]["devices"]["results"]
+    assert [r["pool"] for r in results] == [res.node]
+    assert c["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [
+        res.node
+    ]
+    p = s.get("Pod", "p", "default")
+    assert c["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": p["metadata"]["uid"]}]
+    assert p["spec"]["nodeName"] == res.node
+    assert any(
+        cond["type"] == "PodScheduled" and cond["status"] == "True" for cond in p["status"]["conditions"]
+    )
+    finish(s, "p")
+    assert s.list("ResourceClaim") == []  # deallocated, finalizer removed, deleted with its pod's completion
+    assert sch.dra.state.dedicated == set()
+
+
+def test_freed_devices_let_a_pending_pod_in(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    s, sch = cluster
+    for i in range(5):
+        s.create(pod(f"p{i}", template_name="one"))
+    got = {r.pod: r.node for r in sch.run(0)}
+    assert sum(1 for n in got.values() if n) == 4
+    assert got["default/p4"] is None
+    finish(s, "p0")
+    got = {r.pod: r.node for r in sch.run(1)}
+    assert got["default/p4"] is not None
+
+
+def test_shared_claim_allocated_once_reserved_by_all_released_by_the_last(
+    cluster: tuple[MemoryStore, Scheduler],
+) -> None:
+    s, sch = cluster
+    s.create(claim("shared"))
+    s.create(pod("a", claim_name="shared"))
+    s.create(pod("b", claim_name="shared"))
+    got = {r.pod: r.node for r in sch.run(0)}
+    assert got["default/a"] is not None and got["default/a"] == got["default/b"]
+    c = s.get("ResourceClaim", "shared", "default")
+    assert [r["name"] for r in c["status"]["reservedFor"]] == ["a", "b"]
+    assert len(c["status"]["allocation"]["devices"]["results"]) == 1
+    finish(s, "a")
+    c = s.get("ResourceClaim", "shared", "default")
+    assert [r["name"] for r in c["status"]["reservedFor"]] == ["b"] and c["status"]["allocation"]
+    finish(s, "b")
+    c = s.get("ResourceClaim", "shared", "default")
+    assert "allocation" not in c["status"] and "reservedFor" not in c["status"]
+    assert DELETE_PROTECTION_FINALIZER not in (c["metadata"].get("finalizers") or [])
+    assert sch.dra.state.dedicated == set()
+
+
+def test_reserved_for_is_limited_to_256_consumers() -> None:
+    s = MemoryStore()
+    s.create(device_class())
+    s.create(node("n", cpu="1000", pods="1000"))
+    s.create(gpu_slice("n", 1))
+    s.create(claim("shared"))
+    sch = Scheduler(s)
+    for i in range(257):
+        s.create(pod(f"p{i:03d}", cpu="1m", claim_name="shared"))
+    got = {r.pod: r.node for r in sch.run(0)}
+    assert sum(1 for n in got.values() if n) == 256
+    assert got["default/p256"] is None
+    cond = next(
+        c for c in s.get("Pod", "p256", "default")["status"]["conditions"] if c["type"] == "PodScheduled"
+    )
+    assert "resourceclaim in use" in cond["message"]
+
+
+def test_pod_waits_for_a_claim_that_does_not_exist_yet(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    s, sch = cluster
+    s.create(pod("p", claim_name="later"))
+    assert sch.run(0) == []  # gated by PreEnqueue
+    s.create(claim("later"))
+    (res,) = sch.run(1)
+    assert res.node is not None
+
+
+def test_extended_resource_served_by_dra(cluster: tuple[MemoryStore, Scheduler]) -> None:
+    """KEP-5004: no node advertises example.com/gpu; DRA serves it via the class's extendedResourceName."""
+    s, sch = cluster
+    s.create(pod("legacy", limits={"example.com/gpu": "2"}))
+    (res,) = sch.run(0)
+    assert res.node is not None
+    p = s.get("Pod", "legacy", "default")
+    st = p["status"]["extendedResourceClaimStatus"]
+    c = s.get("ResourceClaim", st["resourceClaimName"], "default")
+    assert c["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    assert c["metadata"]["generateName"] == "legacy-extended-resources-"
+    assert [r["name"] for r in c["spec"]["devices"]["requests"]] == ["container-0-request-0"]
+    assert len(c["status"]["allocation"]["devices"]["results"]) == 2
+    assert st["requestMappings"] == [
+        {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+    ]
+    finish(s, "legacy")
+    assert s.try_get("ResourceClaim", st["resourceClaimName"], "default") is None

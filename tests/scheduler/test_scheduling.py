@@ -1,0 +1,160 @@
+"""Scheduling decisions of the cycle: fit, selectors, affinity, taints, priority, scoring, explanations."""
+
+from __future__ import annotations
+
+from builders import device_class, gpu_slice, node, pod, template
+
+from kdra.cluster import MemoryStore
+from kdra.scheduler.plugins.noderesources import MOST_ALLOCATED, ScoringStrategy
+from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+
+
+def placements(results: list) -> dict[str, str | None]:
+    return {r.pod.split("/", 1)[1]: r.node for r in results}
+
+
+def condition(store: MemoryStore, name: str) -> dict:
+    p = store.get("Pod", name, "default")
+    return next(c for c in p["status"]["conditions"] if c["type"] == "PodScheduled")
+
+
+def test_node_fit_cpu_memory_pods() -> None:
+    s = MemoryStore()
+    s.create(node("small", cpu="2", memory="4Gi", pods="2"))
+    sch = Scheduler(s)
+    s.create(pod("a", cpu="1500m"))
+    s.create(pod("b", cpu="1"))
+    s.create(pod("c", cpu="100m", memory="5Gi"))
+    got = placements(sch.run(0))
+    assert got == {"a": "small", "b": None, "c": None}
+    assert condition(s, "b")["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert condition(s, "c")["message"] == "0/1 nodes are available: 1 Insufficient memory."
+    assert condition(s, "b")["reason"] == "Unschedulable"
+
+
+def test_node_selector_affinity_and_taints() -> None:
+    s = MemoryStore()
+    s.create(node("a", labels={"zone": "z1"}))
+    s.create(
+        node("b", labels={"zone": "z2"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])
+    )
+    s.create(node("c", labels={"zone": "z3"}))
+    sch = Scheduler(s)
+    s.create(pod("sel", node_selector={"zone": "z3"}))
+    s.create(pod("tainted", node_selector={"zone": "z2"}))
+    s.create(
+        pod(
+            "tolerates",
+            node_selector={"zone": "z2"},
+            tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        )
+    )
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1", "z2"]}]}
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]},
+                }
+            ],
+        }
+    }
+    s.create(pod("affinity", affinity=aff))
+    got = placements(sch.run(0))
+    assert got["sel"] == "c"
+    assert got["tainted"] is None
+    assert got["tolerates"] == "b"
+    assert got["affinity"] == "a"  # b is preferred but its taint is not tolerated
+    assert "1 node(s) had untolerated taint {gpu: yes}" in condition(s, "tainted")["message"]
+
+
+def test_priority_first_then_fifo() -> None:
+    s = MemoryStore()
+    s.create(node("n", cpu="1"))
+    sch = Scheduler(s)
+    s.create(pod("early", cpu="1"))
+    s.create(pod("important", cpu="1", priority=1000))
+    s.create(pod("late", cpu="1"))
+    got = placements(sch.run(0))
+    assert got["important"] == "n"
+    assert got["early"] is None and got["late"] is None
+
+
+def test_least_allocated_spreads_and_most_allocated_packs() -> None:
+    for strategy, expected in (("LeastAllocated", {"a", "b"}), (MOST_ALLOCATED, {"a"})):
+        s = MemoryStore()
+        s.create(node("a"))
+        s.create(node("b"))
+        sch = Scheduler(s, SchedulerConfig(scoring=ScoringStrategy(type=strategy)))
+        s.create(pod("p1", cpu="4"))
+        s.create(pod("p2", cpu="4"))
+        assert set(placements(sch.run(0)).values()) == expected, strategy
+
+
+def test_unschedulable_dra_pod_gets_the_allocators_explanation() -> None:
+    s = MemoryStore()
+    s.create(device_class())
+    s.create(node("n1"))
+    s.create(gpu_slice("n1", 2))
+    s.create(template("two", count=3))
+    sch = Scheduler(s)
+    s.create(pod("p", template_name="two"))
+    assert placements(sch.run(0)) == {"p": None}
+    msg = condition(s, "p")["message"]
+    assert msg.startswith("0/1 nodes are available: 1 cannot allocate all claims.")
+    assert "\n" in msg  # followed by kdra's explanation
+
+
+def test_missing_device_class_is_unresolvable() -> None:
+    s = MemoryStore()
+    s.create(node("n1"))
+    s.create(template("t", cls="nope"))
+    sch = Scheduler(s)
+    s.create(pod("p", template_name="t"))
+    assert placements(sch.run(0)) == {"p": None}
+    assert "device class nope does not exist" in condition(s, "p")["message"]
+
+
+def test_legacy_extended_resources_are_integers() -> None:
+    s = MemoryStore()
+    s.create(node("n", extended={"example.com/gpu": "2"}))
+    sch = Scheduler(s)
+    s.create(pod("a", limits={"example.com/gpu": "2"}))
+    s.create(pod("b", limits={"example.com/gpu": "1"}))
+    got = placements(sch.run(0))
+    assert got == {"a": "n", "b": None}
+    assert condition(s, "b")["message"] == "0/1 nodes are available: 1 Insufficient example.com/gpu."
+
+
+def test_same_input_same_placements() -> None:
+    def run() -> list[tuple[str, str | None, list]]:
+        s = MemoryStore()
+        s.create(device_class())
+        for i in range(4):
+            s.create(node(f"n{i}", cpu="8"))
+            s.create(gpu_slice(f"n{i}", 4))
+        s.create(template("one"))
+        s.create(template("two", count=2))
+        sch = Scheduler(s)
+        for i in range(12):
+            s.create(pod(f"p{i}", cpu="1", template_name="one" if i % 3 else "two"))
+        out = []
+        for r in sch.run(0):
+            claims = sorted(
+                (
+                    c["metadata"]["name"],
+                    [d["device"] for d in c["status"]["allocation"]["devices"]["results"]],
+                )
+                for c in s.list("ResourceClaim")
+                if (c.get("status") or {}).get("allocation")
+                and c["status"]["reservedFor"][0]["name"] == r.pod.split("/")[1]
+            )
+            out.append((r.pod, r.node, claims))
+        return out
+
+    assert run() == run()

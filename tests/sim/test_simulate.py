@@ -1,0 +1,117 @@
+"""`kdra simulate`: the discrete-event run, its JSON document, determinism and CLI errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.sim.generator import expand_generator
+from kdra.sim.report import to_html, to_json
+from kdra.sim.runner import simulate
+from kdra.sim.workload import build_workload
+
+SMALL = {
+    "apiVersion": "kdra.dev/v1alpha1",
+    "kind": "WorkloadGenerator",
+    "metadata": {"name": "small"},
+    "spec": {
+        "duration": "2d",
+        "namespace": "ml",
+        "streams": [
+            {
+                "name": "nb",
+                "type": "notebook",
+                "arrivals": {"every": "2h"},
+                "runTime": {"min": "1h", "max": "6h"},
+                "gpu": {"memory": "9Gi"},
+            },
+            {
+                "name": "svc",
+                "type": "inference",
+                "arrivals": {"count": 2},
+                "replicas": 3,
+                "runTime": "1d",
+                "gpu": {"memory": "18Gi"},
+            },
+            {
+                "name": "train",
+                "type": "job",
+                "arrivals": {"every": "12h"},
+                "parallelism": 2,
+                "runTime": "8h",
+                "gpu": {"count": 8, "model": "H100-SXM-80GB"},
+            },
+        ],
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def small_report():  # type: ignore[no-untyped-def]
+    wl = build_workload(expand_generator(SMALL).objects, name="small")
+    return simulate("mixed", wl, seed=3)
+
+
+def test_both_modes_schedule_and_dra_uses_fewer_gpus(small_report) -> None:  # type: ignore[no-untyped-def]
+    dra = small_report.modes["dra"].metrics
+    dp = small_report.modes["device-plugin"].metrics
+    assert dra["pods_total"] == dp["pods_total"] > 0
+    assert dra["pods_scheduled"] == dra["pods_total"]
+    assert dra["gpus_allocated_peak"] < dp["gpus_allocated_peak"]
+    assert dra["stranded_gpu_memory_bytes_peak"] < dp["stranded_gpu_memory_bytes_peak"]
+    assert small_report.headline["gpus_saved_at_peak"] > 0
+
+
+def test_json_document_shape(small_report) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(to_json(small_report))
+    assert set(doc["modes"]) == {"dra", "device-plugin"}
+    for mode in doc["modes"].values():
+        for key in (
+            "pods_total",
+            "pods_scheduled",
+            "pods_pending",
+            "gpus_allocated_peak",
+            "gpu_allocation_ratio_mean",
+            "stranded_gpu_memory_bytes_peak",
+            "wait_seconds_p50",
+            "wait_seconds_p99",
+        ):
+            assert key in mode["metrics"]
+        assert mode["placements"] and {"pod", "node", "devices"} <= set(mode["placements"][0])
+        assert isinstance(mode["pending"], list)
+    dra_devices = [d for p in doc["modes"]["dra"]["placements"] for d in p["devices"]]
+    assert any(d.startswith("gpu.nvidia.com/") for d in dra_devices)
+    assert all("/" in d for p in doc["modes"]["device-plugin"]["placements"] for d in p["devices"])
+
+
+def test_same_inputs_same_output(small_report) -> None:  # type: ignore[no-untyped-def]
+    wl = build_workload(expand_generator(SMALL).objects, name="small")
+    again = simulate("mixed", wl, seed=3)
+    assert to_json(again) == to_json(small_report)
+
+
+def test_html_report_is_self_contained(small_report) -> None:  # type: ignore[no-untyped-def]
+    html = to_html(small_report)
+    assert html.startswith("<!doctype html>") and html.count("<svg") >= 3
+    assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_cli_json_and_errors(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import yaml
+
+    wl = tmp_path / "w.yaml"
+    wl.write_text(yaml.safe_dump(SMALL))
+    assert main(["simulate", "-w", str(wl), "--mode", "dra", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["modes"]) == ["dra"]
+    assert main(["simulate", "-c", "no-such-fleet", "-w", str(wl)]) == 2
+    assert "no-such-fleet" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: x, annotations: {kdra.dev/arrival-time: never}}\n"
+        "spec: {containers: [{name: c}]}\n"
+    )
+    assert main(["simulate", "-w", str(bad)]) == 2
+    assert "Pod default/x: metadata.annotations[kdra.dev/arrival-time]" in capsys.readouterr().err

@@ -1,0 +1,183 @@
+"""Workloads and generators: expansion, annotations, device-plugin conversion, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from kdra.errors import InputError
+from kdra.sim.generator import expand_generator
+from kdra.sim.legacy import to_device_plugin
+from kdra.sim.workload import build_workload
+
+
+def gen(streams: list, duration: str = "1d", **extra: object) -> dict:
+    return {
+        "apiVersion": "kdra.dev/v1alpha1",
+        "kind": "WorkloadGenerator",
+        "metadata": {"name": "g"},
+        "spec": {"duration": duration, "streams": streams, **extra},
+    }
+
+
+NOTEBOOK = {
+    "name": "nb",
+    "type": "notebook",
+    "arrivals": {"every": "2h"},
+    "runTime": "1h",
+    "gpu": {"memory": "9Gi"},
+}
+
+
+def test_generator_is_seeded_and_expands_to_kubernetes_objects() -> None:
+    a = expand_generator(
+        gen(
+            [
+                NOTEBOOK,
+                {
+                    "name": "train",
+                    "type": "job",
+                    "arrivals": {"count": 2},
+                    "parallelism": 3,
+                    "runTime": {"min": "1h", "max": "2h"},
+                    "gpu": {"count": 8},
+                },
+            ]
+        ),
+        seed=1,
+    )
+    b = expand_generator(
+        gen(
+            [
+                NOTEBOOK,
+                {
+                    "name": "train",
+                    "type": "job",
+                    "arrivals": {"count": 2},
+                    "parallelism": 3,
+                    "runTime": {"min": "1h", "max": "2h"},
+                    "gpu": {"count": 8},
+                },
+            ]
+        ),
+        seed=1,
+    )
+    assert a.objects == b.objects and a.horizon == 86400
+    kinds = {o["kind"] for o in a.objects}
+    assert kinds == {"ResourceClaimTemplate", "Pod", "Job"}
+    tmpl = next(
+        o for o in a.objects if o["kind"] == "ResourceClaimTemplate" and o["metadata"]["name"] == "nb-accel"
+    )
+    subs = tmpl["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+    assert [s["name"] for s in subs] == ["mig", "share", "whole"]
+    wl = build_workload(a.objects)
+    jobs = [g for g in wl.groups if g.kind == "Job"]
+    assert len(jobs) == 2 and all(len(g.pods) == 3 for g in jobs)
+    assert all(3600 <= g.run_time <= 7200 for g in jobs)  # type: ignore[operator]
+    c = expand_generator(gen([NOTEBOOK]), seed=2)
+    assert c.objects != expand_generator(gen([NOTEBOOK]), seed=1).objects
+
+
+@pytest.mark.parametrize(
+    ("stream", "message"),
+    [
+        ({**NOTEBOOK, "type": "batch"}, "spec.streams[0].type: Unsupported value: 'batch'"),
+        ({**NOTEBOOK, "runTime": "soon"}, "spec.streams[0].runTime: Invalid value: 'soon'"),
+        ({**NOTEBOOK, "gpu": {"memory": "lots"}}, "spec.streams[0].gpu.memory: Invalid value: 'lots'"),
+        ({**NOTEBOOK, "arrivals": {}}, "spec.streams[0].arrivals: Invalid value: give exactly one of"),
+        ({**NOTEBOOK, "colour": "red"}, "spec.streams[0].colour: Unsupported value: unknown field"),
+        ({**NOTEBOOK, "name": "Bad_Name"}, "spec.streams[0].name: Invalid value: 'Bad_Name'"),
+    ],
+)
+def test_generator_errors_name_the_field(stream: dict, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        expand_generator(gen([stream]))
+    assert str(err.value).startswith("WorkloadGenerator g: ")
+    assert message in str(err.value)
+
+
+def pod(name: str, **ann: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": ann},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+    }
+
+
+def test_arrival_and_run_time_annotations() -> None:
+    wl = build_workload([pod("b", **{"kdra.dev/arrival-time": "2h", "kdra.dev/run-time": "30m"}), pod("a")])
+    assert [(g.name, g.arrival, g.run_time) for g in wl.groups] == [("a", 0.0, None), ("b", 7200.0, 1800.0)]
+
+
+@pytest.mark.parametrize(
+    ("objs", "message"),
+    [
+        (
+            [pod("x", **{"kdra.dev/run-time": "forever"})],
+            "Pod default/x: metadata.annotations[kdra.dev/run-time]: Invalid value: 'forever'",
+        ),
+        (
+            [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}],
+            "Service default/s: kind: Unsupported value: 'Service'",
+        ),
+        (
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "p"},
+                    "spec": {
+                        "containers": [{"name": "c"}],
+                        "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "missing"}],
+                    },
+                }
+            ],
+            "Pod default/p: spec.resourceClaims[0].resourceClaimTemplateName: Not found: 'missing'",
+        ),
+        (
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "d"},
+                    "spec": {"replicas": -1, "template": {"spec": {"containers": [{"name": "c"}]}}},
+                }
+            ],
+            "Deployment default/d: spec.replicas: Invalid value: -1",
+        ),
+        (
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "d"},
+                    "spec": {"template": {"spec": {}}},
+                }
+            ],
+            "Deployment default/d: spec.template.spec.containers: Required value",
+        ),
+        ([pod("x"), pod("x")], "Pod default/x: metadata.name: Duplicate value: 'x'"),
+    ],
+)
+def test_bad_workloads_name_object_and_field(objs: list, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        build_workload(objs)
+    assert message in str(err.value)
+
+
+def test_device_plugin_view_rounds_fractions_up_to_whole_devices() -> None:
+    objs = expand_generator(
+        gen([NOTEBOOK, {"name": "train", "type": "job", "arrivals": {"count": 1}, "gpu": {"count": 8}}])
+    ).objects
+    wl = build_workload(objs)
+    templates = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in wl.static
+        if o["kind"] == "ResourceClaimTemplate"
+    }
+    by_kind = {g.kind: g.pods[0] for g in wl.groups}
+    nb = to_device_plugin(by_kind["Pod"], templates, {}, {})
+    train = to_device_plugin(by_kind["Job"], templates, {}, {})
+    assert nb["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert train["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert "resourceClaims" not in nb["spec"] and "claims" not in nb["spec"]["containers"][0]["resources"]
