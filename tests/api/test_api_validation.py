@@ -841,3 +841,93 @@ def test_fuzz_whole_object(value: Any) -> None:
             obj["spec"] = value
         for e in validate(obj, cel=False):
             str(e)
+
+
+def test_core_api_version() -> None:
+    assert lines({"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "p"}}) == [
+        'apiVersion: Unsupported value: "apps/v1": supported values: "v1"'
+    ]
+
+
+def test_extended_resource_name() -> None:
+    assert lines(dclass(extendedResourceName="example.com/gpu")) == []
+    for bad in ("gpu", "kubernetes.io/gpu", "requests.example.com/gpu"):
+        assert lines(dclass(extendedResourceName=bad)) == [
+            f'spec.extendedResourceName: Invalid value: "{bad}": must be a valid extended resource name'
+        ]
+
+
+def test_claim_status_devices_must_be_allocated() -> None:
+    c = claim()
+    c["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "p", "device": "gpu-0"}]
+            }
+        },
+        "devices": [
+            {"driver": "gpu.example.com", "pool": "p", "device": "gpu-0"},
+            {"driver": "gpu.example.com", "pool": "p", "device": "gpu-9", "networkData": {"ips": ["a"] * 17}},
+        ],
+    }
+    assert lines(c) == [
+        'status.devices[1]: Invalid value: "gpu.example.com/p/gpu-9": must be an allocated device in the claim',
+        "status.devices[1].networkData.ips: Too many: 17: must have at most 16 items",
+    ]
+
+
+def test_allocation_result_fields() -> None:
+    c = claim()
+    c["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": "", "pool": "a//b", "device": "D", "shareID": "not-a-uuid"}
+                ],
+                "config": [{"source": "FromNowhere", "opaque": {"driver": "a.com", "parameters": {}}}],
+            },
+            "nodeSelector": {"nodeSelectorTerms": []},
+        },
+        "reservedFor": [{"resource": "pods", "name": "p"}],
+    }
+    out = lines(c)
+    assert "status.reservedFor[0].uid: Required value" in out
+    assert "status.allocation.devices.results[0].driver: Required value" in out
+    assert any(o.startswith('status.allocation.devices.results[0].pool: Invalid value: ""') for o in out)
+    assert any(o.startswith('status.allocation.devices.results[0].device: Invalid value: "D"') for o in out)
+    assert any(
+        o.startswith('status.allocation.devices.results[0].shareID: Invalid value: "not-a-uuid"') for o in out
+    )
+    assert (
+        'status.allocation.devices.config[0].source: Unsupported value: "FromNowhere": supported values: '
+        '"FromClaim", "FromClass"'
+    ) in out
+    assert (
+        "status.allocation.nodeSelector.nodeSelectorTerms: Required value: must have at least one node selector term"
+        in out
+    )
+
+
+def test_node_selector_rules() -> None:
+    sel = {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "a", "operator": "In"},
+                    {"key": "b", "operator": "Exists", "values": ["x"]},
+                    {"key": "c", "operator": "Gt", "values": ["1", "2"]},
+                    {"key": "d", "operator": "Near"},
+                ],
+                "matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}],
+            }
+        ]
+    }
+    out = lines(rslice(nodeName=None, nodeSelector=sel))
+    p = "spec.nodeSelector.nodeSelectorTerms[0]"
+    assert out == [
+        f"{p}.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+        f"{p}.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        f"{p}.matchExpressions[2].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
+        f'{p}.matchExpressions[3].operator: Invalid value: "Near": not a valid selector operator',
+        f'{p}.matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key',
+    ]

