@@ -14,7 +14,6 @@ upstream's, not ours. What the adaptation changes, and why it cannot change the 
 * `count` is dropped from `allocationMode: All` requests (the allocator ignores it there);
 * claims get `namespace: default` (kubectl's default), so upstream's `claim claim-0` reads
   `claim default/claim-0` (klog.KObj);
-* claims with adminAccess come with a `default` Namespace labelled for admin access (KEP-5018);
 * `allocatedDevices` become allocated ResourceClaims `in-use-N` (how the conformance README says to
   reproduce the allocator state);
 * the recorded feature set (complete, not an overlay) becomes `featureGates` overrides of the 1.36 defaults;
@@ -131,15 +130,6 @@ def convert(case: dict[str, Any]) -> dict[str, Any] | None:
         return None
     case = rename(case)
     objects: list[dict[str, Any]] = []
-    if "adminAccess: true" in yaml.safe_dump(case["claims"]):
-        # KEP-5018: admin access needs this namespace label (kdra ignores Namespaces, a cluster does not).
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": "default", "labels": {"resource.kubernetes.io/admin-access": "true"}},
-            }
-        )
     for node in case["nodes"]:
         meta: dict[str, Any] = {"name": node["name"]}
         if node.get("labels"):

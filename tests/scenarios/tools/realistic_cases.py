@@ -50,13 +50,6 @@ def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": meta}
 
 
-def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
-
-
 def nvidia_classes(config: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The DeviceClasses NVIDIA's DRA driver installs (selectors on driver and device type)."""
     out = []
@@ -756,11 +749,11 @@ def build() -> None:
     # ---- admin access (KEP-5018) ------------------------------------------------------------------------
     case(
         "admin-access-monitors-gpu-in-use",
-        "A monitoring claim with adminAccess in a namespace labelled for admin access gets gpu-0 although a "
-        "training claim holds it; admin access does not count as in use.",
+        "A monitoring claim with adminAccess (on a cluster its namespace needs the label "
+        "resource.kubernetes.io/admin-access) gets gpu-0 although a training claim holds it; admin access "
+        "does not count as in use.",
         [up("admin-access-enabled"), "KEP-5018 §Design Details"],
         [
-            namespace("gpu-monitoring", {"resource.kubernetes.io/admin-access": "true"}),
             *classes,
             four_gpus,
             allocated("train", [result("gpu", "gpu-0")]),
