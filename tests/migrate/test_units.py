@@ -322,3 +322,28 @@ def test_merge_keys_and_anchors_survive() -> None:
     assert objs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["claims"] == [
         {"name": "gpu", "request": "a"}
     ]
+
+
+def test_resources_shared_through_an_alias_are_refused() -> None:
+    text = _pod(
+        "  containers:\n  - name: a\n    image: x\n    resources: &gpu\n      limits: {nvidia.com/gpu: 1}\n"
+        "  - name: b\n    image: x\n    resources: *gpu\n"
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text
+    (error,) = result.report.errors
+    assert "container 'b': spec.containers[1].resources: shares its resources" in error
+
+
+def test_templates_shared_through_an_alias_share_the_claim_template() -> None:
+    text = (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\nspec:\n  pytorchReplicaSpecs:\n"
+        "    Master:\n      template: &tpl\n        spec:\n          containers:\n"
+        "          - {name: pytorch, image: x, resources: {limits: {nvidia.com/gpu: 8}}}\n"
+        "    Worker:\n      replicas: 2\n      template: *tpl\n"
+    )
+    out, objs, _ = _migrate(text)
+    assert "template: *tpl" in out
+    replicas = objs[0]["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Worker"]["template"] == replicas["Master"]["template"]
+    assert [o["metadata"]["name"] for o in objs[1:]] == ["j-master-gpu"]

@@ -333,6 +333,7 @@ class PodTemplateConverter:
         containers: list[_Container] = []
         failed = False
         zero_keys: list[tuple[Any, list[str]]] = []
+        shared: set[int] = set()
         for group in ("initContainers", "containers"):
             entries = spec.get(group)
             if not isinstance(entries, list):
@@ -352,7 +353,7 @@ class PodTemplateConverter:
                     self._extended(entry, path, values)
                     continue
                 specs = self._specs(entry, path, values)
-                if specs is None:
+                if specs is None or self._aliased(entry, path, shared):
                     failed = True
                     continue
                 sidecar = group == "initContainers" and entry.get("restartPolicy") == "Always"
@@ -371,6 +372,23 @@ class PodTemplateConverter:
         if not containers:
             return None
         return self._apply(tpl, workload, spec, containers)
+
+    def _aliased(self, entry: Any, path: Path, seen: set[int]) -> bool:
+        """Whether this container's resources are the same YAML node as another's (`resources: *gpu`):
+        editing one would edit both, and each container needs its own request."""
+        resources = entry.get("resources")
+        nodes = [entry, resources] + [resources.get(k) for k in ("limits", "requests")]
+        ids = {id(n) for n in nodes if isinstance(n, (dict, list))}
+        if ids & seen:
+            self._error(
+                str(entry.get("name", "?")),
+                (*path, "resources"),
+                "shares its resources with another container through a YAML alias",
+                "each container gets its own device request; write the resources out (expand the alias)",
+            )
+            return True
+        seen.update(ids)
+        return False
 
     def _extended(self, entry: Any, path: Path, values: dict[str, int]) -> None:
         for key in values:

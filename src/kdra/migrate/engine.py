@@ -4,6 +4,7 @@ ruamel round-trip mode, and each new ResourceClaimTemplate follows the document 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +144,14 @@ def _reads_as(text: str, expected: Any) -> bool:
         return False
 
 
+_COMMENT = re.compile(r"(^|\s)#.*$")
+
+
+def _form(lines: list[str]) -> str:
+    """The lines without comments and whitespace: equal for hunks that differ only in form."""
+    return "".join(re.sub(r"\s+", "", _COMMENT.sub("", line)) for line in lines)
+
+
 def _reconcile(original: str, dumped: str, expected: Any) -> str:
     """Put back original lines wherever the dump differs only in form (`key:\n  {}` -> `key: {}`, dropped
     blank lines, re-spaced flow mappings): each differing hunk reverts to the original text when the whole
@@ -153,9 +162,9 @@ def _reconcile(original: str, dumped: str, expected: Any) -> str:
         old[-1] += "\r\n" if old[0].endswith("\r\n") else "\n"
     opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
     pieces = [new[j1:j2] if tag != "equal" else old[i1:i2] for tag, i1, i2, j1, j2 in opcodes]
-    for index, (tag, i1, i2, _, _) in enumerate(opcodes):
-        if tag == "equal":
-            continue
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal" or _form(old[i1:i2]) != _form(new[j1:j2]):
+            continue  # a real edit: the data differs, so the original text cannot come back
         trial = [*pieces[:index], old[i1:i2], *pieces[index + 1 :]]
         if _reads_as("".join("".join(p) for p in trial), expected):
             pieces = trial

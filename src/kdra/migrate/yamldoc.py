@@ -128,7 +128,22 @@ def make_yaml(style: Style) -> YAML:
 
 def load_document(body: str) -> Any:
     """Parse one document in round-trip mode. Raises ruamel's YAMLError."""
-    return make_yaml(Style()).load(body)
+    doc = make_yaml(Style()).load(body)
+    _keep_anchors(doc)
+    return doc
+
+
+def _keep_anchors(node: Any) -> None:
+    """ruamel drops anchors nothing refers to; the author wrote them, so they stay."""
+    anchor = getattr(node, "anchor", None)
+    if anchor is not None and getattr(anchor, "value", None):
+        anchor.always_dump = True
+    if isinstance(node, dict):
+        for value in node.values():
+            _keep_anchors(value)
+    elif isinstance(node, list):
+        for value in node:
+            _keep_anchors(value)
 
 
 def dump_document(data: Any, style: Style) -> str:
