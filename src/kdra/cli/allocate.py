@@ -313,7 +313,8 @@ def _run(args: argparse.Namespace) -> int:
                             f"{entry['resourceClaimTemplateName']!r}: "
                             f"no ResourceClaimTemplate {tref} in the input"
                         )
-                    claim = instantiate_template(pod, entry_name, template, taken_names)
+                    in_ns = {ref.split("/", 1)[1] for ref in taken_names if ref.split("/", 1)[0] == ns}
+                    claim = instantiate_template(pod, entry_name, template, in_ns)
                     taken_names.add(_ref(claim))
                     claims_by_ref[_ref(claim)] = claim
             else:
