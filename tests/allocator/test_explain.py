@@ -130,3 +130,26 @@ def test_success_has_no_explanation() -> None:
         node(), [claim("c", request("r"))]
     )
     assert out.allocations is not None and out.explanation is None
+
+
+def test_what_if_names_the_conflicting_constraint_and_competing_claims() -> None:
+    devs = [
+        device("gpu-0", numa=0, memory="80Gi"),
+        device("gpu-1", numa=1, memory="40Gi"),
+        device("gpu-2", numa=1, memory="40Gi"),
+    ]
+    big = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("60Gi")) >= 0'
+    c = claim(
+        "c", request("big", 1, "gpu", big), request("any"), constraints=[{"matchAttribute": f"{DRIVER}/numa"}]
+    )
+    out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [c])
+    assert out.explanation is not None
+    assert out.explanation.summary.startswith(
+        f"claim default/c would fit without constraint #0 (matchAttribute {DRIVER}/numa)"
+    )
+    # Two claims that each fit alone but compete for the one big device.
+    a = claim("a", request("r", 1, "gpu", big))
+    b = claim("b", request("r", 1, "gpu", big), request("s"))
+    out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [a, b])
+    assert out.explanation is not None
+    assert out.explanation.summary.startswith("each of the 2 claims fits on its own, but not all together")

@@ -11,6 +11,7 @@ closest to passing the selectors, with the values its failing selector looks at)
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -491,11 +492,63 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
         ex.reasons.append(
             f"search stopped after {run.steps} steps (limit {run.owner.max_steps}) without finding a solution"
         )
+    if not ex.reasons and not limit_hit:
+        ex.reasons.extend(_what_if(run))
     if not ex.reasons:
         ex.reasons.append(
             "every request can be satisfied on its own, but no combination satisfies all requests, "
             "constraints, counters and capacities together"
         )
-    if ex.invalid_pools and not ex.reasons:
-        ex.reasons.append("invalid resource pools were encountered")
     return ex
+
+
+WHAT_IF_STEPS = 2_000  # search budget of each diagnostic re-run
+
+
+def _fits(run: _Run, claims: list[Mapping[str, Any]]) -> bool | None:
+    """Would these claims fit on the node (same state)? None when that cannot be told cheaply."""
+    from kdra.allocator.allocator import SearchLimitExceeded, _Run
+    from kdra.errors import AllocationError
+
+    trial = _Run(run.owner, run.view, claims)
+    try:
+        return trial.search(WHAT_IF_STEPS)
+    except (SearchLimitExceeded, AllocationError):
+        return None
+
+
+def _what_if(run: _Run) -> list[str]:
+    """Diagnostic re-runs when every request fits on its own: which claims or constraints conflict."""
+    from kdra.allocator.allocator import claim_ref
+
+    claims: list[Mapping[str, Any]] = list(run.claims)
+    out: list[str] = []
+    if len(claims) > 1:
+        alone = [_fits(run, [c]) for c in claims]
+        lonely = [claim_ref(c) for c, ok in zip(claims, alone, strict=True) if ok is False]
+        if lonely:
+            out.append(f"claim {lonely[0]} does not fit on this node even on its own")
+        elif all(alone):
+            out.append(
+                f"each of the {len(claims)} claims fits on its own, but not all together: "
+                "they compete for the same devices, counters or capacity"
+            )
+    for ci, c in enumerate(claims):
+        devices = ((c.get("spec") or {}).get("devices")) or {}
+        constraints = devices.get("constraints") or []
+        for i, constraint in enumerate(constraints):
+            relaxed = dict(c)
+            relaxed["spec"] = dict(c.get("spec") or {})
+            relaxed["spec"]["devices"] = dict(devices)
+            relaxed["spec"]["devices"]["constraints"] = constraints[:i] + constraints[i + 1 :]
+            trial = [*claims[:ci], relaxed, *claims[ci + 1 :]]
+            if _fits(run, trial):
+                what = next(
+                    (k for k in ("matchAttribute", "distinctAttribute") if k in constraint), "constraint"
+                )
+                out.append(
+                    f"claim {claim_ref(c)} would fit without constraint #{i} ({what} "
+                    f"{constraint.get(what, '')}): no usable devices satisfy it together with the other "
+                    "requests, counters and capacities"
+                )
+    return out
