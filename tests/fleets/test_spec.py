@@ -206,3 +206,23 @@ def test_fleet_level_errors() -> None:
         parse_fleet(fleet(H100, {**H100, "name": "other", "namePattern": "h100-{index}"}))
     with pytest.raises(InputError, match=r"spec\.colour: unknown field"):
         parse_fleet(fleet(H100, colour="blue"))
+
+
+def test_republish_bumps_generation_of_changed_pools_only() -> None:
+    from kdra.fleets import FleetPublisher
+
+    a100 = {"name": "a100", "count": 2, "accelerator": {"model": "A100-40GB", "count": 2, "mig": "dynamic"}}
+    l4 = {"name": "l4", "count": 1, "accelerator": {"model": "L4", "count": 2}}
+    pub = FleetPublisher()
+    first, deleted = pub.publish(parse_fleet(fleet(a100, l4)))
+    assert {s["spec"]["pool"]["generation"] for s in first} == {1} and deleted == []
+    assert pub.publish(parse_fleet(fleet(a100, l4))) == ([], [])
+    a100_static = {**a100, "accelerator": {"model": "A100-40GB", "count": 2,
+                                           "mig": {"mode": "static", "layout": "all-1g.5gb"}}}
+    changed, deleted = pub.publish(parse_fleet(fleet(a100_static, l4)))
+    assert {s["spec"]["pool"]["name"] for s in changed} == {"a100-0", "a100-1"}
+    assert {s["spec"]["pool"]["generation"] for s in changed} == {2}
+    assert all(s["spec"]["pool"]["resourceSliceCount"] == 1 for s in changed)
+    assert "a100-0-gpu.nvidia.com-counters" in deleted and "a100-0-gpu.nvidia.com-devices" not in deleted
+    _, deleted = pub.publish(parse_fleet(fleet(l4)))
+    assert deleted == ["a100-0-gpu.nvidia.com-devices", "a100-1-gpu.nvidia.com-devices"]

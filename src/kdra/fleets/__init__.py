@@ -20,6 +20,7 @@ import yaml
 
 from kdra.errors import InputError
 from kdra.fleets.render import (
+    FleetPublisher,
     RenderOptions,
     device_classes,
     iter_render,
@@ -34,13 +35,14 @@ from kdra.fleets.summary import PoolSummary, summarize
 BUNDLED: dict[str, str] = {
     "mixed": "data/mixed.yaml",
     "uniform-500": "data/uniform-500.yaml",
-    "alibaba-openb": "",  # built from data/alibaba-openb.runs
+    "alibaba-openb": "",  # built from data/alibaba-openb-shapes.csv
 }
 
 __all__ = [
     "BUNDLED",
     "Accelerator",
     "Fleet",
+    "FleetPublisher",
     "Pool",
     "PoolSummary",
     "RenderOptions",

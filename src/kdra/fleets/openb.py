@@ -12,7 +12,7 @@ GPU),
 which is exact. Every node keeps its trace code in the label `kdra.dev/trace-gpu-model`.
 
 Data terms: research or study use only, attribute Alibaba, cite the FGD paper (shared/traces/.../README.md).
-The package ships only the run-length-encoded node shapes (data/alibaba-openb.runs), not the CSV.
+The package ships only the run-length-encoded node shapes (data/alibaba-openb-shapes.csv), not the CSV.
 """
 
 from __future__ import annotations
@@ -100,13 +100,13 @@ def read_csv(path: str | Path) -> Fleet:
 
 
 def bundled() -> Fleet:
-    text = resources.files("kdra.fleets").joinpath("data/alibaba-openb.runs").read_text()
+    text = resources.files("kdra.fleets").joinpath("data/alibaba-openb-shapes.csv").read_text()
     rows: list[Row] = []
     i = 0
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        n, cpu, mem, gpus, code = line.split()
+        n, cpu, mem, gpus, code = line.split(",")
         for _ in range(int(n)):
             rows.append((f"openb-node-{i:04d}", int(cpu), int(mem), int(gpus), code))
             i += 1

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kdra.drivers import amd, nvidia, tpu
 from kdra.drivers.catalog import AmdModel, GpuModel, TpuModel
-from kdra.drivers.common import Obj, PoolLayout, check_device, make_slices, string_attr
+from kdra.drivers.common import Obj, PoolLayout, PoolPublisher, check_device, make_slices, string_attr
 from kdra.drivers.legacy import extended_resources
 from kdra.fleets.spec import (
     LABEL_ACCELERATOR,
@@ -262,3 +262,43 @@ def render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool 
     finally:
         if enabled:
             gc.enable()
+
+
+class FleetPublisher:
+    """The drivers of a whole fleet over time: republishing after a change (a MIG reconfiguration, a pool
+    switched to DynamicMIG, GPUs removed) bumps `pool.generation` of exactly the pools whose devices changed, as
+    the kubelet plugins do, and names the slices that no longer exist.
+
+    `publish(fleet)` returns (slices to create or update, names of slices to delete). Unchanged pools are not
+    returned. Cost: a content hash per pool, so use it for reconfiguration events, not per scheduling cycle.
+    """
+
+    def __init__(self) -> None:
+        self._pub = PoolPublisher()
+        self._names: dict[tuple[str, str], list[str]] = {}
+
+    def generation(self, driver: str, pool: str) -> int:
+        return self._pub.generation(driver, pool)
+
+    def publish(self, fleet: Fleet) -> tuple[list[Obj], list[str]]:
+        changed: list[Obj] = []
+        deleted: list[str] = []
+        seen: set[tuple[str, str]] = set()
+        for pr in pool_renderers(fleet):
+            for i in range(pr.pool.count):
+                layout = pr.layout(i)
+                if layout is None:
+                    continue
+                key = (layout.driver, layout.node)
+                seen.add(key)
+                before = self._pub.generation(*key)
+                slices = self._pub.publish(layout)
+                if self._pub.generation(*key) == before:
+                    continue
+                names = [s["metadata"]["name"] for s in slices]
+                deleted.extend(n for n in self._names.get(key, ()) if n not in names)
+                self._names[key] = names
+                changed.extend(slices)
+        for key in sorted(set(self._names) - seen):
+            deleted.extend(self._names.pop(key))
+        return changed, sorted(deleted)
