@@ -233,3 +233,31 @@ def test_unparsable_document_without_device_requests_passes_through() -> None:
 def test_missing_file() -> None:
     run = run_cli(["/nonexistent/x.yaml"])
     assert run.code == 2 and "no such file" in run.err
+
+
+def test_in_place_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    (target,) = _copy(tmp_path, "tpu-job.yaml")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target.name)
+    assert run_cli(["-i", str(link)]).code == 0
+    assert link.is_symlink()
+    assert "claims:" in target.read_text()
+
+
+def test_whole_counts_written_as_decimals_convert_and_others_do_not() -> None:
+    ok = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', "2.0"))
+    assert ok.code == 0 and "count: 2" in ok.out
+    for bad in ('"500m"', "-1", '"1k"', "1.5"):
+        run = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', bad))
+        assert run.code == 2, bad
+        assert "is not a whole number" in run.err
+
+
+def test_main_runs_migrate_with_exit_codes() -> None:
+    main = pytest.importorskip("kdra.cli.main")
+    assert main.main(["migrate", "--check", str(VLLM)]) == 1
+    assert main.main(["migrate", "--check", str(VLLM_EXPECTED)]) == 0
+    with pytest.raises(SystemExit) as exit_info:  # argparse usage errors exit 2
+        main.main(["migrate", "--mode", "nonsense", str(VLLM)])
+    assert exit_info.value.code == 2
+    assert main.main(["migrate", "/nonexistent.yaml"]) == 2

@@ -70,6 +70,7 @@ def _inputs(paths: list[str]) -> list[tuple[str, str, Path | None]]:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Temp file in the same folder, then rename: readers see the old file or the new one, never half."""
+    path = path.resolve()  # through a symlink, rewrite the file it points to and keep the link
     mode = path.stat().st_mode & 0o7777
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".kdra-tmp", dir=path.parent)
     try:

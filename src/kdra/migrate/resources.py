@@ -74,18 +74,20 @@ def classify(name: str) -> Legacy | None:
     return None
 
 
-_WHOLE = re.compile(r"^\+?[0-9]+$")
+_WHOLE = re.compile(r"^\+?([0-9]+)(?:\.0*)?$")
 
 
 def whole_number(value: Any) -> int | None:
-    """The value as a non-negative integer, or None when it is not a plain whole number."""
+    """The value as a non-negative integer (`2`, `"2"`, `2.0`: Kubernetes reads each as the quantity 2), or
+    None when it is not a whole number."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    if isinstance(value, str) and _WHOLE.match(value.strip()):
-        return int(value.strip())
-    return None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    match = _WHOLE.match(value.strip()) if isinstance(value, str) else None
+    return int(match.group(1)) if match else None
 
 
 # Node labels that name a GPU product, and how to say the same on the device.
