@@ -24,6 +24,7 @@ from kdra.allocator.capacity import check_capacity, consumed_capacity
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import (
     MATCH,
+    MAX_CACHED_SELECTOR_SETS,
     AllocatorIndex,
     DeviceEntry,
     NodeView,
@@ -410,7 +411,7 @@ class Allocator:
         self.prune = prune
         self._share_id = share_id or (lambda: str(uuid.uuid4()))
         # Available counters per pool (counter sets minus what allocated devices consume), computed once.
-        self._available: dict[int, tuple[dict[str, dict[str, int]], bool]] = {}
+        self._available: dict[int, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
 
     @classmethod
     def from_index(
@@ -458,8 +459,8 @@ class Allocator:
     def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
         """(available counters per set, whether any is already negative) for a pool."""
         hit = self._available.get(id(pool))
-        if hit is not None:
-            return hit
+        if hit is not None and hit[2] is pool:
+            return hit[0], hit[1]
         avail = {name: dict(counters) for name, counters in (pool.counter_sets or {}).items()}
         state = self.state
         for slices in (pool.slices, pool.other_slices):
@@ -475,7 +476,7 @@ class Allocator:
                             if cname in cs:
                                 cs[cname] -= amount
         broken = any(v < 0 for cs in avail.values() for v in cs.values())
-        self._available[id(pool)] = (avail, broken)
+        self._available[id(pool)] = (avail, broken, pool)
         return avail, broken
 
 
@@ -695,6 +696,8 @@ class _Run:
                     continue
                 if res == MATCH and ok:
                     shared.append((dev, pi, None))
+            if len(view.candidates) >= MAX_CACHED_SELECTOR_SETS:
+                view.candidates.clear()
             view.candidates[key] = shared
         cands = [
             (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else "")

@@ -121,6 +121,7 @@ def _parse_policy(raw: Any, where: str) -> RequestPolicy | None:
 # Selector evaluation results cached per device: MATCH, the index of the first selector that returned
 # false, or a SelectorError (compile or runtime error, re-raised with the class/claim named by the caller).
 MATCH = -1
+MAX_CACHED_SELECTOR_SETS = 512  # per device, and candidate lists per node view
 
 
 @dataclass(frozen=True, slots=True)
@@ -558,9 +559,12 @@ def evaluate_selectors(
     if not exprs:
         return MATCH
     key = (exprs, consumable, list_types)
-    cached = dev.matches.get(key)
+    matches = dev.matches
+    cached = matches.get(key)
     if cached is not None:
         return cached
+    if len(matches) >= MAX_CACHED_SELECTOR_SETS:
+        matches.clear()  # bounded memory when many distinct selector lists come and go
     result: SelectorResult = MATCH
     for i, expr in enumerate(exprs):
         try:
@@ -576,5 +580,5 @@ def evaluate_selectors(
         if not ok:
             result = i
             break
-    dev.matches[key] = result
+    matches[key] = result
     return result
