@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+from functools import lru_cache
 
 # The simulation epoch: timestamps kdra writes are this instant plus virtual seconds.
 EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
@@ -10,7 +11,12 @@ EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
 
 def format_time(seconds: float) -> str:
     """RFC 3339 (metav1.Time's format, second precision) of a virtual time."""
-    t = EPOCH + _dt.timedelta(seconds=int(seconds))
+    return _format_seconds(int(seconds))
+
+
+@lru_cache(maxsize=4096)
+def _format_seconds(seconds: int) -> str:
+    t = EPOCH + _dt.timedelta(seconds=seconds)
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

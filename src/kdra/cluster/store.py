@@ -110,6 +110,18 @@ def clone(obj: Any) -> Any:
     return obj
 
 
+def copy_for_update(obj: Obj) -> Obj:
+    """A copy that mutators may change at the top two levels (metadata/spec/status fields, and append to
+    their lists) without touching the stored object; deeper structures stay shared, so replace them rather
+    than edit them in place. Much cheaper than clone() on the hot path."""
+    new = dict(obj)
+    for part in ("metadata", "spec", "status"):
+        sub = obj.get(part)
+        if isinstance(sub, dict):
+            new[part] = {k: (list(v) if isinstance(v, list) else v) for k, v in sub.items()}
+    return new
+
+
 def obj_key(obj: Obj) -> tuple[str, str, str]:
     """(kind, namespace, name) of an object, namespace "" for cluster-scoped kinds."""
     kind = obj.get("kind") or ""
@@ -167,7 +179,7 @@ class Store(ABC):
     ) -> Obj:
         """Get, mutate a clone, update; retry on conflict (client-go's RetryOnConflict)."""
         for attempt in range(attempts):
-            current = clone(self.get(kind, name, namespace))
+            current = copy_for_update(self.get(kind, name, namespace))
             mutate(current)
             try:
                 return self.update(current, subresource=subresource)

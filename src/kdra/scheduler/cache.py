@@ -38,6 +38,7 @@ class SchedulerCache:
         self.changes: list[int] = []  # node idx per change, for incremental caches
         self.change_base = 0  # global sequence number of changes[0]
         self.epoch = 0
+        self.node_updates = 0  # Node objects changed (labels, taints, allocatable)
         self.listeners: list[Callable[[str, WatchEvent], None]] = []
         # DRA bookkeeping is attached by the DynamicResources plugin (kdra.scheduler.dra.DraState).
         self.dra: Any = None
@@ -82,6 +83,7 @@ class SchedulerCache:
 
     def _on_Node(self, ev: WatchEvent) -> None:
         name = ev.object["metadata"]["name"]
+        self.node_updates += 1
         ni = self.node_by_name.get(name)
         if ev.type == "DELETED":
             if ni is not None:

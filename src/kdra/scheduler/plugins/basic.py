@@ -91,6 +91,8 @@ class NodeAffinity(FilterPlugin, ScorePlugin):
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
         spec = pi.pod.get("spec") or {}
         aff = (spec.get("affinity") or {}).get("nodeAffinity")
+        if not aff and not spec.get("nodeSelector"):
+            return ""
         return json.dumps([spec.get("nodeSelector"), aff], sort_keys=True)
 
     def active(self, state: CycleState, pi: PodInfo) -> bool:
@@ -154,10 +156,16 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         return SUCCESS
 
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
-        return json.dumps(pi.tolerations, sort_keys=True)
+        return json.dumps(pi.tolerations, sort_keys=True) if pi.tolerations else ""
 
     def active(self, state: CycleState, pi: PodInfo) -> bool:
-        return any(t.get("effect") == "PreferNoSchedule" for ni in self.cache.nodes for t in ni.taints)
+        key = (self.cache.epoch, self.cache.node_updates)
+        if getattr(self, "_active_key", None) != key:
+            self._active_key = key
+            self._active = any(
+                t.get("effect") == "PreferNoSchedule" for ni in self.cache.nodes for t in ni.taints
+            )
+        return self._active
 
     def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
         tols = [t for t in pi.tolerations if not t.get("effect") or t.get("effect") == "PreferNoSchedule"]
