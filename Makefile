@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: venv
-	$(BIN)/kdra allocate -f examples/allocate/h100-mig-node.yaml
+	$(BIN)/kdra simulate --report out/simulate-report.html
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks

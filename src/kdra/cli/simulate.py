@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         report = simulate(args.fleet, args.workload, modes, args.seed, config, progress=progress.update)
     if args.report:
         try:
+            os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
             with open(args.report, "w", encoding="utf-8") as f:
                 f.write(to_html(report))
         except OSError as exc:
