@@ -96,6 +96,8 @@ def test_json_object_and_array() -> None:
         ("\tapiVersion: v1\n", ["invalid YAML"]),
         ("a: 1\na: *unknown\n", ["invalid YAML"]),
         ("? [a, b]\n: 1\n", ["invalid YAML"]),
+        ("apiVersion: v1\nkind: X\nb: !!binary aGVsbG8=\n", ["line 3", "binary tag is not allowed"]),
+        ("apiVersion: v1\nkind: X\nb: !custom x\n", ["invalid YAML"]),
     ],
 )
 def test_malformed_input(text: str, fragments: list[str]) -> None:

@@ -784,6 +784,8 @@ json_value = st.recursive(
                     ]
                 ),
                 st.text(max_size=6),
+                st.integers(min_value=-3, max_value=3),  # YAML allows non-string keys
+                st.none(),
             ),
             children,
             max_size=5,

@@ -40,6 +40,17 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
+def _reject_tag(loader: yaml.BaseLoader, node: yaml.Node) -> Any:
+    """Kubernetes objects are JSON: binary, set and ordered-map tags have no JSON form."""
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the {node.tag} tag is not allowed in a Kubernetes object", node.start_mark
+    )
+
+
+for _tag in ("binary", "set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _reject_tag)
+
+
 class _Dumper(_BaseDumper):
     """Safe dumper that also quotes strings YAML 1.2 readers (kubectl, go-yaml) would take for
     numbers, such as the quantity "1e3"; PyYAML itself follows YAML 1.1 and would leave them bare."""

@@ -463,8 +463,11 @@ class _V:
             self.too_long(path, DEVICE_MAX_ID_LENGTH)
         self.msgs(path, value, is_c_identifier(value))
 
-    def qualified_name(self, name: str, path: str) -> None:
+    def qualified_name(self, name: object, path: str) -> None:
         """validateQualifiedName: attribute and capacity names, `[domain/]id`."""
+        if not isinstance(name, str):
+            self.wrong_type(path, name, str)
+            return
         parts = name.split("/")
         if len(parts) == 1:
             self.c_identifier(parts[0], path)
@@ -1188,12 +1191,12 @@ class _V:
             ap = path + ".attributes"
             for key in sorted(attrs, key=str):
                 self.qualified_name(key, ap)
-                self.device_attribute(attrs[key], f"{ap}[{_truncate(key, _ATTR_KEY_MAX)}]")
+                self.device_attribute(attrs[key], f"{ap}[{_truncate(str(key), _ATTR_KEY_MAX)}]")
         if not _capacities_ok(caps):
             cp = path + ".capacity"
             for key in sorted(caps, key=str):
                 self.qualified_name(key, cp)
-                self.device_capacity(caps[key], f"{cp}[{_truncate(key, _ATTR_KEY_MAX)}]", allow_multi)
+                self.device_capacity(caps[key], f"{cp}[{_truncate(str(key), _ATTR_KEY_MAX)}]", allow_multi)
 
         tp = path + ".taints"
         for i, taint in enumerate(
