@@ -518,6 +518,17 @@ def build() -> None:
         node_name="gpu-node-01",
     )
     case(
+        "mig-node-with-partitionable-gate-off-is-unschedulable",
+        "With DRAPartitionableDevices off, devices that consume counters cannot be allocated (and the "
+        "counter "
+        "slice is ignored): every device of a dynamic-MIG GPU does, so even an idle full GPU does not fit.",
+        [up("partitionable-devices-disabled-device-consumes-counters"), "KEP-4815 §Feature gate"],
+        [*classes, *mig, claim("full", [request("gpu")])],
+        {"unschedulable": True},
+        node_name="gpu-node-01",
+        gates={"DRAPartitionableDevices": False},
+    )
+    case(
         "first-available-full-gpu-else-mig-3g40gb",
         "firstAvailable [full H100, 3g.40gb]: an allocated 1g.10gb holds memory slice 0, so neither the full "
         "GPU nor 3g.40gb 9-0 fits; the second subrequest gets 9-4 and the result names gpu/mig-3g.",
