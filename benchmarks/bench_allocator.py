@@ -392,6 +392,44 @@ def bench_c() -> None:
         ],
         [{"requests": ["b"], "matchAttribute": "d/serial"}],
     )
+    # Counters forbid what constraints allow: 24 partitions of one counter set (9 left), 5 + 5 wanted.
+    part = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "parts"},
+        "spec": {
+            "driver": "d",
+            "nodeName": "n",
+            "pool": {"name": "q", "generation": 1, "resourceSliceCount": 2},
+            "devices": [
+                {
+                    "name": f"part-{i}",
+                    "attributes": {"g": {"int": i % 2}},
+                    "consumesCounters": [{"counterSet": "cs", "counters": {"c": {"value": "1"}}}],
+                }
+                for i in range(24)
+            ],
+        },
+    }
+    counters = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "counters"},
+        "spec": {
+            "driver": "d",
+            "nodeName": "n",
+            "pool": {"name": "q", "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": "cs", "counters": {"c": {"value": "9"}}}],
+        },
+    }
+    part_claim = claim(
+        "parts",
+        [
+            {"name": "a", "exactly": {"deviceClassName": "c", "count": 5}},
+            {"name": "b", "exactly": {"deviceClassName": "c", "count": 5}},
+        ],
+        [{"matchAttribute": "d/g"}],
+    )
     for label, claims in cases.items():
         _time_failure(label, Allocator.from_index(index, AllocatedState()), node, claims)
     _time_failure(
@@ -399,6 +437,18 @@ def bench_c() -> None:
         Allocator(flat_class, [flat], [], FEATURES),
         {"metadata": {"name": "n"}},
         [flat_claim],
+    )
+    _time_failure(
+        "24 partitions, 5 + 5 wanted, counters leave room for 9",
+        Allocator(flat_class, [part, counters], [], FEATURES),
+        {"metadata": {"name": "n"}},
+        [part_claim],
+    )
+    _time_failure(
+        "same, exact pruning off: the search runs into its step budget",
+        Allocator(flat_class, [part, counters], [], FEATURES, prune=False),
+        {"metadata": {"name": "n"}},
+        [part_claim],
     )
 
 

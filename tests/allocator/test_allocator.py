@@ -153,3 +153,29 @@ def test_distinct_attribute_remembers_one_value_per_request_like_1_36() -> None:
     out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [c2])
     assert out.allocations is None
     assert "distinctAttribute" in str(out.explanation)
+
+
+def test_counter_demand_prunes_and_explains() -> None:
+    devs = [
+        {
+            "name": f"d{i}",
+            "attributes": {"g": {"int": i % 2}},
+            "consumesCounters": [{"counterSet": "cs", "counters": {"c": {"value": "1"}}}],
+        }
+        for i in range(24)
+    ]
+    sl = [
+        slice_("a", devs, pool="p"),
+        slice_("b", [], pool="p", sharedCounters=[{"name": "cs", "counters": {"c": {"value": "9"}}}]),
+    ]
+    del sl[1]["spec"]["devices"]
+    for s in sl:
+        s["spec"]["pool"]["resourceSliceCount"] = 2
+    c = claim("x", request("a", 5), request("b", 5), constraints=[{"matchAttribute": f"{DRIVER}/g"}])
+    out = Allocator(CLASSES, sl, [], FeatureGates()).allocate(node(), [c])
+    assert out.allocations is None and out.steps < 2 * QUICK_SEARCH_STEPS
+    assert out.explanation is not None
+    assert (
+        out.explanation.summary
+        == f"the requests need at least 10 of counter cs/c in pool {DRIVER}/p, only 9 left"
+    )

@@ -809,6 +809,7 @@ class _Run:
         union: set[int] = set()
         total = 0
         shareable = False
+        demand: dict[tuple[int, str, str], int] = {}  # (pool, counter set, counter) -> least consumption
         for ci, claim in enumerate(self.claims):
             reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
             single: list[tuple[ReqData, list[DeviceEntry]]] = []
@@ -830,6 +831,7 @@ class _Run:
                         feasible = True
                     if len(subs) == 1:
                         single.append((rd, [d for d, _ in usable]))
+                        self._add_counter_demand(rd, usable, demand)
                     if len(subs) == 1 and not rd.admin:
                         if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
                             shareable = True
@@ -841,11 +843,46 @@ class _Run:
                     return True
             if not self._constraints_satisfiable(ci, single):
                 return True
+        for (pi, set_name, cname), amount in demand.items():
+            avail, _ = self.owner.available_counters(self.view.pools[pi])
+            if amount > avail.get(set_name, {}).get(cname, amount):
+                return True
         if shareable or has_all:
             return False
         if total > len(union):
             return True
         return any(need > len(ids) for ids, need in groups.items())
+
+    def _add_counter_demand(
+        self, rd: ReqData, usable: list[tuple[DeviceEntry, int]], demand: dict[tuple[int, str, str], int]
+    ) -> None:
+        """Least counter consumption of a request whose every candidate draws on the same counter.
+
+        Necessary condition: summed over requests, it cannot exceed what the counter has left.
+        Requests that could take a shared device (which may skip the counter check) are ignored."""
+        if not usable or rd.num_devices <= 0 or not self.features.partitionable_devices:
+            return
+        if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
+            return
+        per_counter: dict[tuple[int, str, str], list[int]] = {}
+        for i, (dev, pi) in enumerate(usable):
+            seen: dict[tuple[int, str, str], int] = {}
+            for set_name, counters in dev.consumes:
+                for cname, amount in counters:
+                    key = (pi, set_name, cname)
+                    seen[key] = seen.get(key, 0) + amount
+            if i == 0:
+                per_counter = {k: [v] for k, v in seen.items()}
+            else:
+                per_counter = {k: [*v, seen[k]] for k, v in per_counter.items() if k in seen}
+            if not per_counter:
+                return
+        for key, amounts in per_counter.items():
+            if len(amounts) < rd.num_devices:
+                continue
+            least = sum(sorted(amounts)[: rd.num_devices])
+            if least > 0:
+                demand[key] = demand.get(key, 0) + least
 
     def _constraints_satisfiable(self, ci: int, single: list[tuple[ReqData, list[DeviceEntry]]]) -> bool:
         """Necessary condition per constraint: enough usable devices share a value (matchAttribute) or

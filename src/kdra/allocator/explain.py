@@ -488,6 +488,8 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
             f"together the claims need {demand} devices, "
             f"but only {len(supply)} different usable devices exist"
         )
+    if not ex.reasons:
+        ex.reasons.extend(_counter_reasons(run))
     if limit_hit:
         ex.reasons.append(
             f"search stopped after {run.steps} steps (limit {run.owner.max_steps}) without finding a solution"
@@ -502,19 +504,52 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
     return ex
 
 
+def _counter_reasons(run: _Run) -> list[str]:
+    """Counters that the requests drawing on them cannot all fit into (least possible consumption)."""
+    from kdra.allocator.allocator import request_candidates
+
+    demand: dict[tuple[int, str, str], int] = {}
+    for (_, _, si), rd in run.requests.items():
+        if rd.mode == "All" or si > 0 or (rd.claim_index, rd.request_index, 1) in run.requests:
+            continue
+        usable, _ = request_candidates(run, rd)
+        run._add_counter_demand(rd, usable, demand)
+    out = []
+    for (pi, set_name, cname), amount in demand.items():
+        pool = run.view.pools[pi]
+        avail, _ = run.owner.available_counters(pool)
+        left = avail.get(set_name, {}).get(cname)
+        if left is not None and amount > left:
+            out.append(
+                f"the requests need at least {_fmt_nanos(amount)} of counter {set_name}/{cname} in pool "
+                f"{pool.id}, only {_fmt_nanos(max(left, 0))} left"
+            )
+    return out
+
+
 WHAT_IF_STEPS = 2_000  # search budget of each diagnostic re-run
+WHAT_IF_TOTAL_STEPS = 10_000  # and of all of them together, so explaining stays fast
 
 
-def _fits(run: _Run, claims: list[Mapping[str, Any]]) -> bool | None:
+class _Budget:
+    def __init__(self, total: int) -> None:
+        self.left = total
+
+
+def _fits(run: _Run, claims: list[Mapping[str, Any]], budget: _Budget) -> bool | None:
     """Would these claims fit on the node (same state)? None when that cannot be told cheaply."""
     from kdra.allocator.allocator import SearchLimitExceeded, _Run
     from kdra.errors import AllocationError
 
+    if budget.left <= 0:
+        return None
     trial = _Run(run.owner, run.view, claims)
     try:
-        return trial.search(WHAT_IF_STEPS)
+        return trial.search(min(WHAT_IF_STEPS, budget.left))
     except (SearchLimitExceeded, AllocationError):
         return None
+    finally:
+        budget.left -= trial.steps
 
 
 def _what_if(run: _Run) -> list[str]:
@@ -522,9 +557,10 @@ def _what_if(run: _Run) -> list[str]:
     from kdra.allocator.allocator import claim_ref
 
     claims: list[Mapping[str, Any]] = list(run.claims)
+    budget = _Budget(WHAT_IF_TOTAL_STEPS)
     out: list[str] = []
     if len(claims) > 1:
-        alone = [_fits(run, [c]) for c in claims]
+        alone = [_fits(run, [c], budget) for c in claims]
         lonely = [claim_ref(c) for c, ok in zip(claims, alone, strict=True) if ok is False]
         if lonely:
             out.append(f"claim {lonely[0]} does not fit on this node even on its own")
@@ -542,7 +578,7 @@ def _what_if(run: _Run) -> list[str]:
             relaxed["spec"]["devices"] = dict(devices)
             relaxed["spec"]["devices"]["constraints"] = constraints[:i] + constraints[i + 1 :]
             trial = [*claims[:ci], relaxed, *claims[ci + 1 :]]
-            if _fits(run, trial):
+            if _fits(run, trial, budget):
                 what = next(
                     (k for k in ("matchAttribute", "distinctAttribute") if k in constraint), "constraint"
                 )
