@@ -1,7 +1,7 @@
 """Build the bundled `kdra allocate` examples from the illustrative 8x H100 slices in shared/reference.
 
 Run from the repository root: `python examples/allocate/make_examples.py` (needs ../shared). The YAML files it
-writes are committed, so `make run` does not need this script or ../shared.
+writes are committed, so using them needs neither this script nor ../shared.
 
 The reference node gives every GPU its own PCIe root; on HGX H100 boards GPUs sit in pairs behind PCIe
 switches, so this example gives each pair one pcieRoot value to make a same-PCIe-root constraint meaningful.
@@ -220,7 +220,7 @@ def write(name: str, title: str, extra: str, objects: list[dict[str, Any]]) -> N
 def main() -> int:
     write(
         "h100-mig-node.yaml",
-        "An 8x H100 node with dynamic MIG, three claims in use, three pods to place (`make run`).",
+        "An 8x H100 node with dynamic MIG, three claims in use, three pods to place (README example).",
         "# Expected: exit 0; llm-finetune gets gpu-6 + gpu-7, vllm-serve gpu-0-mig-3g40gb-9-4,\n"
         "# jupyter-bob gpu-0-mig-1g10gb-19-1.\n",
         main_example(),

@@ -588,8 +588,8 @@ def test_output_is_reproducible(
 # ------------------------------------------------------------------------------- bundled examples
 
 
-def test_make_run_example(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's main job: expectations derived by hand in examples/allocate/make_examples.py."""
+def test_readme_example(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README example: expectations derived by hand in examples/allocate/make_examples.py."""
     code, out, err = run(["-f", str(EXAMPLES / "h100-mig-node.yaml"), "-o", "json"], capsys, monkeypatch)
     assert code == 0, err
     got = {}
