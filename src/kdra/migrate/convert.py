@@ -185,7 +185,7 @@ class PodTemplateConverter:
         """Device requests of one container in claims mode; None after reporting an error."""
         name = str(entry.get("name", "?"))
         kinds = {key: res.classify(key) for key in values}
-        hami = {key: v for key, v in values.items() if kinds[key] and kinds[key].kind.startswith("hami")}  # type: ignore[union-attr]
+        hami = {key: v for key, v in values.items() if _kind(kinds[key]).startswith("hami")}
         specs: list[RequestSpec] = []
         limits_path = (*path, "resources", "limits")
         if hami:
@@ -591,6 +591,10 @@ class PodTemplateConverter:
             delete_key(affinity, "nodeAffinity")
         if not affinity:
             delete_key(spec, "affinity")
+
+
+def _kind(legacy: res.Legacy | None) -> str:
+    return legacy.kind if legacy else ""
 
 
 def _nested(obj: Any, *keys: str) -> Any:
