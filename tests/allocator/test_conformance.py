@@ -4,6 +4,7 @@ the same answer in kdra: the same results in the same order, node selector and c
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -33,6 +34,8 @@ def test_upstream_allocator_case(path: Path) -> None:
     if expect.get("unschedulable"):
         assert outcome.allocations is None, normalise_results(outcome.allocations, case["claims"])
         assert outcome.explanation is not None
+        assert str(outcome.explanation).startswith(f"node {case['node']}: cannot allocate all claims")
+        json.dumps(outcome.explanation.to_dict())
         return
     assert outcome.allocations is not None, str(outcome.explanation)
     got = normalise_results(outcome.allocations, case.get("claims") or [])

@@ -111,7 +111,10 @@ def test_skipped_pools_are_listed() -> None:
     )
     assert ex.explanation is not None
     assert ex.explanation.incomplete_pools == [f"{DRIVER}/growing"]
-    assert f"pool {DRIVER}/growing skipped: incomplete" in str(ex.explanation)
+    assert (
+        f"pool {DRIVER}/growing skipped: incomplete (1 slice(s) of generation 1, resourceSliceCount says 2)"
+        in str(ex.explanation)
+    )
 
 
 def test_constraint_explanation() -> None:

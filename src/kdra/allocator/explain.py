@@ -68,6 +68,8 @@ class RequestExplanation:
     blocked_by_taints: int = 0
     blocked_by_constraints: int = 0
     selector_errors: int = 0
+    not_on_node: int = 0  # per-device node selection excludes this node
+    binding_conditions_off: int = 0  # devices with binding conditions while the gate is off
     usable: int = 0
     examples: dict[str, str] = field(default_factory=dict)  # category -> one device and why
     nearest_miss: NearestMiss | None = None
@@ -91,6 +93,8 @@ class RequestExplanation:
             "blockedByTaints": self.blocked_by_taints,
             "blockedByConstraints": self.blocked_by_constraints,
             "selectorErrors": self.selector_errors,
+            "notOnNode": self.not_on_node,
+            "bindingConditionsGateOff": self.binding_conditions_off,
             "usable": self.usable,
             "fitsAlone": self.fits_alone,
             "examples": dict(self.examples),
@@ -113,7 +117,14 @@ class RequestExplanation:
             (self.selector_errors, "with selector errors"),
         ]
         parts += [f"{n} {what}" for n, what in blocked if n]
+        excluded = [
+            (self.not_on_node, "not available on this node (per-device node selection)"),
+            (self.binding_conditions_off, "with binding conditions (DRADeviceBindingConditions is off)"),
+        ]
         out.append("  " + ", ".join(parts) + f" -> {self.usable} usable")
+        for n, what in excluded:
+            if n:
+                out.append(f"  excluded before selection: {n} device(s) {what}")
         for category, text in self.examples.items():
             out.append(f"  {category}: {text}")
         if self.nearest_miss is not None:
@@ -129,6 +140,7 @@ class Explanation:
     requests: list[RequestExplanation] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)  # claim-level and node-level findings
     incomplete_pools: list[str] = field(default_factory=list)
+    incomplete_detail: dict[str, str] = field(default_factory=dict)
     invalid_pools: dict[str, str] = field(default_factory=dict)
     search_limit_hit: bool = False
     steps: int = 0
@@ -146,6 +158,7 @@ class Explanation:
             "reasons": list(self.reasons),
             "requests": [r.to_dict() for r in self.requests],
             "incompletePools": list(self.incomplete_pools),
+            "incompletePoolDetails": dict(self.incomplete_detail),
             "invalidPools": dict(self.invalid_pools),
             "searchLimitHit": self.search_limit_hit,
             "steps": self.steps,
@@ -158,7 +171,7 @@ class Explanation:
         for r in self.requests:
             out.extend("  " + line for line in r.lines())
         for pool in self.incomplete_pools:
-            out.append(f"  pool {pool} skipped: incomplete (the driver is still publishing it)")
+            out.append(f"  pool {pool} skipped: incomplete ({self.incomplete_detail.get(pool, '')})")
         for pool, why in self.invalid_pools.items():
             out.append(f"  pool {pool} skipped: invalid ({why})")
         return "\n".join(out)
@@ -291,8 +304,10 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
     n_class = len(rd.class_selectors)
     for dev, pi, node_ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
         if not node_ok:
+            ex.not_on_node += 1
             continue
         if not f.device_binding_and_status and dev.binding_conditions:
+            ex.binding_conditions_off += 1
             continue
         res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
         if isinstance(res, SelectorError):
@@ -445,6 +460,10 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
     for pool in run.view.pools:
         if pool.incomplete:
             ex.incomplete_pools.append(pool.id)
+            ex.incomplete_detail[pool.id] = (
+                f"{pool.slices_seen} slice(s) of generation {pool.generation}, "
+                f"resourceSliceCount says {pool.slices_expected}"
+            )
         elif pool.invalid:
             ex.invalid_pools[pool.id] = pool.invalid_reason
     if not run.validated:
@@ -471,10 +490,20 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
             rd0, rex0, usable0 = alternatives[0]
             if not any(r.fits_alone for _, r, _ in alternatives):
                 what = "any alternative of request" if len(alternatives) > 1 else "request"
-                ex.reasons.append(
-                    f"claim {name}: {what} {rd0.base_name} cannot be satisfied on this node "
-                    f"(needs {rex0.needed}, {rex0.usable} usable)"
-                )
+                if rd0.mode == "All" and len(alternatives) == 1:
+                    if rex0.needed == 0:
+                        detail = "allocationMode All matches no device on this node"
+                    else:
+                        detail = (
+                            f"allocationMode All needs every matching device, {rex0.needed - rex0.usable} "
+                            f"of {rex0.needed} are in use or blocked"
+                        )
+                    ex.reasons.append(f"claim {name}: request {rd0.base_name}: {detail}")
+                else:
+                    ex.reasons.append(
+                        f"claim {name}: {what} {rd0.base_name} cannot be satisfied on this node "
+                        f"(needs {rex0.needed}, {rex0.usable} usable)"
+                    )
             if not rd0.admin:
                 demand += rd0.num_devices
                 for dev in usable0:

@@ -317,6 +317,9 @@ class Pool:
     slices: list[SliceEntry] = field(default_factory=list)  # device slices targeting the node
     other_slices: list[SliceEntry] = field(default_factory=list)  # slices of the pool for other nodes
     counter_sets: dict[str, dict[str, int]] | None = None
+    generation: int = 0
+    slices_seen: int = 0  # for incomplete pools: slices of this generation that exist
+    slices_expected: int = 0  # and resourceSliceCount
 
     @property
     def id(self) -> str:
@@ -460,7 +463,16 @@ def gather_pools(
             if obsolete:
                 continue
             if len(all_for_pool) != first.count:
-                result.append(Pool(driver, pname, incomplete=True))
+                result.append(
+                    Pool(
+                        driver,
+                        pname,
+                        incomplete=True,
+                        generation=first.generation,
+                        slices_seen=len(all_for_pool),
+                        slices_expected=first.count,
+                    )
+                )
                 continue
             pool = _build_pool(driver, pname, pool_slices, features, all_for_pool)
         (with_binding if pool.has_binding_conditions() else result).append(pool)
