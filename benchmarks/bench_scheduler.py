@@ -1,4 +1,4 @@
-"""Scheduler throughput, DRA with template claims (kube-scheduler's SchedulingWithResourceClaimTemplate shape).
+"""Scheduler throughput, DRA with template claims (the shape of SchedulingWithResourceClaimTemplate).
 
 Workloads (each in a fresh process, so peak memory is its own):
   template-500   uniform-500 (500 nodes x 10 GPUs), 5,000 pods with one template claim for one device
@@ -34,25 +34,57 @@ def _fleet(name: str) -> Any:
 
     if name != "gpus-5000":
         return load_fleet("uniform-500" if name == "template-500" else "mixed")
-    return parse_fleet({
-        "apiVersion": "kdra.dev/v1alpha1", "kind": "Fleet", "metadata": {"name": "h100-5000"},
-        "spec": {"pools": [{"name": "h100", "count": 5000, "namePattern": "h100-{index:05d}", "cpu": "224",
-                            "memory": "2Ti", "accelerator": {"model": "H100-SXM-80GB", "count": 8}}]},
-    })
+    return parse_fleet(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "Fleet",
+            "metadata": {"name": "h100-5000"},
+            "spec": {
+                "pools": [
+                    {
+                        "name": "h100",
+                        "count": 5000,
+                        "namePattern": "h100-{index:05d}",
+                        "cpu": "224",
+                        "memory": "2Ti",
+                        "accelerator": {"model": "H100-SXM-80GB", "count": 8},
+                    }
+                ]
+            },
+        }
+    )
 
 
 def _template(name: str) -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": "mig.nvidia.com" if name == "mixed-mig" else "gpu.nvidia.com"}
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-device", "namespace": "default"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}}}}
+    exactly: dict[str, Any] = {
+        "deviceClassName": "mig.nvidia.com" if name == "mixed-mig" else "gpu.nvidia.com"
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-device", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}}},
+    }
 
 
 def _pod(i: int) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{i:05d}", "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "100Mi"},
-                                                               "claims": [{"name": "dev"}]}}],
-                     "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": "one-device"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{i:05d}", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "100Mi"},
+                        "claims": [{"name": "dev"}],
+                    },
+                }
+            ],
+            "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": "one-device"}],
+        },
+    }
 
 
 def run_one(name: str, pods: int | None) -> dict[str, Any]:
@@ -109,15 +141,19 @@ def main() -> int:
     if args.child:
         print(json.dumps(run_one(args.child, args.pods)))
         return 0
-    print(f"{'workload':<14}{'nodes':>7}{'devices':>9}{'pods':>8}{'sched':>8}{'pods/s':>9}{'meas/s':>9}"
-          f"{'evals/pod':>10}{'setup s':>9}{'peak MiB':>10}")
+    print(
+        f"{'workload':<14}{'nodes':>7}{'devices':>9}{'pods':>8}{'sched':>8}{'pods/s':>9}{'meas/s':>9}"
+        f"{'evals/pod':>10}{'setup s':>9}{'peak MiB':>10}"
+    )
     for name in [args.only] if args.only else WORKLOADS:
         cmd = [sys.executable, __file__, "--child", name] + (["--pods", str(args.pods)] if args.pods else [])
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
-        print(f"{r['workload']:<14}{r['nodes']:>7}{r['devices']:>9}{r['pods']:>8}{r['scheduled']:>8}"
-              f"{r['pods_per_second']:>9}{r['pods_per_second_measured_half']:>9}{r['node_evaluations_per_pod']:>10}"
-              f"{r['setup_seconds']:>9}{r['peak_memory_mib']:>10}")
+        print(
+            f"{r['workload']:<14}{r['nodes']:>7}{r['devices']:>9}{r['pods']:>8}{r['scheduled']:>8}"
+            f"{r['pods_per_second']:>9}{r['pods_per_second_measured_half']:>9}{r['node_evaluations_per_pod']:>10}"
+            f"{r['setup_seconds']:>9}{r['peak_memory_mib']:>10}"
+        )
     return 0
 
 

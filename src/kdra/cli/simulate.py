@@ -125,7 +125,15 @@ def print_tables(report: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from kdra.sim.report import METRIC_ROWS, MODE_TITLES, format_metric, headline_sentence, pending
+    from kdra.sim.durations import format_duration
+    from kdra.sim.report import (
+        METRIC_ROWS,
+        MODE_TITLES,
+        format_metric,
+        headline_sentence,
+        pending,
+        placements,
+    )
 
     console = Console(width=max(100, Console().width))
     modes = list(report.modes)
@@ -156,6 +164,22 @@ def print_tables(report: Any) -> None:
             ]
         w.add_row(*row)
     console.print(w)
+    for m in modes:
+        pl = placements(report.modes[m])
+        t = Table(
+            title=f"Placements, {MODE_TITLES[m]} (first 10 of {len(pl)}; all with -o json)",
+            title_justify="left",
+        )
+        for col in ("pod", "node", "devices", "start"):
+            t.add_column(col, overflow="fold")
+        for item in pl[:10]:
+            t.add_row(
+                item["pod"],
+                item["node"] or "",
+                ", ".join(item["devices"]) or "-",
+                format_duration(item["start_seconds"]),
+            )
+        console.print(t)
     for m in modes:
         pend = pending(report.modes[m])
         if not pend:

@@ -83,9 +83,9 @@ def headline_sentence(report: SimulationReport) -> str:
     dra = report.modes[DRA].metrics
     dp = report.modes[DEVICE_PLUGIN].metrics
     return (
-        f"DRA served the same workload with {dra['gpus_allocated_peak']:g} whole-GPU equivalents at peak "
+        f"DRA served the same workload with {dra['gpus_allocated_peak']:.1f} whole-GPU equivalents at peak "
         "against "
-        f"{dp['gpus_allocated_peak']:g} with device plugins ({h['gpus_saved_at_peak']:g} GPUs, "
+        f"{dp['gpus_allocated_peak']:.1f} with device plugins ({h['gpus_saved_at_peak']:.1f} GPUs, "
         f"{h['gpus_saved_at_peak_percent']:g}% fewer) and {h['gpu_hours_saved']:,.0f} fewer GPU-hours "
         "over the "
         f"run ({h['gpu_hours_saved_percent']:g}%); peak stranded GPU memory fell from "
