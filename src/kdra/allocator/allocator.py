@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kdra.allocator.capacity import check_capacity, consumed_capacity
 from kdra.allocator.features import FeatureGates
@@ -166,7 +166,7 @@ class ReqData:
                     raise InputError(f"request {self.full_name}: capacity.requests[{k}]: {exc}") from exc
             self.capacity_requests = reqs
         self.all_devices: list[tuple[DeviceEntry, int]] = []
-        self.candidates: list[tuple[DeviceEntry, int, str]] | None = None
+        self.candidates: list[tuple[DeviceEntry, int, str | None]] | None = None
         self.selected_sub = 0
 
     @property
@@ -658,14 +658,14 @@ class _Run:
             return False
         return node_ok
 
-    def candidates(self, rd: ReqData) -> list[tuple[DeviceEntry, int, str]]:
+    def candidates(self, rd: ReqData) -> list[tuple[DeviceEntry, int, str | None]]:
         """Selectable devices for an ExactCount request in search order, as (device, pool, error).
 
         Selector evaluation errors are kept, not raised: upstream evaluates lazily, so an error only
         aborts the allocation when the search actually reaches that device."""
-        cands = rd.candidates
-        if cands is not None:
-            return cands
+        cached = rd.candidates
+        if cached is not None:
+            return cached
         f = self.features
         view = self.view
         key = (
@@ -675,9 +675,9 @@ class _Run:
             f.list_type_attributes,
             f.device_binding_and_status,
         )
-        shared = view.candidates.get(key)
-        if shared is None:
-            shared = []
+        entry = view.candidates.get(key)
+        if entry is None:
+            shared: list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]] = []
             lists = f.list_type_attributes
             consumable = f.consumable_capacity
             gate_binding = not f.device_binding_and_status
@@ -698,11 +698,17 @@ class _Run:
                     shared.append((dev, pi, None))
             if len(view.candidates) >= MAX_CACHED_SELECTOR_SETS:
                 view.candidates.clear()
-            view.candidates[key] = shared
-        cands = [
-            (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else "")
-            for dev, pi, err in shared
-        ]
+            entry = (shared, any(err is not None for _, _, err in shared))
+            view.candidates[key] = entry
+        shared, has_errors = entry
+        cands: list[tuple[DeviceEntry, int, str | None]]
+        if not has_errors:
+            cands = cast(list[tuple[DeviceEntry, int, str | None]], shared)  # no error entries: reuse
+        else:
+            cands = [
+                (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else None)
+                for dev, pi, err in shared
+            ]
         rd.candidates = cands
         return cands
 

@@ -341,9 +341,9 @@ class NodeView:
     all_node_ok: dict[int, bool]  # id(DeviceEntry) -> node ok, for every device in every pool
     # Selectable devices per (class selectors, request selectors, gates): state-independent, so kept
     # with the view and shared by every Allocate call on this node. Entries: (device, pool index,
-    # error) where error is (SelectorError, failed in class selectors) or None.
-    candidates: dict[Any, list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]]] = field(
-        default_factory=dict
+    # error) where error is (SelectorError, failed in class selectors) or None; plus whether any has one.
+    candidates: dict[Any, tuple[list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]], bool]] = (
+        field(default_factory=dict)
     )
 
 
