@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit bench venv
+.PHONY: run test lint typecheck unit e2e bench venv
 
 venv: $(VENV)/.installed
 
@@ -23,10 +23,17 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in their own serial pytest run because
+# they share one real control plane (a session fixture, which xdist would start once per worker).
 unit: venv
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 -m "not e2e"
 
-test: lint typecheck unit
+# Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
+# cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs tests/e2e. See docs/kubernetes-mode.md.
+e2e: venv
+	$(BIN)/pytest -p no:xdist -m e2e tests/e2e
+
+test: lint typecheck unit e2e
 
 bench: venv
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -103,8 +103,9 @@ nice -n "$nicelvl" go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/" 
     k8s.io/kubernetes/cmd/kube-scheduler \
     go.etcd.io/etcd/server/v3 \
     || die "go build failed (see the compiler output above)"
-# go build names a package's binary after its last path element: go.etcd.io/etcd/server/v3 -> v3.
-mv "$tmp/v3" "$tmp/etcd"
+# go build names a binary after the package path's last element, without a major-version suffix:
+# go.etcd.io/etcd/server/v3 -> server.
+mv "$tmp/server" "$tmp/etcd"
 for b in "${binaries[@]}"; do [[ -x "$tmp/$b" ]] || die "build produced no $b"; done
 "$tmp/kube-apiserver" --version >&2 || die "the built kube-apiserver does not run"
 "$tmp/etcd" --version >&2 || die "the built etcd does not run"

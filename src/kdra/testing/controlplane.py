@@ -42,6 +42,33 @@ DEFAULT_FEATURE_GATES: dict[str, bool] = {
 }
 # Locked to their (on) default in 1.36: passing them as false makes the components refuse to start.
 LOCKED_GATES = frozenset({"DynamicResourceAllocation", "DRAAdminAccess"})
+# Gate -> gates it needs (kube_features.go in 1.36, DRA part; DynamicResourceAllocation is locked on).
+# The components refuse to start when a gate is on and one it needs is off.
+GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "DRADeviceTaintRules": ("DRADeviceTaints",),
+    "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
+    "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+    "DRAWorkloadResourceClaims": ("GenericWorkload",),
+}
+
+
+def resolve_gates(base: Mapping[str, bool], overrides: Mapping[str, bool]) -> dict[str, bool]:
+    """`base` updated with `overrides`, without locked gates, and with every gate whose dependency is
+    switched off by `overrides` switched off too (unless `overrides` names it)."""
+    merged = dict(base)
+    merged.update({k: v for k, v in overrides.items() if k not in LOCKED_GATES})
+    changed = True
+    while changed:
+        changed = False
+        for gate, needs in GATE_DEPENDENCIES.items():
+            if gate in overrides:
+                continue
+            if any(merged.get(n) is False for n in needs) and merged.get(gate, True) is not False:
+                merged[gate] = False
+                changed = True
+    return merged
+
+
 DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
 
 SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
@@ -495,22 +522,29 @@ class ControlPlane:
         """Restart kube-scheduler alone with the control plane's gates overridden by `gates` (the API
         server keeps serving every field). Gates locked to their default in 1.36 are dropped. Returns
         whether a restart was needed."""
-        merged = dict(self.config.feature_gates)
-        merged.update({k: v for k, v in gates.items() if k not in LOCKED_GATES})
+        merged = resolve_gates(self.config.feature_gates, gates)
         if merged == self._scheduler_gates and self.components["kube-scheduler"].running():
             return False
+        try:
+            self._restart_scheduler(merged, timeout)
+        except ControlPlaneError:
+            # Leave a working scheduler behind for the next test, then report.
+            self._restart_scheduler(dict(self.config.feature_gates), timeout)
+            raise
+        return True
+
+    def _restart_scheduler(self, gates: dict[str, bool], timeout: float) -> None:
         self.components["kube-scheduler"].stop()
-        arg = ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(merged.items()))
+        arg = ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
         self._add("kube-scheduler", self._scheduler_args(arg))
         self.components["kube-scheduler"].start()
-        self._scheduler_gates = merged
+        self._scheduler_gates = gates
         self._wait_http(
             f"https://127.0.0.1:{self.scheduler_port}/healthz",
             "kube-scheduler",
             time.monotonic() + timeout,
             component="kube-scheduler",
         )
-        return True
 
     def stop(self) -> None:
         """Stop exactly the processes this object started, newest first."""
@@ -629,9 +663,9 @@ def create_node(
 ) -> Obj:
     """Create a Ready, untainted Node (status written through the status subresource)."""
     node = make_node(name, labels, capacity)
-    created = client.create(node)
-    created["status"] = node["status"]
-    updated = client.replace(created, subresource="status")
+    client.create(node)
+    # A merge patch, not a PUT: controllers (ttl, ipam) may already have touched the new Node.
+    updated = client.patch("Node", name, {"status": node["status"]}, subresource="status")
     if updated.get("spec", {}).get("taints"):
         updated = client.patch("Node", name, {"spec": {"taints": None}})
     return updated

@@ -31,6 +31,32 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 POD_NAME = "upstream-case"
 
 
+# 1.36 defaults of the gates that decide which of upstream's allocator implementations kube-scheduler uses.
+_ALLOCATOR_GATE_DEFAULTS = {
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAConsumableCapacity": True,
+}
+
+
+def scheduler_allocator(gates: Mapping[str, bool]) -> str:
+    """Which implementation of k8s.io/dynamic-resource-allocation/structured kube-scheduler 1.36 picks
+    for these (effective) gates: the first of stable, incubating, experimental that supports every
+    enabled feature (structured.NewAllocator; features from the DynamicResources plugin).
+
+    This matters for comparisons: "stable" walks ResourceSlices in the scheduler's informer order,
+    which is not deterministic, so with it only fit/no-fit is comparable, not which devices were
+    picked; "incubating" sorts pools and slices by name."""
+
+    def on(g: str) -> bool:
+        return bool(gates.get(g, _ALLOCATOR_GATE_DEFAULTS.get(g, False)))
+
+    binding_and_status = on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus")
+    if binding_and_status or on("DRAConsumableCapacity"):
+        return "incubating"
+    return "stable"
+
+
 @dataclass
 class UpstreamResult:
     """kube-scheduler's verdict on one pod."""
@@ -45,7 +71,13 @@ class UpstreamResult:
     message: str | None = None  # PodScheduled message when not scheduled
     events: list[str] = field(default_factory=list)  # the pod's event messages
     ignored_gates: dict[str, bool] = field(default_factory=dict)
+    allocator: str = ""  # upstream implementation kube-scheduler used: see scheduler_allocator()
     seconds: float = 0.0
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether upstream's choice of devices is deterministic for this run (not the stable allocator)."""
+        return self.allocator != "stable"
 
     def devices(self) -> dict[str, list[tuple[str, str, str, str]]]:
         """claim -> [(request, driver, pool, device)] in allocation order."""
@@ -113,10 +145,14 @@ def run_upstream_case(
     feature_gates: Mapping[str, bool] | None = None,
     timeout: float = 60.0,
     settle: float = 3.0,
+    sync_delay: float = 1.0,
 ) -> UpstreamResult:
     """Run one case through kube-scheduler (see the module doc). `node` pins the pod to that node,
     like the allocator's "allocate on this node". `settle`: how long an unschedulable verdict must
-    hold (the scheduler may still be catching up with objects created just before the pod)."""
+    hold (the scheduler may still be catching up with objects created just before the pod).
+    `sync_delay`: pause between creating the objects and the pod, so that kube-scheduler's informers
+    have seen every slice and claim (informers of different kinds are not ordered with each other; a
+    pod created at once was seen scheduled against a partial set of pools)."""
     client = cp.client()
     gates = dict(feature_gates or {})
     ignored: dict[str, bool] = {k: v for k, v in gates.items() if k in LOCKED_GATES and not v}
@@ -133,8 +169,9 @@ def run_upstream_case(
     created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
     t0 = time.monotonic()
     try:
-        result = _run(client, list(objects), ns, node, created, timeout, settle)
+        result = _run(client, list(objects), ns, node, created, timeout, settle, sync_delay)
         result.ignored_gates = ignored
+        result.allocator = scheduler_allocator(cp.scheduler_feature_gates)
         result.seconds = time.monotonic() - t0
         return result
     finally:
@@ -149,6 +186,7 @@ def _run(
     created: list[tuple[str, str, str | None]],
     timeout: float,
     settle: float,
+    sync_delay: float,
 ) -> UpstreamResult:
     by_kind: dict[str, list[Obj]] = {}
     for o in objects:
@@ -190,6 +228,8 @@ def _run(
     pod_name = pod["metadata"]["name"]
     # Pods are refused until the namespace's default ServiceAccount exists.
     wait_for(lambda: client.get("ServiceAccount", "default", ns), 60, f"ServiceAccount {ns}/default")
+    if sync_delay > 0:
+        time.sleep(sync_delay)
     client.create(pod)
 
     def verdict() -> Obj | None:
