@@ -13,9 +13,10 @@ Source keys (expanded in SOURCES):
               `nvidia-smi mig -lgip` capture (3rd-party) converted to MiB; H100 PCIe SM column.
   datasheet   the vendor's product datasheet / product page (memory size, SM/CU count).
   cuda-guide  CUDA C++ Programming Guide, "Compute Capabilities" table.
-  nvml-obs    NVML/nvidia-smi totals seen in public logs (3rd-party; the MiB NVML reports is a little less
-  than
-              the marketing size and varies by board and driver).
+  nvml-obs    NVML/nvidia-smi totals seen in public logs; listed as verified where several independent
+              captures agree (H200 143771, B200 183359, L40S 46068, L4 23034, A10 23028, T4 15360,
+              V100-SXM2-32GB 32768, P100-PCIE 16276 MiB). 3rd-party; the MiB NVML reports is a little less
+              than the marketing size and varies by board and driver.
   go-nvlib    NVIDIA go-nvlib `getMigMemorySizeGB` rounding, used to check that profile names match memory.
   amd-docs    AMD Instinct docs: "GPU partitioning" (MI300X compute/memory partition modes), CDNA3/CDNA2
               whitepapers (CU counts, 4 SIMD units per CU).
@@ -328,7 +329,7 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             **_MIGSRC,
             "mig_memory": "scaled",
         },
-        unverified=("memory_mib", "mig_toggle_without_reset"),
+        unverified=("mig_toggle_without_reset",),
     ),
     GpuModel(
         "H200-141GB",
@@ -349,7 +350,7 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             **_MIGSRC,
             "mig_memory": "scaled",
         },
-        unverified=("memory_mib", "addressing_mode"),
+        unverified=("addressing_mode",),
     ),
     GpuModel(
         "H100-SXM-80GB",
@@ -488,7 +489,7 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib", "brand"),
+        unverified=("brand",),
     ),
     GpuModel(
         "V100-16GB",
@@ -512,13 +513,13 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
         "Volta",
         "7.0",
         80,
-        32510,
+        32768,
         sources={
             "memory_mib": "nvml-obs",
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib", "brand"),
+        unverified=("brand",),
     ),
     GpuModel(
         "P100",
@@ -527,13 +528,13 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
         "Pascal",
         "6.0",
         56,
-        16280,
+        16276,
         sources={
             "memory_mib": "nvml-obs",
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib", "brand"),
+        unverified=("brand",),
     ),
 )
 
