@@ -179,3 +179,22 @@ def test_counter_demand_prunes_and_explains() -> None:
         out.explanation.summary
         == f"the requests need at least 10 of counter cs/c in pool {DRIVER}/p, only 9 left"
     )
+
+
+def test_counters_of_a_rejected_tainted_device_are_released() -> None:
+    # kubernetes#140436, fixed by #140431 and backported to release-1.36 (#140663): a candidate rejected
+    # for an untolerated taint must not keep the counters it reserved.
+    consume = [{"counterSet": "cs", "counters": {"mem": {"value": "8"}}}]
+    devs = [
+        {"name": "tainted", "consumesCounters": consume, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        {"name": "healthy", "consumesCounters": consume},
+    ]
+    sl = [
+        slice_("a", devs, pool="p"),
+        slice_("b", [], pool="p", sharedCounters=[{"name": "cs", "counters": {"mem": {"value": "8"}}}]),
+    ]
+    del sl[1]["spec"]["devices"]
+    for s in sl:
+        s["spec"]["pool"]["resourceSliceCount"] = 2
+    out = Allocator(CLASSES, sl, [], FeatureGates()).allocate(node(), [claim("c", request("r"))])
+    assert results(out) == [("r", "healthy")]
