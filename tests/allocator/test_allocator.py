@@ -198,3 +198,11 @@ def test_counters_of_a_rejected_tainted_device_are_released() -> None:
         s["spec"]["pool"]["resourceSliceCount"] = 2
     out = Allocator(CLASSES, sl, [], FeatureGates()).allocate(node(), [claim("c", request("r"))])
     assert results(out) == [("r", "healthy")]
+
+
+def test_bad_quantities_are_input_errors_naming_the_field() -> None:
+    from kdra.errors import InputError
+
+    bad = slice_("s", [{"name": "gpu-0", "capacity": {"memory": {"value": "lots"}}}])
+    with pytest.raises(InputError, match=r"ResourceSlice s: spec.devices\[0\].capacity\[memory\].value"):
+        Allocator(CLASSES, [bad], [], FeatureGates())

@@ -596,7 +596,9 @@ class _Run:
         rd.class_selectors = self.index.class_selectors(rd.class_name)
         if rd.mode == "ExactCount":
             count = rd.raw.get("count")
-            rd.num_devices = rd.count = 1 if count is None else int(count)
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+                raise InputError(f"claim {ref}, request {rd.name}: count must be an integer, got {count!r}")
+            rd.num_devices = rd.count = 1 if count is None else count
         elif rd.mode == "All":
             self._collect_all(rd, ref)
             rd.num_devices = len(rd.all_devices)

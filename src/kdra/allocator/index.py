@@ -20,7 +20,7 @@ from kdra.allocator._nodes import node_matches
 from kdra.allocator.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.cel import CELCompileError, CELRuntimeError, compile_selector, device_input
-from kdra.errors import AllocationError
+from kdra.errors import AllocationError, InputError
 
 # ---------------------------------------------------------------------------------------------
 # Attributes
@@ -88,7 +88,7 @@ def _quantity(raw: Any, where: str) -> Quantity:
     try:
         return parse_quantity_any(raw)
     except ValueError as exc:
-        raise AllocationError(f"{where}: {exc}") from exc
+        raise InputError(f"{where}: Invalid value: {raw!r}: {exc}") from exc
 
 
 def _parse_policy(raw: Any, where: str) -> RequestPolicy | None:
