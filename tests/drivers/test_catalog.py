@@ -93,7 +93,7 @@ def test_a100_40gb_numbers_pinned_to_kep_4815() -> None:
 
 def test_unverified_numbers_are_marked() -> None:
     b200 = lookup("B200")
-    assert "memory_mib" in b200.unverified
+    assert "mig_toggle_without_reset" in b200.unverified
     assert all("multiprocessors" in p.unverified for p in b200.mig_profiles)
     assert "multiprocessors" in lookup("H100").profile("1g.20gb").unverified
 
