@@ -92,19 +92,36 @@ def per_workload(r: ModeResult) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items()))
 
 
-def headline(dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
-    """DRA against device plugins on the same fleet and workload."""
+def _gpu_hours_by_pod(r: ModeResult) -> dict[str, float]:
+    out = {}
+    for rec in r.pods.values():
+        if rec.start is None:
+            continue
+        end = rec.end if rec.end is not None else r.end
+        out[rec.key] = rec.gpu_equiv * max(0.0, min(end, r.end) - rec.start) / 3600
+    return out
+
+
+def headline(dra_r: ModeResult, dp_r: ModeResult, dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
+    """DRA against device plugins on the same fleet and workload.
+
+    GPU-hours are compared on the pods both models scheduled (the same work), so a model that leaves pods
+    pending does not look cheaper for it; peaks and means are over everything each model ran.
+    """
+    a, b = _gpu_hours_by_pod(dra_r), _gpu_hours_by_pod(dp_r)
+    common = sorted(set(a) & set(b))
+    ha = sum(a[k] for k in common)
+    hb = sum(b[k] for k in common)
+    hours = max(dra_r.end, dp_r.end) / 3600 or 1.0
     peak_saved = dp["gpus_allocated_peak"] - dra["gpus_allocated_peak"]
-    hours_saved = dp["gpu_hours_allocated"] - dra["gpu_hours_allocated"]
     return {
+        "pods_compared": len(common),
+        "gpu_hours_dra": round(ha, 1),
+        "gpu_hours_device_plugin": round(hb, 1),
+        "gpu_hours_saved": round(hb - ha, 1),
+        "gpu_hours_saved_percent": round(100 * (hb - ha) / hb, 1) if hb else 0.0,
+        "gpus_saved_mean": round((hb - ha) / hours, 1),
         "gpus_saved_at_peak": round(peak_saved, 2),
-        "gpus_saved_at_peak_percent": round(100 * peak_saved / dp["gpus_allocated_peak"], 1)
-        if dp["gpus_allocated_peak"]
-        else 0.0,
-        "gpu_hours_saved": round(hours_saved, 1),
-        "gpu_hours_saved_percent": round(100 * hours_saved / dp["gpu_hours_allocated"], 1)
-        if dp["gpu_hours_allocated"]
-        else 0.0,
         "stranded_gpu_memory_bytes_peak_avoided": dp["stranded_gpu_memory_bytes_peak"]
         - dra["stranded_gpu_memory_bytes_peak"],
         "extra_pods_scheduled": dra["pods_scheduled"] - dp["pods_scheduled"],

@@ -82,16 +82,20 @@ def headline_sentence(report: SimulationReport) -> str:
         return ""
     dra = report.modes[DRA].metrics
     dp = report.modes[DEVICE_PLUGIN].metrics
-    return (
-        f"DRA served the same workload with {dra['gpus_allocated_peak']:.1f} whole-GPU equivalents at peak "
+    text = (
+        f"For the same {h['pods_compared']:,} pods, DRA allocated {h['gpu_hours_dra']:,.0f} GPU-hours "
         "against "
-        f"{dp['gpus_allocated_peak']:.1f} with device plugins ({h['gpus_saved_at_peak']:.1f} GPUs, "
-        f"{h['gpus_saved_at_peak_percent']:g}% fewer) and {h['gpu_hours_saved']:,.0f} fewer GPU-hours "
-        "over the "
-        f"run ({h['gpu_hours_saved_percent']:g}%); peak stranded GPU memory fell from "
+        f"{h['gpu_hours_device_plugin']:,.0f} with device plugins: {h['gpu_hours_saved_percent']:g}% less, "
+        f"{h['gpus_saved_mean']:g} GPUs freed on average. Peak stranded GPU memory fell from "
         f"{dp['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB to "
-        f"{dra['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB."
+        f"{dra['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB"
     )
+    extra = h["extra_pods_scheduled"]
+    if extra > 0:
+        text += f", and DRA scheduled {extra} pod{'s' if extra != 1 else ''} the device plugins could not"
+    elif extra < 0:
+        text += f"; device plugins scheduled {-extra} pod{'s' if extra != -1 else ''} DRA could not"
+    return text + "."
 
 
 _CSS = """
@@ -153,8 +157,11 @@ def to_html(report: SimulationReport) -> str:
         dra = report.modes[DRA].metrics
         out.append(f"<p class='lead'>{escape(headline_sentence(report))}</p><div class='cards'>")
         for value, label in (
-            (f"{h['gpus_saved_at_peak']:g}", f"GPUs saved at peak ({h['gpus_saved_at_peak_percent']:g}%)"),
-            (f"{h['gpu_hours_saved']:,.0f}", f"GPU-hours saved ({h['gpu_hours_saved_percent']:g}%)"),
+            (
+                f"{h['gpu_hours_saved_percent']:g}%",
+                f"fewer GPU-hours for the same {h['pods_compared']:,} pods",
+            ),
+            (f"{h['gpus_saved_mean']:g}", "GPUs freed on average"),
             (
                 f"{h['stranded_gpu_memory_bytes_peak_avoided'] / GIB:,.0f} GiB",
                 "stranded GPU memory avoided at peak",

@@ -66,7 +66,8 @@ class SimulationReport:
     @property
     def headline(self) -> dict[str, Any] | None:
         if DRA in self.modes and DEVICE_PLUGIN in self.modes:
-            return headline(self.modes[DRA].metrics, self.modes[DEVICE_PLUGIN].metrics)
+            dra, dp = self.modes[DRA], self.modes[DEVICE_PLUGIN]
+            return headline(dra.result, dp.result, dra.metrics, dp.metrics)
         return None
 
 
