@@ -156,3 +156,19 @@ def test_what_if_names_the_conflicting_constraint_and_competing_claims() -> None
     out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [a, b])
     assert out.explanation is not None
     assert out.explanation.summary.startswith("each of the 2 claims fits on its own, but not all together")
+
+
+def test_nearest_miss_points_at_the_failing_part_of_a_conjunction() -> None:
+    classes = {
+        "full": device_class(
+            "full", f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
+        )
+    }
+    out = Allocator(classes, [slice_("s", [device("mig-0", type="mig")])], [], FeatureGates()).allocate(
+        node(), [claim("c", request("r", 1, "full"))]
+    )
+    assert out.explanation is not None
+    miss = out.explanation.requests[0].nearest_miss
+    assert miss is not None
+    assert str(miss) == 'mig-0: type mig, class selector #0 needs == "gpu"'
+    assert miss.expression.startswith("device.driver ==")

@@ -221,6 +221,9 @@ def _needs(expression: str) -> str:
     m = re.fullmatch(rf"{ref}\s*(>=|>|<=|<|==|!=)\s*(.+)", expr)
     if m:
         return f"{m.group(5)} {m.group(6).strip()}"
+    m = re.fullmatch(r"device\.(?:driver|allowMultipleAllocations)\s*(>=|>|<=|<|==|!=)\s*(.+)", expr)
+    if m:
+        return f"{m.group(1)} {m.group(2).strip()}"
     return f"`{expression}`"
 
 
@@ -279,9 +282,62 @@ def _nearest_miss(run: _Run, rd: ReqData, misses: list[tuple[int, bool, DeviceEn
         scored = [(d, m) for m in tied if (d := _distance(m[2], expression)) is not None]
         if scored:
             dev = min(scored, key=lambda x: x[0])[1][2]
+    condition = _failing_conjunct(run, dev, expression)
     return NearestMiss(
-        dev.id, index, from_class, expression, _referenced_values(dev, expression), _needs(expression)
+        dev.id, index, from_class, expression, _referenced_values(dev, condition), _needs(condition)
     )
+
+
+def _conjuncts(expression: str) -> list[str]:
+    """Top-level `&&` operands of an expression (outside brackets and string literals)."""
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    start = 0
+    i = 0
+    n = len(expression)
+    while i < n:
+        c = expression[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and expression.startswith("&&", i):
+            parts.append(expression[start:i].strip())
+            i += 2
+            start = i
+            continue
+        i += 1
+    parts.append(expression[start:].strip())
+    return parts
+
+
+def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
+    """The first `&&` operand that is false for the device, or the whole expression."""
+    from kdra.cel import compile_selector
+
+    parts = _conjuncts(expression)
+    if len(parts) < 2:
+        return expression
+    f = run.features
+    for part in parts:
+        try:
+            program = compile_selector(
+                part, consumable_capacity=f.consumable_capacity, list_type_attributes=f.list_type_attributes
+            )
+            if not program.matches(dev.cel_input()):
+                return part
+        except Exception:  # a diagnostic only: fall back to the whole expression
+            return expression
+    return expression
 
 
 def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestExplanation, list[DeviceEntry]]:
