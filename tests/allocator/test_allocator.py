@@ -206,3 +206,12 @@ def test_bad_quantities_are_input_errors_naming_the_field() -> None:
     bad = slice_("s", [{"name": "gpu-0", "capacity": {"memory": {"value": "lots"}}}])
     with pytest.raises(InputError, match=r"ResourceSlice s: spec.devices\[0\].capacity\[memory\].value"):
         Allocator(CLASSES, [bad], [], FeatureGates())
+
+
+def test_slice_cache_never_mixes_up_same_name_and_version_with_different_content() -> None:
+    a = dict(gpus(1), metadata={"name": "s", "resourceVersion": "1"})
+    b = dict(gpus(3), metadata={"name": "s", "resourceVersion": "1"})
+    first = Allocator(CLASSES, [a], [], FeatureGates()).allocate(node(), [claim("c", request("r", 2))])
+    second = Allocator(CLASSES, [b], [], FeatureGates()).allocate(node(), [claim("c", request("r", 2))])
+    assert first.allocations is None
+    assert results(second) == [("r", "gpu-0"), ("r", "gpu-1")]

@@ -290,7 +290,10 @@ class SliceCache:
     def get(self, raw: Mapping[str, Any]) -> SliceEntry:
         key = self._key(raw)
         hit = self._entries.get(key)
-        if hit is not None and (key[0] == "rv" or hit[0] is raw):
+        # A resourceVersion names one content on a real API server, but objects loaded from files may
+        # reuse names and versions for different content, so the content is compared too (a C-level
+        # dict comparison, cheap next to compiling the slice again).
+        if hit is not None and (hit[0] is raw or (key[0] == "rv" and hit[0] == raw)):
             return hit[1]
         entry = SliceEntry(raw)
         if len(self._entries) >= self._max:
