@@ -116,3 +116,15 @@ def test_cli_json_and_errors(tmp_path, capsys) -> None:  # type: ignore[no-untyp
     )
     assert main(["simulate", "-w", str(bad)]) == 2
     assert "Pod default/x: metadata.annotations[kdra.dev/arrival-time]" in capsys.readouterr().err
+
+
+def test_bundled_kubernetes_shaped_example_counts_a_shared_claim_once() -> None:
+    report = simulate("mixed", "mixed-day", modes=("dra",))
+    r = report.modes["dra"].result
+    helper, server = r.pods["team-a/batch-helper"], r.pods["team-a/model-server"]
+    assert helper.node == server.node and helper.devices == server.devices
+    assert helper.gpu_equiv + server.gpu_equiv == 1.0
+    # While both ran (2h..8h) and after the helper left (8h..12h), the shared GPU counts once.
+    assert report.modes["dra"].metrics["pods_scheduled"] == 11
+    legacy = r.pods["team-a/legacy-notebook"]
+    assert legacy.devices and legacy.devices[0].startswith("gpu.nvidia.com/")  # KEP-5004

@@ -134,6 +134,11 @@ class Simulation:
         self._run_time: dict[str, float | None] = {}
         self._group_pods: dict[str, list[str]] = {}
         self._equiv = 0.0
+        self._charged: dict[str, tuple[float, int, int]] = {}
+        self._pod_claims: dict[str, list[str]] = {}
+        self._claim_users: dict[str, int] = {}
+        self._claim_cost: dict[str, tuple[float, int, PodRecord | None]] = {}
+        self._carried: dict[str, tuple[float, int, PodRecord | None]] = {}
         self._mem = 0
         self._stranded = 0
         for g in workload.groups:
@@ -175,9 +180,7 @@ class Simulation:
         if rec.key in self.running:
             del self.running[rec.key]
             rec.end = now
-            self._equiv -= rec.gpu_equiv
-            self._mem -= rec.gpu_memory
-            self._stranded -= rec.stranded
+            self._release(rec)
         elif rec.key in self.pending:
             self.pending.discard(rec.key)
             rec.withdrawn = True
@@ -194,6 +197,32 @@ class Simulation:
             upd["metadata"] = dict(pod["metadata"])
             with suppress(NotFoundError):
                 self.store.update(upd, subresource="status")
+
+    def _release(self, rec: PodRecord) -> None:
+        """Take a finished pod's cost off the fleet totals; a shared claim's cost stays while it has users,
+        moving to the next user."""
+        equiv, mem, stranded = self._charged.pop(rec.key, (0.0, 0, 0))
+        self._equiv -= equiv
+        self._mem -= mem
+        self._stranded -= stranded
+        for uid in self._pod_claims.pop(rec.key, []):
+            users = self._claim_users.get(uid, 0) - 1
+            if users > 0:
+                self._claim_users[uid] = users
+                owner = self._claim_cost.get(uid)
+                if owner is not None and owner[2] is rec:
+                    # The claim's devices are still held by its other users.
+                    self._equiv += owner[0]
+                    self._mem += owner[1]
+                    self._carried[uid] = owner
+                    self._claim_cost[uid] = (owner[0], owner[1], None)
+            else:
+                self._claim_users.pop(uid, None)
+                carried = self._carried.pop(uid, None)
+                if carried is not None:
+                    self._equiv -= carried[0]
+                    self._mem -= carried[1]
+                self._claim_cost.pop(uid, None)
 
     def _bound(self, key: str, node: str, now: float) -> None:
         rec = self.pods[key]
@@ -215,24 +244,37 @@ class Simulation:
         self._equiv += rec.gpu_equiv
         self._mem += rec.gpu_memory
         self._stranded += rec.stranded
+        self._charged[key] = (rec.gpu_equiv, rec.gpu_memory, rec.stranded)
         run = self._run_time.get(key)
         if run is not None:
             self._push(now + run, "finish", key)
 
     def _dra_devices(self, rec: PodRecord, pod: Obj) -> None:
+        """Devices of the pod's claims; a claim shared by several pods costs once, while anyone uses it
+        (the pod that brought it into use carries its cost in per-pod figures)."""
         ns = pod["metadata"]["namespace"]
         names = self.scheduler.controller.claim_names(pod) if self.scheduler.controller else []
         for name in names:
             claim = self.store.try_get("ResourceClaim", name, ns)
-            alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
-            shared = len(((claim or {}).get("status") or {}).get("reservedFor") or []) > 1
-            for r in (alloc.get("devices") or {}).get("results") or []:
-                rec.devices.append(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
-                if shared:
-                    continue  # a shared claim's devices are counted for its first consumer only
+            if claim is None:
+                continue
+            uid = claim["metadata"]["uid"]
+            alloc = (claim.get("status") or {}).get("allocation") or {}
+            results = (alloc.get("devices") or {}).get("results") or []
+            rec.devices.extend(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
+            self._pod_claims.setdefault(rec.key, []).append(uid)
+            users = self._claim_users.get(uid, 0)
+            self._claim_users[uid] = users + 1
+            if users:
+                continue
+            equiv, mem = 0.0, 0
+            for r in results:
                 cost = self.gpus.dra_result_cost(r)
-                rec.gpu_equiv += cost.gpu_equiv
-                rec.gpu_memory += cost.memory
+                equiv += cost.gpu_equiv
+                mem += cost.memory
+            rec.gpu_equiv += equiv
+            rec.gpu_memory += mem
+            self._claim_cost[uid] = (equiv, mem, rec)
 
     # -- the loop --------------------------------------------------------------------------------
 
