@@ -450,9 +450,14 @@ class Allocator:
             for pool in view.pools:
                 if pool.invalid:
                     raise NodeAllocationError("invalid resource pools were encountered")
-        from kdra.allocator.explain import explain
+        from kdra.allocator.explain import Explanation, explain
 
-        explanation = explain(run, limit_hit=ok is None)
+        try:
+            explanation = explain(run, limit_hit=ok is None)
+        except Exception as exc:  # the verdict stands even if explaining it fails
+            explanation = Explanation(
+                view.node_name, reasons=[f"cannot allocate all claims (no explanation: {exc!r})"]
+            )
         return AllocationOutcome(view.node_name, None, explanation, run.steps)
 
     # -- counters ---------------------------------------------------------------------------------
