@@ -165,6 +165,14 @@ class ReservePlugin(Plugin):
         return None
 
 
+class PermitPlugin(Plugin):
+    """Permit (kube-scheduler): after Reserve, approve the pod, reject it, or return Code.WAIT to hold it
+    reserved until `Scheduler.allow_waiting` / `reject_waiting` (gang scheduling waits for all members)."""
+
+    def permit(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        return SUCCESS
+
+
 class PreBindPlugin(Plugin):
     def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
         return SUCCESS

@@ -36,6 +36,7 @@ from kdra.scheduler.framework import (
     Code,
     CycleState,
     FilterPlugin,
+    PermitPlugin,
     Plugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -70,6 +71,9 @@ class SchedulerConfig:
     scheduler_name: str = SCHEDULER_NAME
     # Extra plugins appended to the default profile (issue 5: topology, fragmentation, queues...).
     extra_plugins: Sequence[Plugin] = ()
+    # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
+    # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
+    actions: Sequence[Action] | None = None
 
 
 @dataclass
@@ -79,6 +83,15 @@ class CycleResult:
     status: Status
     message: str = ""
     explanation: Any = None
+
+
+@dataclass
+class WaitingPod:
+    """A pod Permit holds: reserved and assumed on `node`, not bound yet (kube-scheduler's waitingPod)."""
+
+    pi: PodInfo
+    node: str
+    state: CycleState
 
 
 class _SigEntry:
@@ -155,7 +168,11 @@ class Scheduler:
             pre_enqueue=self.profile.at(PreEnqueuePlugin),
             plugin_events={p.name: p.events for p in self.profile.plugins},
         )
+        if actions is None:
+            actions = self.config.actions
         self.actions: list[Action] = list(actions) if actions is not None else [AllocateAction()]
+        self._permit: list[PermitPlugin] = self.profile.at(PermitPlugin)
+        self.waiting: dict[str, WaitingPod] = {}  # pod uid -> held by Permit
         self._pre_filter: list[PreFilterPlugin] = self.profile.at(PreFilterPlugin)
         self._filter: list[FilterPlugin] = self.profile.at(FilterPlugin)
         self._score: list[ScorePlugin] = [p for p in self.profile.at(ScorePlugin) if p.weight]
@@ -288,6 +305,16 @@ class Scheduler:
                     q.unreserve(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(rp.name), st.message, set(), st.explanation)
         self.cache.assume(pi, node)
+        for pp in self._permit:
+            st = pp.permit(state, pi, node)
+            if st.code == Code.WAIT:
+                self.waiting[pi.uid] = WaitingPod(pi, node, state)
+                return CycleResult(pi.key, None, st.with_plugin(pp.name), "waiting on permit")
+            if not st.ok:
+                for q in reversed(self._reserve):
+                    q.unreserve(state, pi, node)
+                self.cache.forget(pi.uid)
+                return self._fail(pi, now, st.with_plugin(pp.name), st.message, {pp.name}, st.explanation)
         for bp in self._pre_bind:
             st = bp.pre_bind(state, pi, node)
             if not st.ok:
@@ -299,6 +326,38 @@ class Scheduler:
         self.queue.done(pi.uid)
         del ni
         return CycleResult(pi.key, node, Status())
+
+    def allow_waiting(self, uid: str, now: float) -> CycleResult:
+        """Permit approved a waiting pod: PreBind and bind it as schedule_one would have."""
+        wp = self.waiting.pop(uid)
+        pi, node, state = wp.pi, wp.node, wp.state
+        for bp in self._pre_bind:
+            st = bp.pre_bind(state, pi, node)
+            if not st.ok:
+                for q in reversed(self._reserve):
+                    q.unreserve(state, pi, node)
+                self.cache.forget(pi.uid)
+                return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
+        self._bind(pi, node, now)
+        self.queue.done(pi.uid)
+        return CycleResult(pi.key, node, Status())
+
+    def reject_waiting(
+        self, uid: str, now: float, status: Status, message: str, explanation: Any = None
+    ) -> CycleResult:
+        """Permit rejected a waiting pod: release its reservation and park it as unschedulable."""
+        wp = self.waiting.pop(uid)
+        for q in reversed(self._reserve):
+            q.unreserve(wp.state, wp.pi, wp.node)
+        self.cache.forget(uid)
+        plugins = {status.plugin} if status.plugin else set()
+        return self._fail(wp.pi, now, status, message, plugins, explanation)
+
+    def mark_unschedulable(
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any = None
+    ) -> CycleResult:
+        """A pod an action decided not to try (queue quota, gang timeout): condition + unschedulable pool."""
+        return self._fail(pi, now, status, message, {status.plugin} if status.plugin else set(), explanation)
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         from kdra.cluster.clock import format_time
