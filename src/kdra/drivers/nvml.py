@@ -15,6 +15,7 @@ and
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -182,9 +183,7 @@ def _profiles(nvml: Any, h: Any) -> list[Obj]:
         info = _try(lambda idx=idx: nvml.nvmlDeviceGetGpuInstanceProfileInfo(h, idx), nvml)
         if info is None:
             continue
-        placements = (
-            _try(lambda info=info: nvml.nvmlDeviceGetGpuInstancePossiblePlacements(h, info.id), nvml) or []
-        )
+        placements = _try(lambda info=info: _possible_placements(nvml, h, int(info.id)), nvml) or []
         out.append(
             {
                 "profileIndex": idx,
@@ -198,10 +197,23 @@ def _profiles(nvml: Any, h: Any) -> list[Obj]:
                 "jpegCount": int(info.jpegCount),
                 "ofaCount": int(info.ofaCount),
                 "memorySizeMB": int(info.memorySizeMB),
+                "nvmlName": _s(getattr(info, "name", b"")) or None,
                 "placements": [[int(p.start), int(p.size)] for p in placements],
             }
         )
     return out
+
+
+def _possible_placements(nvml: Any, h: Any, profile_id: int) -> list[Any]:
+    """pynvml exposes nvmlDeviceGetGpuInstancePossiblePlacements_v2 C-style: ask for the count with a NULL
+    array, then fill an array of c_nvmlGpuInstancePlacement_t."""
+    count = ctypes.c_uint(0)
+    nvml.nvmlDeviceGetGpuInstancePossiblePlacements(h, profile_id, None, ctypes.byref(count))
+    if count.value == 0:
+        return []
+    array = (nvml.c_nvmlGpuInstancePlacement_t * count.value)()
+    nvml.nvmlDeviceGetGpuInstancePossiblePlacements(h, profile_id, array, ctypes.byref(count))
+    return list(array[: count.value])
 
 
 def _mig_devices(nvml: Any, h: Any) -> list[Obj]:
@@ -431,14 +443,27 @@ class FixtureNvml:
         for p in self._dev(h).get("gpuInstanceProfiles", []):
             if p["profileIndex"] == idx:
                 return SimpleNamespace(
-                    **{k: v for k, v in p.items() if k not in ("placements", "profileIndex")}
+                    **{k: v for k, v in p.items() if k not in ("placements", "profileIndex", "nvmlName")},
+                    name=(p.get("nvmlName") or "").encode(),
                 )
         raise self.NVMLError("Not Supported")
 
-    def nvmlDeviceGetGpuInstancePossiblePlacements(self, h: int, profile_id: int) -> list[Any]:
+    class c_nvmlGpuInstancePlacement_t(ctypes.Structure):
+        _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+
+    def nvmlDeviceGetGpuInstancePossiblePlacements(
+        self, h: int, profile_id: int, placements_ref: Any, count_ref: Any
+    ) -> int:
+        """Same calling convention as pynvml: a NULL array asks for the count."""
         for p in self._dev(h).get("gpuInstanceProfiles", []):
             if p["id"] == profile_id:
-                return [SimpleNamespace(start=s, size=z) for s, z in p["placements"]]
+                count = count_ref._obj
+                if placements_ref is not None:
+                    for k, (start, size) in enumerate(p["placements"][: count.value]):
+                        placements_ref[k].start = start
+                        placements_ref[k].size = size
+                count.value = len(p["placements"])
+                return 0
         raise self.NVMLError("Not Supported")
 
     def nvmlDeviceGetMaxMigDeviceCount(self, h: int) -> int:
