@@ -181,6 +181,8 @@ def _profiles(nvml: Any, h: Any) -> list[Obj]:
     count = int(getattr(nvml, "NVML_GPU_INSTANCE_PROFILE_COUNT", MAX_PROFILE_INDEX))
     for idx in range(count):
         info = _try(lambda idx=idx: nvml.nvmlDeviceGetGpuInstanceProfileInfo(h, idx), nvml)
+        if info is None:  # drivers without the V2 entry point: fall back to version 1 (no name field)
+            info = _try(lambda idx=idx: nvml.nvmlDeviceGetGpuInstanceProfileInfo(h, idx, version=1), nvml)
         if info is None:
             continue
         placements = _try(lambda info=info: _possible_placements(nvml, h, int(info.id)), nvml) or []
@@ -439,7 +441,7 @@ class FixtureNvml:
     def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
         return SimpleNamespace(total=int(self._dev(h)["memoryTotal"]))
 
-    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: int, idx: int) -> Any:
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: int, idx: int, version: int = 2) -> Any:
         for p in self._dev(h).get("gpuInstanceProfiles", []):
             if p["profileIndex"] == idx:
                 return SimpleNamespace(
