@@ -215,3 +215,10 @@ def test_slice_cache_never_mixes_up_same_name_and_version_with_different_content
     second = Allocator(CLASSES, [b], [], FeatureGates()).allocate(node(), [claim("c", request("r", 2))])
     assert first.allocations is None
     assert results(second) == [("r", "gpu-0"), ("r", "gpu-1")]
+
+
+def test_many_claims_with_many_devices_do_not_hit_the_recursion_limit() -> None:
+    claims = [claim(f"c{i}", request("r", 32)) for i in range(40)]
+    out = Allocator(CLASSES, [gpus(40 * 32)], [], FeatureGates()).allocate(node(), claims)
+    assert out.allocations is not None
+    assert sum(len(a["devices"]["results"]) for a in out.allocations) == 1280

@@ -15,6 +15,7 @@ resort, by a step budget, the analogue of kube-scheduler's Filter timeout).
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -809,6 +810,11 @@ class _Run:
         """Validate, then search with at most `budget` device attempts (SearchLimitExceeded beyond)."""
         self.validate()
         self.budget = budget
+        # The search recurses once per device, request and claim (as upstream does); make room for
+        # pods with many devices instead of failing with RecursionError.
+        depth = 3 * sum(max(rd.num_devices, 1) for rd in self.requests.values()) + 4 * len(self.claims)
+        if sys.getrecursionlimit() < depth + 1000:
+            sys.setrecursionlimit(depth + 1000)
         return self.allocate_one(0, 0, 0, 0, False, 0)
 
     def _hopeless(self) -> bool:
