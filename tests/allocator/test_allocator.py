@@ -75,8 +75,11 @@ def test_claim_limit_of_32_devices() -> None:
 def test_invalid_pool_is_a_node_error_only_when_nothing_else_fits() -> None:
     dup = slice_("dup", [device("gpu-0"), device("gpu-0")], pool="bad")
     alloc = Allocator(CLASSES, [dup], [], FeatureGates())
-    with pytest.raises(NodeAllocationError, match="invalid resource pools were encountered"):
+    with pytest.raises(NodeAllocationError, match="invalid resource pools were encountered") as info:
         alloc.allocate(node(), [claim("c", request("r"))])
+    assert info.value.invalid_pools == {f"{DRIVER}/bad": "duplicate device name gpu-0"}
+    assert info.value.explanation is not None
+    assert f"pool {DRIVER}/bad skipped: invalid (duplicate device name gpu-0)" in str(info.value.explanation)
     ok = Allocator(CLASSES, [dup, gpus(1)], [], FeatureGates()).allocate(node(), [claim("c", request("r"))])
     assert results(ok) == [("r", "gpu-0")]
 

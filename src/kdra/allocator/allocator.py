@@ -50,7 +50,16 @@ DeviceKey = tuple[str, str, str]
 
 class NodeAllocationError(AllocationError):
     """An error that only concerns this node (upstream wraps ErrFailedAllocationOnNode): the scheduler
-    reports the node as unschedulable with this message and tries the others."""
+    reports the node as unschedulable with this message and tries the others. `invalid_pools` (pool
+    -> reason) and `explanation` say more than upstream's text."""
+
+    invalid_pools: dict[str, str]
+    explanation: Explanation | None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.invalid_pools = {}
+        self.explanation = None
 
 
 class SearchLimitExceeded(Exception):
@@ -447,10 +456,6 @@ class Allocator:
             run.steps += spent
         if ok:
             return AllocationOutcome(view.node_name, run.build_results(), None, run.steps)
-        if ok is False:
-            for pool in view.pools:
-                if pool.invalid:
-                    raise NodeAllocationError("invalid resource pools were encountered")
         from kdra.allocator.explain import Explanation, explain
 
         try:
@@ -459,6 +464,12 @@ class Allocator:
             explanation = Explanation(
                 view.node_name, reasons=[f"cannot allocate all claims (no explanation: {exc!r})"]
             )
+        if ok is False and any(pool.invalid for pool in view.pools):
+            # Upstream's text exactly; which pools and why travel on the exception.
+            err = NodeAllocationError("invalid resource pools were encountered")
+            err.invalid_pools = {p.id: p.invalid_reason for p in view.pools if p.invalid}
+            err.explanation = explanation
+            raise err
         return AllocationOutcome(view.node_name, None, explanation, run.steps)
 
     # -- counters ---------------------------------------------------------------------------------
