@@ -217,8 +217,10 @@ def test_republish_bumps_generation_of_changed_pools_only() -> None:
     first, deleted = pub.publish(parse_fleet(fleet(a100, l4)))
     assert {s["spec"]["pool"]["generation"] for s in first} == {1} and deleted == []
     assert pub.publish(parse_fleet(fleet(a100, l4))) == ([], [])
-    a100_static = {**a100, "accelerator": {"model": "A100-40GB", "count": 2,
-                                           "mig": {"mode": "static", "layout": "all-1g.5gb"}}}
+    a100_static = {
+        **a100,
+        "accelerator": {"model": "A100-40GB", "count": 2, "mig": {"mode": "static", "layout": "all-1g.5gb"}},
+    }
     changed, deleted = pub.publish(parse_fleet(fleet(a100_static, l4)))
     assert {s["spec"]["pool"]["name"] for s in changed} == {"a100-0", "a100-1"}
     assert {s["spec"]["pool"]["generation"] for s in changed} == {2}
@@ -226,3 +228,17 @@ def test_republish_bumps_generation_of_changed_pools_only() -> None:
     assert "a100-0-gpu.nvidia.com-counters" in deleted and "a100-0-gpu.nvidia.com-devices" not in deleted
     _, deleted = pub.publish(parse_fleet(fleet(l4)))
     assert deleted == ["a100-0-gpu.nvidia.com-devices", "a100-1-gpu.nvidia.com-devices"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("labels", {"bad key!": "x"}, r"labels: Invalid value: 'bad key!': name part must consist"),
+        ("labels", {"Example.COM/x": "y"}, r"prefix part must be a lowercase RFC 1123 subdomain"),
+        ("labels", {"ok": "not ok!"}, r"labels\[ok\]: Invalid value: 'not ok!': a valid label value"),
+        ("taints", [{"key": "a b", "effect": "NoSchedule"}], r"taints\[0\].key: Invalid value: 'a b'"),
+    ],
+)
+def test_label_and_taint_keys(field: str, value: Any, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        parse_fleet(fleet({**H100, field: value}))

@@ -266,8 +266,8 @@ def render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool 
 
 class FleetPublisher:
     """The drivers of a whole fleet over time: republishing after a change (a MIG reconfiguration, a pool
-    switched to DynamicMIG, GPUs removed) bumps `pool.generation` of exactly the pools whose devices changed, as
-    the kubelet plugins do, and names the slices that no longer exist.
+    switched to DynamicMIG, GPUs removed) bumps `pool.generation` of exactly the pools whose devices
+    changed, as the kubelet plugins do, and names the slices that no longer exist.
 
     `publish(fleet)` returns (slices to create or update, names of slices to delete). Unchanged pools are not
     returned. Cost: a content hash per pool, so use it for reconfiguration events, not per scheduling cycle.

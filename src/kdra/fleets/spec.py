@@ -78,6 +78,20 @@ _MULT = {
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def _qualified_name_problem(key: str) -> str | None:
+    """Kubernetes' IsQualifiedName for label and taint keys: [prefix/]name."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "prefix part must be a lowercase RFC 1123 subdomain"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+            "with an alphanumeric character (at most 63 characters)"
+        )
+    return None
 
 
 def parse_quantity(value: object) -> Fraction:
@@ -241,6 +255,9 @@ def _labels(ctx: _Ctx, path: str, v: object) -> dict[str, str]:
     for k, val in v.items():
         if not isinstance(k, str) or not k:
             raise ctx.err(path, f"Invalid value: {k!r}: label keys must be non-empty strings")
+        problem = _qualified_name_problem(k)
+        if problem:
+            raise ctx.err(path, f"Invalid value: {k!r}: {problem}")
         sval = str(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else val
         if not isinstance(sval, str) or len(sval) > 63 or not _LABEL_VALUE.match(sval):
             raise ctx.err(
@@ -265,7 +282,11 @@ def _taints(ctx: _Ctx, path: str, v: object, effects: Sequence[str]) -> tuple[Ta
                 f"{p}.effect",
                 f"Unsupported value: {effect!r}: supported values: " + ", ".join(f'"{e}"' for e in effects),
             )
-        out.append(Taint(_str(ctx, f"{p}.key", t.get("key")), str(effect), str(t.get("value", ""))))
+        key = _str(ctx, f"{p}.key", t.get("key"))
+        problem = _qualified_name_problem(key)
+        if problem:
+            raise ctx.err(f"{p}.key", f"Invalid value: {key!r}: {problem}")
+        out.append(Taint(key, str(effect), str(t.get("value", ""))))
     return tuple(out)
 
 
