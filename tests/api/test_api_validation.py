@@ -138,7 +138,8 @@ def test_attribute_names() -> None:
         o.startswith('spec.devices[0].attributes: Invalid value: "bad-name": a valid C identifier')
         for o in out
     )
-    assert 'spec.devices[0].attributes: Invalid value: "a/b/c": must not contain more than one slash' in out
+    # more than one slash: accepted by kube-apiserver 1.36.3 (recorded), so by kdra too
+    assert not any('"a/b/c"' in o for o in out)
     assert "spec.devices[0].attributes: Too long: may not be more than 32 bytes" in out
 
 
@@ -163,9 +164,14 @@ def test_attribute_value_rules() -> None:
 
 def test_list_attributes() -> None:
     d = device(attributes={"numa": {"ints": [0, 1]}, "empty": {"strings": []}})
-    out = lines(rslice([d]))
+    out = lines(rslice([d]), list_type_attributes=True)
     assert out == [
         "spec.devices[0].attributes[empty].strings: Invalid value: []: must not be empty if specified"
+    ]
+    # DRAListTypeAttributes is off by default in 1.36: the API server drops list fields, leaving no value
+    assert lines(rslice([d])) == [
+        'spec.devices[0].attributes[empty]: Invalid value: "": exactly one value must be specified',
+        'spec.devices[0].attributes[numa]: Invalid value: "": exactly one value must be specified',
     ]
 
 
@@ -215,17 +221,6 @@ def _req(i: int) -> dict[str, Any]:
         (
             claim(config=[{"opaque": {"driver": "a.com", "parameters": {}}}] * 33),
             "spec.devices.config: Too many: 33: must have at most 32 items",
-        ),
-        (
-            claim(
-                [
-                    {
-                        "name": "r",
-                        "exactly": {"deviceClassName": "gpu", "tolerations": [{"operator": "Exists"}] * 17},
-                    }
-                ]
-            ),
-            "spec.devices.requests[0].exactly.tolerations: Too many: 17: must have at most 16 items",
         ),
         (
             rslice([device(f"d{i}") for i in range(129)]),
@@ -296,7 +291,7 @@ def test_attributes_and_capacities_limit() -> None:
 
 def test_attribute_values_limit() -> None:
     attrs = {"a": {"ints": list(range(49))}}
-    out = lines(rslice([device(attributes=attrs, capacity={})]))
+    out = lines(rslice([device(attributes=attrs, capacity={})]), list_type_attributes=True)
     assert out == [
         "spec.devices[0]: Invalid value: 49: the total number of attribute values must not exceed 48"
     ]

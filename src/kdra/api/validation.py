@@ -22,7 +22,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from kdra.api.quantity import Quantity, parse_quantity_any
-from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, object_ref
+from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
 from kdra.errors import InputError
 
 # ---- field.Error ------------------------------------------------------------------------------------
@@ -54,9 +54,66 @@ def go_quote(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
+@dataclass(frozen=True, slots=True)
+class GoValue:
+    """A bad value already rendered the way Go prints it (internal structs marshal with Go field names)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def go_struct(value: object, fields: tuple[tuple[str, str], ...]) -> GoValue:
+    """JSON of an internal Go struct: every field in declaration order, Go names, nil as null."""
+    d = value if isinstance(value, dict) else {}
+    return GoValue(_compact({go: d.get(js) for js, go in fields}))
+
+
+_DEVICE_ATTRIBUTE_FIELDS: Final = (
+    ("int", "IntValue"),
+    ("bool", "BoolValue"),
+    ("string", "StringValue"),
+    ("version", "VersionValue"),
+    ("ints", "IntValues"),
+    ("bools", "BoolValues"),
+    ("strings", "StringValues"),
+    ("versions", "VersionValues"),
+)
+_POD_RESOURCE_CLAIM_FIELDS: Final = (
+    ("name", "Name"),
+    ("resourceClaimName", "ResourceClaimName"),
+    ("resourceClaimTemplateName", "ResourceClaimTemplateName"),
+)
+
+
+def go_node_selector_terms(terms: list[Any]) -> GoValue:
+    """[]core.NodeSelectorTerm as Go prints it."""
+
+    def req(r: object) -> dict[str, Any]:
+        d = r if isinstance(r, dict) else {}
+        return {"Key": d.get("key", ""), "Operator": d.get("operator", ""), "Values": d.get("values")}
+
+    def term(t: object) -> dict[str, Any]:
+        d = t if isinstance(t, dict) else {}
+        me, mf = d.get("matchExpressions"), d.get("matchFields")
+        return {
+            "MatchExpressions": [req(r) for r in me] if isinstance(me, list) else None,
+            "MatchFields": [req(r) for r in mf] if isinstance(mf, list) else None,
+        }
+
+    return GoValue(_compact([term(t) for t in terms]))
+
+
 def render_value(value: object) -> str:
     """How field.Error prints a bad value: simple types plainly, strings quoted, nil as null,
     anything else as JSON."""
+    if isinstance(value, GoValue):
+        return value.text
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -68,7 +125,7 @@ def render_value(value: object) -> str:
     if isinstance(value, Quantity):
         return str(value)
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return _compact(value)
     except (TypeError, ValueError):
         return repr(value)
 
@@ -480,8 +537,8 @@ class _V:
                 self.invalid(path, "", "the name must not be empty")
             else:
                 self.c_identifier(parts[1], path)
-        else:
-            self.invalid(path, name, "must not contain more than one slash")
+        # More than one slash: kube-apiserver 1.36 accepts such names (validateQualifiedName has no
+        # branch for them; rejecting them came later), so kdra does too.
 
     def fully_qualified_name(self, name: object, path: str) -> None:
         if not isinstance(name, str):
@@ -644,10 +701,6 @@ class _V:
             compile_error: type[Exception] = cel.CELCompileError
         except (ImportError, AttributeError):
             return
-        if expression == "":
-            # cel-go reports the empty expression as a Required error (cel.ErrorTypeRequired).
-            self.required(path, "expression must not be empty")
-            return
         try:
             program = compile_selector(
                 expression, consumable_capacity=True, list_type_attributes=self.list_type_attributes
@@ -743,9 +796,9 @@ class _V:
         self.get_int(t, "tolerationSeconds", path + ".tolerationSeconds")
 
     def tolerations(self, container: dict[str, Any], path: str) -> None:
-        tols = self.slice_items(
-            self.get_list(container, "tolerations", path), DEVICE_TOLERATIONS_MAX_LENGTH, path
-        )
+        # The v1 API documents at most 16 tolerations, but kube-apiserver 1.36.3 does not enforce it
+        # (recorded in tests/api/data/apiserver_verdicts.yaml), so neither does kdra.
+        tols = self.get_list(container, "tolerations", path) or []
         for i, tol in enumerate(tols):
             self.device_toleration(tol, f"{path}[{i}]")
 
@@ -912,13 +965,8 @@ class _V:
         self.request_refs(c_d, path + ".requests", names)
         match = c_d.get("matchAttribute")
         distinct = c_d.get("distinctAttribute")
-        if match is not None and distinct is not None:
-            self.invalid(
-                path,
-                None,
-                'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set',  # noqa: E501
-            )
-        elif match is not None:
+        # Both set is accepted by kube-apiserver 1.36.3 (recorded): only matchAttribute is checked then.
+        if match is not None:
             self.fully_qualified_name(match, path + ".matchAttribute")
         elif distinct is not None:
             self.fully_qualified_name(distinct, path + ".distinctAttribute")
@@ -1091,7 +1139,7 @@ class _V:
             if isinstance(terms, list) and len(terms) != 1:
                 self.invalid(
                     path + ".nodeSelector.nodeSelectorTerms",
-                    terms,
+                    go_node_selector_terms(terms),
                     "must have exactly one node selector term",
                 )
         all_nodes = self.get_bool(spec, "allNodes", path + ".allNodes")
@@ -1119,7 +1167,7 @@ class _V:
 
         dp = path + ".devices"
         max_devices = RESOURCE_SLICE_MAX_DEVICES
-        if devices_raw and _has_advanced_device_features(devices_raw):
+        if devices_raw and _has_advanced_device_features(devices_raw, self.list_type_attributes):
             max_devices = RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
         devices = self.slice_items(devices_raw, max_devices, dp)
         for i, dev in enumerate(devices):
@@ -1180,7 +1228,7 @@ class _V:
                 f"{RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}",
             )
         attrs_ok = _attributes_ok(attrs)
-        n_values = len(attrs) if attrs_ok else _num_attribute_values(attrs)
+        n_values = len(attrs) if attrs_ok else _num_attribute_values(attrs, self.list_type_attributes)
         if n_values > RESOURCE_SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
             self.invalid(
                 path,
@@ -1287,7 +1335,8 @@ class _V:
         if v is not None:
             n += 1
             self.attribute_version(v, path + ".version")
-        for key, check in _LIST_ATTRIBUTE_CHECKS:
+        # With DRAListTypeAttributes off the API server drops the list fields before validating.
+        for key, check in _LIST_ATTRIBUTE_CHECKS if self.list_type_attributes else ():
             v = a.get(key)
             if v is None:
                 continue
@@ -1303,7 +1352,7 @@ class _V:
         if n == 0:
             self.invalid(path, "", "exactly one value must be specified")
         elif n > 1:
-            self.invalid(path, a, "exactly one value must be specified")
+            self.invalid(path, go_struct(a, _DEVICE_ATTRIBUTE_FIELDS), "exactly one value must be specified")
 
     def attribute_string(self, v: object, path: str) -> None:
         if not isinstance(v, str):
@@ -1417,15 +1466,15 @@ class _V:
             return
         if lo > max_cap:
             self.invalid(path + ".min", str(lo), f"min is larger than capacity value: {max_cap}")
-        if default < lo:
-            self.invalid(path + ".default", str(default), f"default is less than min: {lo}")
+        if default < lo:  # reported on `min` by kube-apiserver 1.36.3 (recorded)
+            self.invalid(path + ".min", str(default), f"default is less than min: {lo}")
         if hi is not None:
             if lo > hi:
                 self.invalid(path + ".max", str(lo), f"min is larger than max: {hi}")
             if hi > max_cap:
                 self.invalid(path + ".max", str(hi), f"max is larger than capacity value: {max_cap}")
-            if default > hi:
-                self.invalid(path + ".default", str(default), f"default is more than max: {hi}")
+            if default > hi:  # reported on `max` by kube-apiserver 1.36.3 (recorded)
+                self.invalid(path + ".max", str(default), f"default is more than max: {hi}")
         if step is None:
             return
         if step.sign() <= 0:
@@ -1495,10 +1544,16 @@ class _V:
             rct = c.get("resourceClaimTemplateName")
             if rc is not None and rct is not None:
                 self.invalid(
-                    p, c, "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+                    p,
+                    go_struct(c, _POD_RESOURCE_CLAIM_FIELDS),
+                    "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified",
                 )
             if rc is None and rct is None:
-                self.invalid(p, c, "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+                self.invalid(
+                    p,
+                    go_struct(c, _POD_RESOURCE_CLAIM_FIELDS),
+                    "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+                )
             if rc is not None:
                 self.dns_subdomain(rc, p + ".resourceClaimName")
             if rct is not None:
@@ -1601,7 +1656,7 @@ def _has_request(names: dict[str, set[str] | None], segments: list[str]) -> bool
     return subs is not None and segments[1] in subs
 
 
-def _has_advanced_device_features(devices: list[Any]) -> bool:
+def _has_advanced_device_features(devices: list[Any], list_type_attributes: bool) -> bool:
     """Taints, counter consumption or list-typed attributes lower the per-slice device limit to 64."""
     for d in devices:
         if type(d) is not dict:
@@ -1609,7 +1664,7 @@ def _has_advanced_device_features(devices: list[Any]) -> bool:
         if d.get("taints") or d.get("consumesCounters"):
             return True
         attrs = d.get("attributes")
-        if type(attrs) is dict:
+        if list_type_attributes and type(attrs) is dict:
             for a in attrs.values():
                 has_list = type(a) is dict and not _LIST_KEYS.isdisjoint(a)
                 if has_list and any(a.get(k) is not None for k in _LIST_KEYS):
@@ -1686,17 +1741,16 @@ def _counters_ok(counters: dict[str, Any]) -> bool:
     return True
 
 
-def _num_attribute_values(attrs: dict[str, Any]) -> int:
+def _num_attribute_values(attrs: dict[str, Any], list_type_attributes: bool) -> int:
+    """numEntriesDeviceAttribute: list items count one each (list fields only exist with the gate on)."""
     n = 0
     for a in attrs.values():
-        if not isinstance(a, dict):
-            n += 1
-            continue
         items = 0
-        for k in ("bools", "ints", "strings", "versions"):
-            v = a.get(k)
-            if isinstance(v, list):
-                items += len(v)
+        if list_type_attributes and isinstance(a, dict):
+            for k in _LIST_KEYS:
+                v = a.get(k)
+                if isinstance(v, list):
+                    items += len(v)
         n += items or 1
     return n
 
@@ -1712,9 +1766,21 @@ def _is_extended_resource_name(name: str) -> bool:
 # ---- entry points ------------------------------------------------------------------------------------
 
 
-def validate(obj: object, *, cel: bool = True, list_type_attributes: bool = False) -> list[FieldError]:
+def validate(
+    obj: object,
+    *,
+    cel: bool = True,
+    list_type_attributes: bool = False,
+    namespace_labels: dict[str, Any] | None = None,
+) -> list[FieldError]:
     """Validate one object as kube-apiserver 1.36 would on create; [] when valid or of a kind kdra
-    does not validate. `cel=False` skips compiling selectors (length limits still apply)."""
+    does not validate.
+
+    cel=False skips compiling selectors (length limits still apply). list_type_attributes is the
+    DRAListTypeAttributes gate (off in 1.36: list-typed attribute fields are dropped, as the API
+    server drops them). namespace_labels, when known, are the labels of the object's namespace: the
+    API server only allows adminAccess in namespaces labelled resource.kubernetes.io/admin-access=true.
+    """
     v = _V(cel_compile=cel, list_type_attributes=list_type_attributes)
     if not isinstance(obj, dict):
         v.invalid("<root>", OMIT, "must be an object")
@@ -1729,9 +1795,37 @@ def validate(obj: object, *, cel: bool = True, list_type_attributes: bool = Fals
         return v.errs
     try:
         _VALIDATORS.get(kind, _validate_nothing)(v, obj)
+        if namespace_labels is not None and kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            _check_admin_access(v, obj, namespace_labels)
     except RecursionError:
         v.add("<root>", INTERNAL, OMIT, "object nested too deeply")
     return v.errs
+
+
+ADMIN_ACCESS_LABEL: Final = "resource.kubernetes.io/admin-access"
+
+
+def _check_admin_access(v: _V, obj: dict[str, Any], namespace_labels: dict[str, Any]) -> None:
+    """The claim strategy's admin-access check (KEP-5018): the namespace must carry the label."""
+    if namespace_labels.get(ADMIN_ACCESS_LABEL) == "true":
+        return
+    spec = obj.get("spec")
+    prefix = "spec"
+    if kind_of(obj) == "ResourceClaimTemplate":
+        spec = spec.get("spec") if isinstance(spec, dict) else None
+        prefix = "spec.spec"
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    requests = devices.get("requests") if isinstance(devices, dict) else None
+    for i, req in enumerate(requests if isinstance(requests, list) else []):
+        exactly = req.get("exactly") if isinstance(req, dict) else None
+        if isinstance(exactly, dict) and exactly.get("adminAccess") is True:
+            v.add(
+                f"{prefix}.devices.requests[{i}].adminAccess",
+                FORBIDDEN,
+                OMIT,
+                f"admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label on the containing "
+                "namespace",
+            )
 
 
 def _validate_nothing(v: _V, obj: dict[str, Any]) -> None:
@@ -1808,10 +1902,23 @@ def format_errors(obj: object, errors: list[FieldError]) -> list[str]:
 
 
 def validate_objects(objs: Iterable[object], *, cel: bool = True, list_type_attributes: bool = False) -> None:
-    """Validate all objects; raise one InputError listing every problem of every object."""
+    """Validate all objects; raise one InputError listing every problem of every object.
+
+    Namespace objects among them supply the labels for the adminAccess check; claims in namespaces
+    that are not given are not checked for it."""
+    objs = list(objs)
+    namespaces: dict[str, dict[str, Any]] = {}
+    for obj in objs:
+        if kind_of(obj) == "Namespace" and isinstance(obj, dict):
+            meta = obj.get("metadata")
+            labels = meta.get("labels") if isinstance(meta, dict) else None
+            namespaces[str(meta.get("name")) if isinstance(meta, dict) else ""] = (
+                labels if isinstance(labels, dict) else {}
+            )
     lines: list[str] = []
     for obj in objs:
-        errs = validate(obj, cel=cel, list_type_attributes=list_type_attributes)
+        ns_labels = namespaces.get(namespace_of(obj)) if namespaces else None
+        errs = validate(obj, cel=cel, list_type_attributes=list_type_attributes, namespace_labels=ns_labels)
         if errs:
             lines.extend(format_errors(obj, errs))
     if lines:

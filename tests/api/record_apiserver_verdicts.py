@@ -1,0 +1,96 @@
+"""Record what a real kube-apiserver 1.36 says about every object of kdra_api_cases.py.
+
+Usage (from the repository root; builds or reuses the control plane with hack/k8s/build.sh):
+
+    .venv/bin/python tests/api/record_apiserver_verdicts.py
+
+Each object is created with a server-side dry run (nothing is stored). The answers are written to
+tests/api/data/apiserver_verdicts.yaml: `accepted: true`, or `errors:` (one `field: message` line per
+cause of an Invalid status), or `decodeError:` (the message, when the server failed to decode the
+object, which happens for wrong JSON types and unparsable quantities). test_api_recorded_verdicts.py
+compares kdra's validation with the file.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from kdra_api_cases import cases  # noqa: E402
+
+from kdra.testing.controlplane import ControlPlane, ensure_binaries  # noqa: E402
+from kdra.testing.kube import KubeError, resource_path  # noqa: E402
+
+OUT = HERE / "data" / "apiserver_verdicts.yaml"
+
+
+def _post(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    ns = (
+        obj["metadata"].get("namespace")
+        if obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate", "Pod")
+        else None
+    )
+    path = resource_path(obj["kind"], ns, api_version=obj["apiVersion"])
+    for attempt in range(5):
+        try:
+            client.request("POST", path, obj, params={"dryRun": "All"})
+            break
+        except KubeError:
+            raise
+        except OSError as e:  # a dropped connection while the server settles: try again
+            if attempt == 2:
+                raise
+            print(f"retrying {obj['kind']} {obj['metadata']['name']}: {e}", file=sys.stderr)
+            time.sleep(2)
+    return {"accepted": True}
+
+
+def verdict(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return _post(client, obj)
+    except OSError as e:  # the server dropped the connection every time (a panic in a handler)
+        return {"accepted": False, "serverError": str(e)}
+    except KubeError as e:
+        status = e.status
+        causes = (status.get("details") or {}).get("causes") or []
+        if status.get("reason") == "Invalid" and causes:
+            return {
+                "accepted": False,
+                "errors": [f"{c.get('field', '')}: {c.get('message', '')}" for c in causes],
+            }
+        return {"accepted": False, "decodeError": str(status.get("message", ""))}
+
+
+def main() -> None:
+    bin_dir = ensure_binaries(sys.stderr)
+    version = bin_dir.name
+    with tempfile.TemporaryDirectory(prefix="kdra-verdicts-") as work:
+        cp = ControlPlane(bin_dir, Path(work)).start()
+        try:
+            client = cp.client()
+            gates = cp.config.feature_gates_arg()
+            records = []
+            for cid, obj in cases():
+                records.append({"id": cid, **verdict(client, obj)})
+                print(cid, records[-1].get("accepted"), file=sys.stderr)
+        finally:
+            cp.stop()
+    OUT.parent.mkdir(exist_ok=True)
+    header = (
+        f"# Recorded by tests/api/record_apiserver_verdicts.py against kube-apiserver {version}\n"
+        f"# (feature gates: {gates}; server-side dry run). Do not edit by hand.\n"
+    )
+    OUT.write_text(header + yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=1 << 20))
+    print(f"wrote {len(records)} verdicts to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
