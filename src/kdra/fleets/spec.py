@@ -28,8 +28,17 @@ spec:
       sharing: {mode: consumable-shares, shares: 4}   # or shares: unlimited | memory
       partition: cpx_nps1           # AMD compute/memory partition mode
       topology: 4x4                 # TPU slice topology
-    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+    taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]      # Node taints
+    deviceTaints: [{key: maintenance, effect: NoSchedule}]  # DRA device taints (KEP-5055), max 16
+    maxDevicesPerSlice: 128         # cut slices smaller (<= 128; <= 64 with counters or device taints)
+    startIndex: 0                   # first {index}
+    names: [a, b]                   # explicit node names instead of namePattern (exactly count of them)
 ```
+
+MIG layouts: `layout` is one list of profile names for every GPU (or `all-<profile>`, e.g. `all-1g.10gb`,
+for the profile's maximum instance count); `layouts` gives one list per GPU (an empty list = MIG off on that
+GPU). A layout must fit the GPU like `nvidia-smi mig -cgi` would place it: free memory slices at a valid
+placement and the sum of SMs/engines/memory within the GPU's.
 
 Every problem raises kdra.errors.InputError naming the fleet, the pool, the field path and the rule.
 """
