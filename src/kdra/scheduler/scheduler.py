@@ -491,7 +491,8 @@ class Scheduler:
             return self._fail(pi, now, has_error, has_error.message, set(), None)
         for p in self._post_filter:
             p.post_filter(state, pi, {})
-        reasons = ", ".join(f"{c} {r}" for r, c in sorted(counts.items()))
+        # FitError.Error(): "<count> <reason>" strings sorted as strings (sortReasonsHistogram).
+        reasons = ", ".join(sorted(f"{c} {r}" for r, c in counts.items()))
         msg = f"0/{n} nodes are available: {reasons}." if reasons else f"0/{n} nodes are available."
         return self._fail(
             pi, now, Status(Code.UNSCHEDULABLE, tuple(sorted(counts)), ""), msg, plugins, explanation
