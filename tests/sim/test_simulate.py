@@ -128,3 +128,15 @@ def test_bundled_kubernetes_shaped_example_counts_a_shared_claim_once() -> None:
     assert report.modes["dra"].metrics["pods_scheduled"] == 11
     legacy = r.pods["team-a/legacy-notebook"]
     assert legacy.devices and legacy.devices[0].startswith("gpu.nvidia.com/")  # KEP-5004
+
+
+def test_bad_fleet_file_is_named(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "apiVersion: kdra.dev/v1alpha1\nkind: Fleet\nmetadata: {name: bad}\nspec:\n  pools:\n"
+        "  - {name: gpu, count: 2, cpu: '32', memory: 128Gi, accelerator: {model: H999, count: 8}}\n"
+    )
+    assert main(["simulate", "-c", str(fleet), "-w", "mixed-day"]) == 2
+    err = capsys.readouterr().err
+    assert "spec.pools[0].accelerator.model" in err and "H999" in err
+    assert main(["simulate", "--seed", "-1"]) == 2
