@@ -704,6 +704,57 @@ def cases() -> list[tuple[str, Obj]]:
             _with(claim(), ["metadata"], {"generateName": "claim-", "namespace": "default"}),
         ),
         ("class-config-no-opaque", dclass(config=[{}])),
+        # -- metadata
+        (
+            "claim-bad-labels",
+            _with(claim(), ["metadata", "labels"], {"bad key": "v", "ok": "bad value", "a.com/b": "x" * 64}),
+        ),
+        (
+            "claim-bad-annotations",
+            _with(claim(), ["metadata", "annotations"], {"bad key": "v", "Example.COM/ok": "any value"}),
+        ),
+        ("claim-bad-namespace", _with(claim(), ["metadata", "namespace"], "Bad_NS")),
+        ("claim-no-name", _with(claim(), ["metadata"], {"namespace": "default"})),
+        ("class-long-name", dclass(name="a" * 254)),
+        ("class-with-namespace", _with(dclass(), ["metadata", "namespace"], "default")),
+        ("node-bad-name", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "Node_1"}}),
+        (
+            "node-valid",
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}},
+            },
+        ),
+        (
+            "template-metadata-annotations",
+            template({"metadata": {"annotations": {"bad key": "v"}}, "spec": {"devices": {}}}),
+        ),
+        (
+            "slice-taint-long-value",
+            rslice([device(taints=[{"key": "k", "value": "v" * 64, "effect": "NoSchedule"}])]),
+        ),
+        (
+            "slice-taint-long-key",
+            rslice([device(taints=[{"key": "a.com/" + "k" * 64, "effect": "NoSchedule"}])]),
+        ),
+        (
+            "slice-selector-long-value",
+            rslice(
+                nodeName=None,
+                nodeSelector={
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "k", "operator": "In", "values": ["v" * 64]}]}
+                    ]
+                },
+            ),
+        ),
+        (
+            "claim-toleration-long-value",
+            claim([exact(tolerations=[{"key": "k", "operator": "Equal", "value": "v" * 64}])]),
+        ),
+        ("claim-long-name", _with(claim(), ["metadata", "name"], "a" * 254)),
+        ("claim-long-label-key", _with(claim(), ["metadata", "labels"], {"a.com/" + "k" * 64: "v"})),
         # -- quantities (the API server fails these in decoding)
         ("slice-bad-quantity", rslice([device(capacity={"memory": {"value": "80 Gi"}})])),
         (
