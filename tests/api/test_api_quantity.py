@@ -294,6 +294,12 @@ def test_add_sub_keep_format() -> None:
     assert str(Quantity.from_int(0, DECIMAL_SI) - Quantity.from_int(-(1 << 63), BINARY_SI)) == "8Ei"
 
 
+def test_sum() -> None:
+    qs = [Quantity.parse(x) for x in ("1Gi", "512Mi", "512Mi")]
+    assert sum(qs) == Quantity.parse("2Gi")
+    assert str(sum(qs)) == "2Gi"
+
+
 def test_neg() -> None:
     assert str(-dec(901, -2, DECIMAL_SI)) == "-9010m"
 

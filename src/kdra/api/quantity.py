@@ -162,6 +162,12 @@ class Quantity:
             return NotImplemented
         return Quantity(self._n + other._n, other._fmt if self._n == 0 else self._fmt)
 
+    def __radd__(self, other: object) -> Quantity:
+        """So that sum() works without a start value (0 + q)."""
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self
+        return NotImplemented
+
     def __sub__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
