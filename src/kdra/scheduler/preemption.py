@@ -1,0 +1,201 @@
+"""Victims for preemption (inside a queue, by priority) and reclaim (across queues, by fair share).
+
+Reclaim follows KAI's two strategies (pkg/scheduler/plugins/proportion/reclaimable/strategies): a victim may
+be taken from another queue if
+
+- MaintainFairShare: the victim's queue stays at or above its fair share after losing it, and the reclaimer
+  stays within its own fair share with the job; or
+- GuaranteeDeservedQuota: the reclaimer stays within its deserved quota with the job, and the victim's queue
+  keeps at least its deserved quota.
+
+Jobs run at least their queue's reclaimMinRuntime / preemptMinRuntime before they can be victims; a gang is
+evicted whole. Eviction marks the pods Failed with a DisruptionTarget condition (reason
+PreemptionByScheduler), so the resourceclaim controller releases their claims: claims from templates are
+deleted, shared claims unreserved and deallocated when no consumer is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.scheduler.queues import EPS, QueueTree, Vector, add, fmt
+
+MAINTAIN_FAIR_SHARE = "MaintainFairShare"
+GUARANTEE_DESERVED_QUOTA = "GuaranteeDeservedQuota"
+STRATEGIES = (MAINTAIN_FAIR_SHARE, GUARANTEE_DESERVED_QUOTA)
+DISRUPTION_REASON = "PreemptionByScheduler"
+
+
+@dataclass
+class RunningJob:
+    key: str
+    queue: str
+    priority: int
+    start: float
+    preemptible: bool
+    pods: list[str] = field(default_factory=list)  # uids
+    names: list[str] = field(default_factory=list)  # ns/name
+    usage: Vector = field(default_factory=dict)
+
+
+def covers(take: Mapping[str, float], need: Mapping[str, float]) -> bool:
+    """The victims free at least what the job needs of every device resource it asks for."""
+    return all(take.get(r, 0.0) + EPS >= v for r, v in need.items() if r.startswith("deviceclass/"))
+
+
+def reclaim_verdict(
+    tree: QueueTree,
+    fair: Mapping[str, Vector],
+    allocated: Mapping[str, Vector],
+    reclaimer: str,
+    need: Mapping[str, float],
+    victim_queue: str,
+    take: Mapping[str, float],
+    strategies: Sequence[str] = STRATEGIES,
+) -> tuple[bool, list[str]]:
+    """May `victim_queue` lose `take` (all victims so far from it) so `reclaimer` gets `need`? And if not,
+    why, per strategy."""
+    why = []
+    ra = allocated.get(reclaimer, {})
+    va = allocated.get(victim_queue, {})
+    rs = tree.specs[reclaimer]
+    vs = tree.specs[victim_queue]
+    if MAINTAIN_FAIR_SHARE in strategies:
+        bad = next(
+            (
+                r
+                for r, v in sorted(need.items())
+                if ra.get(r, 0.0) + v > fair.get(reclaimer, {}).get(r, 0.0) + EPS
+            ),
+            None,
+        )
+        if bad is not None:
+            why.append(
+                f"{MAINTAIN_FAIR_SHARE}: queue {reclaimer} would exceed its fair share on {bad} "
+                f"({fmt(bad, ra.get(bad, 0.0))} + {fmt(bad, need[bad])} > "
+                f"{fmt(bad, fair.get(reclaimer, {}).get(bad, 0.0))})"
+            )
+        else:
+            vbad = next(
+                (
+                    r
+                    for r, v in sorted(take.items())
+                    if v > EPS and va.get(r, 0.0) - v < fair.get(victim_queue, {}).get(r, 0.0) - EPS
+                ),
+                None,
+            )
+            if vbad is None:
+                return True, []
+            why.append(
+                f"{MAINTAIN_FAIR_SHARE}: queue {victim_queue} would fall below its fair share on {vbad} "
+                f"({fmt(vbad, va.get(vbad, 0.0))} - {fmt(vbad, take[vbad])} < "
+                f"{fmt(vbad, fair.get(victim_queue, {}).get(vbad, 0.0))})"
+            )
+    if GUARANTEE_DESERVED_QUOTA in strategies:
+        bad = next((r for r, v in sorted(need.items()) if ra.get(r, 0.0) + v > rs.quota_of(r) + EPS), None)
+        if bad is not None:
+            why.append(
+                f"{GUARANTEE_DESERVED_QUOTA}: queue {reclaimer} would exceed its deserved quota on {bad} "
+                f"({fmt(bad, ra.get(bad, 0.0))} + {fmt(bad, need[bad])} > {fmt(bad, rs.quota_of(bad))})"
+            )
+        else:
+            vbad = next(
+                (r for r, v in sorted(take.items()) if v > EPS and va.get(r, 0.0) - v < vs.quota_of(r) - EPS),
+                None,
+            )
+            if vbad is None:
+                return True, []
+            why.append(
+                f"{GUARANTEE_DESERVED_QUOTA}: queue {victim_queue} would fall below its deserved quota on "
+                f"{vbad} ({fmt(vbad, va.get(vbad, 0.0))} - {fmt(vbad, take[vbad])} < "
+                f"{fmt(vbad, vs.quota_of(vbad))})"
+            )
+    return False, why
+
+
+def order_victims(
+    jobs: Iterable[RunningJob], saturation: Mapping[str, float], now: float
+) -> list[RunningJob]:
+    """Most saturated queue first, then lowest priority, then the most recently started."""
+    return sorted(jobs, key=lambda j: (-saturation.get(j.queue, 0.0), j.priority, -j.start, j.key))
+
+
+class VirtualEviction:
+    """Take victims out of the scheduler's cache and DRA state for a trial; `restore()` puts them back."""
+
+    def __init__(self, sched: Any, victims: Sequence[RunningJob]) -> None:
+        self.sched = sched
+        self.pods: list[tuple[Any, str]] = []
+        self.claims: list[Obj] = []
+        uids = {u for v in victims for u in v.pods}
+        cache = sched.cache
+        store: Store = sched.store
+        ctrl = sched.controller
+        for uid in sorted(uids):
+            node = cache.assigned.get(uid)
+            if node is None:
+                continue
+            ni = cache.node_by_name[node]
+            pi = ni.pods.get(uid)
+            if pi is None:
+                continue
+            self.pods.append((pi, node))
+            cache.forget(uid)
+            names = ctrl.claim_names(pi.pod) if ctrl is not None else []
+            current = store.try_get("Pod", pi.name, pi.namespace)
+            if current is not None and ctrl is not None:
+                names = ctrl.claim_names(current)
+            for name in names:
+                claim = cache.claims.get((pi.namespace, name))
+                if claim is None or not (claim.get("status") or {}).get("allocation"):
+                    continue
+                rf = (claim.get("status") or {}).get("reservedFor") or []
+                if all(r.get("uid") in uids for r in rf) and claim not in self.claims:
+                    self.claims.append(claim)
+                    sched.dra.on_claim(WatchEvent("DELETED", "ResourceClaim", claim, None))
+
+    def restore(self) -> None:
+        for claim in self.claims:
+            self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
+        for pi, node in self.pods:
+            self.sched.cache.assume(pi, node)
+        self.pods.clear()
+        self.claims.clear()
+
+
+def evict(store: Store, namespace: str, name: str, now_text: str, message: str) -> bool:
+    """Mark a victim pod Failed with DisruptionTarget (what a preempted pod ends up as)."""
+    pod = store.try_get("Pod", name, namespace)
+    if pod is None:
+        return False
+    upd = clone(pod)
+    st = upd.setdefault("status", {})
+    conds = [c for c in st.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conds.append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": DISRUPTION_REASON,
+            "message": message,
+            "lastTransitionTime": now_text,
+        }
+    )
+    st["conditions"] = conds
+    st["phase"] = "Failed"
+    st["reason"] = "Preempted"
+    st["message"] = message
+    try:
+        store.update(upd, subresource="status")
+    except NotFoundError:
+        return False
+    return True
+
+
+def total_usage(jobs: Iterable[RunningJob]) -> Vector:
+    out: Vector = {}
+    for j in jobs:
+        add(out, j.usage)
+    return out

@@ -1,0 +1,906 @@
+"""A KAI-style scheduling session for gangs and queues: actions allocate, reclaim and preempt.
+
+`GangQueues(store, options)` holds what the actions share (gangs, queues, topology, queue usage) and gives
+the scheduler its plugins and actions:
+
+    gq = GangQueues(store, GangQueueOptions(placement="fragmentation"))
+    sched = Scheduler(store, gq.config(SchedulerConfig()))
+
+Each session drains the scheduling queue and groups the pods into jobs: a gang (all its pending members,
+wherever they wait in the queue) or a single pod. Jobs are taken queue by queue in KAI's queue order (under
+fair share first, then under deserved quota, priority, dominant resource share); inside a queue by priority,
+then age. A job is placed all or nothing: every member goes through the normal cycle (PreFilter .. Reserve)
+and waits at Permit; when min-count members hold reservations at once, all of them bind, else every
+reservation is released and the members are parked with the gang's explanation. Then `reclaim` (jobs of
+queues below their fair share take resources from queues above theirs, under KAI's strategies) and
+`preempt` (a higher-priority job takes from lower-priority jobs of its own queue) retry the jobs that did
+not fit, evicting victims only when a trial with the victims virtually removed places the job.
+
+Every decision that leaves a job pending says why on the pods' PodScheduled condition (what `kdra simulate`
+prints) and in `GangQueues.reasons`: the member that fits nowhere and the allocator's explanation, the
+topology level that is too full, the queue limit or deserved quota it would exceed, which reclaim strategy
+blocked which victim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kdra.cluster.store import Obj, Store, WatchEvent, clone
+from kdra.errors import InputError
+from kdra.scheduler.framework import (
+    EV_POD_DELETE,
+    SUCCESS,
+    Code,
+    CycleState,
+    PermitPlugin,
+    Plugin,
+    Status,
+)
+from kdra.scheduler.gang import (
+    NON_PREEMPTIBLE,
+    GangRegistry,
+    GangSpec,
+    pod_queue,
+)
+from kdra.scheduler.preemption import (
+    STRATEGIES,
+    RunningJob,
+    VirtualEviction,
+    covers,
+    evict,
+    order_victims,
+    reclaim_verdict,
+)
+from kdra.scheduler.queues import (
+    EPS,
+    QueueTree,
+    Vector,
+    add,
+    allocation_usage,
+    check_deserved,
+    check_limits,
+    claim_demand,
+    dominant_share,
+    fmt,
+    parse_queue,
+    pod_core_usage,
+    queue_order_key,
+)
+from kdra.scheduler.topology import GangTopology, TopologyLevels, domains
+
+if TYPE_CHECKING:
+    from kdra.scheduler.podinfo import PodInfo
+    from kdra.scheduler.scheduler import CycleResult, Scheduler, SchedulerConfig, Session
+
+GANG_PLUGIN = "Gang"
+QUEUE_PLUGIN = "Queue"
+
+
+@dataclass
+class GangQueueOptions:
+    placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragscore)
+    gang_timeout: float | None = None  # default scheduleTimeout for gangs that do not set one
+    reclaim: bool = True
+    preempt: bool = True
+    reclaim_strategies: Sequence[str] = STRATEGIES
+    gpu_class: str = "gpu.nvidia.com"  # what a KAI Queue's `gpu` counts
+    capacity_dims: Sequence[str] = ("memory",)  # device capacities counted as <dim>.deviceclass/<class>
+    max_domain_trials: int = 6
+    max_victim_trials: int = 4
+
+
+@dataclass
+class Job:
+    key: str
+    gang: GangSpec | None
+    members: list[PodInfo]
+    queue: str
+    priority: int
+    created: float
+    preemptible: bool
+    need: Vector = field(default_factory=dict)  # estimate for min-count members (pending ones)
+    needed: int = 1  # members that must fit at once
+
+    @property
+    def label(self) -> str:
+        return self.gang.source if self.gang is not None else f"pod {self.members[0].key}"
+
+
+@dataclass
+class _PodUsage:
+    queue: str
+    usage: Vector
+    start: float
+    job: str
+    priority: int
+    preemptible: bool
+    name: str
+
+
+class GangPermit(PermitPlugin):
+    """Holds members of the gang being placed at Permit until the action allows or rejects them."""
+
+    name = GANG_PLUGIN
+
+    def __init__(self, gang_of: Any) -> None:
+        self.gang_of = gang_of
+        self.holding: set[str] = set()
+
+    def permit(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        gk = self.gang_of(pi.uid)
+        if gk is not None and gk in self.holding:
+            return Status(Code.WAIT, ("waiting for the gang's other members",))
+        return SUCCESS
+
+
+class QueueGate(Plugin):
+    """Names queue decisions in pod statuses; a pod parked for its queue's quota wakes when a pod ends."""
+
+    name = QUEUE_PLUGIN
+    events = frozenset({EV_POD_DELETE})
+
+
+class GangQueues:
+    def __init__(self, store: Store, options: GangQueueOptions | None = None) -> None:
+        from kdra.scheduler.fragscore import placement_plugins
+
+        self.store = store
+        self.options = options or GangQueueOptions()
+        self.gangs = GangRegistry(store)
+        self.topology_plugin = GangTopology(self.gangs.gang_of)
+        self.permit = GangPermit(self.gangs.gang_of)
+        self.queue_gate = QueueGate()
+        self.scorers = placement_plugins(self.options.placement)
+        self.queue_objs: dict[str, Obj] = {}
+        self.topology_objs: dict[str, Obj] = {}
+        self.tree = QueueTree()
+        self.levels = TopologyLevels()
+        self.errors: list[str] = []
+        self.usage: dict[str, _PodUsage] = {}  # bound pod uid -> what it holds
+        self.allocated: dict[str, Vector] = {}  # queue (leaves and parents) -> held
+        self.first_attempt: dict[str, float] = {}
+        self.timed_out: set[str] = set()
+        self.reasons: dict[str, str] = {}  # job key -> why it waits (latest)
+        self.evicted: list[str] = []  # ns/name of evicted pods, in order
+        self.sched: Scheduler | None = None
+        self.now = 0.0
+        self._capacity: tuple[Any, Vector] | None = None
+        self._dev_caps: tuple[Any, dict[tuple[str, str, str], dict[str, float]]] | None = None
+        self.failed: list[Job] = []
+        self._estimates: dict[str, tuple[Any, str, Vector]] = {}
+        self.dynres: Any = None
+        store.watch(self._on_event, kinds=("Queue", "Topology", "Pod", "ResourceClaim"))
+        for kind in ("Queue", "Topology"):
+            for obj in store.list(kind):
+                self._on_event(WatchEvent("ADDED", kind, obj, None))
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def plugins(self) -> list[Plugin]:
+        return [self.topology_plugin, self.permit, self.queue_gate, *self.scorers]
+
+    def actions(self) -> list[Any]:
+        acts: list[Any] = [AllocateJobs(self)]
+        if self.options.reclaim:
+            acts.append(Reclaim(self))
+        if self.options.preempt:
+            acts.append(Preempt(self))
+        return acts
+
+    def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
+        from kdra.scheduler.scheduler import SchedulerConfig
+
+        base = base or SchedulerConfig()
+        return dataclasses.replace(
+            base, extra_plugins=[*base.extra_plugins, *self.plugins()], actions=self.actions()
+        )
+
+    def attach(self, sched: Scheduler, now: float) -> None:
+        from kdra.scheduler.plugins.dynamicresources import DynamicResources
+
+        self.now = now
+        if self.sched is sched:
+            return
+        self.sched = sched
+        dynres = next((p for p in sched.profile.plugins if isinstance(p, DynamicResources)), None)
+        for s in self.scorers:
+            s.dynres = dynres  # type: ignore[attr-defined]
+        self.dynres = dynres
+        for uid, node in list(sched.cache.assigned.items()):
+            ni = sched.cache.node_by_name.get(node)
+            pi = ni.pods.get(uid) if ni is not None else None
+            if pi is not None and uid not in self.usage:
+                self._account(pi.pod)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        if ev.kind == "Queue":
+            self._set_obj(self.queue_objs, ev)
+            self._rebuild_tree()
+        elif ev.kind == "Topology":
+            self._set_obj(self.topology_objs, ev)
+            try:
+                self.levels = TopologyLevels.from_objects(self.topology_objs.values())
+            except InputError as exc:
+                self.errors.append(str(exc))
+        elif ev.kind == "Pod":
+            pod = ev.object
+            uid = pod["metadata"].get("uid", "")
+            phase = (pod.get("status") or {}).get("phase")
+            if ev.type == "DELETED" or phase in ("Succeeded", "Failed"):
+                self._unaccount(uid)
+            elif (pod.get("spec") or {}).get("nodeName") and uid not in self.usage and self.sched is not None:
+                self._account(pod)
+
+    @staticmethod
+    def _set_obj(table: dict[str, Obj], ev: WatchEvent) -> None:
+        name = ev.object["metadata"].get("name", "")
+        if ev.type == "DELETED":
+            table.pop(name, None)
+        else:
+            table[name] = ev.object
+
+    def _rebuild_tree(self) -> None:
+        specs = []
+        for name in sorted(self.queue_objs):
+            try:
+                specs.append(parse_queue(self.queue_objs[name], self.options.gpu_class))
+            except InputError as exc:
+                self.errors.append(str(exc))
+        self.tree = QueueTree(specs)
+        self.allocated = {}
+        for u in self.usage.values():
+            u.queue = self.tree.leaf_or_default(u.queue)
+            for q in self.tree.ancestors(u.queue):
+                add(self.allocated.setdefault(q, {}), u.usage)
+
+    # -- accounting ------------------------------------------------------------------------------
+
+    def job_queue(self, pod: Mapping[str, Any], gang: GangSpec | None) -> str:
+        q = (gang.queue if gang is not None else None) or pod_queue(pod)
+        return self.tree.leaf_or_default(q)
+
+    def device_capacity(self, key: tuple[str, str, str]) -> dict[str, float]:
+        assert self.sched is not None
+        index = self.sched.dra.index
+        if self._dev_caps is None or self._dev_caps[0] is not index:
+            caps: dict[tuple[str, str, str], dict[str, float]] = {}
+            for s in index.slices:
+                for d in s.devices:
+                    caps[d.key] = {n: float(c.value.value()) for n, c in d.capacity.items()}
+            self._dev_caps = (index, caps)
+        return self._dev_caps[1].get(key, {})
+
+    def _pod_usage(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> Vector:
+        assert self.sched is not None
+        out = pod_core_usage(requests)
+        ctrl = self.sched.controller
+        ns = pod["metadata"].get("namespace") or "default"
+        names = ctrl.claim_names(pod) if ctrl is not None else []
+        for name in names:
+            claim = self.sched.cache.claims.get((ns, name))
+            alloc = ((claim or {}).get("status") or {}).get("allocation")
+            if not claim or not alloc:
+                continue
+            rf = (claim.get("status") or {}).get("reservedFor") or []
+            if rf and rf[0].get("uid") != pod["metadata"].get("uid"):
+                continue  # a shared claim counts for its first consumer
+            add(out, allocation_usage(claim, alloc, self.device_capacity, self.options.capacity_dims))
+        return out
+
+    def _account(self, pod: Mapping[str, Any]) -> None:
+        from kdra.scheduler.podinfo import PodInfo
+
+        uid = pod["metadata"].get("uid", "")
+        gk = self.gangs.gang_of(uid)
+        gang = self.gangs.spec(gk) if gk else None
+        queue = self.job_queue(pod, gang)
+        pi = PodInfo(pod)
+        prio = gang.priority if gang is not None and gang.priority is not None else pi.priority
+        pre = not (gang is not None and gang.preemptible is False)
+        u = _PodUsage(
+            queue, self._pod_usage(pod, pi.requests), self.now, gk or f"pod:{uid}", prio, pre, pi.key
+        )
+        self.usage[uid] = u
+        for q in self.tree.ancestors(queue):
+            add(self.allocated.setdefault(q, {}), u.usage)
+
+    def _unaccount(self, uid: str) -> None:
+        u = self.usage.pop(uid, None)
+        if u is None:
+            return
+        for q in self.tree.ancestors(u.queue):
+            add(self.allocated.setdefault(q, {}), u.usage, -1.0)
+
+    def capacity(self) -> Vector:
+        """Cluster totals per resource: cpu and memory of nodes, devices and capacities per DeviceClass."""
+        assert self.sched is not None
+        from kdra.allocator.index import MATCH, evaluate_selectors
+
+        index = self.sched.dra.index
+        key = (index, len(self.sched.cache.nodes), self.sched.cache.node_updates)
+        if self._capacity is not None and self._capacity[0] == key:
+            return self._capacity[1]
+        out: Vector = {}
+        for ni in self.sched.cache.nodes:
+            if ni.unschedulable and not ni.allocatable:
+                continue
+            out["cpu"] = out.get("cpu", 0.0) + ni.allocatable.get("cpu", 0) / 1000.0
+            out["memory"] = out.get("memory", 0.0) + float(ni.allocatable.get("memory", 0))
+        consumable = self.sched.dra.features.consumable_capacity
+        for cls in sorted(index.classes):
+            exprs = index.class_selectors(cls)
+            for s in index.slices:
+                for d in s.devices:
+                    if evaluate_selectors(d, exprs, consumable) != MATCH:
+                        continue
+                    out[f"deviceclass/{cls}"] = out.get(f"deviceclass/{cls}", 0.0) + 1
+                    for dim in self.options.capacity_dims:
+                        c = d.capacity.get(dim)
+                        if c is not None:
+                            k = f"{dim}.deviceclass/{cls}"
+                            out[k] = out.get(k, 0.0) + float(c.value.value())
+        self._capacity = (key, out)
+        return out
+
+    def fair_shares(self, jobs: Sequence[Job] = ()) -> dict[str, Vector]:
+        """Fair shares over what queues hold plus every pending pod's estimate (not only this session's)."""
+        assert self.sched is not None
+        requested: dict[str, Vector] = {}
+        for u in self.usage.values():
+            add(requested.setdefault(u.queue, {}), u.usage)
+        seen: set[str] = set()
+        for j in jobs:
+            add(requested.setdefault(j.queue, {}), j.need)
+            seen.update(m.uid for m in j.members)
+        for uid, pi in self.sched.queue.pods.items():
+            if uid in seen or uid in self.usage:
+                continue
+            est = self._estimates.get(uid)
+            if est is None or est[0] is not pi:
+                gk = self.gangs.gang_of(uid)
+                est = self._estimates[uid] = (
+                    pi,
+                    self.job_queue(pi.pod, self.gangs.spec(gk) if gk else None),
+                    self._estimate(pi),
+                )
+            add(requested.setdefault(est[1], {}), est[2])
+        if len(self._estimates) > 4 * len(self.sched.queue.pods) + 1024:
+            self._estimates = {u: e for u, e in self._estimates.items() if u in self.sched.queue.pods}
+        return self.tree.fair_share(self.capacity(), requested)
+
+    def queue_report(self) -> list[dict[str, Any]]:
+        """Per queue: allocated, deserved (quota), fair share and limit, for reports and explanations."""
+        fair = self.fair_shares(self.failed)
+        out = []
+        for name in sorted(self.tree.specs):
+            spec = self.tree.specs[name]
+            out.append(
+                {
+                    "queue": name,
+                    "parent": spec.parent,
+                    "allocated": dict(sorted(self.allocated.get(name, {}).items())),
+                    "fairShare": dict(sorted(fair.get(name, {}).items())),
+                    "quota": dict(sorted(spec.quota.items())),
+                    "limit": dict(sorted(spec.limit.items())),
+                }
+            )
+        return out
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    def _estimate(self, pi: PodInfo) -> Vector:
+        assert self.sched is not None
+        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+        out = pod_core_usage(pi.requests)
+        for entry in pi.claim_refs:
+            name, _ = pod_claim_name(pi.pod, entry)
+            claim = self.sched.cache.claims.get((pi.namespace, name)) if name else None
+            if claim is not None and not (claim.get("status") or {}).get("allocation"):
+                add(out, claim_demand(claim, self.options.capacity_dims))
+        return out
+
+    def build_jobs(self, popped: Sequence[PodInfo]) -> list[Job]:
+        assert self.sched is not None
+        queue = self.sched.queue
+        jobs: dict[str, Job] = {}
+        for pi in popped:
+            gk = self.gangs.gang_of(pi.uid)
+            key = gk if gk is not None else f"pod:{pi.uid}"
+            if key in jobs:
+                continue
+            gang = self.gangs.spec(gk) if gk is not None else None
+            if gk is not None:
+                members = []
+                for uid in sorted(self.gangs.members.get(gk, ())):
+                    m = queue.pods.get(uid)
+                    if m is not None and uid not in self.sched.waiting and uid not in queue.gated:
+                        members.append(m)
+                members.sort(key=lambda m: m.name)
+            else:
+                members = [pi]
+            if gang is None and gk is not None:
+                gang = GangSpec(gk, f"gang {gk}", -1)  # its group object does not exist (yet)
+            prio = (
+                gang.priority
+                if gang is not None and gang.priority is not None
+                else max(m.priority for m in members)
+            )
+            pre = not (gang is not None and gang.preemptible is False)
+            job = Job(
+                key, gang, members, self.job_queue(pi.pod, gang), prio, min(m.queued_at for m in members), pre
+            )
+            if gang is not None:
+                bound = len(self.gangs.bound.get(gang.key, ()))
+                job.needed = max(0, gang.min_count - bound)
+            for m in members[: max(1, job.needed)]:
+                add(job.need, self._estimate(m))
+            jobs[key] = job
+        return list(jobs.values())
+
+    # -- placing a job ---------------------------------------------------------------------------
+
+    def park(self, job: Job, message: str, plugin: str, results: list[CycleResult]) -> None:
+        assert self.sched is not None
+        self.reasons[job.key] = message
+        st = Status(Code.UNSCHEDULABLE, (message.split("\n", 1)[0],), plugin)
+        for m in job.members:
+            if m.uid in self.sched.queue.pods and m.uid not in self.sched.waiting:
+                results.append(self.sched.mark_unschedulable(m, self.now, st, message))
+
+    def admit(self, job: Job, fair: Mapping[str, Vector]) -> str | None:
+        """Queue checks before placing: limit (queue and parents), deserved quota for non-preemptible."""
+        verdict = check_limits(self.tree, job.queue, self.allocated, job.need)
+        if not verdict.ok:
+            return f"{job.label} waits: {verdict}"
+        if not job.preemptible:
+            v2 = check_deserved(self.tree, job.queue, self.allocated, job.need)
+            if not v2.ok:
+                return f"{job.label} waits: {NON_PREEMPTIBLE} jobs only use deserved quota: {v2}"
+        return None
+
+    def try_job(self, job: Job, results: list[CycleResult], final: bool = True) -> bool:
+        """All or nothing: place the job (trying topology domains in turn); True when it bound."""
+        assert self.sched is not None
+        gang = job.gang
+        if gang is not None:
+            if gang.key in self.timed_out:
+                return False
+            if gang.min_count < 0:
+                if final:
+                    self.park(
+                        job, f"{job.label}: waiting for its PodGroup/Workload object", GANG_PLUGIN, results
+                    )
+                return False
+            have = len(self.gangs.members.get(gang.key, ()))
+            if have < gang.min_count:
+                if final:
+                    self.park(
+                        job,
+                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
+                        GANG_PLUGIN,
+                        results,
+                    )
+                return False
+            first = self.first_attempt.setdefault(gang.key, self.now)
+            timeout = gang.timeout if gang.timeout is not None else self.options.gang_timeout
+            if timeout is not None and self.now - first > timeout and job.needed > 0:
+                self._time_out(job, timeout, results)
+                return False
+        if not job.members:
+            return False
+        plan, topo_note = self.plan(job)
+        failure: str | None = None
+        for restriction in plan:
+            ok, failure = self._place(job, restriction, results, final and restriction is plan[-1])
+            if ok:
+                self.reasons.pop(job.key, None)
+                if gang is not None:
+                    self.first_attempt.pop(gang.key, None)
+                return True
+        if gang is None:
+            if failure:
+                self.reasons[job.key] = failure
+            return False  # the cycle itself parked the pod with its plugins' reasons
+        if final:
+            msg = failure or f"{job.label}: no placement"
+            if topo_note:
+                msg = f"{msg}\n{topo_note}" if failure else topo_note
+            self.park(job, msg, GANG_PLUGIN if gang is not None else QUEUE_PLUGIN, results)
+        return False
+
+    def _time_out(self, job: Job, timeout: float, results: list[CycleResult]) -> None:
+        assert self.sched is not None and job.gang is not None
+        gang = job.gang
+        last = self.reasons.get(job.key, "no placement found")
+        msg = (
+            f"{job.label} is unschedulable: not placed within its scheduleTimeout ({timeout:g}s); "
+            f"last reason: {last}"
+        )
+        self.park(job, msg, GANG_PLUGIN, results)
+        self.timed_out.add(gang.key)
+        for m in job.members:
+            self.sched.queue.delete(m.uid)
+        if gang.obj is not None:
+            self._set_group_condition(gang, "False", "GangScheduleTimeout", msg)
+
+    def _set_group_condition(self, gang: GangSpec, status: str, reason: str, message: str) -> None:
+        from kdra.cluster.clock import format_time
+
+        assert gang.obj is not None
+        meta = gang.obj["metadata"]
+        cur = self.store.try_get("PodGroup", meta.get("name", ""), meta.get("namespace") or "default")
+        if cur is None:
+            return
+        upd = clone(cur)
+        st = upd.setdefault("status", {})
+        conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodGroupScheduled"]
+        conds.append(
+            {
+                "type": "PodGroupScheduled",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": format_time(self.now),
+            }
+        )
+        st["conditions"] = conds
+        if reason == "GangScheduleTimeout":
+            st["phase"] = "Unschedulable"
+        self.store.update(upd, subresource="status")
+
+    def _member_capacity(self, job: Job) -> Any:
+        """A cheap estimate of how many members a node can still host (None: no estimate)."""
+        assert self.sched is not None
+        if self.dynres is None:
+            return None
+        state = CycleState()
+        if not self.dynres.pre_filter(state, job.members[0]).ok:
+            return None
+        demand = state["DynamicResources"].demand.exact
+        dra = self.sched.dra
+        req = job.members[0].requests
+
+        def fits(ni: Any) -> int:
+            n = 1 << 30
+            for cls, k in demand.items():
+                if k:
+                    n = min(n, dra.free_devices(ni.name, cls) // k)
+            for res in ("cpu", "memory"):
+                want = req.get(res, 0)
+                if want:
+                    n = min(n, max(0, ni.allocatable.get(res, 0) - ni.requested.get(res, 0)) // want)
+            return 0 if ni.unschedulable else n
+
+        return fits
+
+    def plan(self, job: Job) -> tuple[list[tuple[str, str] | None], str]:
+        """The domain restrictions to try in order, and a note on levels that are too full."""
+        assert self.sched is not None
+        tc = job.gang.topology if job.gang is not None else None
+        if not tc:
+            return [None], ""
+        req = self.levels.resolve(tc.required) if tc.required else None
+        pref = self.levels.resolve(tc.preferred) if tc.preferred else None
+        labels = ([pref, *self.levels.coarser(pref, up_to=req)] if pref else []) or ([req] if req else [])
+        if req and req not in labels:
+            labels.append(req)
+        fits = self._member_capacity(job)
+        need = max(1, job.needed)
+        out: list[tuple[str, str] | None] = []
+        notes = []
+        for label in labels:
+            doms = domains(self.sched.cache.nodes, label)
+            ranked = []
+            for value, nodes in sorted(doms.items()):
+                cap = sum(min(fits(ni), need) for ni in nodes) if fits is not None else need
+                ranked.append((cap, value))
+            roomy = sorted((c, v) for c, v in ranked if c >= need)
+            for _c, v in roomy[: self.options.max_domain_trials]:
+                out.append((label, v))
+            if not roomy:
+                best = max(ranked, default=(0, "-"))
+                notes.append(
+                    f"topology: no {label} has room for {need} members "
+                    f"({len(doms)} domains; the roomiest, {best[1]}, fits about {best[0]})"
+                )
+        if not req:
+            out.append(None)
+        if not out:
+            return [], "; ".join(notes) or f"topology: no node has the label {req}"
+        return out, "; ".join(notes)
+
+    def _place(
+        self, job: Job, restriction: tuple[str, str] | None, results: list[CycleResult], final: bool
+    ) -> tuple[bool, str | None]:
+        assert self.sched is not None
+        sched = self.sched
+        gang = job.gang
+        gk = gang.key if gang is not None else None
+        if gk is not None:
+            self.permit.holding.add(gk)
+            if restriction is not None:
+                self.topology_plugin.restrict[gk] = restriction
+        waiting: list[PodInfo] = []
+        first_fail: CycleResult | None = None
+        members = job.members
+        needed = job.needed if gang is not None else 1
+        try:
+            for i, pi in enumerate(members):
+                res = sched.schedule_one(pi, self.now)
+                if res.status.code == Code.WAIT:
+                    waiting.append(pi)
+                elif res.node is not None:
+                    results.append(res)  # bound directly (no gang)
+                    return True, None
+                else:
+                    if first_fail is None:
+                        first_fail = res
+                    if len(waiting) + (len(members) - i - 1) < needed:
+                        break
+        finally:
+            if gk is not None:
+                self.permit.holding.discard(gk)
+                self.topology_plugin.restrict.pop(gk, None)
+        where = f" in {restriction[0]}={restriction[1]}" if restriction else ""
+        if gang is not None and len(waiting) >= needed:
+            usage: Vector = {}
+            for pi in waiting:
+                add(usage, pod_core_usage(pi.requests))
+                for claim, alloc in sched.waiting[pi.uid].state.get("dra_allocations") or []:
+                    add(
+                        usage,
+                        allocation_usage(claim, alloc, self.device_capacity, self.options.capacity_dims),
+                    )
+            verdict = check_limits(self.tree, job.queue, self.allocated, usage)
+            if verdict.ok:
+                for pi in waiting:
+                    results.append(sched.allow_waiting(pi.uid, self.now))
+                if gang.obj is not None:
+                    self._set_group_condition(
+                        gang, "True", "Scheduled", f"{len(waiting)} members placed{where}"
+                    )
+                return True, None
+            msg = f"{job.label} waits: {verdict}"
+        elif gang is None:
+            msg = first_fail.message if first_fail is not None else "not placed"
+            if first_fail is not None:
+                if final:
+                    results.append(first_fail)
+                if first_fail.explanation is not None:
+                    msg = f"{msg}\n{first_fail.explanation}"
+            return False, msg
+        else:
+            bound = gang.min_count - needed
+            msg = (
+                f"{job.label} (minCount {gang.min_count}, {bound} bound): only {len(waiting)} of the "
+                f"{needed} members still needed fit at once{where}"
+            )
+            if first_fail is not None:
+                msg += f"; member {first_fail.pod} fits nowhere: {first_fail.message}"
+                if first_fail.explanation is not None:
+                    msg += f"\n{first_fail.explanation}"
+        st = Status(Code.UNSCHEDULABLE, (msg.split("\n", 1)[0],), GANG_PLUGIN)
+        for pi in waiting:
+            res = sched.reject_waiting(pi.uid, self.now, st, msg)
+            if final:
+                results.append(res)
+        return False, msg
+
+    # -- running jobs (victims) ------------------------------------------------------------------
+
+    def running_jobs(self) -> list[RunningJob]:
+        jobs: dict[str, RunningJob] = {}
+        for uid in sorted(self.usage):
+            u = self.usage[uid]
+            j = jobs.get(u.job)
+            if j is None:
+                j = jobs[u.job] = RunningJob(u.job, u.queue, u.priority, u.start, u.preemptible)
+            j.pods.append(uid)
+            j.names.append(u.name)
+            j.start = max(j.start, u.start)
+            add(j.usage, u.usage)
+        return list(jobs.values())
+
+    def evict_jobs(self, victims: Sequence[RunningJob], why: str) -> None:
+        from kdra.cluster.clock import format_time
+
+        for v in victims:
+            for name in v.names:
+                ns, pname = name.split("/", 1)
+                if evict(self.store, ns, pname, format_time(self.now), why):
+                    self.evicted.append(name)
+
+    def try_with_victims(
+        self, job: Job, victims: Sequence[RunningJob], why: str, results: list[CycleResult]
+    ) -> bool:
+        assert self.sched is not None
+        trial = VirtualEviction(self.sched, victims)
+        got: list[CycleResult] = []
+        if self.try_job(job, got, final=False):
+            self.evict_jobs(victims, why)
+            results.extend(got)
+            return True
+        trial.restore()
+        return False
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+
+class _GQAction:
+    name = "gq"
+
+    def __init__(self, gq: GangQueues) -> None:
+        self.gq = gq
+
+
+class AllocateJobs(_GQAction):
+    """Drain the queue into jobs and place them in queue order, all or nothing."""
+
+    name = "allocate"
+
+    def execute(self, session: Session) -> None:
+        gq = self.gq
+        sched = session.scheduler
+        gq.attach(sched, session.now)
+        popped = []
+        while (pi := sched.queue.pop(session.now)) is not None:
+            popped.append(pi)
+        jobs = gq.build_jobs(popped)
+        gq.failed = []
+        if not jobs:
+            return
+        fair = gq.fair_shares(jobs)
+        by_queue: dict[str, list[Job]] = {}
+        for j in sorted(jobs, key=lambda j: (-j.priority, j.created, j.key)):
+            by_queue.setdefault(j.queue, []).append(j)
+        results = session.results
+        while by_queue:
+            q = min(
+                by_queue,
+                key=lambda q: queue_order_key(
+                    gq.tree, q, gq.allocated.get(q, {}), fair.get(q, {}), by_queue[q][0].need
+                ),
+            )
+            job = by_queue[q].pop(0)
+            if not by_queue[q]:
+                del by_queue[q]
+            why = gq.admit(job, fair)
+            if why is not None:
+                gq.park(job, why, QUEUE_PLUGIN, results)
+                continue
+            timed_out = job.gang is not None and job.gang.key in gq.timed_out
+            if not gq.try_job(job, results) and not timed_out:
+                gq.failed.append(job)
+
+
+class Reclaim(_GQAction):
+    """Jobs of queues below their fair share take from queues above theirs (KAI's reclaim)."""
+
+    name = "reclaim"
+
+    def execute(self, session: Session) -> None:
+        gq = self.gq
+        if not gq.failed:
+            return
+        fair = gq.fair_shares(gq.failed)
+        still = []
+        for job in gq.failed:
+            if not self._reclaim(job, fair, session):
+                still.append(job)
+        gq.failed = still
+
+    def _reclaim(self, job: Job, fair: Mapping[str, Vector], session: Session) -> bool:
+        gq = self.gq
+        rq = job.queue
+        if gq.admit(job, fair) is not None:
+            return False
+        others = [
+            v
+            for v in gq.running_jobs()
+            if v.queue != rq and v.preemptible and rq not in gq.tree.ancestors(v.queue)
+        ]
+        if not others:
+            return False
+        saturation = {
+            q: dominant_share(gq.allocated.get(q, {}), fair.get(q, {})) for q in {v.queue for v in others}
+        }
+        chosen: list[RunningJob] = []
+        take: dict[str, Vector] = {}
+        blocked: list[str] = []
+        protected = 0
+        trials = 0
+        for v in order_victims(others, saturation, session.now):
+            spec = gq.tree.specs[v.queue]
+            if session.now - v.start < spec.reclaim_min_runtime:
+                protected += 1
+                continue
+            t = dict(take.get(v.queue, {}))
+            add(t, v.usage)
+            ok, why = reclaim_verdict(
+                gq.tree, fair, gq.allocated, rq, job.need, v.queue, t, gq.options.reclaim_strategies
+            )
+            if not ok:
+                blocked.extend(w for w in why if w not in blocked)
+                continue
+            chosen.append(v)
+            take[v.queue] = t
+            total: Vector = {}
+            for tv in take.values():
+                add(total, tv)
+            if covers(total, job.need):
+                trials += 1
+                msg = f"reclaimed by queue {rq} for {job.label}"
+                if gq.try_with_victims(job, chosen, msg, session.results):
+                    gq.reasons.pop(job.key, None)
+                    return True
+                if trials >= gq.options.max_victim_trials:
+                    break
+        notes = []
+        if blocked:
+            notes.append("reclaim blocked: " + "; ".join(blocked[:4]))
+        if protected:
+            notes.append(f"{protected} running job(s) of other queues are within reclaimMinRuntime")
+        if notes:
+            prev = gq.reasons.get(job.key, "")
+            gq.park(job, (prev + "\n" if prev else "") + "; ".join(notes), QUEUE_PLUGIN, session.results)
+        return False
+
+
+class Preempt(_GQAction):
+    """A job takes from lower-priority jobs of its own queue."""
+
+    name = "preempt"
+
+    def execute(self, session: Session) -> None:
+        gq = self.gq
+        still = []
+        for job in gq.failed:
+            if not self._preempt(job, session):
+                still.append(job)
+        gq.failed = still
+
+    def _preempt(self, job: Job, session: Session) -> bool:
+        gq = self.gq
+        spec = gq.tree.specs[job.queue]
+        cands = [
+            v
+            for v in gq.running_jobs()
+            if v.queue == job.queue and v.preemptible and v.priority < job.priority
+        ]
+        protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
+        cands = sorted((v for v in cands if v not in protected), key=lambda j: (j.priority, -j.start, j.key))
+        chosen: list[RunningJob] = []
+        total: Vector = {}
+        trials = 0
+        for v in cands:
+            chosen.append(v)
+            add(total, v.usage)
+            if covers(total, job.need):
+                trials += 1
+                if gq.try_with_victims(
+                    job, chosen, f"preempted by {job.label} (priority {job.priority})", session.results
+                ):
+                    gq.reasons.pop(job.key, None)
+                    return True
+                if trials >= gq.options.max_victim_trials:
+                    break
+        if protected:
+            prev = gq.reasons.get(job.key, "")
+            note = (
+                f"preemption: {len(protected)} lower-priority job(s) of queue {job.queue} "
+                "are within preemptMinRuntime"
+            )
+            gq.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, session.results)
+        return False
+
+
+def fmt_vector(v: Mapping[str, float]) -> str:
+    return ", ".join(f"{r}={fmt(r, x)}" for r, x in sorted(v.items()) if abs(x) > EPS)

@@ -1,0 +1,144 @@
+"""Gang scheduling: all or nothing with claims, released reservations, explanations, timeout, shapes."""
+
+from __future__ import annotations
+
+from helpers import bound, condition, fleet, gang_pods, pod_group, scheduler
+
+from kdra.cluster import MemoryStore
+
+
+def test_gang_binds_all_members_when_all_fit() -> None:
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("train", 4))
+    gang_pods(s, "train", 4, gpus=8)
+    sched.run(0)
+    assert len(bound(s, "train")) == 4
+    claims = [c for c in s.list("ResourceClaim") if c["status"].get("allocation")]
+    assert len(claims) == 4
+    assert all(len(c["status"]["allocation"]["devices"]["results"]) == 8 for c in claims)
+
+
+def test_gang_that_does_not_fit_binds_nothing_and_releases_reservations() -> None:
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("big", 5))
+    gang_pods(s, "big", 5, gpus=8)
+    sched.run(0)
+    assert bound(s, "big") == {}
+    assert sched.waiting == {}
+    assert not any((c.get("status") or {}).get("allocation") for c in s.list("ResourceClaim"))
+    assert sched.dra.in_use == {}  # partial reservations released
+    msg = condition(s, "big-000")
+    assert "PodGroup default/big" in msg and "only 4 of the 5 members" in msg
+    assert "fits nowhere" in msg
+    # the released devices serve a smaller gang at once
+    s.create(pod_group("small", 2))
+    gang_pods(s, "small", 2, gpus=8)
+    sched.run(1)
+    assert len(bound(s, "small")) == 2
+
+
+def test_gang_waits_for_its_members_and_its_group() -> None:
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("g", 3))
+    gang_pods(s, "g", 2, gpus=1)
+    sched.run(0)
+    assert bound(s, "g") == {}
+    assert "2 of minCount 3 pods exist" in condition(s, "g-000")
+    gang_pods(s, "orphan", 1, gpus=1)
+    sched.run(1)
+    assert "waiting for its PodGroup" in condition(s, "orphan-000")
+
+
+def test_gang_timeout_marks_the_group_unschedulable() -> None:
+    s = MemoryStore()
+    fleet(s, 2)
+    sched, gq = scheduler(s)
+    s.create(pod_group("big", 3, scheduleTimeout="60s"))
+    gang_pods(s, "big", 3, gpus=8)
+    sched.run(0)
+    sched.queue.flush_unschedulable_leftover(400)
+    sched.run(400)
+    pg = s.get("PodGroup", "big", "default")
+    cond = pg["status"]["conditions"][0]
+    assert cond["reason"] == "GangScheduleTimeout" and pg["status"]["phase"] == "Unschedulable"
+    assert "scheduleTimeout (60s)" in condition(s, "big-000")
+    assert "default/big" in gq.timed_out
+    assert not sched.queue.in_flight_or_queued(s.get("Pod", "big-000", "default")["metadata"]["uid"])
+
+
+def test_upstream_workload_and_kai_volcano_shapes() -> None:
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, gq = scheduler(s)
+    s.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "Workload",
+            "metadata": {"name": "job"},
+            "spec": {
+                "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]
+            },
+        }
+    )
+    s.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "job-workers-0"},
+            "spec": {
+                "podGroupTemplateRef": {
+                    "workload": {"workloadName": "job", "podGroupTemplateName": "workers"}
+                }
+            },
+        }
+    )
+    assert gq.gangs.spec("default/job-workers-0").min_count == 2  # type: ignore[union-attr]
+    from builders import pod, template
+
+    s.create(template("t1", count=8))
+    for i in range(3):
+        p = pod(f"w{i}", template_name="t1")
+        p["spec"]["schedulingGroup"] = {"podGroupName": "job-workers-0"}
+        s.create(p)
+    sched.run(0)
+    assert len(bound(s, "w")) == 3
+    for api, extra in (
+        ("scheduling.run.ai/v2alpha2", {"queue": "q"}),
+        (
+            "scheduling.volcano.sh/v1beta1",
+            {"networkTopology": {"mode": "hard", "highestTierName": "kdra.dev/rack"}},
+        ),
+    ):
+        obj = {
+            "apiVersion": api,
+            "kind": "PodGroup",
+            "metadata": {"name": api.split(".")[1]},
+            "spec": {"minMember": 7, **extra},
+        }
+        s.create(obj)
+    kai = gq.gangs.spec("default/run")
+    vol = gq.gangs.spec("default/volcano")
+    assert kai is not None and kai.min_count == 7 and kai.queue == "q"
+    assert vol is not None and vol.topology.required == "kdra.dev/rack"
+
+
+def test_gang_64_by_8_on_100_nodes() -> None:
+    s = MemoryStore()
+    fleet(s, 100)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("llm", 64))
+    gang_pods(s, "llm", 64, gpus=8)
+    sched.run(0)
+    got = bound(s, "llm")
+    assert len(got) == 64 and len(set(got.values())) == 64
+    s.create(pod_group("llm2", 64))
+    gang_pods(s, "llm2", 64, gpus=8)
+    sched.run(1)
+    assert bound(s, "llm2") == {}
+    assert sum(len(v) for v in [sched.dra.in_use]) == 64 * 8
