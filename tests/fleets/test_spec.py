@@ -242,3 +242,27 @@ def test_republish_bumps_generation_of_changed_pools_only() -> None:
 def test_label_and_taint_keys(field: str, value: Any, message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse_fleet(fleet({**H100, field: value}))
+
+
+def test_empty_static_layout_means_mig_off_on_that_gpu() -> None:
+    pool = {
+        **H100,
+        "count": 1,
+        "accelerator": {
+            "model": "H100",
+            "count": 2,
+            "mig": {"mode": "static", "layouts": [[], ["4g.40gb", "3g.40gb"]]},
+        },
+    }
+    f = parse_fleet(fleet(pool))
+    s = next(o for o in render(f) if o["kind"] == "ResourceSlice")
+    assert [d["name"] for d in s["spec"]["devices"]] == [
+        "gpu-0",
+        "gpu-1-mig-3g40gb-9-4",
+        "gpu-1-mig-4g40gb-5-0",
+    ]
+    assert legacy_allocatable(f)["h100-0"] == {
+        "nvidia.com/gpu": 1,
+        "nvidia.com/mig-3g.40gb": 1,
+        "nvidia.com/mig-4g.40gb": 1,
+    }

@@ -178,7 +178,8 @@ class PoolRenderer:
                     name,
                     g,
                     acc.count,
-                    mig_enabled=acc.mig in ("static", "dynamic"),
+                    # static: an empty layout means MIG off on that GPU (published whole, like legacy)
+                    mig_enabled=acc.mig == "dynamic" or (acc.mig == "static" and bool(acc.mig_layouts[g])),
                     mig_layout=acc.mig_layouts[g] if acc.mig == "static" else (),
                 )
                 for g in range(acc.count)
