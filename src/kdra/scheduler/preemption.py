@@ -59,6 +59,8 @@ def reclaim_verdict(
     """May `victim_queue` lose `take` (all victims so far from it) so `reclaimer` gets `need`? And if not,
     why, per strategy."""
     why = []
+    need = tree.view(need)
+    take = tree.view(take)
     ra = allocated.get(reclaimer, {})
     va = allocated.get(victim_queue, {})
     rs = tree.specs[reclaimer]

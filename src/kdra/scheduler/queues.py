@@ -66,7 +66,10 @@ class QueueSpec:
         return self.quota.get(r, 0.0)
 
     def weight_of(self, r: str) -> float:
-        return self.weight.get(r, self.default_weight)
+        w = self.weight.get(r)
+        if w is None and ".deviceclass/" in r:  # a device capacity weighs like its devices
+            w = self.weight.get(r.split(".", 1)[1])
+        return self.default_weight if w is None else w
 
     def limit_of(self, r: str) -> float:
         return self.limit.get(r, INF)
@@ -240,6 +243,15 @@ class QueueTree:
             self.specs[s.name] = s
         if DEFAULT_QUEUE not in self.specs:
             self.specs[DEFAULT_QUEUE] = QueueSpec(DEFAULT_QUEUE)
+        # Resources some queue sets a quota, limit or weight for: the only ones fair share divides and
+        # quota checks look at (none set: every DeviceClass's device count).
+        self.governed = frozenset(r for sp in self.specs.values() for r in (*sp.quota, *sp.limit, *sp.weight))
+
+    def governs(self, r: str) -> bool:
+        return r in self.governed if self.governed else r.startswith("deviceclass/")
+
+    def view(self, v: Mapping[str, float]) -> Vector:
+        return {r: x for r, x in v.items() if self.governs(r)}
 
     def children(self, parent: str | None) -> list[QueueSpec]:
         return sorted(
@@ -272,7 +284,7 @@ class QueueTree:
         for leaf, v in requested.items():
             for q in self.ancestors(leaf):
                 add(req.setdefault(q, {}), v)
-        resources = sorted(set(total) | {r for v in req.values() for r in v})
+        resources = sorted(r for r in set(total) | {r for v in req.values() for r in v} if self.governs(r))
         out: dict[str, Vector] = {q: {} for q in self.specs}
         for r in resources:
             self._divide(r, None, total.get(r, 0.0), req, out)
@@ -323,12 +335,12 @@ def divide(amount: float, queues: list[tuple[str, float, float, float, int]]) ->
 
 
 def dominant_share(allocated: Mapping[str, float], fair: Mapping[str, float]) -> float:
-    """max over resources of allocated / fair share (DRF); a resource held without a share counts as INF."""
+    """max over the divided resources of allocated / fair share (DRF); held without a share counts as INF."""
     best = 0.0
     for r, a in allocated.items():
-        if a <= EPS:
+        if a <= EPS or r not in fair:
             continue
-        f = fair.get(r, 0.0)
+        f = fair[r]
         best = max(best, INF if f <= EPS else a / f)
     return best
 
@@ -372,7 +384,7 @@ def check_deserved(
     """Non-preemptible jobs only use deserved quota (KAI)."""
     spec = tree.specs[queue]
     have = allocated.get(queue, {})
-    for r, v in sorted(need.items()):
+    for r, v in sorted(tree.view(need).items()):
         quota = spec.quota_of(r)
         if v > EPS and have.get(r, 0.0) + v > quota + EPS:
             return LimitVerdict(False, queue, r, have.get(r, 0.0), v, quota, kind="deserved quota")
@@ -391,6 +403,6 @@ def queue_order_key(
     share = dominant_share(allocated, fair)
     under_fair = share < 1.0 - EPS
     under_deserved = all(
-        allocated.get(r, 0.0) + v <= spec.quota_of(r) + EPS for r, v in need.items() if v > EPS
+        allocated.get(r, 0.0) + v <= spec.quota_of(r) + EPS for r, v in tree.view(need).items() if v > EPS
     )
     return (not under_fair, not under_deserved, -spec.priority, share, spec.created, spec.name)

@@ -404,6 +404,15 @@ class GangQueues:
             claim = self.sched.cache.claims.get((pi.namespace, name)) if name else None
             if claim is not None and not (claim.get("status") or {}).get("allocation"):
                 add(out, claim_demand(claim, self.options.capacity_dims))
+        # Whole devices hold their whole capacity: estimate it by the class's mean device capacity.
+        cap = self.capacity()
+        for r, n in list(out.items()):
+            if not r.startswith("deviceclass/") or not cap.get(r):
+                continue
+            for dim in self.options.capacity_dims:
+                k = f"{dim}.{r}"
+                if k not in out and cap.get(k):
+                    out[k] = n * cap[k] / cap[r]
         return out
 
     def build_jobs(self, popped: Sequence[PodInfo]) -> list[Job]:
