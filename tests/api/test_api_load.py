@@ -214,3 +214,19 @@ def test_accessors() -> None:
     assert namespace_of(node) == ""
     assert object_ref({"kind": 3, "metadata": []}) == "<unknown kind> default/<unnamed>"
     assert name_of(None) == ""
+
+
+_YAML_PIECES = [*"ab:-[]{}'\"\n #&*!|>?%@`,.0123 \t\\", "---\n", "kind: X\n", "apiVersion: v1\n", "  - "]
+yamlish = st.lists(st.sampled_from(_YAML_PIECES), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(yamlish)
+def test_any_text_gives_objects_or_input_error(text: str) -> None:
+    try:
+        objs = load_text(text, "fuzz.yaml")
+    except InputError as e:
+        assert str(e).startswith("fuzz.yaml")
+        return
+    for obj in objs:
+        assert isinstance(obj, dict) and obj["apiVersion"] and obj["kind"]
