@@ -15,7 +15,7 @@ def test_amd_full_gpus() -> None:
     assert d["attributes"]["type"] == {"string": "amdgpu"}
     assert d["attributes"]["partitionProfile"] == {"string": "spx_nps1"}
     assert d["capacity"] == {
-        "memory": {"value": "192Gi"},
+        "memory": {"value": "196592Mi"},
         "computeUnits": {"value": "304"},
         "simdUnits": {"value": "1216"},
     }
@@ -31,7 +31,7 @@ def test_amd_partitions() -> None:
     assert p["attributes"]["type"] == {"string": "amdgpu-partition"}
     assert "parentDeviceID" in p["attributes"] and "parentPciAddr" in p["attributes"]
     assert p["capacity"]["computeUnits"] == {"value": "38"}
-    assert p["capacity"]["memory"] == {"value": "24Gi"}
+    assert p["capacity"]["memory"] == {"value": "24574Mi"}
     # Partitions of one GPU share the parent's deviceID, so matchAttribute can keep them together.
     assert len({d["attributes"]["parentDeviceID"]["string"] for d in devs}) == 2
     assert extended_resources(m, 2, partition=m.mode("cpx_nps4")) == {"amd.com/gpu": 16}

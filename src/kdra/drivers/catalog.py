@@ -546,7 +546,7 @@ AMD_GPUS: tuple[AmdModel, ...] = (
         "AMD Instinct MI300X",
         "AI",
         "0x74a1",
-        196608,
+        196592,  # rocm-smi VRAM Total 206141652992 B (several captures)
         304,
         1216,
         partition_modes=(
@@ -557,8 +557,8 @@ AMD_GPUS: tuple[AmdModel, ...] = (
             AmdPartitionMode("cpx", "nps4", 8),
         ),
         sources=_AMD_SRC,
-        # family string, the exact MiB amd-smi reports, and whether DPX/QPX pair with NPS1 only.
-        unverified=("family", "memory_mib", "partition_modes"),
+        # family string, and whether DPX/QPX pair with NPS1 only.
+        unverified=("family", "partition_modes"),
     ),
     AmdModel(
         # Each MI250X OAM module shows up as two GCDs, each its own GPU (card/render node): kdra counts GCDs.
@@ -567,7 +567,7 @@ AMD_GPUS: tuple[AmdModel, ...] = (
         "AMD Instinct MI250X",
         "AI",
         "0x740c",
-        65536,
+        65520,  # KFD mem_banks size_in_bytes 68702699520 per GCD (one capture)
         110,
         440,
         partition_modes=(AmdPartitionMode("spx", "nps1", 1),),

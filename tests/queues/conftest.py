@@ -1,5 +1,0 @@
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "scheduler"))
-sys.path.insert(0, str(Path(__file__).parent.parent / "gang"))
