@@ -223,7 +223,8 @@ class DeviceSpread(_DeviceScore):
 PLACEMENT_POLICIES = ("upstream", "binpack", "spread", "fragmentation")
 
 
-def placement_plugins(policy: str) -> list[ScorePlugin]:
+def placement_plugins(policy: str, shapes: Mapping[float, float] | None = None) -> list[ScorePlugin]:
+    """Score plugins for a placement policy; `shapes` (units -> popularity) fixes FGD's target workload."""
     if policy == "upstream":
         return []
     if policy == "binpack":
@@ -231,7 +232,7 @@ def placement_plugins(policy: str) -> list[ScorePlugin]:
     if policy == "spread":
         return [DeviceSpread()]
     if policy == "fragmentation":
-        return [DeviceFragmentation()]
+        return [DeviceFragmentation(shapes=shapes)]
     raise ValueError(f"unknown placement policy {policy!r} (one of {', '.join(PLACEMENT_POLICIES)})")
 
 

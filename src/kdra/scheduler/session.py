@@ -83,6 +83,7 @@ QUEUE_PLUGIN = "Queue"
 @dataclass
 class GangQueueOptions:
     placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragscore)
+    fragmentation_shapes: Mapping[float, float] | None = None  # FGD target workload (None: pods seen)
     gang_timeout: float | None = None  # default scheduleTimeout for gangs that do not set one
     reclaim: bool = True
     preempt: bool = True
@@ -154,7 +155,7 @@ class GangQueues:
         self.topology_plugin = GangTopology(self.gangs.gang_of)
         self.permit = GangPermit(self.gangs.gang_of)
         self.queue_gate = QueueGate()
-        self.scorers = placement_plugins(self.options.placement)
+        self.scorers = placement_plugins(self.options.placement, self.options.fragmentation_shapes)
         self.queue_objs: dict[str, Obj] = {}
         self.topology_objs: dict[str, Obj] = {}
         self.tree = QueueTree()
