@@ -802,3 +802,124 @@ def cases() -> list[tuple[str, Obj]]:
         ),
     ]
     return c
+
+
+# ---- status.allocation / reservedFor: validated by the API server on the status subresource ----------
+
+STATUS_CLAIM = claim(
+    [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}},
+        {
+            "name": "fa",
+            "firstAvailable": [
+                {"name": "big", "deviceClassName": "a"},
+                {"name": "small", "deviceClassName": "a"},
+            ],
+        },
+    ],
+    name="status-claim",
+)
+
+UID = "5f1c7a3e-2b4d-4c6e-8f90-1a2b3c4d5e6f"
+
+
+def result(request: str = "gpu", device: str = "gpu-0", **extra: Any) -> Obj:
+    return {"request": request, "driver": "gpu.example.com", "pool": "node-1", "device": device, **extra}
+
+
+def allocation(*results: Obj, **extra: Any) -> Obj:
+    return {"devices": {"results": list(results)}, **extra}
+
+
+def pod_ref(i: int = 0) -> Obj:
+    return {"resource": "pods", "name": f"pod-{i}", "uid": f"uid-{i}"}
+
+
+def status_cases() -> list[tuple[str, Obj]]:
+    node_sel = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}
+        ]
+    }
+    return [
+        (
+            "status-valid",
+            {"allocation": allocation(result(), result("fa/big", "gpu-1"), nodeSelector=node_sel)},
+        ),
+        (
+            "status-valid-reserved",
+            {"allocation": allocation(result()), "reservedFor": [pod_ref(0), pod_ref(1)]},
+        ),
+        (
+            "status-valid-share",
+            {"allocation": allocation(result(shareID=UID, consumedCapacity={"memory": "10Gi"}))},
+        ),
+        ("status-33-results", {"allocation": allocation(*[result(device=f"d{i}") for i in range(33)])}),
+        (
+            "status-257-reserved",
+            {"allocation": allocation(result()), "reservedFor": [pod_ref(i) for i in range(257)]},
+        ),
+        ("status-reserved-without-allocation", {"reservedFor": [pod_ref()]}),
+        (
+            "status-reserved-duplicate",
+            {"allocation": allocation(result()), "reservedFor": [pod_ref(), pod_ref()]},
+        ),
+        (
+            "status-reserved-missing-fields",
+            {"allocation": allocation(result()), "reservedFor": [{"apiGroup": "x"}]},
+        ),
+        (
+            "status-unknown-request",
+            {"allocation": allocation(result("nope"), result("fa/none"), result("fa"))},
+        ),
+        (
+            "status-bad-result-names",
+            {"allocation": allocation({"request": "gpu", "driver": "", "pool": "a//b", "device": "D"})},
+        ),
+        (
+            "status-bad-share-id",
+            {
+                "allocation": allocation(
+                    result(shareID="not-a-uuid"), result(device="g2", shareID=UID.upper())
+                )
+            },
+        ),
+        ("status-binding-conditions", {"allocation": allocation(result(bindingConditions=["ready"]))}),
+        (
+            "status-bad-tolerations",
+            {"allocation": allocation(result(tolerations=[{"operator": "Exists", "value": "x"}]))},
+        ),
+        (
+            "status-bad-config",
+            {
+                "allocation": {
+                    "devices": {
+                        "results": [result()],
+                        "config": [
+                            {"source": "FromNowhere", "opaque": {"driver": "a.com", "parameters": {}}},
+                            {"source": "FromClaim", "requests": ["nope"]},
+                        ],
+                    }
+                }
+            },
+        ),
+        (
+            "status-empty-node-selector",
+            {"allocation": allocation(result(), nodeSelector={"nodeSelectorTerms": []})},
+        ),
+        (
+            "status-devices",
+            {
+                "allocation": allocation(result()),
+                "devices": [
+                    {"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"},
+                    {
+                        "driver": "gpu.example.com",
+                        "pool": "node-1",
+                        "device": "gpu-9",
+                        "networkData": {"ips": ["10.0.0.1/24"] * 2},
+                    },
+                ],
+            },
+        ),
+    ]

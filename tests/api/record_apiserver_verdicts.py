@@ -24,7 +24,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from kdra_api_cases import cases  # noqa: E402
+from kdra_api_cases import STATUS_CLAIM, cases, status_cases  # noqa: E402
 
 from kdra.testing.controlplane import ControlPlane, ensure_binaries  # noqa: E402
 from kdra.testing.kube import KubeError, resource_path  # noqa: E402
@@ -69,6 +69,29 @@ def verdict(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
         return {"accepted": False, "decodeError": str(status.get("message", ""))}
 
 
+def status_verdicts(client: Any) -> list[dict[str, Any]]:
+    """Status cases: the claim is created for real, then each status is put with a dry run."""
+    claim = client.create(STATUS_CLAIM)
+    path = resource_path("ResourceClaim", "default", claim["metadata"]["name"], "status")
+    out = []
+    for cid, status in status_cases():
+        body = dict(claim, status=status)
+        try:
+            client.request("PUT", path, body, params={"dryRun": "All"})
+            rec: dict[str, Any] = {"accepted": True}
+        except KubeError as e:
+            causes = (e.status.get("details") or {}).get("causes") or []
+            rec = {
+                "accepted": False,
+                "errors": [f"{c.get('field', '')}: {c.get('message', '')}" for c in causes],
+            }
+            if not causes:
+                rec = {"accepted": False, "decodeError": str(e.status.get("message", ""))}
+        out.append({"id": cid, **rec})
+        print(cid, rec.get("accepted"), file=sys.stderr)
+    return out
+
+
 def main() -> None:
     bin_dir = ensure_binaries(sys.stderr)
     version = bin_dir.name
@@ -81,6 +104,7 @@ def main() -> None:
             for cid, obj in cases():
                 records.append({"id": cid, **verdict(client, obj)})
                 print(cid, records[-1].get("accepted"), file=sys.stderr)
+            records.extend(status_verdicts(client))
         finally:
             cp.stop()
     OUT.parent.mkdir(exist_ok=True)

@@ -8,12 +8,13 @@ quantities, or a dropped connection), kdra must still reject the object, with a 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kdra_api_cases import cases
+from kdra_api_cases import STATUS_CLAIM, cases, status_cases
 
 from kdra.api.validation import validate
 
@@ -55,3 +56,19 @@ def test_same_verdict_as_kube_apiserver(cid: str, obj: dict[str, Any]) -> None:
     # Sorted: for map entries (labels, attributes) Go's error order is random; list order is pinned by
     # test_api_apiserver_conformance.py.
     assert sorted(_norm(g) for g in got) == sorted(_norm(e) for e in expected)
+
+
+STATUS_CASES = status_cases()
+
+
+@pytest.mark.parametrize(("cid", "status"), STATUS_CASES, ids=[cid for cid, _ in STATUS_CASES])
+def test_same_status_verdict_as_kube_apiserver(cid: str, status: dict[str, Any]) -> None:
+    """status.allocation / reservedFor / devices, as the status subresource validates them."""
+    recorded = VERDICTS[cid]
+    obj = copy.deepcopy(STATUS_CLAIM)
+    obj["status"] = status
+    got = [str(e) for e in validate(obj)]
+    if recorded["accepted"]:
+        assert got == []
+        return
+    assert sorted(_norm(g) for g in got) == sorted(_norm(e) for e in recorded["errors"])

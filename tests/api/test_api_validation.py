@@ -869,7 +869,8 @@ def test_claim_status_devices_must_be_allocated() -> None:
         ],
     }
     assert lines(c) == [
-        'status.devices[1]: Invalid value: "gpu.example.com/p/gpu-9": must be an allocated device in the claim',
+        'status.devices[1]: Invalid value: {"Driver":"gpu.example.com","Pool":"p","Device":"gpu-9","ShareID":""}: '
+        "must be an allocated device in the claim",
         "status.devices[1].networkData.ips: Too many: 17: must have at most 16 items",
     ]
 

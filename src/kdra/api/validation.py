@@ -1031,8 +1031,9 @@ class _V:
                 self.pool_name(r.get("pool"), rp + ".pool")
                 self.dns_label(r.get("device", ""), rp + ".device")
                 self.binding_parameters(r, rp)
-                for j, tol in enumerate(self.get_list(r, "tolerations", rp + ".tolerations") or []):
-                    self.device_toleration(tol, f"{rp}.tolerations[{j}]")
+                # Result tolerations are copies of the request's; kube-apiserver 1.36.3 does not
+                # validate them again (recorded), so neither does kdra.
+                self.get_list(r, "tolerations", rp + ".tolerations")
                 share = self.get_str(r, "shareID", rp + ".shareID")
                 if share is not None:
                     self.uid(share, rp + ".shareID")
@@ -1089,7 +1090,7 @@ class _V:
             self.uid(share, path + ".shareID")
         key = (_s(d.get("driver")), _s(d.get("pool")), _s(d.get("device")), share or "")
         if key not in allocated:
-            shown = "/".join(key[:3]) + (f"/{share}" if share else "")
+            shown = GoValue(_compact({"Driver": key[0], "Pool": key[1], "Device": key[2], "ShareID": key[3]}))
             self.invalid(path, shown, "must be an allocated device in the claim")
         conds = self.get_list(d, "conditions", path + ".conditions")
         if conds and len(conds) > ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS:
