@@ -14,9 +14,9 @@ Source keys (expanded in SOURCES):
   datasheet   the vendor's product datasheet / product page (memory size, SM/CU count).
   cuda-guide  CUDA C++ Programming Guide, "Compute Capabilities" table.
   nvml-obs    NVML/nvidia-smi totals seen in public logs; listed as verified where several independent
-              captures agree (H200 143771, B200 183359, L40S 46068, L4 23034, A10 23028, T4 15360,
-              V100-SXM2-32GB 32768, P100-PCIE 16276 MiB). 3rd-party; the MiB NVML reports is a little less
-              than the marketing size and varies by board and driver.
+              captures agree (H200 143771, B200 183359, H100 PCIe 81559, A100-SXM4 40960/81920, L40S 46068,
+              L4 23034, A10 23028, T4 15360, V100-SXM2 16384/32768, P100-PCIE 16276 MiB). 3rd-party; the MiB
+              NVML reports is a little less than the marketing size and varies by board and driver.
   go-nvlib    NVIDIA go-nvlib `getMigMemorySizeGB` rounding, used to check that profile names match memory.
   amd-docs    AMD Instinct docs: "GPU partitioning" (MI300X compute/memory partition modes), CDNA3/CDNA2
               whitepapers (CU counts, 4 SIMD units per CU).
@@ -390,7 +390,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             **_MIGSRC,
             "mig_multiprocessors": "peers-h100",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "A100-80GB",
@@ -409,7 +408,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             **_MIGSRC,
             "mig_memory": "peers-h100",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "A100-40GB",
@@ -428,7 +426,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             **_MIGSRC,
             "mig_memory": "kep-4815",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "L40S",
@@ -443,7 +440,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "L4",
@@ -458,7 +454,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "A10",
@@ -473,7 +468,6 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib",),
     ),
     GpuModel(
         "T4",
@@ -498,13 +492,13 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
         "Volta",
         "7.0",
         80,
-        16160,
+        16384,
         sources={
             "memory_mib": "nvml-obs",
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
         },
-        unverified=("memory_mib", "brand"),
+        unverified=("brand",),
     ),
     GpuModel(
         "V100-32GB",
