@@ -755,6 +755,54 @@ def cases() -> list[tuple[str, Obj]]:
         ),
         ("claim-long-name", _with(claim(), ["metadata", "name"], "a" * 254)),
         ("claim-long-label-key", _with(claim(), ["metadata", "labels"], {"a.com/" + "k" * 64: "v"})),
+        ("template-admin-access", template({"spec": {"devices": {"requests": [exact(adminAccess=True)]}}})),
+        (
+            "template-metadata-name",
+            template({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"devices": {}}}),
+        ),
+        (
+            "class-config-params-not-object",
+            dclass(config=[{"opaque": {"driver": "a.com", "parameters": "x"}}]),
+        ),
+        ("class-selector-cel-missing-expression", dclass(selectors=[{"cel": {}}])),
+        (
+            "claim-subrequest-selector-bad-cel",
+            claim(
+                [
+                    {
+                        "name": "r",
+                        "firstAvailable": [
+                            {
+                                "name": "s",
+                                "deviceClassName": "a",
+                                "selectors": [{"cel": {"expression": "device.x"}}],
+                            }
+                        ],
+                    }
+                ]
+            ),
+        ),
+        ("claim-capacity-requests-bad-name", claim([exact(capacity={"requests": {"bad-name": "1"}})])),
+        ("slice-attr-bad-bool-list", rslice([device(attributes={"b": {"bools": [True], "int": 1}})])),
+        (
+            "slice-consumption-no-set",
+            rslice([device(consumesCounters=[{"counters": {"c": {"value": "1"}}}])]),
+        ),
+        ("slice-generation-missing", rslice(pool={"name": "node-1", "resourceSliceCount": 1})),
+        ("slice-count-missing", rslice(pool={"name": "node-1", "generation": 1})),
+        (
+            "pod-init-container-claims",
+            {
+                **pod([{"name": "gpu", "resourceClaimName": "c"}], []),
+                "spec": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+                    "initContainers": [
+                        {"name": "i", "image": "x", "resources": {"claims": [{"name": "nope"}]}}
+                    ],
+                    "containers": [{"name": "c", "image": "x"}],
+                },
+            },
+        ),
         # -- quantities (the API server fails these in decoding)
         ("slice-bad-quantity", rslice([device(capacity={"memory": {"value": "80 Gi"}})])),
         (

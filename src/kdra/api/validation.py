@@ -1815,10 +1815,9 @@ def _check_admin_access(v: _V, obj: dict[str, Any], namespace_labels: dict[str, 
     if namespace_labels.get(ADMIN_ACCESS_LABEL) == "true":
         return
     spec = obj.get("spec")
-    prefix = "spec"
-    if kind_of(obj) == "ResourceClaimTemplate":
+    if kind_of(obj) == "ResourceClaimTemplate":  # reported as spec.devices... there too (recorded)
         spec = spec.get("spec") if isinstance(spec, dict) else None
-        prefix = "spec.spec"
+    prefix = "spec"
     devices = spec.get("devices") if isinstance(spec, dict) else None
     requests = devices.get("requests") if isinstance(devices, dict) else None
     for i, req in enumerate(requests if isinstance(requests, list) else []):
@@ -1831,6 +1830,26 @@ def _check_admin_access(v: _V, obj: dict[str, Any], namespace_labels: dict[str, 
                 f"admin access to devices requires the `{ADMIN_ACCESS_LABEL}: true` label on the containing "
                 "namespace",
             )
+
+
+# metav1.ObjectMeta's fields in declaration order (validateFieldAllowList walks them in this order).
+_OBJECT_META_FIELDS: Final = (
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+)
 
 
 def _meta_name(name: str) -> tuple[str, ...]:
@@ -1883,9 +1902,12 @@ def _validate_resource_claim_template(v: _V, obj: dict[str, Any]) -> None:
     v.object_meta(obj, True, _meta_name)
     spec = _spec(v, obj)
     meta = v.get_dict(spec, "metadata", "spec.metadata")
-    if meta:
-        v.labels(meta, "labels", "spec.metadata.labels")
+    if meta:  # ValidateTemplateObjectMeta: labels and annotations only
         v.annotations(meta, "spec.metadata.annotations")
+        v.labels(meta, "labels", "spec.metadata.labels")
+        for key in _OBJECT_META_FIELDS:
+            if key not in ("labels", "annotations") and meta.get(key) not in (None, "", 0, [], {}):
+                v.add(f"spec.metadata.{key}", FORBIDDEN, OMIT, "cannot be set")
     inner = v.get_dict(spec, "spec", "spec.spec")
     _claim_spec(v, inner if inner is not None else {}, "spec.spec")
 
