@@ -3,4 +3,17 @@
 Objects are kept as the plain JSON-compatible dicts Kubernetes serves (typed with TypedDicts in
 `kdra.api.types`), so load -> dump never loses a field kdra does not know about, and no conversion
 is paid on hot paths. Quantities, loading/dumping and API-server validation live in this package.
+
+Surface (docs/contracts.md):
+- `kdra.api.quantity`: `Quantity` (exact, int nano-units; `parse`, ordering, `+`/`-`, `str()` as Go's
+  String(), `value()`, `milli_value()`, `nanos`), `parse_quantity` (cached), `parse_quantity_any`
+  (a quantity field of an object: string with surrounding whitespace trimmed, or number).
+- `kdra.api.types`: TypedDicts plus `kind_of`, `name_of`, `namespace_of`, `labels_of`, `uid_of`,
+  `object_ref` ("Kind ns/name").
+- `kdra.api.load`: `load_text`, `load_paths`, `dump_yaml`, `dump_json`.
+- `kdra.api.validation`: `validate(obj, *, cel, list_type_attributes, namespace_labels)`,
+  `validate_objects(objs, ...)`, `FieldError`.
+
+Fidelity is pinned by recordings of a real kube-apiserver 1.36.3 (tests/api/data) and by upstream's
+allocator table (shared/conformance).
 """
