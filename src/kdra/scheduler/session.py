@@ -92,6 +92,7 @@ class GangQueueOptions:
     capacity_dims: Sequence[str] = ("memory",)  # device capacities counted as <dim>.deviceclass/<class>
     max_domain_trials: int = 6
     max_victim_trials: int = 4
+    max_victim_searches: int = 64  # jobs per session that reclaim (and, apart, preempt) look for victims for
 
 
 @dataclass
@@ -802,20 +803,56 @@ class Reclaim(_GQAction):
             return
         fair = gq.fair_shares(gq.failed)
         still = []
+        running = gq.running_jobs()
+        budget = gq.options.max_victim_searches
         for job in gq.failed:
-            if not self._reclaim(job, fair, session):
+            if budget <= 0:
+                still.append(job)
+                continue
+            if not self._below_share(job, fair):
+                still.append(job)
+                if gq.tree.view(job.need) and any(v.queue != job.queue for v in running):
+                    _ok, why = reclaim_verdict(
+                        gq.tree,
+                        fair,
+                        gq.allocated,
+                        job.queue,
+                        job.need,
+                        job.queue,
+                        {},
+                        gq.options.reclaim_strategies,
+                    )
+                    prev = gq.reasons.get(job.key, "")
+                    note = "reclaim blocked: " + "; ".join(why)
+                    gq.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, session.results)
+                continue
+            budget -= 1
+            if self._reclaim(job, fair, session, running):
+                running = gq.running_jobs()
+            else:
                 still.append(job)
         gq.failed = still
 
-    def _reclaim(self, job: Job, fair: Mapping[str, Vector], session: Session) -> bool:
+    def _below_share(self, job: Job, fair: Mapping[str, Vector]) -> bool:
+        """Reclaim is for queues that stay within their fair share (or deserved quota) with the job."""
+        gq = self.gq
+        have = gq.allocated.get(job.queue, {})
+        need = gq.tree.view(job.need)
+        spec = gq.tree.specs[job.queue]
+        fs = fair.get(job.queue, {})
+        within_fair = all(have.get(r, 0.0) + v <= fs.get(r, 0.0) + EPS for r, v in need.items())
+        within_quota = all(have.get(r, 0.0) + v <= spec.quota_of(r) + EPS for r, v in need.items())
+        return bool(need) and (within_fair or within_quota)
+
+    def _reclaim(
+        self, job: Job, fair: Mapping[str, Vector], session: Session, running: Sequence[RunningJob]
+    ) -> bool:
         gq = self.gq
         rq = job.queue
         if gq.admit(job, fair) is not None:
             return False
         others = [
-            v
-            for v in gq.running_jobs()
-            if v.queue != rq and v.preemptible and rq not in gq.tree.ancestors(v.queue)
+            v for v in running if v.queue != rq and v.preemptible and rq not in gq.tree.ancestors(v.queue)
         ]
         if not others:
             return False
@@ -872,19 +909,23 @@ class Preempt(_GQAction):
     def execute(self, session: Session) -> None:
         gq = self.gq
         still = []
+        running = gq.running_jobs()
+        budget = gq.options.max_victim_searches
         for job in gq.failed:
-            if not self._preempt(job, session):
+            if budget <= 0 or not any(v.queue == job.queue and v.priority < job.priority for v in running):
+                still.append(job)
+                continue
+            budget -= 1
+            if self._preempt(job, session, running):
+                running = gq.running_jobs()
+            else:
                 still.append(job)
         gq.failed = still
 
-    def _preempt(self, job: Job, session: Session) -> bool:
+    def _preempt(self, job: Job, session: Session, running: Sequence[RunningJob]) -> bool:
         gq = self.gq
         spec = gq.tree.specs[job.queue]
-        cands = [
-            v
-            for v in gq.running_jobs()
-            if v.queue == job.queue and v.preemptible and v.priority < job.priority
-        ]
+        cands = [v for v in running if v.queue == job.queue and v.preemptible and v.priority < job.priority]
         protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
         cands = sorted((v for v in cands if v not in protected), key=lambda j: (j.priority, -j.start, j.key))
         chosen: list[RunningJob] = []
