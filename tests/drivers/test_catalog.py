@@ -112,3 +112,19 @@ def test_tpu_topologies() -> None:
     v5p = lookup("v5p")
     assert v5p.hosts_per_slice("2x2x1") == (1, 4)
     assert v5p.hosts_per_slice("4x4x4") == (16, 4)
+
+
+@pytest.mark.parametrize("model", [m for m in NVIDIA_GPUS if m.mig_capable], ids=lambda m: m.key)
+def test_every_profile_fits_its_max_instances(model: GpuModel) -> None:
+    """`all-<profile>` layouts exist for every profile (mig-parted's all-* configs): the catalog's engine and
+    memory numbers must let max_instances of a profile fit the full GPU's counters, or DynamicMIG would be
+    unable to allocate what the hardware can."""
+    from kdra.drivers.nvidia import place_mig_layout
+
+    for p in model.mig_profiles:
+        placed = place_mig_layout(model, [p.name] * p.max_instances, model.key)
+        assert len(placed) == p.max_instances
+    # and the NVIDIA-documented mixed layouts fit too
+    names = {p.gi_profile_id: p.name for p in model.mig_profiles}
+    for layout in ([9, 5], [14, 14, 9], [9, 14, 19, 19], [15, 15, 15, 15], [14, 14, 14, 19]):
+        place_mig_layout(model, [names[i] for i in layout], model.key)

@@ -23,6 +23,7 @@ Source keys (expanded in SOURCES):
   gcp-tpu     Google Cloud TPU docs (v5e, v5p, v6e system architecture pages: chips per host, HBM, topologies)
               and GKE "Plan TPUs" (node labels, accelerator type names).
   scaled      derived by scaling the H100 SXM5 values by the full-memory ratio (no capture available).
+  h200-lgip   public `nvidia-smi mig -lgip` captures of an H200 (3rd-party; three of the seven profiles).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ SOURCES: dict[str, str] = {
     "amd-docs": "AMD Instinct documentation: GPU partitioning; CDNA2/CDNA3 whitepapers",
     "gcp-tpu": "Google Cloud TPU system architecture docs (v5e, v5p, v6e) and GKE TPU docs",
     "scaled": "scaled from the H100 SXM5 capture by the full-memory ratio (guess)",
+    "h200-lgip": "public `nvidia-smi mig -lgip` captures of an H200 (3rd-party): 1g.18gb, 2g.35gb, 7g.141gb",
 }
 
 MIB = 1 << 20
@@ -283,29 +285,34 @@ H100_PCIE_MIG = (
     _mig("7g.80gb", 0, 7, 8, 81152, 114, 8, 7, 0, 7, 1, 1, _P0, _HPE),
 )
 
-# H200 141GB: names, IDs, instance counts from mig-guide; MiB scaled from H100 (143771/81559, 64Mi steps) and
-# checked against the names with go-nvlib's rounding; SMs/engines assumed equal to H100 SXM5 (same GH100 die).
-_SC = ("memory_mib", "multiprocessors", "copy_engines", "decoders", "jpeg_engines", "ofa_engines")
+# H200 141GB: names, IDs, instance counts, engine units and copy engines from mig-guide (H200 table).
+# 1g.18gb 16.00 GiB/16 SMs, 2g.35gb 32.50 GiB/32 SMs, 7g.141gb 140.00 GiB/132 SMs from public
+# `nvidia-smi mig -lgip` captures (h200-lgip, 3rd-party). 1g.35gb memory assumed = 2g.35gb (same memory
+# fraction); 3g/4g.71gb memory and the 1g.35gb/3g/4g SM counts (H100 SXM5's) are guesses.
+_G = ("memory_mib", "multiprocessors")
 H200_MIG = (
-    _mig("1g.18gb", 19, 1, 1, 17600, 16, 1, 1, 0, 1, 0, 7, _P1, _SC),
-    _mig("1g.18gb+me", 20, 1, 1, 17600, 16, 1, 1, 0, 1, 1, 1, _P1, (*_SC, *_ME)),
-    _mig("1g.35gb", 15, 1, 2, 35456, 26, 1, 1, 0, 1, 0, 4, _P2D, _SC),
-    _mig("2g.35gb", 14, 2, 2, 35456, 32, 2, 2, 0, 2, 0, 3, _P2, _SC),
-    _mig("3g.71gb", 9, 3, 4, 71296, 60, 3, 3, 0, 3, 0, 2, _P4, _SC),
-    _mig("4g.71gb", 5, 4, 4, 71296, 64, 4, 4, 0, 4, 0, 1, _P0, _SC),
-    _mig("7g.141gb", 0, 7, 8, 143040, 132, 8, 7, 0, 7, 1, 1, _P0, _SC),
+    _mig("1g.18gb", 19, 1, 1, 16384, 16, 1, 1, 0, 1, 0, 7, _P1),
+    _mig("1g.18gb+me", 20, 1, 1, 16384, 16, 1, 1, 0, 1, 1, 1, _P1, _ME),
+    _mig("1g.35gb", 15, 1, 2, 33280, 26, 1, 1, 0, 1, 0, 4, _P2D, _G),
+    _mig("2g.35gb", 14, 2, 2, 33280, 32, 2, 2, 0, 2, 0, 3, _P2),
+    _mig("3g.71gb", 9, 3, 4, 71424, 60, 3, 3, 0, 3, 0, 2, _P4, _G),
+    _mig("4g.71gb", 5, 4, 4, 71424, 64, 4, 4, 0, 4, 0, 1, _P0, _G),
+    _mig("7g.141gb", 0, 7, 8, 143360, 132, 8, 7, 0, 7, 1, 1, _P0),
 )
 
-# B200: names, IDs, instance counts from mig-guide; MiB scaled from H100 (183359/81559); SMs guessed from
-# 148 SMs (144 usable under MIG, 18 per compute slice) and engines assumed as H100 -> all unverified.
+# B200: names, IDs, instance counts and copy engines (2, 2, 2, 3, 6, 8, 16) from mig-guide (B200 table). The
+# guide lists 1 NVDEC / 1 JPEG for every B200 profile, which cannot add up (7 x 1g.23gb would need 7 of the
+# full GPU's 1); kdra keeps one decoder and JPEG engine per compute slice (7 on the full GPU) -> unverified.
+# MiB scaled from H100 (183359/81559, 64Mi steps); SMs guessed from 148 SMs (144 under MIG, 18 per slice).
+_B = ("memory_mib", "multiprocessors", "decoders", "jpeg_engines")
 B200_MIG = (
-    _mig("1g.23gb", 19, 1, 1, 22464, 18, 1, 1, 0, 1, 0, 7, _P1, _SC),
-    _mig("1g.23gb+me", 20, 1, 1, 22464, 18, 1, 1, 0, 1, 1, 1, _P1, (*_SC, *_ME)),
-    _mig("1g.45gb", 15, 1, 2, 45184, 18, 1, 1, 0, 1, 0, 4, _P2D, _SC),
-    _mig("2g.45gb", 14, 2, 2, 45184, 36, 2, 2, 0, 2, 0, 3, _P2, _SC),
-    _mig("3g.90gb", 9, 3, 4, 90944, 54, 3, 3, 0, 3, 0, 2, _P4, _SC),
-    _mig("4g.90gb", 5, 4, 4, 90944, 72, 4, 4, 0, 4, 0, 1, _P0, _SC),
-    _mig("7g.180gb", 0, 7, 8, 182464, 144, 8, 7, 0, 7, 1, 1, _P0, _SC),
+    _mig("1g.23gb", 19, 1, 1, 22464, 18, 2, 1, 0, 1, 0, 7, _P1, _B),
+    _mig("1g.23gb+me", 20, 1, 1, 22464, 18, 2, 1, 0, 1, 1, 1, _P1, (*_B, *_ME)),
+    _mig("1g.45gb", 15, 1, 2, 45184, 18, 2, 1, 0, 1, 0, 4, _P2D, _B),
+    _mig("2g.45gb", 14, 2, 2, 45184, 36, 3, 2, 0, 2, 0, 3, _P2, _B),
+    _mig("3g.90gb", 9, 3, 4, 90944, 54, 6, 3, 0, 3, 0, 2, _P4, _B),
+    _mig("4g.90gb", 5, 4, 4, 90944, 72, 8, 4, 0, 4, 0, 1, _P0, _B),
+    _mig("7g.180gb", 0, 7, 8, 182464, 144, 16, 7, 0, 7, 1, 1, _P0, _B),
 )
 
 _MIGSRC = {"mig_profiles": "mig-guide"}
@@ -348,7 +355,7 @@ NVIDIA_GPUS: tuple[GpuModel, ...] = (
             "multiprocessors": "datasheet",
             "compute_capability": "cuda-guide",
             **_MIGSRC,
-            "mig_memory": "scaled",
+            "mig_memory": "h200-lgip",
         },
         unverified=("addressing_mode",),
     ),
