@@ -249,8 +249,9 @@ A100_40GB_MIG = (
 )
 
 # A100 80GB: memory from nvidia-smi GiB (peers.md §2.6, 3rd-party); SMs as A100-40GB (peers.md); engine
-# counts assumed equal to A100-40GB (same GA100 die) -> unverified.
-_A80E = ("copy_engines", "decoders", "jpeg_engines", "ofa_engines")
+# units as A100-40GB: the mig-guide's A100 table covers both ("for A100-SXM4-80GB the profile names change
+# according to the memory proportion").
+_A80E: tuple[str, ...] = ()
 A100_80GB_MIG = (
     _mig("1g.10gb", 19, 1, 1, 9728, 14, 1, 0, 0, 0, 0, 7, _P1, _A80E),
     _mig("1g.10gb+me", 20, 1, 1, 9728, 14, 1, 1, 0, 1, 1, 1, _P1, (*_A80E, *_ME)),
