@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.cluster.clock import VirtualClock
-from kdra.cluster.store import MemoryStore, NotFoundError, Obj, clone
+from kdra.cluster.store import MemoryStore, NotFoundError, Obj, WatchEvent, clone
 from kdra.scheduler.cache import is_terminal
+from kdra.scheduler.gang import is_scheduling_object
 from kdra.scheduler.podinfo import is_extended_resource, pod_requests
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+from kdra.scheduler.session import GangQueues
 from kdra.sim.accounting import DevicePluginKubelet, FleetGpus
 from kdra.sim.legacy import to_device_plugin
 from kdra.sim.workload import GPU_MEMORY, WORKLOAD_LABEL, Group, Workload, gpu_memory_need
@@ -54,6 +56,7 @@ class PodRecord:
     gpu_memory: int = 0
     needed_memory: int | None = None
     withdrawn: bool = False
+    preempted: bool = False
 
     @property
     def stranded(self) -> int:
@@ -121,8 +124,14 @@ class Simulation:
                 self.templates[key] = obj
             elif obj["kind"] == "ResourceClaim":
                 self.claims[key] = obj
-            if mode == DRA or obj["kind"] in ("Namespace", "PriorityClass"):
+            if mode == DRA or obj["kind"] in ("Namespace", "PriorityClass") or is_scheduling_object(obj):
                 self.store.create(clone(obj))
+        self.gang_queues: GangQueues | None = None
+        if any(is_scheduling_object(o) for o in workload.static):
+            # issue 5: gangs, queues and topology run as kdra.scheduler.session's actions
+            self.gang_queues = GangQueues(self.store)
+            config = self.gang_queues.config(config)
+            self.store.watch(self._on_evicted, kinds=("Pod",))
         self.scheduler = Scheduler(self.store, config, clock=self.clock)
         self.pods: dict[str, PodRecord] = {}
         self.uid_key: dict[str, str] = {}
@@ -143,6 +152,19 @@ class Simulation:
         self._stranded = 0
         for g in workload.groups:
             self._push(g.arrival, "arrive", g)
+
+    def _on_evicted(self, ev: WatchEvent) -> None:
+        """A running pod the scheduler evicted (preempt/reclaim): it stops holding GPUs now."""
+        if (ev.object.get("status") or {}).get("phase") != "Failed":
+            return
+        meta = ev.object["metadata"]
+        rec = self.running.pop(f"{meta.get('namespace') or 'default'}/{meta['name']}", None)
+        if rec is not None:
+            rec.end = self.clock.now
+            rec.preempted = True
+            self._equiv -= rec.gpu_equiv
+            self._mem -= rec.gpu_memory
+            self._stranded -= rec.stranded
 
     def _push(self, t: float, kind: str, data: Any) -> None:
         self._seq += 1

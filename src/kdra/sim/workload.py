@@ -158,6 +158,7 @@ def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> in
 
 def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0) -> Workload:
     """Objects -> Workload; expands generators; raises InputError naming object and field."""
+    from kdra.scheduler.gang import is_scheduling_object
     from kdra.sim.generator import expand_generator
 
     wl = Workload(name)
@@ -184,7 +185,7 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
         if key in seen:
             raise InputError(f"{_desc(obj)}: metadata.name: Duplicate value: {meta['name']!r}")
         seen.add(key)
-        if kind in STATIC_KINDS:
+        if kind in STATIC_KINDS or is_scheduling_object(obj):  # issue 5: PodGroup, Workload, Queue, Topology
             wl.static.append(obj)
             if kind == "ResourceClaimTemplate":
                 templates.add((key[1], key[2]))
