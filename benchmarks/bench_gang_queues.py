@@ -179,7 +179,8 @@ def main() -> None:
         cpu = time.process_time() - c0
         placed = sum(1 for r in results if r.node is not None)
         print(
-            f"{label:5s} session: {pending:5d} pending pods -> {placed:5d} bound, {len(gq.evicted):4d} evicted so far, "
+            f"{label:5s} session: {pending:5d} pending pods -> {placed:5d} bound, "
+            f"{len(gq.evicted):4d} evicted so far, "
             f"{wall * 1000:8.1f} ms wall, {cpu * 1000:8.1f} ms CPU, {sched.cycles} cycles in all"
         )
 
