@@ -47,6 +47,11 @@ def test_multi_document_yaml() -> None:
     assert objs[0]["futureField"] == {"keep": "me"}
 
 
+def test_yaml_merge_keys_are_not_duplicates() -> None:
+    text = "apiVersion: v1\nkind: X\nbase: &b {x: 1, y: 1}\nm:\n  <<: *b\n  x: 2\n"
+    assert load_text(text, "m.yaml")[0]["m"] == {"x": 2, "y": 1}
+
+
 def test_yaml_flow_mapping_is_not_mistaken_for_json() -> None:
     assert load_text("{apiVersion: v1, kind: Node, metadata: {name: n}}", "n.yaml")[0]["kind"] == "Node"
 
@@ -98,6 +103,10 @@ def test_json_object_and_array() -> None:
         ("? [a, b]\n: 1\n", ["invalid YAML"]),
         ("apiVersion: v1\nkind: X\nb: !!binary aGVsbG8=\n", ["line 3", "binary tag is not allowed"]),
         ("apiVersion: v1\nkind: X\nb: !custom x\n", ["invalid YAML"]),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\n",
+            ["line 5", "found duplicate key 'name'"],
+        ),
     ],
 )
 def test_malformed_input(text: str, fragments: list[str]) -> None:

@@ -30,8 +30,24 @@ YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class _Loader(_BaseLoader):
-    """Safe loader that keeps timestamps as strings: Kubernetes serves them as strings, and a
-    datetime would not survive a JSON dump."""
+    """Safe loader that keeps timestamps as strings (Kubernetes serves them as strings, and a
+    datetime would not survive a JSON dump) and rejects duplicate keys, as kubectl does, instead of
+    silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[tuple[str, str]] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key_node.value!r}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.yaml_implicit_resolvers = {
