@@ -142,3 +142,31 @@ def test_gang_64_by_8_on_100_nodes() -> None:
     sched.run(1)
     assert bound(s, "llm2") == {}
     assert sum(len(v) for v in [sched.dra.in_use]) == 64 * 8
+
+
+def test_scheduling_shard_sets_the_placement_policy() -> None:
+    import pytest
+
+    from kdra.errors import InputError
+    from kdra.scheduler.session import options_from_shard
+
+    shard = {
+        "apiVersion": "kai.scheduler/v1",
+        "kind": "SchedulingShard",
+        "metadata": {"name": "default"},
+        "spec": {
+            "placementStrategy": {"gpu": "binpack"},
+            "gangTimeout": "10m",
+            "fragmentationShapes": {"8": 1},
+        },
+    }
+    opts = options_from_shard(shard)
+    assert (
+        opts.placement == "binpack" and opts.gang_timeout == 600 and opts.fragmentation_shapes == {8.0: 1.0}
+    )
+    s = MemoryStore()
+    s.create(shard)
+    _sched, gq = scheduler(s)
+    assert [p.name for p in gq.scorers] == ["DeviceBinPack"]
+    with pytest.raises(InputError, match=r"placementStrategy.gpu: Unsupported value: 'tetris'"):
+        options_from_shard({"metadata": {"name": "x"}, "spec": {"placementStrategy": {"gpu": "tetris"}}})

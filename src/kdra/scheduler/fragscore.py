@@ -1,9 +1,10 @@
 """Fragmentation on DRA devices (FGD, Weng et al., ATC'23) and device-aware node scores.
 
 The unit of accelerator capacity is a physical device: a GPU whose MIG placements share a counter set
-(DynamicMIG: `gpu-<n>-counter-set`) is one unit whatever is carved out of it; a device without counters is
-one unit on its own. A unit's free fraction counts what its claims hold: a dedicated device takes all of a
-standalone unit, a partition takes its share of the counter set's `memory` counter (or of its first counter),
+(DynamicMIG: `gpu-<n>-counter-set`) is one unit whatever is carved out of it, as are static partitions with
+the same `parentUUID` attribute (each holds its memory over their sum); any other device is one unit. A
+unit's free fraction counts what its claims hold: a dedicated device takes all of a standalone unit, a
+partition takes its share of the counter set's `memory` counter (or of its first counter),
 a share of a shareable device (consumable capacity) its consumedCapacity over the device's capacity.
 
 FGD's fragmentation of a node for a task shape d (d < 1: a fraction of one unit; d >= 1: d whole units) is
@@ -43,6 +44,7 @@ class DeviceUnits:
             if s.node_name:
                 pool_node[(s.driver, s.pool)] = s.node_name
         seen: set[Unit] = set()
+        parent_mem: dict[Unit, float] = {}  # static partitions (MIG without counters): their GPU's memory
         for s in index.slices:
             node = s.node_name or pool_node.get((s.driver, s.pool), "")
             if not node:
@@ -51,7 +53,12 @@ class DeviceUnits:
             for d in s.devices:
                 mem = d.capacity.get("memory")
                 memcap = float(mem.value.value()) if mem is not None else 0.0
-                if d.consumes:
+                parent = (d.attributes.get("parentUUID") or {}).get("string")
+                if parent and not d.consumes:
+                    unit = (s.driver, s.pool, f"parent:{parent}")
+                    parent_mem[unit] = parent_mem.get(unit, 0.0) + memcap
+                    frac = memcap  # over the parent's memory, once all its partitions are known
+                elif d.consumes:
                     cs, used = d.consumes[0]
                     unit = (s.driver, s.pool, cs)
                     total = sets.get(unit, {})
@@ -67,6 +74,10 @@ class DeviceUnits:
                 if unit not in seen:
                     seen.add(unit)
                     units.append(unit)
+        for key, (unit, frac, memcap) in self.device.items():
+            psum = parent_mem.get(unit)
+            if psum is not None:
+                self.device[key] = (unit, min(1.0, frac / psum) if psum else 1.0, memcap)
 
     def result_use(self, result: Mapping[str, Any]) -> tuple[Unit, float] | None:
         key = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))

@@ -50,7 +50,7 @@ QUEUE_REFS = ("kdra.dev/queue", "kai.scheduler/queue", "runai/queue", "schedulin
 DEFAULT_QUEUE = "default"
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
-SCHEDULING_KINDS = frozenset({"PodGroup", "Workload", "Queue", "Topology"})
+SCHEDULING_KINDS = frozenset({"PodGroup", "Workload", "Queue", "Topology", "SchedulingShard"})
 
 _DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -95,6 +95,55 @@ class GangQueueOptions:
     max_victim_searches: int = 64  # jobs per session that reclaim (and, apart, preempt) look for victims for
 
 
+def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = None) -> GangQueueOptions:
+    """A SchedulingShard (KAI's kai.scheduler/v1 shape; kdra.dev/v1alpha1 adds fields) as options:
+    `placementStrategy.gpu` (binpack | spread | fragmentation | upstream), and kdra's `gangTimeout`,
+    `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}: GPUs -> how
+    often)."""
+    from kdra.scheduler.fragscore import PLACEMENT_POLICIES
+    from kdra.scheduler.gang import parse_duration
+    from kdra.scheduler.preemption import STRATEGIES
+
+    opts = dataclasses.replace(base or GangQueueOptions())
+    name = (obj.get("metadata") or {}).get("name", "")
+    where = f"SchedulingShard {name}: spec"
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise InputError(f"{where}: Invalid value: must be an object")
+    gpu = (spec.get("placementStrategy") or {}).get("gpu")
+    if gpu is not None:
+        if gpu not in PLACEMENT_POLICIES:
+            raise InputError(
+                f"{where}.placementStrategy.gpu: Unsupported value: {gpu!r}: supported values: "
+                + ", ".join(f'"{p}"' for p in PLACEMENT_POLICIES)
+            )
+        opts.placement = gpu
+    if spec.get("gangTimeout") is not None:
+        opts.gang_timeout = parse_duration(spec["gangTimeout"], f"{where}.gangTimeout")
+    for key in ("reclaim", "preempt"):
+        if spec.get(key) is not None:
+            if not isinstance(spec[key], bool):
+                raise InputError(f"{where}.{key}: Invalid value: {spec[key]!r}: must be true or false")
+            setattr(opts, key, spec[key])
+    if spec.get("reclaimStrategies") is not None:
+        bad = [x for x in spec["reclaimStrategies"] if x not in STRATEGIES]
+        if bad:
+            raise InputError(
+                f"{where}.reclaimStrategies: Unsupported value: {bad[0]!r}: supported values: "
+                + ", ".join(f'"{x}"' for x in STRATEGIES)
+            )
+        opts.reclaim_strategies = tuple(spec["reclaimStrategies"])
+    shapes = spec.get("fragmentationShapes")
+    if shapes is not None:
+        try:
+            opts.fragmentation_shapes = {float(k): float(v) for k, v in dict(shapes).items()}
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{where}.fragmentationShapes: Invalid value: {shapes!r}: GPUs per pod -> popularity"
+            ) from None
+    return opts
+
+
 @dataclass
 class Job:
     key: str
@@ -152,6 +201,9 @@ class GangQueues:
 
         self.store = store
         self.options = options or GangQueueOptions()
+        shards = store.list("SchedulingShard")
+        if shards:  # read once, at start (the first by namespace/name)
+            self.options = options_from_shard(shards[0], self.options)
         self.gangs = GangRegistry(store)
         self.topology_plugin = GangTopology(self.gangs.gang_of)
         self.permit = GangPermit(self.gangs.gang_of)
@@ -482,6 +534,8 @@ class GangQueues:
         gang = job.gang
         if gang is not None:
             if gang.key in self.timed_out:
+                for m in job.members:  # a pod of a timed-out gang came back (updated): not tried again
+                    self.sched.queue.delete(m.uid)
                 return False
             if gang.min_count < 0:
                 if final:
