@@ -1,14 +1,13 @@
-"""gpu.amd.com: the ResourceSlices of ROCm's k8s-gpu-dra-driver (peers.md §2.3, ROCm/k8s-gpu-dra-driver
-@2622427).
+"""gpu.amd.com: the ResourceSlices of ROCm's k8s-gpu-dra-driver @2622427 (peers.md §2.3).
 
 A GPU in SPX/NPS1 mode is one device of type `amdgpu`; a GPU split into compute partitions (DPX, QPX, CPX) is
 published only as its partitions, type `amdgpu-partition`, each with its own card and render node. Both are
 named `gpu-<cardIndex>-<renderIndex>`. Capacities: memory, computeUnits, simdUnits.
 
 Note: the upstream docs put `pciAddr`/`deviceID` on partitions, the code emits
-`parentPciAddr`/`parentDeviceID`
-(peers.md "Discrepancy"); kdra follows the code. Newer upstream commits moved to the standard
-resource.kubernetes.io/pciBusID and a numaNode attribute; kdra keeps the @2622427 shape peers.md documents.
+`parentPciAddr`/`parentDeviceID` (peers.md "Discrepancy"); kdra follows the code. Newer upstream commits
+moved to the standard resource.kubernetes.io/pciBusID and a numaNode attribute; kdra keeps the @2622427
+shape peers.md documents.
 """
 
 from __future__ import annotations

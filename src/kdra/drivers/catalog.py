@@ -81,8 +81,7 @@ class MigProfile:
         return self.memory_mib * MIB
 
     def capacities(self) -> dict[str, int]:
-        """Capacity names exactly as the NVIDIA driver publishes them (CommonCapacitiesMig), memory in
-        bytes."""
+        """Capacities named as the NVIDIA driver publishes them (CommonCapacitiesMig); memory in bytes."""
         return {
             "multiprocessors": self.multiprocessors,
             "copyEngines": self.copy_engines,

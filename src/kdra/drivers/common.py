@@ -1,11 +1,9 @@
-"""What every simulated driver shares: quantity strings, ResourceSlice packing under the API limits, pool
-generations.
+"""Shared by every driver: quantity strings, ResourceSlice packing under the API limits, pool generations.
 
-Limits are resource.k8s.io/v1 as of Kubernetes 1.35 (KEP-4815 §Limits; shared/reference/dra-semantics.md §3):
-128 devices per slice, 64 when any device has taints or consumesCounters, 8 counter sets per slice, 32
-counters
-per set, 32 attributes+capacities per device, 16 taints per device, and since 1.35 sharedCounters and devices
-never in the same slice.
+Limits are resource.k8s.io/v1 as of Kubernetes 1.35 (KEP-4815 §Limits; shared/reference/dra-semantics.md
+§3): 128 devices per slice, 64 when any device has taints or consumesCounters, 8 counter sets per slice, 32
+counters per set, 32 attributes+capacities per device, 16 taints per device, and since 1.35 sharedCounters
+and devices never in the same slice.
 """
 
 from __future__ import annotations
@@ -164,8 +162,7 @@ def layout_specs(layout: PoolLayout) -> list[tuple[str, Obj]]:
 
 
 def make_slices(layout: PoolLayout, generation: int = 1, pool: str | None = None) -> list[Obj]:
-    """The ResourceSlice objects of one node-local pool (pool name = node name, as NVIDIA/AMD/TPU drivers
-    do)."""
+    """The ResourceSlices of one node-local pool (pool name = node name, as NVIDIA/AMD/TPU drivers do)."""
     parts = layout_specs(layout)
     pool_name = pool or layout.node
     count = len(parts)
@@ -211,8 +208,7 @@ class PoolPublisher:
 
     A real kubelet plugin republishes every slice of a pool with generation+1 whenever the pool's contents
     change (a MIG reconfiguration, a GPU gone missing); consumers ignore slices of older generations.
-    Publishing
-    the same content again keeps the generation, so a resync is a no-op.
+    Publishing the same content again keeps the generation, so a resync is a no-op.
     """
 
     def __init__(self) -> None:

@@ -1,16 +1,13 @@
 """The device-plugin view of the same hardware: extended resources in Node status.allocatable.
 
 What NVIDIA's k8s-device-plugin, AMD's device plugin and GKE's TPU device plugin advertise, so kdra can
-compare
-the DRA model with the legacy one on identical hardware:
+compare the DRA model with the legacy one on identical hardware:
 
 * NVIDIA: `nvidia.com/gpu` per GPU without MIG. Static MIG under the `mixed` strategy: one
   `nvidia.com/mig-<profile>` per MIG device (a GPU in MIG mode contributes no `nvidia.com/gpu`). DynamicMIG
-  has
-  no device-plugin equivalent: the GPUs are advertised whole. Consumable shares with a share count N map to
-  time-slicing with N replicas (`nvidia.com/gpu` = GPUs x N), the closest device-plugin setting; without a
-  count
-  the GPUs are advertised whole.
+  has no device-plugin equivalent: the GPUs are advertised whole. Consumable shares with a share count N map
+  to time-slicing with N replicas (`nvidia.com/gpu` = GPUs x N), the closest device-plugin setting; without
+  a count the GPUs are advertised whole.
 * AMD: `amd.com/gpu` per GPU, or per partition when the GPU is partitioned.
 * Google: `google.com/tpu` per chip.
 """

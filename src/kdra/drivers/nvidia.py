@@ -9,13 +9,11 @@ partitions.go, consumable_shares.go, nvlib.go):
   `memorySlice<N>` capacities;
 * DynamicMIG (k8s >= 1.35 split layout): one counter set `gpu-<minor>-counter-set` per GPU, all in their own
   slice(s), then one device slice per GPU holding the full GPU (Hopper+, or a GPU with MIG off) and every
-  possible
-  MIG placement, each consuming its counters and memory slices;
+  possible MIG placement, each consuming its counters and memory slices;
 * consumable shares: `allowMultipleAllocations` and a `memory` requestPolicy (plus `shares` for a count);
 * standard attributes resource.kubernetes.io/{pciBusID,pcieRoot,numaNode}.
 
-Devices are announced sorted by name: the scheduler takes the first match, so the order is part of the
-contract.
+Devices are announced sorted by name: the scheduler takes the first match, so order is part of the contract.
 """
 
 from __future__ import annotations
@@ -252,12 +250,12 @@ def _max_caps(profiles: Sequence[MigProfile]) -> dict[str, int]:
 
 
 class NvidiaRenderer:
-    """Turns GpuInfos into a PoolLayout. One renderer serves many nodes: the parts of a device that do not
-    vary
-    between identical nodes (capacity maps, counter consumptions, attribute values) are built once and
-    shared by
-    reference, so a 5,000-node fleet costs one small dict per device, not a deep tree. Treat the output as
-    read-only; deep-copy an object before changing it."""
+    """Turns GpuInfos into a PoolLayout.
+
+    One renderer serves many nodes: the parts of a device that do not vary between identical nodes
+    (capacity maps, counter consumptions, attribute values) are built once and shared by reference, so a
+    5,000-node fleet costs one small dict per device, not a deep tree. Device dicts are new per node;
+    treat what is below them as read-only."""
 
     def __init__(self, config: NvidiaConfig | None = None) -> None:
         self.config = config or NvidiaConfig()

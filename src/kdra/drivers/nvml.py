@@ -2,10 +2,10 @@
 
 Discovery runs in two steps so live hosts and recorded fixtures share one path:
 
-1. `capture(nvml)` asks NVML everything the NVIDIA DRA driver asks (devices, MIG mode, GPU-instance profiles
-and
-   their possible placements, existing MIG devices) plus the sysfs facts it reads (PCIe root, NUMA node), and
-   returns a JSON-compatible record (format `kdra-nvml-fixture/v1`, see tests/drivers/fixtures/);
+1. `capture(nvml)` asks NVML everything the NVIDIA DRA driver asks (devices, MIG mode, GPU-instance
+   profiles and their possible placements, existing MIG devices) plus the sysfs facts it reads (PCIe root,
+   NUMA node), and returns a JSON-compatible record (format `kdra-nvml-fixture/v1`, see
+   tests/drivers/fixtures/);
 2. `gpus_from_capture(record)` turns that record into GpuInfos for kdra.drivers.nvidia.
 
 `scripts/capture_nvml_fixture.py` writes step 1's record to a file on a GPU machine; tests replay it through
@@ -89,8 +89,7 @@ def _try(fn: Any, nvml: Any) -> Any:
 
 
 def sysfs_pci(bus_id: str, sysfs: str = "/sys") -> tuple[str | None, int | None]:
-    """(pcieRoot, numaNode) of a PCI device from sysfs, as deviceattribute.GetPCIeRootAttributeByPCIBusID
-    does."""
+    """(pcieRoot, numaNode) of a PCI device from sysfs (deviceattribute.GetPCIeRootAttributeByPCIBusID)."""
     dev = Path(sysfs, "bus/pci/devices", bus_id)
     root = None
     numa = None
@@ -116,8 +115,7 @@ def normalize_bus_id(bus_id: str) -> str:
 
 
 def capture(nvml: Any, sysfs: str = "/sys") -> Obj:
-    """Everything the driver needs from NVML (and sysfs) as a JSON-compatible record. NVML must be
-    initialised."""
+    """Everything the driver needs from NVML (and sysfs), as a JSON-compatible record (NVML initialised)."""
     record: Obj = {
         "format": FORMAT,
         "driverVersion": _s(nvml.nvmlSystemGetDriverVersion()),

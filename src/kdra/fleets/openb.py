@@ -1,5 +1,4 @@
-"""The `alibaba-openb` fleet: the 1,213 GPU nodes of the Alibaba GPU cluster trace v2023 (FGD, USENIX ATC
-'23).
+"""The `alibaba-openb` fleet: the 1,213 GPU nodes of the Alibaba GPU trace v2023 (FGD, USENIX ATC '23).
 
 The node list's model codes map to catalog entries. `G2` and `G3` are undisclosed internal codes (upstream
 README); kdra gives them documented stand-ins, chosen from the node shapes, not from any disclosure:

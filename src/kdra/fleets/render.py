@@ -62,8 +62,7 @@ def legacy_allocatable(fleet: Fleet) -> dict[str, dict[str, int]]:
 
 
 def node_topology(pool: Pool) -> list[dict[str, str]]:
-    """Per node of the pool, its topology labels (zone > block > rack, NVLink domain), hierarchical per
-    zone."""
+    """Each node's topology labels (zone > block > rack, NVLink domain), numbered within the zone."""
     zones = zone_assignment(pool)
     t = pool.topology
     out: list[dict[str, str]] = []
