@@ -205,7 +205,7 @@ json_doc = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_doc, max_size=5))
 def test_round_trip_any_fields(extra: dict[str, Any]) -> None:
     obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Thing", **extra}
