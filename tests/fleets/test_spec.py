@@ -266,3 +266,13 @@ def test_empty_static_layout_means_mig_off_on_that_gpu() -> None:
         "nvidia.com/mig-3g.40gb": 1,
         "nvidia.com/mig-4g.40gb": 1,
     }
+
+
+def test_driver_version_must_be_numeric() -> None:
+    with pytest.raises(InputError, match=r"spec\.nvidia\.driverVersion: Invalid value: 'latest'"):
+        parse_fleet(fleet(H100, nvidia={"driverVersion": "latest"}))
+    f = parse_fleet(fleet(H100, nvidia={"driverVersion": "570.133.20", "cudaDriverVersion": "12.8"}))
+    s = next(o for o in render(f) if o["kind"] == "ResourceSlice")
+    attrs = s["spec"]["devices"][0]["attributes"]
+    assert attrs["driverVersion"] == {"version": "570.133.20"}
+    assert attrs["cudaDriverVersion"] == {"version": "12.8.0"}

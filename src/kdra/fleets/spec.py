@@ -247,6 +247,17 @@ def _str(ctx: _Ctx, path: str, v: object) -> str:
     return v
 
 
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,2}$")
+
+
+def _version(ctx: _Ctx, path: str, v: object) -> str:
+    """Driver versions become `version` attributes: numeric major[.minor[.patch]] (published as semver)."""
+    s = str(v)
+    if not _VERSION.match(s):
+        raise ctx.err(path, f"Invalid value: {s!r}: must be a numeric version such as 580.126.20")
+    return s
+
+
 def _quantity(ctx: _Ctx, path: str, v: object) -> str:
     try:
         q = parse_quantity(v)
@@ -556,8 +567,12 @@ def parse_fleet(doc: object, source: str = "") -> Fleet:
     fleet = Fleet(name=name, pools=[], description=str(spec.get("description", "")), source=source)
     if "nvidia" in spec:
         nv = _check_fields(ctx, "spec.nvidia", spec["nvidia"], ("driverVersion", "cudaDriverVersion"))
-        fleet.driver_version = str(nv.get("driverVersion", fleet.driver_version))
-        fleet.cuda_driver_version = str(nv.get("cudaDriverVersion", fleet.cuda_driver_version))
+        fleet.driver_version = _version(
+            ctx, "spec.nvidia.driverVersion", nv.get("driverVersion", fleet.driver_version)
+        )
+        fleet.cuda_driver_version = _version(
+            ctx, "spec.nvidia.cudaDriverVersion", nv.get("cudaDriverVersion", fleet.cuda_driver_version)
+        )
     pools = spec.get("pools")
     if not isinstance(pools, list) or not pools:
         raise ctx.err("spec.pools", "Required value: at least one pool")

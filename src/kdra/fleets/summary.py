@@ -39,7 +39,13 @@ def _partitioning(pool: Pool) -> str:
         return "-"
     if isinstance(acc.model, GpuModel):
         if acc.mig == "static":
-            layouts = {"+".join(p.name for p, _ in lay) for lay in acc.mig_layouts}
+            layouts = {
+                "+".join(
+                    p.name for p, _ in sorted(lay, key=lambda t: (-t[0].memory_slices, -t[0].compute_slices))
+                )
+                or "MIG off"
+                for lay in acc.mig_layouts
+            }
             return "static MIG " + " | ".join(sorted(layouts))
         if acc.mig == "dynamic":
             n = sum(len(p.placements) for p in acc.model.mig_profiles)
