@@ -37,18 +37,26 @@ def claim_spec_key(claim: Mapping[str, Any]) -> str:
     return json.dumps((claim.get("spec") or {}).get("devices") or {}, sort_keys=True, separators=(",", ":"))
 
 
+DemandKey = tuple[str, tuple[str, ...]]  # (DeviceClass, the request's CEL selectors)
+
+
+def _selectors(req: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(((s.get("cel") or {}).get("expression") or "") for s in req.get("selectors") or [])
+
+
 @dataclass(slots=True)
 class ClaimDemand:
-    """Per class: the fewest devices the claims need (exact counts; firstAvailable: any alternative)."""
+    """Per (class, request selectors): the fewest devices the claims need (exact counts; firstAvailable:
+    any one alternative)."""
 
-    exact: dict[str, int] = field(default_factory=dict)
-    alternatives: list[list[tuple[str, int]]] = field(default_factory=list)
+    exact: dict[DemandKey, int] = field(default_factory=dict)
+    alternatives: list[list[tuple[DemandKey, int]]] = field(default_factory=list)
 
     def add_claim(self, claim: Mapping[str, Any]) -> None:
         for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
             ex = req.get("exactly")
             if ex is not None:
-                cls = ex.get("deviceClassName", "")
+                cls = (ex.get("deviceClassName", ""), _selectors(ex))
                 if ex.get("allocationMode", "ExactCount") == "All":
                     self.exact.setdefault(cls, 0)
                     self.exact[cls] = max(self.exact[cls], 1)
@@ -64,7 +72,7 @@ class ClaimDemand:
                         if sub.get("allocationMode") == "All" or sub.get("capacity")
                         else int(sub.get("count") or 1)
                     )
-                    alts.append((sub.get("deviceClassName", ""), n))
+                    alts.append(((sub.get("deviceClassName", ""), _selectors(sub)), n))
                 self.alternatives.append(alts)
 
 
@@ -157,23 +165,32 @@ class DraState:
     def has_shared_devices(self, class_name: str) -> bool:
         return bool(self._devices_of_class(class_name)[1])
 
-    def free_devices(self, node: str, class_name: str) -> int:
-        """Upper bound on the devices of `class_name` that `node` can still get (node-local only)."""
+    def free_devices(self, node: str, class_name: str, selectors: tuple[str, ...] = ()) -> int:
+        """Upper bound on the devices of `class_name` passing `selectors` that `node` can still get
+        (node-local devices only; a selector error counts as a match so that the allocator reports it)."""
         per_node, _ = self._devices_of_class(class_name)
         in_use = self.in_use
+        consumable = self.features.consumable_capacity
         n = 0
         for d in per_node.get(node, ()):
-            if d.allow_multi or d.key not in in_use:
-                n += 1
+            if not d.allow_multi and d.key in in_use:
+                continue
+            if selectors:
+                got = evaluate_selectors(d, selectors, consumable)
+                if isinstance(got, int) and got != MATCH:
+                    continue
+            n += 1
         return n
 
     def prefilter_ok(self, node: str, demand: ClaimDemand) -> tuple[bool, str]:
-        for cls, n in demand.exact.items():
-            if n and not self.has_shared_devices(cls) and self.free_devices(node, cls) < n:
+        for (cls, sels), n in demand.exact.items():
+            if n and not self.has_shared_devices(cls) and self.free_devices(node, cls, sels) < n:
                 return False, cls
         for alts in demand.alternatives:
-            if not any(self.has_shared_devices(c) or self.free_devices(node, c) >= n for c, n in alts):
-                return False, alts[0][0]
+            if not any(
+                self.has_shared_devices(c) or self.free_devices(node, c, sels) >= n for (c, sels), n in alts
+            ):
+                return False, alts[0][0][0]
         return True, ""
 
     # -- allocated state -------------------------------------------------------------------------

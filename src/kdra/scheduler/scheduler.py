@@ -97,13 +97,17 @@ class WaitingPod:
 class _SigEntry:
     """Filter/score answers for one pod signature: node idx -> (generation, ok, static score)."""
 
-    __slots__ = ("epoch", "heap", "results", "seq")
+    __slots__ = ("dyn", "epoch", "heap", "results", "seq", "summary", "version")
 
     def __init__(self) -> None:
         self.epoch = -1
         self.seq = 0
+        self.version = 0  # bumped whenever any node's answer was recomputed
         self.results: dict[int, tuple[int, Status | None, int]] = {}
         self.heap: list[tuple[int, int, int]] = []
+        # raw scores of normalizing plugins per node: idx -> (generation, scores in plugin order)
+        self.dyn: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.summary: tuple[int, Any] | None = None  # (version, failure summary) for unschedulable pods
 
 
 class Session:
@@ -435,8 +439,11 @@ class Scheduler:
                 todo = sorted(changed)
         entry.epoch = self.cache.epoch
         entry.seq = self.cache.change_seq
+        state["_sig_entry"] = entry
         results = entry.results
         heap = entry.heap
+        if todo:
+            entry.version += 1
         for idx in todo:
             ni = nodes[idx]
             st, total = self._evaluate(state, pi, ni, static)
@@ -458,11 +465,21 @@ class Scheduler:
         if not feasible:
             return None, results
         totals = {i: results[i][2] for i in feasible}
-        for p in dynamic:
-            raw = {i: p.score(state, pi, nodes[i]) for i in feasible}
+        dyn = entry.dyn
+        raws: list[dict[int, int]] = [{} for _ in dynamic]
+        for i in feasible:
+            gen = results[i][0]
+            hit = dyn.get(i)
+            if hit is None or hit[0] != gen or len(hit[1]) != len(dynamic):
+                hit = (gen, tuple(p.score(state, pi, nodes[i]) for p in dynamic))
+                dyn[i] = hit
+            for k, v in enumerate(hit[1]):
+                raws[k][i] = v
+        for p, raw in zip(dynamic, raws, strict=True):
             p.normalize(state, pi, raw)
+            w = p.weight
             for i in feasible:
-                totals[i] += raw[i] * p.weight
+                totals[i] += raw[i] * w
         best = max(feasible, key=lambda i: (totals[i], -i))
         return nodes[best].name, results
 
@@ -471,21 +488,28 @@ class Scheduler:
     def _unschedulable(
         self, state: CycleState, pi: PodInfo, now: float, results: dict[int, tuple[int, Status | None, int]]
     ) -> CycleResult:
-        counts: Counter[str] = Counter()
-        plugins: set[str] = set()
-        explanation = None
-        has_error: Status | None = None
-        for idx in sorted(results):
-            st = results[idx][1]
-            if st is None:
-                continue
-            if st.code == Code.ERROR and has_error is None:
-                has_error = st
-            plugins.add(st.plugin)
-            for r in st.reasons:
-                counts[r] += 1
-            if explanation is None and st.explanation is not None:
-                explanation = st.explanation
+        entry: _SigEntry | None = state.get("_sig_entry")
+        if entry is not None and entry.summary is not None and entry.summary[0] == entry.version:
+            counts, plugins, explanation, has_error = entry.summary[1]
+        else:
+            counts = Counter()
+            plugins = set()
+            explanation = None
+            has_error = None
+            for idx in sorted(results):
+                st = results[idx][1]
+                if st is None:
+                    continue
+                if st.code == Code.ERROR and has_error is None:
+                    has_error = st
+                plugins.add(st.plugin)
+                for r in st.reasons:
+                    counts[r] += 1
+                if explanation is None and st.explanation is not None:
+                    explanation = st.explanation
+            if entry is not None:
+                entry.summary = (entry.version, (counts, plugins, explanation, has_error))
+        plugins = set(plugins)
         n = len(self.cache.nodes)
         if has_error is not None:
             return self._fail(pi, now, has_error, has_error.message, set(), None)
