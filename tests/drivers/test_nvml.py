@@ -108,3 +108,14 @@ def test_no_driver_says_so_and_exits_2(
     assert main(["driver", "nvml"]) == 2
     err = capsys.readouterr().err
     assert "no NVIDIA driver on this host" in err and "Traceback" not in err
+
+
+def test_malformed_fixture_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "kdra-nvml-fixture/v1", "devices": [{"index": 0}]}))
+    assert main(["driver", "nvml", "--fixture", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not a kdra-nvml-fixture/v1 record" in err and "Traceback" not in err
+    bad.write_text("{not json")
+    assert main(["driver", "nvml", "--fixture", str(bad)]) == 2
+    assert "cannot read NVML fixture" in capsys.readouterr().err

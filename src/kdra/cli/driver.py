@@ -69,8 +69,14 @@ def _nvml(args: argparse.Namespace) -> int:
     shares = _shares(args.consumable_shares)
     if args.fixture:
         fixture = FixtureNvml.from_file(args.fixture)
-        record = capture(fixture)
-        record["host"] = fixture.record.get("host")
+        try:
+            record = capture(fixture)
+            record["host"] = fixture.record.get("host")
+            slices = render_capture(record, "probe")
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            raise InputError(
+                f"{args.fixture}: not a kdra-nvml-fixture/v1 record: {type(e).__name__}: {e}"
+            ) from None
     else:
         record = capture_host()
     if args.capture:
