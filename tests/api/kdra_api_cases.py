@@ -803,6 +803,17 @@ def cases() -> list[tuple[str, Obj]]:
                 },
             },
         ),
+        ("slice-attr-multibyte-string", rslice([device(attributes={"s": {"string": "é" * 33}})])),
+        ("slice-attr-multibyte-ok", rslice([device(attributes={"s": {"string": "é" * 32}})])),
+        ("slice-empty-devices", rslice([])),
+        (
+            "slice-empty-devices-and-counters",
+            rslice([], sharedCounters=[{"name": "s", "counters": {"c": {"value": "1"}}}]),
+        ),
+        (
+            "node-bad-label",
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"a": "b c"}}},
+        ),
         # -- quantities (the API server fails these in decoding)
         ("slice-bad-quantity", rslice([device(capacity={"memory": {"value": "80 Gi"}})])),
         (

@@ -196,6 +196,11 @@ RESOURCE_KINDS: Final = frozenset({"DeviceClass", "ResourceSlice", "ResourceClai
 # ---- name rules (k8s.io/apimachinery/pkg/util/validation) --------------------------------------------
 
 
+def _blen(s: str) -> int:
+    """Go's len(): bytes of the UTF-8 encoding, which every API length limit counts."""
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
+
+
 def _regex_error(msg: str, fmt: str, *examples: str) -> str:
     """validation.RegexError, double spaces included ("'a',  or 'b'")."""
     if not examples:
@@ -263,7 +268,7 @@ LABEL_VALUE_ERR: Final = _regex_error(
 def is_dns1123_label(value: str, unit: str = "characters") -> tuple[str, ...]:
     """IsDNS1123Label: () when valid, else the messages."""
     errs: list[str] = []
-    if len(value) > 63:
+    if _blen(value) > 63:
         errs.append(_max_len_error(63, unit))
     if not _DNS1123_LABEL_RE.fullmatch(value):
         if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
@@ -277,7 +282,7 @@ def is_dns1123_label(value: str, unit: str = "characters") -> tuple[str, ...]:
 def is_dns1123_subdomain(value: str, unit: str = "characters") -> tuple[str, ...]:
     """IsDNS1123Subdomain."""
     errs: list[str] = []
-    if len(value) > 253:
+    if _blen(value) > 253:
         errs.append(_max_len_error(253, unit))
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(DNS1123_SUBDOMAIN_ERR)
@@ -305,7 +310,7 @@ def is_qualified_name(value: str, unit: str = "bytes") -> tuple[str, ...]:
         )
     if not name:
         errs.append("name part must be non-empty")
-    elif len(name) > 63:
+    elif _blen(name) > 63:
         errs.append("name part " + _max_len_error(63, unit))
     if not _QNAME_RE.fullmatch(name):
         errs.append("name part " + _regex_error(_QNAME_ERR_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
@@ -316,7 +321,7 @@ def is_qualified_name(value: str, unit: str = "bytes") -> tuple[str, ...]:
 def is_label_value(value: str, unit: str = "bytes") -> tuple[str, ...]:
     """IsValidLabelValue."""
     errs: list[str] = []
-    if len(value) > 63:
+    if _blen(value) > 63:
         errs.append(_max_len_error(63, unit))
     if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(LABEL_VALUE_ERR)
@@ -499,7 +504,7 @@ class _V:
         if not isinstance(value, str):
             self.wrong_type(path, value, str)
             return
-        if len(value) > DRIVER_NAME_MAX_LENGTH:
+        if _blen(value) > DRIVER_NAME_MAX_LENGTH:
             self.too_long(path, DRIVER_NAME_MAX_LENGTH)
         self.msgs(path, value, is_dns1123_subdomain(value.lower()))
 
@@ -510,7 +515,7 @@ class _V:
         if not isinstance(value, str):
             self.wrong_type(path, value, str)
             return
-        if len(value) > POOL_NAME_MAX_LENGTH:
+        if _blen(value) > POOL_NAME_MAX_LENGTH:
             self.too_long(path, POOL_NAME_MAX_LENGTH)
         for part in value.split("/"):
             self.msgs(path, part, is_dns1123_subdomain(part))
@@ -519,7 +524,7 @@ class _V:
         self.msgs(path, value, is_dns1123_subdomain(value))
 
     def c_identifier(self, value: str, path: str) -> None:
-        if len(value) > DEVICE_MAX_ID_LENGTH:
+        if _blen(value) > DEVICE_MAX_ID_LENGTH:
             self.too_long(path, DEVICE_MAX_ID_LENGTH)
         self.msgs(path, value, is_c_identifier(value))
 
@@ -691,7 +696,7 @@ class _V:
             else:
                 self.wrong_type(path, expression, str)
                 return
-        if len(expression) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
+        if _blen(expression) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
             self.too_long(path, CEL_SELECTOR_EXPRESSION_MAX_LENGTH)
             return
         if not self.cel_compile:
@@ -1101,10 +1106,10 @@ class _V:
         if net:
             np = path + ".networkData"
             iface = self.get_str(net, "interfaceName", np + ".interfaceName")
-            if iface and len(iface) > NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH:
+            if iface and _blen(iface) > NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH:
                 self.too_long(np + ".interfaceName", NETWORK_DEVICE_DATA_INTERFACE_NAME_MAX_LENGTH)
             hw = self.get_str(net, "hardwareAddress", np + ".hardwareAddress")
-            if hw and len(hw) > NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH:
+            if hw and _blen(hw) > NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH:
                 self.too_long(np + ".hardwareAddress", NETWORK_DEVICE_DATA_HARDWARE_ADDRESS_MAX_LENGTH)
             ips = self.slice_items(
                 self.get_list(net, "ips", np + ".ips"), NETWORK_DEVICE_DATA_MAX_IPS, np + ".ips"
@@ -1362,7 +1367,7 @@ class _V:
     def attribute_string(self, v: object, path: str) -> None:
         if not isinstance(v, str):
             self.wrong_type(path, v, str)
-        elif len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+        elif _blen(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
             self.too_long(path, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
 
     def attribute_version(self, v: object, path: str) -> None:
@@ -1371,7 +1376,7 @@ class _V:
             return
         if not _SEMVER_RE.fullmatch(v):
             self.invalid(path, v, "must be a string compatible with semver.org spec 2.0.0")
-        if len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+        if _blen(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
             self.too_long(path, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
 
     def attribute_int(self, v: object, path: str) -> None:
@@ -1699,7 +1704,7 @@ def _quantity_ok(value: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def _version_ok(value: str) -> bool:
-    return len(value) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH and _SEMVER_RE.fullmatch(value) is not None
+    return _blen(value) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH and _SEMVER_RE.fullmatch(value) is not None
 
 
 def _attributes_ok(attrs: dict[str, Any]) -> bool:
@@ -1710,7 +1715,7 @@ def _attributes_ok(attrs: dict[str, Any]) -> bool:
         for kind, v in a.items():
             t = type(v)
             if kind == "string":
-                if t is not str or len(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
+                if t is not str or _blen(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
                     return False
             elif kind == "int":
                 if t is not int or not _MIN_INT64 <= v <= _MAX_INT64:
