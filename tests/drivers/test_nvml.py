@@ -119,3 +119,17 @@ def test_malformed_fixture_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text("{not json")
     assert main(["driver", "nvml", "--fixture", str(bad)]) == 2
     assert "cannot read NVML fixture" in capsys.readouterr().err
+
+
+def test_nvml_error_mid_capture_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FixtureNvml(_record())
+
+    def lost(h: int) -> str:
+        raise fake.NVMLError("GPU is lost")
+
+    fake.nvmlDeviceGetUUID = lost  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert main(["driver", "nvml"]) == 2
+    assert "NVML failed while reading the GPUs of this host: GPU is lost" in capsys.readouterr().err

@@ -335,6 +335,8 @@ def capture_host(sysfs: str = "/sys") -> Obj:
     nvml = load_pynvml()
     try:
         return capture(nvml, sysfs)
+    except nvml.NVMLError as e:
+        raise InputError(f"NVML failed while reading the GPUs of this host: {e}") from None
     finally:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
