@@ -165,9 +165,12 @@ class DraState:
     def has_shared_devices(self, class_name: str) -> bool:
         return bool(self._devices_of_class(class_name)[1])
 
-    def free_devices(self, node: str, class_name: str, selectors: tuple[str, ...] = ()) -> int:
+    def free_devices(self, node: str, class_name: str | DemandKey, selectors: tuple[str, ...] = ()) -> int:
         """Upper bound on the devices of `class_name` passing `selectors` that `node` can still get
-        (node-local devices only; a selector error counts as a match so that the allocator reports it)."""
+        (node-local devices only; a selector error counts as a match so that the allocator reports it).
+        `class_name` may also be a ClaimDemand key (class, selectors)."""
+        if isinstance(class_name, tuple):
+            class_name, selectors = class_name
         per_node, _ = self._devices_of_class(class_name)
         in_use = self.in_use
         consumable = self.features.consumable_capacity
