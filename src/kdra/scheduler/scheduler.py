@@ -179,6 +179,7 @@ class Scheduler:
         self.waiting: dict[str, WaitingPod] = {}  # pod uid -> held by Permit
         self._pre_filter: list[PreFilterPlugin] = self.profile.at(PreFilterPlugin)
         self._filter: list[FilterPlugin] = self.profile.at(FilterPlugin)
+        self._filter.sort(key=lambda p: not p.filter_first)  # stable: profile order otherwise
         self._score: list[ScorePlugin] = [p for p in self.profile.at(ScorePlugin) if p.weight]
         self._reserve: list[ReservePlugin] = self.profile.at(ReservePlugin)
         self._pre_bind: list[PreBindPlugin] = self.profile.at(PreBindPlugin)
