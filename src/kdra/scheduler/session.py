@@ -226,6 +226,8 @@ class GangQueues:
         self._dev_caps: tuple[Any, dict[tuple[str, str, str], dict[str, float]]] | None = None
         self.failed: list[Job] = []
         self._estimates: dict[str, tuple[Any, str, Vector]] = {}
+        self._fits_memo: dict[Any, dict[int, tuple[int, int]]] = {}
+        self._domains: dict[Any, dict[str, list[Any]]] = {}
         self.dynres: Any = None
         store.watch(self._on_event, kinds=("Queue", "Topology", "Pod", "ResourceClaim"))
         for kind in ("Queue", "Topology"):
@@ -631,8 +633,18 @@ class GangQueues:
         demand = state["DynamicResources"].demand.exact
         dra = self.sched.dra
         req = job.members[0].requests
+        # Per node, cached by node generation (it changes with every pod and claim the node gets or loses).
+        key = (tuple(sorted(demand.items())), req.get("cpu", 0), req.get("memory", 0), self.sched.cache.epoch)
+        memo = self._fits_memo.get(key)
+        if memo is None:
+            if len(self._fits_memo) > 64:
+                self._fits_memo.clear()
+            memo = self._fits_memo[key] = {}
 
         def fits(ni: Any) -> int:
+            hit = memo.get(ni.idx)
+            if hit is not None and hit[0] == ni.generation:
+                return hit[1]
             n = 1 << 30
             for cls, k in demand.items():
                 if k:
@@ -641,7 +653,9 @@ class GangQueues:
                 want = req.get(res, 0)
                 if want:
                     n = min(n, max(0, ni.allocatable.get(res, 0) - ni.requested.get(res, 0)) // want)
-            return 0 if ni.unschedulable else n
+            n = 0 if ni.unschedulable else n
+            memo[ni.idx] = (ni.generation, n)
+            return n
 
         return fits
 
@@ -661,9 +675,15 @@ class GangQueues:
         out: list[tuple[str, str] | None] = []
         notes = []
         for label in labels:
-            doms = domains(self.sched.cache.nodes, label)
+            cache = self.sched.cache
+            dkey = (label, len(cache.nodes), cache.node_updates)
+            doms = self._domains.get(dkey)
+            if doms is None:
+                if len(self._domains) > 32:
+                    self._domains.clear()
+                doms = self._domains[dkey] = dict(sorted(domains(cache.nodes, label).items()))
             ranked = []
-            for value, nodes in sorted(doms.items()):
+            for value, nodes in doms.items():
                 cap = sum(min(fits(ni), need) for ni in nodes) if fits is not None else need
                 ranked.append((cap, value))
             roomy = sorted((c, v) for c, v in ranked if c >= need)

@@ -107,6 +107,7 @@ class GangTopology(PreFilterPlugin, FilterPlugin):
     """Filter: the nodes of the domain the gang action chose for the pod's gang (no restriction otherwise)."""
 
     name = "GangTopology"
+    filter_first = True
 
     def __init__(self, gang_of: Callable[[str], str | None]) -> None:
         self.gang_of = gang_of
