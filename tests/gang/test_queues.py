@@ -190,3 +190,43 @@ def test_preemption_within_a_queue_by_priority() -> None:
     sched.run(1000)
     assert "high" in bound(s)
     assert len(gq.evicted) == 4 and len(bound(s, "low-")) == 4
+
+
+def test_reclaim_evicts_whole_gangs_only_when_the_strategies_allow() -> None:
+    from helpers import gang_pods, pod_group
+
+    s = MemoryStore()
+    fleet(s, 4)  # 32 GPUs
+    sched, gq = scheduler(s)
+    s.create(queue("a", gpu_quota=16))
+    s.create(queue("b", gpu_quota=16))
+    for g in ("g1", "g2"):
+        s.create(pod_group(g, 2, queue="a"))
+        gang_pods(s, g, 2, gpus=8, tmpl="eight")
+    sched.run(0)
+    assert len(bound(s, "g")) == 4
+    for i in range(2):
+        queued_pod(s, f"b-{i}", "b", 8)
+    sched.run(100)
+    # one whole gang (16 GPUs) goes; a keeps its deserved 16, b gets its 16
+    assert len(bound(s, "b-")) == 2
+    left = bound(s, "g")
+    assert len(left) == 2 and len({n[:2] for n in left}) == 1  # both members of the same gang remain
+    assert len(gq.evicted) == 2
+
+
+def test_reclaim_never_splits_a_gang() -> None:
+    from helpers import gang_pods, pod_group
+
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, _gq = scheduler(s)
+    s.create(queue("a", gpu_quota=16))
+    s.create(queue("b", gpu_quota=16))
+    s.create(pod_group("big", 4, queue="a"))
+    gang_pods(s, "big", 4, gpus=8)
+    sched.run(0)
+    queued_pod(s, "b-0", "b", 8)
+    sched.run(100)
+    assert bound(s, "b-") == {} and len(bound(s, "big")) == 4
+    assert "would fall below its fair share" in condition(s, "b-0")

@@ -231,6 +231,53 @@ class DeviceSpread(_DeviceScore):
         return round(MAX_NODE_SCORE * sum(after.values()) / len(after))
 
 
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+NUMA_NODE = "resource.kubernetes.io/numaNode"
+
+
+class DeviceLocality(_DeviceScore):
+    """Prefer the node where the devices the allocator would give the pod share one PCIe root (100), else
+    one NUMA node (50). A claim that must keep its devices together says so with matchAttribute (the
+    allocator enforces it); this is the soft preference for claims that do not ask."""
+
+    name = "DeviceLocality"
+
+    def __init__(self, weight: int = 2) -> None:
+        super().__init__(weight)
+        self._attrs: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._attrs_index: Any = None
+
+    def _locality(self, key: tuple[str, str, str]) -> tuple[Any, Any]:
+        index = self.cache.dra.index
+        if self._attrs_index is not index:
+            self._attrs = {}
+            for sl in index.slices:
+                for d in sl.devices:
+                    root = d.attributes.get(PCIE_ROOT) or {}
+                    numa = d.attributes.get(NUMA_NODE) or {}
+                    self._attrs[d.key] = (root.get("string"), numa.get("int"))
+            self._attrs_index = index
+        return self._attrs.get(key, (None, None))
+
+    def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
+        allocs = self.dynres.allocations_for(state, pi, ni) if self.dynres is not None else None
+        keys = [
+            (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for a in allocs or []
+            for r in ((a or {}).get("devices") or {}).get("results") or []
+        ]
+        if len(keys) < 2:
+            return MAX_NODE_SCORE
+        locs = [self._locality(k) for k in keys]
+        roots = {loc[0] for loc in locs}
+        if len(roots) == 1 and None not in roots:
+            return MAX_NODE_SCORE
+        numas = {loc[1] for loc in locs}
+        if len(numas) == 1 and None not in numas:
+            return MAX_NODE_SCORE // 2
+        return 0
+
+
 PLACEMENT_POLICIES = ("upstream", "binpack", "spread", "fragmentation")
 
 

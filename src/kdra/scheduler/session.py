@@ -84,6 +84,7 @@ QUEUE_PLUGIN = "Queue"
 class GangQueueOptions:
     placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragscore)
     fragmentation_shapes: Mapping[float, float] | None = None  # FGD target workload (None: pods seen)
+    device_locality: bool = False  # prefer nodes where a pod's devices share a PCIe root / NUMA node
     gang_timeout: float | None = None  # default scheduleTimeout for gangs that do not set one
     reclaim: bool = True
     preempt: bool = True
@@ -120,11 +121,11 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
         opts.placement = gpu
     if spec.get("gangTimeout") is not None:
         opts.gang_timeout = parse_duration(spec["gangTimeout"], f"{where}.gangTimeout")
-    for key in ("reclaim", "preempt"):
+    for key, attr in (("reclaim", "reclaim"), ("preempt", "preempt"), ("deviceLocality", "device_locality")):
         if spec.get(key) is not None:
             if not isinstance(spec[key], bool):
                 raise InputError(f"{where}.{key}: Invalid value: {spec[key]!r}: must be true or false")
-            setattr(opts, key, spec[key])
+            setattr(opts, attr, spec[key])
     if spec.get("reclaimStrategies") is not None:
         bad = [x for x in spec["reclaimStrategies"] if x not in STRATEGIES]
         if bad:
@@ -209,6 +210,10 @@ class GangQueues:
         self.permit = GangPermit(self.gangs.gang_of)
         self.queue_gate = QueueGate()
         self.scorers = placement_plugins(self.options.placement, self.options.fragmentation_shapes)
+        if self.options.device_locality:
+            from kdra.scheduler.fragscore import DeviceLocality
+
+            self.scorers.append(DeviceLocality())
         self.queue_objs: dict[str, Obj] = {}
         self.topology_objs: dict[str, Obj] = {}
         self.tree = QueueTree()
@@ -824,6 +829,7 @@ class _GQAction:
 
     def __init__(self, gq: GangQueues) -> None:
         self.gq = gq
+        self.evicted_at_start = 0
 
 
 class AllocateJobs(_GQAction):
@@ -879,6 +885,7 @@ class Reclaim(_GQAction):
         still = []
         running = gq.running_jobs()
         budget = gq.options.max_victim_searches
+        self.evicted_at_start = len(gq.evicted)
         for job in gq.failed:
             if budget <= 0:
                 still.append(job)
@@ -925,6 +932,8 @@ class Reclaim(_GQAction):
         rq = job.queue
         if gq.admit(job, fair) is not None:
             return False
+        if len(gq.evicted) > self.evicted_at_start and gq.try_job(job, session.results, final=False):
+            return True  # what earlier victims freed (beyond their reclaimer's need) is enough
         others = [
             v for v in running if v.queue != rq and v.preemptible and rq not in gq.tree.ancestors(v.queue)
         ]
@@ -985,6 +994,7 @@ class Preempt(_GQAction):
         still = []
         running = gq.running_jobs()
         budget = gq.options.max_victim_searches
+        self.evicted_at_start = len(gq.evicted)
         for job in gq.failed:
             if budget <= 0 or not any(v.queue == job.queue and v.priority < job.priority for v in running):
                 still.append(job)
@@ -999,6 +1009,8 @@ class Preempt(_GQAction):
     def _preempt(self, job: Job, session: Session, running: Sequence[RunningJob]) -> bool:
         gq = self.gq
         spec = gq.tree.specs[job.queue]
+        if len(gq.evicted) > self.evicted_at_start and gq.try_job(job, session.results, final=False):
+            return True
         cands = [v for v in running if v.queue == job.queue and v.preemptible and v.priority < job.priority]
         protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
         cands = sorted((v for v in cands if v not in protected), key=lambda j: (j.priority, -j.start, j.key))
