@@ -239,3 +239,14 @@ def test_any_text_gives_objects_or_input_error(text: str) -> None:
         return
     for obj in objs:
         assert isinstance(obj, dict) and obj["apiVersion"] and obj["kind"]
+
+
+def test_dump_yaml_writes_no_anchors_for_shared_subdicts() -> None:
+    shared = {"value": "80Gi"}
+    objs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"a": shared, "b": shared}}
+        for n in ("x", "y")
+    ]
+    text = dump_yaml(objs)
+    assert "&" not in text and "*id" not in text
+    assert load_text(text, "dump") == objs

@@ -69,7 +69,12 @@ for _tag in ("binary", "set", "omap", "pairs"):
 
 class _Dumper(_BaseDumper):
     """Safe dumper that also quotes strings YAML 1.2 readers (kubectl, go-yaml) would take for
-    numbers, such as the quantity "1e3"; PyYAML itself follows YAML 1.1 and would leave them bare."""
+    numbers, such as the quantity "1e3"; PyYAML itself follows YAML 1.1 and would leave them bare.
+    Never writes anchors: objects that share sub-dicts (rendered fleets do) must still read as plain
+    Kubernetes YAML."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 _Dumper.yaml_implicit_resolvers = {k: list(v) for k, v in _BaseDumper.yaml_implicit_resolvers.items()}

@@ -249,8 +249,15 @@ def _run(args: argparse.Namespace) -> int:
     from kdra.api.validation import validate_objects
 
     gates = FeatureGates.parse(args.feature_gates or "")
-    objs = _check_kinds(_load(args.files))
-    validate_objects(objs)
+    loaded = _load(args.files)
+    objs = _check_kinds(loaded)
+    # Namespaces are validated along (they carry the label adminAccess needs), then set aside.
+    # List-typed attributes are accepted whatever the gate says: slices stored while it was on keep them,
+    # and the allocator then treats them as upstream does with the gate off.
+    validate_objects(
+        objs + [o for o in loaded if o.get("kind") in IGNORED_KINDS],
+        list_type_attributes=True,
+    )
 
     by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in SUPPORTED_KINDS}
     for obj in objs:
