@@ -696,9 +696,10 @@ class GangQueues:
                 out.append((label, v))
             if not roomy:
                 best = max(ranked, default=(0, "-"))
+                largest = max((len(v) for v in doms.values()), default=0)
                 notes.append(
-                    f"topology: no {label} has room for {need} members "
-                    f"({len(doms)} domains; the roomiest, {best[1]}, fits about {best[0]})"
+                    f"topology: no {label} has room for {need} members ({len(doms)} domains of at most "
+                    f"{largest} nodes; the roomiest now, {best[1]}, fits about {best[0]})"
                 )
         if not req:
             out.append(None)
