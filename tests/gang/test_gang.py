@@ -170,3 +170,45 @@ def test_scheduling_shard_sets_the_placement_policy() -> None:
     assert [p.name for p in gq.scorers] == ["DeviceBinPack"]
     with pytest.raises(InputError, match=r"placementStrategy.gpu: Unsupported value: 'tetris'"):
         options_from_shard({"metadata": {"name": "x"}, "spec": {"placementStrategy": {"gpu": "tetris"}}})
+
+
+def test_min_member_below_replicas_places_what_fits_then_the_rest_one_by_one() -> None:
+    s = MemoryStore()
+    fleet(s, 3)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("elastic", 2))
+    gang_pods(s, "elastic", 4, gpus=8)
+    sched.run(0)
+    assert len(bound(s, "elastic")) == 3  # minMember met: every member that fits binds
+    done = s.get("Pod", "elastic-000", "default")
+    s.update(dict(done, status=dict(done.get("status") or {}, phase="Succeeded")), subresource="status")
+    sched.run(5)
+    assert "elastic-003" in bound(s, "elastic")
+
+
+def test_upstream_1_35_workload_ref_one_gang_per_replica() -> None:
+    s = MemoryStore()
+    fleet(s, 2)
+    sched, gq = scheduler(s)
+    s.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": "lws"},
+            "spec": {"podGroups": [{"name": "leaders", "policy": {"gang": {"minCount": 2}}}]},
+        }
+    )
+    from builders import pod, template
+
+    s.create(template("t8", count=8))
+    for replica in ("0", "1"):
+        for i in range(2):
+            p = pod(f"r{replica}-{i}", template_name="t8")
+            p["spec"]["workloadRef"] = {"name": "lws", "podGroup": "leaders", "podGroupReplicaKey": replica}
+            s.create(p)
+    sched.run(0)
+    got = bound(s, "r")
+    assert sorted(got) == ["r0-0", "r0-1"]  # replica 0 fits whole; replica 1 waits whole
+    spec = gq.gangs.spec("default/lws/leaders/1")
+    assert spec is not None and spec.min_count == 2
+    assert "only 0 of the 2 members" in condition(s, "r1-0")

@@ -230,3 +230,36 @@ def test_reclaim_never_splits_a_gang() -> None:
     sched.run(100)
     assert bound(s, "b-") == {} and len(bound(s, "big")) == 4
     assert "would fall below its fair share" in condition(s, "b-0")
+
+
+def test_parent_limit_and_gpu_memory_quota() -> None:
+    s = MemoryStore()
+    fleet(s, 2)  # 16 GPUs of 80Gi
+    sched, _gq = scheduler(s)
+    s.create(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "org"},
+            "spec": {"resources": {"deviceclass/gpu": {"limit": 5}}},
+        }
+    )
+    s.create(queue("team", parentQueue="org"))
+    s.create(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "mem"},
+            "spec": {"resources": {"memory.deviceclass/gpu": {"limit": "160Gi"}}},
+        }
+    )
+    for i in range(6):
+        queued_pod(s, f"t-{i}", "team", 1)
+        queued_pod(s, f"m-{i}", "mem", 1)
+    sched.run(0)
+    assert len(bound(s, "t-")) == 5
+    assert "queue org would exceed its limit on deviceclass/gpu (5 + 1 > 5)" in condition(s, "t-5")
+    assert len(bound(s, "m-")) == 2  # two whole 80Gi GPUs reach the GPU-memory limit
+    assert "queue mem would exceed its limit on memory.deviceclass/gpu (160Gi + 80Gi > 160Gi)" in condition(
+        s, "m-2"
+    )
