@@ -64,3 +64,34 @@ def test_units_of_mig_and_shares_on_the_mixed_fleet() -> None:
     assert figures["partly_used_units"] == 3
     # a whole-GPU job cannot use what is left of those three GPUs
     assert figures["fragmented_units"] >= sum(fr[0] for fr in partly.values())
+
+
+def test_queue_counts_consumed_capacity_of_shares() -> None:
+    s = MemoryStore()
+    objs = render(load_fleet("mixed"), dra=True, legacy=False)
+    order = {"DeviceClass": 0, "Node": 1, "ResourceSlice": 2}
+    for o in sorted(objs, key=lambda o: order.get(o["kind"], 3)):
+        s.create(o)
+    s.create(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "notebooks"},
+            "spec": {"resources": {"memory.deviceclass/gpu.nvidia.com": {"limit": "12Gi"}}},
+        }
+    )
+    gq = GangQueues(s)
+    sched = Scheduler(s, gq.config(SchedulerConfig()))
+    s.create(
+        claim_template(
+            "share", {"deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "6Gi"}}}
+        )
+    )
+    for i in range(3):
+        p = pod(f"nb-{i}", "share", "l4")
+        p["metadata"]["labels"] = {"kdra.dev/queue": "notebooks"}
+        s.create(p)
+    sched.run(0)
+    placed = [p["metadata"]["name"] for p in s.list("Pod") if p["spec"].get("nodeName")]
+    assert sorted(placed) == ["nb-0", "nb-1"]
+    assert gq.allocated["notebooks"]["memory.deviceclass/gpu.nvidia.com"] == 12 * 2**30
