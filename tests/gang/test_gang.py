@@ -15,6 +15,8 @@ def test_gang_binds_all_members_when_all_fit() -> None:
     gang_pods(s, "train", 4, gpus=8)
     sched.run(0)
     assert len(bound(s, "train")) == 4
+    pg = s.get("PodGroup", "train", "default")["status"]["conditions"][0]
+    assert (pg["status"], pg["reason"], pg["message"]) == ("True", "Scheduled", "4 members placed")
     claims = [c for c in s.list("ResourceClaim") if c["status"].get("allocation")]
     assert len(claims) == 4
     assert all(len(c["status"]["allocation"]["devices"]["results"]) == 8 for c in claims)
@@ -34,6 +36,8 @@ def test_gang_that_does_not_fit_binds_nothing_and_releases_reservations() -> Non
     msg = condition(s, "big-000")
     assert "PodGroup default/big" in msg and "only 4 of the 5 members" in msg
     assert "fits nowhere" in msg
+    pg = s.get("PodGroup", "big", "default")["status"]["conditions"][0]
+    assert (pg["type"], pg["status"], pg["reason"]) == ("PodGroupScheduled", "False", "Unschedulable")
     # the released devices serve a smaller gang at once
     s.create(pod_group("small", 2))
     gang_pods(s, "small", 2, gpus=8)

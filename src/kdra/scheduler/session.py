@@ -523,6 +523,10 @@ class GangQueues:
         for m in job.members:
             if m.uid in self.sched.queue.pods and m.uid not in self.sched.waiting:
                 results.append(self.sched.mark_unschedulable(m, self.now, st, message))
+        gang = job.gang
+        if gang is not None and gang.obj is not None and gang.key not in self.timed_out:
+            reason = "Unschedulable" if plugin == GANG_PLUGIN else "QueueWait"
+            self._set_group_condition(gang, "False", reason, message)
 
     def admit(self, job: Job, fair: Mapping[str, Vector]) -> str | None:
         """Queue checks before placing: limit (queue and parents), deserved quota for non-preemptible."""
@@ -609,6 +613,20 @@ class GangQueues:
         meta = gang.obj["metadata"]
         cur = self.store.try_get("PodGroup", meta.get("name", ""), meta.get("namespace") or "default")
         if cur is None:
+            return
+        old = next(
+            (
+                c
+                for c in (cur.get("status") or {}).get("conditions") or []
+                if c.get("type") == "PodGroupScheduled"
+            ),
+            None,
+        )
+        if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+            status,
+            reason,
+            message,
+        ):
             return
         upd = clone(cur)
         st = upd.setdefault("status", {})
