@@ -295,6 +295,8 @@ class GangQueues:
             phase = (pod.get("status") or {}).get("phase")
             if ev.type == "DELETED" or phase in ("Succeeded", "Failed"):
                 self._unaccount(uid)
+                self.reasons.pop(f"pod:{uid}", None)
+                self._estimates.pop(uid, None)
             elif (pod.get("spec") or {}).get("nodeName") and uid not in self.usage and self.sched is not None:
                 self._account(pod)
 
