@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -188,6 +189,9 @@ class Scheduler:
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self.node_evaluations = 0
+        # Called after every scheduling attempt with its result and wall seconds (kdra exporter's
+        # scheduler_attempt_duration histogram); empty by default, so attempts are not timed.
+        self.attempt_observers: list[Callable[[CycleResult, float], None]] = []
         store.watch(self._on_event, kinds=("Pod", "ResourceClaim", "Node", "ResourceSlice", "DeviceClass"))
         now = self.clock()
         for pod in store.list("Pod"):
@@ -284,6 +288,16 @@ class Scheduler:
         return session.results
 
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        if not self.attempt_observers:
+            return self._schedule_one(pi, now)
+        t0 = time.perf_counter()
+        result = self._schedule_one(pi, now)
+        elapsed = time.perf_counter() - t0
+        for observe in self.attempt_observers:
+            observe(result, elapsed)
+        return result
+
+    def _schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
         self.cycles += 1
         pi.last_attempt = now
         state = CycleState()
