@@ -1,0 +1,164 @@
+"""The paper's experiment: policies x seeds, each an inflated, shuffled, never-removing placement.
+
+`run_experiment` runs the cells (optionally in worker processes) and aggregates the unallocated GPU % at
+100% arrived workload per policy (mean over seeds) and the mean allocation curve, next to the published
+figures (kdra.scheduler.fragmentation.PUBLISHED_UNALLOCATED_AT_100).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.replay.engine import PlacementRun, run_placement
+from kdra.replay.trace import Trace
+from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100, make_policy
+
+CURVE_STEP = 1
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    per_seed: dict[int, float] = field(default_factory=dict)  # unallocated GPU % at 100% arrived
+    curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    seconds: dict[int, float] = field(default_factory=dict)
+    placed: dict[int, int] = field(default_factory=dict)
+    pods: dict[int, int] = field(default_factory=dict)
+    allocator_calls: int = 0
+    allocator_seconds: float = 0.0
+
+    @property
+    def mean(self) -> float:
+        return sum(self.per_seed.values()) / len(self.per_seed) if self.per_seed else float("nan")
+
+    @property
+    def published(self) -> float | None:
+        return PUBLISHED_UNALLOCATED_AT_100.get(self.policy)
+
+    def mean_curve(self) -> list[tuple[int, float]]:
+        if not self.curves:
+            return []
+        seeds = sorted(self.curves)
+        n = len(seeds)
+        first = self.curves[seeds[0]]
+        return [(x, round(sum(self.curves[s][i][1] for s in seeds) / n, 3)) for i, (x, _) in enumerate(first)]
+
+    def add(self, run: PlacementRun, until: int) -> None:
+        self.per_seed[run.seed] = round(run.unallocated_at(100), 4)
+        self.curves[run.seed] = run.curve(CURVE_STEP, until)
+        self.seconds[run.seed] = round(run.seconds, 3)
+        self.placed[run.seed] = run.placed
+        self.pods[run.seed] = run.pods
+        self.allocator_calls += run.allocator_calls
+        self.allocator_seconds += run.allocator_seconds
+
+
+@dataclass
+class Experiment:
+    policies: dict[str, PolicyResult]
+    seeds: list[int]
+    inflate: float
+    nodes: int
+    gpus: int
+    pods_source: str
+    nodes_source: str
+    wall_seconds: float = 0.0
+    processes: int = 1
+
+    def to_dict(self, curves: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "trace": {
+                "nodes": self.nodes,
+                "gpus": self.gpus,
+                "nodesSource": self.nodes_source,
+                "podsSource": self.pods_source,
+            },
+            "seeds": self.seeds,
+            "inflate": self.inflate,
+            "wallSeconds": round(self.wall_seconds, 2),
+            "processes": self.processes,
+            "policies": {},
+        }
+        for name, pr in self.policies.items():
+            entry: dict[str, Any] = {
+                "unallocated_gpu_pct_at_100": round(pr.mean, 4),
+                "published": pr.published,
+                "per_seed": {str(s): v for s, v in sorted(pr.per_seed.items())},
+                "seconds_per_seed": {str(s): v for s, v in sorted(pr.seconds.items())},
+                "pods": {str(s): v for s, v in sorted(pr.pods.items())},
+                "placed": {str(s): v for s, v in sorted(pr.placed.items())},
+                "allocator_calls": pr.allocator_calls,
+                "allocator_seconds": round(pr.allocator_seconds, 3),
+            }
+            if curves:
+                entry["curve"] = [[x, y] for x, y in pr.mean_curve()]
+            out["policies"][name] = entry
+        return out
+
+
+_TRACE: Trace | None = None
+
+
+def _init(trace: Trace) -> None:
+    global _TRACE
+    _TRACE = trace
+
+
+def _cell(args: tuple[str, int, float, bool]) -> PlacementRun:
+    name, seed, ratio, allocator = args
+    assert _TRACE is not None
+    return run_placement(_TRACE, make_policy(name), seed, inflate_ratio=ratio, use_allocator=allocator)
+
+
+def run_experiment(
+    trace: Trace,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    inflate: float = 1.3,
+    processes: int | None = None,
+    use_allocator: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> Experiment:
+    """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork)."""
+    import time
+
+    t0 = time.perf_counter()
+    cells = [(p, s, inflate, use_allocator) for p in policies for s in seeds]
+    if processes is None:
+        processes = min(2, os.cpu_count() or 1, len(cells))
+    results: dict[str, PolicyResult] = {p: PolicyResult(p) for p in policies}
+    until = max(100, round(inflate * 100))
+    done = 0
+    if processes > 1 and len(cells) > 1:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        with ctx.Pool(processes, initializer=_init, initargs=(trace,)) as pool:
+            for run in pool.imap_unordered(_cell, cells):
+                results[run.policy].add(run, until)
+                done += 1
+                if progress is not None:
+                    progress(done, len(cells), f"{run.policy} seed {run.seed}")
+    else:
+        _init(trace)
+        for cell in cells:
+            run = _cell(cell)
+            results[run.policy].add(run, until)
+            done += 1
+            if progress is not None:
+                progress(done, len(cells), f"{run.policy} seed {run.seed}")
+    return Experiment(
+        results,
+        list(seeds),
+        inflate,
+        len(trace.nodes),
+        trace.gpu_capacity_milli // 1000,
+        trace.pods_source,
+        trace.nodes_source,
+        time.perf_counter() - t0,
+        processes,
+    )

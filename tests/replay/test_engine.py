@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from kdra.api.quantity import parse_quantity_any
+from kdra.cli.main import main
+from kdra.replay.engine import ReplayCluster, inflate, run_placement
+from kdra.replay.experiment import run_experiment
+from kdra.replay.legacy import compare
+from kdra.replay.timed import run_timed
+from kdra.replay.trace import load_trace
+from kdra.scheduler.fragmentation import make_policy
+
+
+def test_inflation_is_deterministic_and_reaches_the_target() -> None:
+    trace = load_trace()
+    cap = trace.gpu_capacity_milli
+    a = inflate(trace.pods, cap, 1.3, 42)
+    b = inflate(trace.pods, cap, 1.3, 42)
+    c = inflate(trace.pods, cap, 1.3, 43)
+    assert [p.name for p in a] == [p.name for p in b]
+    assert [p.name for p in a] != [p.name for p in c]
+    total = sum(p.request.total_milli for p in a)
+    assert 1.3 * cap - 8000 <= total <= 1.3 * cap
+    assert len(a) > len(trace.pods) and a[-1].name.endswith(f"-tuned-{len(a) - len(trace.pods) - 1}")
+    # The original list comes first, shuffled; sampled copies are appended (the simulator's order).
+    assert sorted(p.name for p in a[: len(trace.pods)]) == sorted(p.name for p in trace.pods)
+    down = inflate(trace.pods, cap, 0.5, 42)
+    assert sum(p.request.total_milli for p in down) <= 0.5 * cap
+
+
+def test_every_gpu_pod_is_allocated_by_the_dra_allocator(small_trace_files: tuple[Path, Path]) -> None:
+    trace = load_trace(*small_trace_files)
+    cluster = ReplayCluster(trace.nodes)
+    run = run_placement(trace, make_policy("fgd"), 42, cluster=cluster)
+    gpu_pods = [(req, b) for req, b in cluster.placed if req.num_gpu]
+    assert run.allocator_calls == len(gpu_pods) > 0
+    for req, b in gpu_pods:
+        assert len(b.results) == req.num_gpu
+        for r in b.results:
+            assert parse_quantity_any(r["consumedCapacity"]["shares"]).value() == req.gpu_milli
+            assert r["pool"] == cluster.views[b.node].name
+    # What the allocator recorded as consumed equals what the placement view says is used.
+    used = {(r["pool"], r["device"]): 0 for _, b in gpu_pods for r in b.results}
+    for req, b in gpu_pods:
+        for r in b.results:
+            used[(r["pool"], r["device"])] += req.gpu_milli
+    for (pool, dev), milli in used.items():
+        consumed = cluster.state.consumed[("gpu.nvidia.com", pool, dev)]["shares"]
+        assert consumed == milli * 10**9  # nanos
+
+
+def test_reduced_replay_orders_fgd_before_random(small_trace_files: tuple[Path, Path]) -> None:
+    trace = load_trace(*small_trace_files)
+    exp = run_experiment(trace, ["fgd", "random", "kdra"], [42, 43, 44], processes=1, use_allocator=False)
+    fgd, rnd = exp.policies["fgd"].mean, exp.policies["random"].mean
+    assert fgd < rnd
+    curve = exp.policies["fgd"].mean_curve()
+    assert curve[0] == (0, 0.0) and curve[-1][0] == 130
+    assert all(b[1] >= a[1] for a, b in itertools.pairwise(curve))
+
+
+def test_time_replay_and_legacy_comparison(small_trace_files: tuple[Path, Path]) -> None:
+    trace = load_trace(*small_trace_files)
+    tr = run_timed(trace, make_policy("kdra"))
+    d = tr.to_dict()
+    assert d["scheduled"] + d["neverScheduled"] <= d["pods"]
+    assert d["scheduled"] > 0.8 * d["pods"]
+    assert tr.utilization and all(0 <= u <= 100 for _, u in tr.utilization)
+    figs = compare(trace, "best-fit", 42)
+    dra, dp = figs["dra-shares"], figs["device-plugin"]
+    assert dp.stranded_gib > 0 and dra.stranded_gib == 0
+    assert dra.gpus_needed < dp.gpus_needed
+    assert dra.placed >= dp.placed
+
+
+def test_cli_json_shape(small_trace_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    nodes, pods = small_trace_files
+    code = main(
+        [
+            "replay",
+            "alibaba",
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--policy",
+            "fgd",
+            "random",
+            "--seeds",
+            "42-43",
+            "-o",
+            "json",
+            "-j",
+            "1",
+        ]
+    )
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["policies"]) == {"fgd", "random"}
+    fgd = doc["policies"]["fgd"]
+    assert set(fgd["per_seed"]) == {"42", "43"}
+    assert fgd["unallocated_gpu_pct_at_100"] == pytest.approx(sum(fgd["per_seed"].values()) / 2, abs=1e-3)
+    assert fgd["published"] == 4.77
+    assert fgd["curve"][0] == [0, 0.0] and len(fgd["curve"]) == 131
+
+
+def test_cli_table_csv_report_and_errors(
+    small_trace_files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes, pods = small_trace_files
+    report = tmp_path / "out" / "replay.html"
+    args = ["replay", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "-j", "1"]
+    assert main([*args, "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "kdra" in out and "published" in out
+    html = report.read_text()
+    assert "<svg" in html and "arrived workload" in html
+    assert main([*args, "-o", "csv", "--policy", "best-fit"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("policy,seed,unallocated_gpu_pct_at_100") and lines[1].startswith(
+        "best-fit,42,"
+    )
+    assert main([*args, "--policy", "nope"]) == 2
+    assert "--policy: Unsupported value: 'nope'" in capsys.readouterr().err
+    assert main([*args[:-4], "--seeds", "9-3"]) == 2
+    assert main(["replay", "alibaba", "--pods", str(tmp_path / "missing.csv")]) == 2

@@ -1,0 +1,124 @@
+"""Each policy's scoring on hand-built nodes (the simulator's plugins, pkg/simulator/plugin)."""
+
+from __future__ import annotations
+
+from kdra.scheduler.fragmentation import (
+    BestFitPolicy,
+    ClusteringPolicy,
+    DotProductPolicy,
+    FGDPolicy,
+    FragMeasure,
+    GpuNodeView,
+    KdraPolicy,
+    PackingPolicy,
+    PodRequest,
+    TypicalPod,
+    best_fit_gpus,
+    make_policy,
+    typical_pods,
+)
+
+
+def node(name: str, gpus: list[int], cpu: int = 96_000, mem: int = 393_216, model: str = "G2") -> GpuNodeView:
+    return GpuNodeView(name, model, 96_000, 393_216, cpu, mem, list(gpus))
+
+
+SHARE = PodRequest(4000, 8192, 1, 500)
+WHOLE = PodRequest(8000, 8192, 1, 1000)
+TYPICAL = [TypicalPod(4000, 500, 1, (), 0.5), TypicalPod(8000, 1000, 1, (), 0.5)]
+
+
+def test_typical_pods_cover_95_percent_and_renormalise() -> None:
+    pods = [SHARE] * 60 + [WHOLE] * 36 + [PodRequest(1000, 1)] * 4
+    typ = typical_pods(pods)
+    assert [(t.gpu_milli, round(t.freq, 3)) for t in typ] == [(500, 0.625), (1000, 0.375)]
+
+
+def test_frag_measure_counts_gpus_too_small_or_unusable() -> None:
+    fm = FragMeasure(TYPICAL)
+    # GPUs 300 and 1000 free: the 300 one is too small for both typical pods, the 1000 one fits both.
+    assert fm.of("G2", 96_000, 0, [300, 1000]) == 300
+    # Without CPU for the typical pods, all idle GPU capacity is fragment.
+    assert fm.of("G2", 1_000, 0, [300, 1000]) == 1300
+    # A 600 GPU is a fragment only for the whole-GPU typical pod (half of the pods).
+    assert fm.of("G2", 96_000, 0, [600]) == 300
+
+
+def test_fgd_prefers_the_node_that_leaves_fewer_fragments() -> None:
+    fgd = FGDPolicy(TYPICAL)
+    a = node("a", [500, 1000])  # the share fills the 500 GPU exactly: no fragment left
+    b = node("b", [1000, 1000])  # the share splits a whole GPU: a 500 fragment for whole-GPU pods
+    sa, ga = fgd.score(a, SHARE)
+    sb, _gb = fgd.score(b, SHARE)
+    assert sa > sb and ga == (0,)
+    # Inside a node FGD picks the GPU minimising fragmentation, not the first or the best-fitting one.
+    c = node("c", [1000, 700, 500])
+    _, gc = fgd.score(c, SHARE)
+    assert gc == (2,)
+
+
+def test_fgd_score_is_the_truncated_sigmoid_of_the_gradient() -> None:
+    fgd = FGDPolicy(TYPICAL)
+    s, _ = fgd.score(node("n", [1000]), WHOLE)
+    assert s == 50.0  # the whole GPU leaves frag unchanged: sigmoid(0) = 0.5
+
+
+def test_best_fit_prefers_least_leftover() -> None:
+    bf = BestFitPolicy()
+    full = node("full", [1000] * 8)
+    used = node("used", [0] * 6 + [1000, 1000], cpu=20_000)
+    assert bf.score(used, WHOLE)[0] > bf.score(full, WHOLE)[0]
+    assert best_fit_gpus(node("x", [900, 600, 700]), SHARE) == (1,)
+
+
+def test_dot_product_prefers_complementary_nodes() -> None:
+    dp = DotProductPolicy()
+    gpu_rich = node("g", [1000] * 8, cpu=10_000)
+    cpu_rich = node("c", [1000], cpu=96_000)
+    cpu_pod = PodRequest(32_000, 1024)
+    assert dp.score(gpu_rich, cpu_pod)[0] > dp.score(cpu_rich, cpu_pod)[0]
+
+
+def test_packing_tiers() -> None:
+    pk = PackingPolicy()
+    shared = node("s", [600, 1000])
+    used = node("u", [0, 1000])
+    free = node("f", [1000, 1000])
+    s_shared, s_used, s_free = (pk.score(v, SHARE)[0] for v in (shared, used, free))
+    assert s_shared > s_used > s_free
+    assert pk.score(free, PodRequest(1000, 1))[0] == 0  # CPU-only pods: no preference
+
+
+def test_clustering_groups_pods_of_one_shape() -> None:
+    cl = ClusteringPolicy()
+    same = node("same", [500, 1000])
+    same.affinity = {"share": 1}
+    other = node("other", [0, 1000])
+    other.affinity = {"1-gpu": 1}
+    idle = node("idle", [1000, 1000])
+    scores = [cl.score(v, SHARE)[0] for v in (same, idle, other)]
+    assert scores[0] > scores[1] > scores[2]
+
+
+def test_kdra_counts_cpu_as_capacity() -> None:
+    k = KdraPolicy()
+    k.prepare([WHOLE] * 10)
+    # 3 idle GPUs but CPU for one typical pod: kdra's measure sees two stranded GPUs, FGD's sees none.
+    v = node("v", [1000, 1000, 1000], cpu=9_000)
+    assert k.measure.node(v) == 2000
+    assert FGDPolicy(typical_pods([WHOLE] * 10)).measure.node(v) == 0
+
+
+def test_kdra_sends_cpu_pods_to_gpu_exhausted_nodes() -> None:
+    k = KdraPolicy()
+    k.prepare([WHOLE] * 10 + [PodRequest(2000, 1)] * 2)
+    busy = node("busy", [0, 0], cpu=40_000)
+    idle = node("idle", [1000, 1000], cpu=40_000)
+    cpu_pod = PodRequest(2000, 1024)
+    assert k.score(busy, cpu_pod)[0] > k.score(idle, cpu_pod)[0]
+
+
+def test_make_policy_names_and_aliases() -> None:
+    for name in ("random", "dot-product", "best-fit", "packing", "clustering", "fgd", "kdra"):
+        assert make_policy(name).name == name
+    assert make_policy("BestFit").name == "best-fit"

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdra.errors import InputError
+from kdra.replay.trace import claim_for, load_trace, pod_objects, read_nodes, read_pods
+from kdra.scheduler.fragmentation import PodRequest
+
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+    "scheduled_time\n"
+)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_bundled_fleet_matches_the_trace_node_list() -> None:
+    trace = load_trace()
+    assert len(trace.nodes) == 1213
+    assert trace.gpu_capacity_milli == 6212 * 1000
+    assert len(trace.pods) == 8152
+    assert sum(1 for p in trace.pods if p.request.is_share) == 3078
+
+
+def test_pods_become_requests_with_times(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "pods.csv",
+        POD_HEADER
+        + "a,4000,16384,1,470,,LS,Running,10,20,12\n"
+        + "b,8000,0,2,1000,V100M16|V100M32,BE,Failed,5,9,\n"
+        + "c,1000,512,0,0,,LS,Pending,1,2,\n",
+    )
+    a, b, c = read_pods(p)
+    assert a.request == PodRequest(4000, 16384, 1, 470)
+    assert a.request.is_share and (a.creation, a.deletion, a.scheduled) == (10, 20, 12)
+    assert b.request.models == ("V100M16", "V100M32") and b.scheduled is None
+    assert c.request.num_gpu == 0
+
+
+def test_claims_shares_whole_gpus_and_model_selector() -> None:
+    share = claim_for("a", PodRequest(4000, 1, 1, 470))
+    assert share is not None
+    ex = share["spec"]["devices"]["requests"][0]["exactly"]
+    assert ex["count"] == 1 and ex["capacity"] == {"requests": {"shares": "470"}}
+    whole = claim_for("b", PodRequest(4000, 1, 2, 1000, ("V100M32",)))
+    assert whole is not None
+    ex = whole["spec"]["devices"]["requests"][0]["exactly"]
+    assert ex["count"] == 2 and ex["capacity"] == {"requests": {"shares": "1000"}}
+    assert "productName in ['Tesla V100-SXM2-32GB']" in ex["selectors"][0]["cel"]["expression"]
+    assert claim_for("c", PodRequest(1000, 1)) is None
+    legacy = claim_for("d", PodRequest(4000, 1, 1, 470), shares=False)
+    assert legacy is not None and "capacity" not in legacy["spec"]["devices"]["requests"][0]["exactly"]
+
+
+def test_pod_objects_are_kubernetes_shaped() -> None:
+    trace = load_trace()
+    pod, claim = pod_objects(next(p for p in trace.pods if p.request.num_gpu))
+    assert pod["kind"] == "Pod" and claim["kind"] == "ResourceClaim"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == claim["metadata"]["name"]
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"].endswith("m")
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("x,abc,1,0,0,,LS,Running,1,2,1", "line 3: column cpu_milli: 'abc' is not an integer"),
+        ("x,1000,1,1,1200,,LS,Running,1,2,1", "line 3: column gpu_milli: 1200 exceeds 1000"),
+        ("x,1000,1,2,500,,LS,Running,1,2,1", "line 3: column gpu_milli: 500: a GPU share needs num_gpu 1"),
+        ("x,1000,1,1,500,H200,LS,Running,1,2,1", "line 3: column gpu_spec: unknown GPU model 'H200'"),
+        ("x,1000,1,0,0,,LS,Running,5,2,1", "line 3: column deletion_time: 2 is before creation_time 5"),
+        ("x,1000,-4,0,0,,LS,Running,1,2,1", "line 3: column memory_mib: -4 must be at least 0"),
+        ("ok,1000,1,0,0,,LS,Running,1,2,1", "line 3: column name: duplicate pod 'ok'"),
+        ("x,1000,1,0,0,,LS,Running,1,2,1,extra", "line 3: 12 fields, the header has 11"),
+    ],
+)
+def test_malformed_pod_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
+    p = write(tmp_path, "pods.csv", POD_HEADER + "ok,1000,1,0,0,,LS,Running,1,2,1\n" + row + "\n")
+    with pytest.raises(InputError) as err:
+        read_pods(p)
+    assert str(p) in str(err.value) and message in str(err.value)
+
+
+def test_malformed_node_rows(tmp_path: Path) -> None:
+    p = write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,G2\nn2,1,1,2,Z9\n")
+    with pytest.raises(InputError, match=r"nodes.csv: line 3: column model: unknown GPU model 'Z9'"):
+        read_nodes(p)
+    q = write(tmp_path, "bad.csv", "sn,cpu,memory_mib\nn1,1,1\n")
+    with pytest.raises(InputError, match=r"bad.csv: line 1: missing column\(s\) cpu_milli, gpu, model"):
+        read_nodes(q)
+    with pytest.raises(InputError, match=r"(?i)no such file"):
+        read_nodes(tmp_path / "missing.csv")
