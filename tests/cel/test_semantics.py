@@ -189,6 +189,14 @@ CASES: list[tuple[str, Any]] = [
     ('"a1b2".findAll("[0-9]") == ["1", "2"]', True),
     ('"a1b2c3".findAll("[0-9]", 2) == ["1", "2"]', True),
     ('"abc".matches("[")', (ERR, "error parsing regexp")),
+    ('"a1".matches("[[:digit:]]")', True),
+    ('"a\\n".matches("a$")', False),
+    ('"xABCx".matches("(?i)abc")', True),
+    (r'"gpu.example.com".matches("^([a-z0-9]+\\.)*[a-z]+$")', True),
+    ('"aaa".matches("(?=a)")', (ERR, "invalid or unsupported Perl syntax: `(?=`")),
+    (r'"aa".matches("(a)\\1")', (ERR, "invalid escape sequence: `\\1`")),
+    ('"baaab".findAll("a*") == ["", "aaa", ""]', True),
+    ('string(1000000.0) == "1e+06" && string(123456.0) == "123456" && string(0.00001) == "1e-05"', True),
     # --- lists and sets libraries ---
     ("[1, 2, 3].isSorted() && ![2, 1].isSorted()", True),
     ("[1, 2, 3].sum() == 6", True),
@@ -413,6 +421,22 @@ def test_cost_budget_is_per_evaluation() -> None:
     prog = compile_selector(f"{TEN}.all(a, {TEN}.all(b, {TEN}.all(c, {TEN}.all(d, true))))")
     for _ in range(3):
         assert prog.matches(DEV) is True
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        ("(a+)+$", "a" * 60 + "!"),
+        ("(a|aa)*c", "a" * 60),
+        ("a*a*a*a*a*a*b", "a" * 2000),
+        ("(x+x+)+y", "x" * 64),
+    ],
+)
+def test_regex_cannot_backtrack_exponentially(pattern: str, text: str) -> None:
+    # RE2 is linear-time; kdra runs multi-repetition patterns on a Pike VM instead of backtracking
+    t0 = time.perf_counter()
+    assert compile_selector(f"!{text!r}.matches({pattern!r})").matches(DEV) is True
+    assert time.perf_counter() - t0 < 2.0
 
 
 def test_deep_nesting_is_a_compile_error_not_a_crash() -> None:

@@ -30,6 +30,10 @@ PRIMITIVES = frozenset(("int", "uint", "double", "bool", "string", "bytes", "nul
 NUMERIC = frozenset(("int", "uint", "double"))
 
 
+# Constant folding runs at compile time: bound it, and leave anything costlier to the runtime limit.
+_FOLD_BUDGET = 100_000
+
+
 class CheckError(Exception):
     def __init__(self, message: str, pos: int) -> None:
         super().__init__(message)
@@ -146,7 +150,7 @@ class Compiler:
     def fold(fn: Fn, t: str, children: list[Compiled], nodes: int) -> Compiled:
         """Constant-fold when every child is constant; errors stay runtime errors."""
         if children and all(c.is_const for c in children):
-            frame: list[Any] = [None, 1 << 62]
+            frame: list[Any] = [None, _FOLD_BUDGET]
             try:
                 v = fn(frame)
             except EvalError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import Quantity
+from kdra.cel._regex import compile_regex
 from kdra.cel._values import (
     INT64_MAX,
     INT64_MIN,
@@ -412,29 +413,6 @@ def cel_type(x: Any) -> CelType:
 # ---------------------------------------------------------------------------------------------------------
 # regular expressions (RE2 syntax mapped onto Python's re)
 
-_RE_CACHE: dict[str, re.Pattern[str]] = {}
-_NESTED_QUANT = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)[*+{]")
-
-
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    p = _RE_CACHE.get(pattern)
-    if p is not None:
-        return p
-    if _NESTED_QUANT.search(pattern):
-        # RE2 is linear-time; Python's backtracking engine is exponential on nested quantifiers.
-        raise EvalError(
-            f"error parsing regexp: nested repetition operator is not supported by kdra: `{pattern}`"
-        )
-    try:
-        translated = pattern.replace("\\z", "\\Z").replace("(?P<", "(?P<")
-        p = re.compile(translated)
-    except re.error as e:
-        raise EvalError(f"error parsing regexp: {e}: `{pattern}`") from None
-    if len(_RE_CACHE) > 1024:
-        _RE_CACHE.clear()
-    _RE_CACHE[pattern] = p
-    return p
-
 
 def matches(a: list[Any], s: Any, pattern: Any) -> bool:
     if type(s) is not str or type(pattern) is not str:
@@ -448,7 +426,7 @@ def find(a: list[Any], s: Any, pattern: Any) -> str:
         raise no_such_overload()
     charge(a, len(s) * max(1, len(pattern)) // 10)
     m = compile_regex(pattern).search(s)
-    return m.group(0) if m else ""
+    return s[m[0] : m[1]] if m else ""
 
 
 def find_all(a: list[Any], s: Any, pattern: Any, limit: Any = -1) -> list[str]:
@@ -457,10 +435,7 @@ def find_all(a: list[Any], s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     charge(a, len(s) * max(1, len(pattern)) // 10)
     if limit == 0:
         return []
-    out = [m.group(0) for m in compile_regex(pattern).finditer(s)]
-    if limit > 0:
-        out = out[:limit]
-    return out
+    return compile_regex(pattern).find_all(s, limit)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -276,22 +276,26 @@ def _is_quantity(v: Any) -> bool:
 
 
 def format_double(f: float) -> str:
-    """Go strconv.FormatFloat(f, 'g', -1, 64) as cel-go's string(double) does."""
+    """Go fmt %g (shortest) as cel-go's string(double) uses: exponent form when exp < -4 or exp >= 6."""
     if math.isnan(f):
         return "NaN"
     if math.isinf(f):
         return "+Inf" if f > 0 else "-Inf"
-    r = repr(f)
-    if "e" in r or "E" in r:
-        mant, exp = r.split("e")
-        if mant.endswith(".0"):
-            mant = mant[:-2]
-        e = int(exp)
-        return f"{mant}e{'-' if e < 0 else '+'}{abs(e):02d}"
-    if r.endswith(".0"):
-        r = r[:-2]
-    # Go switches to exponent form when exp < -4 || exp >= 21 (shortest repr)
-    if abs(f) >= 1e21:
-        mant, exp = f"{f:e}".split("e")
-        return r
-    return r
+    if f == 0.0:
+        return "-0" if math.copysign(1.0, f) < 0 else "0"
+    sign = "-" if f < 0 else ""
+    mant, _, exp_s = f"{abs(f)!r}".partition("e")
+    int_part, _, frac_part = mant.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    lead_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
+    dp = len(int_part) + (int(exp_s) if exp_s else 0) - lead_zeros  # decimal point position in digits
+    digits = digits.rstrip("0") or "0"
+    exp = dp - 1
+    if exp < -4 or exp >= 6:  # strconv ftoa: shortest %g uses precision 6 for this decision
+        m = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{m}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if dp <= 0:
+        return f"{sign}0.{'0' * -dp}{digits}"
+    if dp >= len(digits):
+        return f"{sign}{digits}{'0' * (dp - len(digits))}"
+    return f"{sign}{digits[:dp]}.{digits[dp:]}"
