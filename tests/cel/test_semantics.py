@@ -45,6 +45,9 @@ CASES: list[tuple[str, Any]] = [
     (f'"model" in {D}', True),
     (f'{D}["model"] == "H100"', True),
     (f"{D}.healthy", True),
+    (f'{D}["healthy"]', True),
+    (f"cel.bind(d, {D}, d.healthy)", True),
+    (f"{D}.gen > 5 ? {D}.healthy : false", True),
     ("device.allowMultipleAllocations == false", True),
     ('device.capacity["other.example.org"].bw.compareTo(quantity("100M")) == 0', True),
     # unknown domain = empty map; missing id = runtime error
@@ -119,6 +122,8 @@ CASES: list[tuple[str, Any]] = [
     ('quantity("1GG").isInteger()', (ERR, "unable to parse quantity's suffix")),
     ('quantity("").isInteger()', (ERR, "quantities must match the regular expression")),
     ('quantity("1") == 1', (COMPILE, "found no matching overload for '_==_'")),
+    ('quantity("1") == dyn(1)', (ERR, "no such overload")),
+    ('dyn(1) == quantity("1")', False),
     # --- cel.bind (ext.Bindings) ---
     (f'cel.bind(d, {D}, d.model == "H100" && d.gen > 5)', True),
     ("cel.bind(x, 2, cel.bind(y, x * 3, y == 6))", True),

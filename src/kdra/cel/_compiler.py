@@ -356,8 +356,6 @@ class Compiler:
             rt = "dyn"
         else:
             raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
-        if rt == "any":
-            rt = "dyn"
 
         if i.is_const and type(i.const) is str and bt == "map":
             key = i.const

@@ -60,7 +60,7 @@ def cel_eq(x: Any, y: Any) -> bool:
         return _map_eq(x, y)
     if (tx is list or tx is tuple) and (ty is list or ty is tuple):
         return _list_eq(x, y)
-    if tx is Quantity or ty is Quantity or tx is Semver or ty is Semver:
+    if tx is Quantity or tx is Semver:
         # apiserver Quantity/Semver Equal: MaybeNoSuchOverloadErr for other types
         raise no_such_overload()
     return False
