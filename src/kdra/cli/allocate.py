@@ -70,9 +70,13 @@ def register(subparsers: Any) -> None:
         "--filename",
         dest="files",
         action="append",
-        required=True,
         metavar="FILE",
         help="YAML/JSON file or folder with the objects; '-' reads stdin; repeatable",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
     )
     parser.add_argument("--node", metavar="NAME", help="try only this node")
     parser.add_argument(
@@ -249,7 +253,15 @@ def _run(args: argparse.Namespace) -> int:
     from kdra.api.validation import validate_objects
 
     gates = FeatureGates.parse(args.feature_gates or "")
-    loaded = _load(args.files)
+    if bool(args.files) == bool(getattr(args, "kubeconfig", None)):
+        raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig FILE")
+    if args.files:
+        loaded = _load(args.files)
+    else:
+        from kdra.kube.client import KubeClient
+        from kdra.kube.export import export_objects
+
+        loaded = export_objects(KubeClient.from_kubeconfig(args.kubeconfig))
     objs = _check_kinds(loaded)
     # Namespaces are validated along (they carry the label adminAccess needs), then set aside.
     # List-typed attributes are accepted whatever the gate says: slices stored while it was on keep them,

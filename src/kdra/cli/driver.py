@@ -45,6 +45,7 @@ def register(subparsers: Any) -> None:
     n.add_argument("--capture", default=None, help="also write the NVML capture of this host to FILE")
     n.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     n.set_defaults(func=_nvml)
+    _register_sim(sub)
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
 
 
@@ -87,4 +88,35 @@ def _nvml(args: argparse.Namespace) -> int:
     slices = render_capture(record, node, dynamic_mig=args.dynamic_mig, consumable_shares=shares)
     slices = json.loads(json.dumps(slices))  # unshare sub-dicts (no YAML anchors)
     sys.stdout.write(dump_json(slices) if args.output == "json" else dump_yaml(slices))
+    return 0
+
+
+def _register_sim(sub: Any) -> None:
+    """`kdra driver sim`: kdra.kube.driver publishes a fleet to a live cluster."""
+    from kdra.cli.kube import add_kube_args
+
+    s = sub.add_parser(
+        "sim",
+        help="publish a fleet's Nodes and ResourceSlices to a cluster, like the DRA drivers' node plugins",
+        description="Create the fleet's Nodes (Ready, with capacity/allocatable) and publish its "
+        "ResourceSlices (one pool per node and driver, generation bumped on change, stale slices removed).",
+    )
+    add_kube_args(s, qps=100, burst=200)
+    s.add_argument(
+        "-c", "--cluster", "--fleet", dest="fleet", required=True, help="fleet file or bundled name"
+    )
+    s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
+    s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
+    s.set_defaults(func=_sim)
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from kdra.cli.kube import make_client
+    from kdra.kube.driver import run_driver_sim
+
+    client = make_client(args)
+    try:
+        run_driver_sim(client, args.fleet, watch=args.watch, interval=args.interval)
+    except KeyboardInterrupt:
+        return 0
     return 0

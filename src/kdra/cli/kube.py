@@ -1,0 +1,225 @@
+"""Kubernetes-mode commands: `kdra scheduler`, `kdra explain`, `kdra export` (kdra.kube does the work).
+
+kdra scheduler --kubeconfig FILE [--scheduler-name kdra] [--kube-api-qps N --kube-api-burst N]
+               [--leader-elect] [--leader-elect-lease-duration S ...]
+kdra explain POD [-n NAMESPACE] --kubeconfig FILE [-o text|json]
+kdra export --kubeconfig FILE -o FILE [-n NAMESPACE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from kdra.errors import InputError
+
+
+def add_kube_args(
+    p: argparse.ArgumentParser, *, required: bool = True, qps: float = 50, burst: int = 100
+) -> None:
+    p.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG") if required else None,
+        required=required and not os.environ.get("KUBECONFIG"),
+        metavar="FILE",
+        help="kubeconfig of the cluster (default: $KUBECONFIG)",
+    )
+    p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
+    p.add_argument(
+        "--kube-api-qps", type=float, default=qps, metavar="N", help=f"client QPS (default {qps:g})"
+    )
+    p.add_argument(
+        "--kube-api-burst", type=int, default=burst, metavar="N", help=f"client burst (default {burst})"
+    )
+
+
+def make_client(args: argparse.Namespace) -> Any:
+    from kdra.kube.client import KubeClient
+
+    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
+        raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
+    return KubeClient.from_kubeconfig(
+        args.kubeconfig, context=args.context, qps=args.kube_api_qps, burst=args.kube_api_burst
+    )
+
+
+def register(subparsers: Any) -> None:
+    s = subparsers.add_parser(
+        "scheduler",
+        help="schedule a cluster's pods (spec.schedulerName) with kdra, against its API server",
+        description="Run kdra's scheduler as a secondary scheduler of a Kubernetes cluster: it schedules the "
+        "pods whose spec.schedulerName names it, writes DRA allocations to ResourceClaim status and binds "
+        "through pods/binding. ResourceClaims from templates are created by kube-controller-manager.",
+    )
+    add_kube_args(s)
+    s.add_argument("--scheduler-name", default="kdra", help="spec.schedulerName to serve (default: kdra)")
+    s.add_argument("--leader-elect", action="store_true", help="run only while holding a Lease")
+    s.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="S")
+    s.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="S")
+    s.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="S")
+    s.add_argument(
+        "--leader-elect-resource-name", default=None, help="Lease name (default: the scheduler name)"
+    )
+    s.add_argument("--leader-elect-resource-namespace", default="kube-system")
+    s.add_argument("--identity", default=None, help="leader-election identity (default: host_pid)")
+    s.add_argument(
+        "--resync",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="relist every S seconds (0: never; default 300)",
+    )
+    s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
+    s.add_argument("-v", "--verbose", action="count", default=0)
+    s.set_defaults(func=_scheduler)
+
+    e = subparsers.add_parser(
+        "explain",
+        help="say why a pod's claims do not fit, per node, on a live cluster",
+        description="Explain, per node, which selector, counter, taint or constraint stopped which device "
+        "for a pending pod's ResourceClaims (read-only).",
+    )
+    e.add_argument("pod", metavar="POD")
+    e.add_argument("-n", "--namespace", default=None)
+    add_kube_args(e)
+    e.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    e.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    e.add_argument("--nodes", type=int, default=10, help="nodes to detail in text output (default 10)")
+    e.set_defaults(func=_explain)
+
+    x = subparsers.add_parser(
+        "export",
+        help="write a cluster's DRA objects to a file that kdra allocate and kdra simulate accept",
+        description="Write the cluster's Nodes, DeviceClasses, ResourceSlices, ResourceClaims, "
+        "ResourceClaimTemplates and Pods (read-only) as a v1 List.",
+    )
+    add_kube_args(x)
+    x.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write ('-': stdout)")
+    x.add_argument("-n", "--namespace", default=None, help="only this namespace's claims, templates and pods")
+    x.add_argument("--format", choices=("yaml", "json"), default=None, help="default: by the file's suffix")
+    x.set_defaults(func=_export)
+
+
+# -- scheduler ------------------------------------------------------------------------------------------
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    from kdra.allocator.features import FeatureGates
+    from kdra.kube.leader import LeaderElector
+    from kdra.kube.scheduler import KubeScheduler, default_identity
+    from kdra.kube.store import SCHEDULER_KINDS, KubeStore
+    from kdra.scheduler.plugins.noderesources import ScoringStrategy
+    from kdra.scheduler.scheduler import SchedulerConfig
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    gates = FeatureGates.parse(args.feature_gates or "")
+    config = SchedulerConfig(
+        scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
+    )
+    client = make_client(args)
+    identity = args.identity or default_identity()
+    stopping = {"flag": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stopping["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(
+            client,
+            args.leader_elect_resource_name or args.scheduler_name,
+            args.leader_elect_resource_namespace,
+            identity,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        ).start()
+        print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
+        while not elector.is_leader:
+            if stopping["flag"]:
+                elector.stop(release=False)
+                return 0
+            time.sleep(0.1)
+        print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
+    store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
+    sched = KubeScheduler(store, config, identity=identity)
+    print(
+        f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
+        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
+        file=sys.stderr,
+        flush=True,
+    )
+    code = 0
+    try:
+        while not stopping["flag"]:
+            if elector is not None and not elector.is_leader:
+                print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
+                code = 1
+                break
+            for r in sched.step(wait=0.5):
+                if r.node:
+                    logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
+    finally:
+        store.stop()
+        if elector is not None:
+            elector.stop(release=code == 0)
+    return code
+
+
+# -- explain --------------------------------------------------------------------------------------------
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from kdra.allocator.features import FeatureGates
+    from kdra.kube.explain import explain_pod
+
+    client = make_client(args)
+    ns = args.namespace or client.config.namespace
+    gates = FeatureGates.parse(args.feature_gates or "")
+    report = explain_pod(client, args.pod, ns, gates)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(report.text(max_nodes=args.nodes))
+    return 0 if report.fits or report.bound else 1
+
+
+# -- export ---------------------------------------------------------------------------------------------
+
+
+def _export(args: argparse.Namespace) -> int:
+    from kdra.api.load import dump_json, dump_yaml
+    from kdra.kube.export import export_objects
+
+    client = make_client(args)
+    objs = export_objects(client, args.namespace)
+    fmt = args.format or ("json" if args.output.endswith(".json") else "yaml")
+    text = dump_json(objs) if fmt == "json" else dump_yaml(objs)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise InputError(f"-o {args.output}: {e.strerror or e}") from None
+        counts: dict[str, int] = {}
+        for o in objs:
+            counts[o["kind"]] = counts.get(o["kind"], 0) + 1
+        summary = ", ".join(f"{n} {k}" for k, n in counts.items())
+        print(f"wrote {summary or 'nothing'} to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,48 @@
+"""`kdra export`: a live cluster's DRA objects as one file for `kdra allocate -f` and offline replay."""
+
+from __future__ import annotations
+
+from kdra.kube.client import KubeClient, Obj
+
+# In dependency order: what `kdra allocate` reads, plus Namespaces (their labels gate adminAccess).
+EXPORT_KINDS: tuple[str, ...] = (
+    "Namespace",
+    "Node",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "Pod",
+)
+NAMESPACED = frozenset({"ResourceClaimTemplate", "ResourceClaim", "Pod"})
+# Server-managed bookkeeping that means nothing offline (and would only bloat the file).
+DROP_METADATA = ("managedFields", "selfLink")
+
+
+def clean(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        for k in DROP_METADATA:
+            meta.pop(k, None)
+        ann = meta.get("annotations")
+        if isinstance(ann, dict):
+            ann.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+            if not ann:
+                meta.pop("annotations")
+    return obj
+
+
+def export_objects(client: KubeClient, namespace: str | None = None) -> list[Obj]:
+    """Every object of EXPORT_KINDS (claims, templates and pods of `namespace` only, when given), each
+    with kind and apiVersion, sorted by kind order then namespace/name."""
+    out: list[Obj] = []
+    for kind in EXPORT_KINDS:
+        if kind == "Namespace" and namespace:
+            items = [client.get("Namespace", namespace)]
+        else:
+            items = client.list(kind, namespace if kind in NAMESPACED else None)
+        items.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"]["name"]))
+        for o in items:
+            o.setdefault("kind", kind)
+            out.append(clean(o))
+    return out

@@ -1,0 +1,207 @@
+"""`kdra scheduler` against a real API server: kdra's scheduling cycle over a `KubeStore`.
+
+What changes from the embedded mode, and nothing else:
+- the real kube-controller-manager creates claims from templates and releases them, so kdra runs no
+  claim controller of its own (`run_controllers=False`);
+- binding goes through the pods/binding subresource (a scheduler may not write spec.nodeName), retried
+  while the API server is unreachable; the API server sets PodScheduled=True;
+- PreBind's claim writes (finalizer, then status.allocation and reservedFor, each conditional on the
+  resourceVersion and retried on conflict) turn API errors into an error status, so the pod is
+  unreserved and retried after backoff instead of crashing the loop;
+- an unschedulable pod gets its PodScheduled=False condition through a strategic-merge patch (no
+  conflict with the kubelet-side writers) and a FailedScheduling Event, both carrying kdra's
+  explanation, the Event only when the text changed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from kdra.cluster.store import ConflictError, NotFoundError, StoreError
+from kdra.kube.client import UnavailableError
+from kdra.kube.store import KubeStore
+from kdra.scheduler.framework import Code, CycleState, Profile, Status, error
+from kdra.scheduler.plugins.dynamicresources import DynamicResources
+from kdra.scheduler.podinfo import PodInfo
+from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
+
+log = logging.getLogger("kdra.kube.scheduler")
+
+MAX_MESSAGE = 8 * 1024  # condition and Event messages: the explanation is cut here
+
+
+def now_rfc3339() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+class _BindFailed(Exception):
+    pass
+
+
+class KubeDynamicResources(DynamicResources):
+    """DynamicResources whose PreBind reports API errors as an error status."""
+
+    def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        try:
+            return super().pre_bind(state, pi, node)
+        except StoreError as e:
+            log.warning("prebind %s: %s", pi.key, e)
+            return error(f"writing ResourceClaim status: {e}")
+
+
+class KubeScheduler(Scheduler):
+    def __init__(
+        self,
+        store: KubeStore,
+        config: SchedulerConfig | None = None,
+        *,
+        identity: str | None = None,
+        batch: int = 64,
+        bind_timeout: float = 60.0,
+    ) -> None:
+        self.kstore = store
+        self.identity = identity or default_identity()
+        self.bind_timeout = bind_timeout
+        self.events_posted = 0
+        self._event_text: dict[str, str] = {}
+        super().__init__(
+            store,
+            config,
+            actions=[AllocateAction(max_pods=batch)],
+            run_controllers=False,
+            clock=time.time,
+        )
+
+    def default_profile(self) -> Profile:
+        prof = super().default_profile()
+        prof.plugins = [
+            KubeDynamicResources(self.store, self.dra) if type(p) is DynamicResources else p
+            for p in prof.plugins
+        ]
+        return prof
+
+    # -- the cycle -------------------------------------------------------------------------------------
+    def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        try:
+            return super().schedule_one(pi, now)
+        except (_BindFailed, StoreError) as e:
+            # The claims stay allocated and reserved for the pod: its next attempt sees them allocated
+            # and lands on the same node (their node selector); if the pod is gone, the controller
+            # manager releases them.
+            log.warning("scheduling %s: %s", pi.key, e)
+            self.cache.forget(pi.uid)
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
+
+    def _bind(self, pi: PodInfo, node: str, now: float) -> None:
+        deadline = time.monotonic() + self.bind_timeout
+        delay = 0.2
+        while True:
+            try:
+                self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
+                self._event_text.pop(pi.uid, None)
+                return
+            except NotFoundError:
+                raise _BindFailed(f"pod {pi.key} is gone") from None
+            except ConflictError as e:  # already bound, or a pod of the same name with another uid
+                raise _BindFailed(f"binding {pi.key}: {e}") from None
+            except UnavailableError as e:
+                if time.monotonic() > deadline:
+                    raise _BindFailed(f"binding {pi.key}: {e}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _fail(
+        self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
+    ) -> CycleResult:
+        self.queue.add_unschedulable(pi, now, plugins)
+        text = message if explanation is None else f"{message}\n{explanation}"
+        if len(text) > MAX_MESSAGE:
+            text = text[: MAX_MESSAGE - 20] + "\n... (truncated)"
+        reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
+        current = self.store.try_get("Pod", pi.name, pi.namespace)
+        if current is not None and not (current.get("spec") or {}).get("nodeName"):
+            conds = (current.get("status") or {}).get("conditions") or []
+            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+            try:
+                if old is None or old.get("message") != text or old.get("reason") != reason:
+                    cond = {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": text,
+                        "lastTransitionTime": now_rfc3339(),
+                    }
+                    self.kstore._written(
+                        "Pod",
+                        self.kstore.client.patch(
+                            "Pod",
+                            pi.name,
+                            {"status": {"conditions": [cond]}},
+                            pi.namespace,
+                            "status",
+                            patch_type="strategic",
+                        ),
+                    )
+                if self._event_text.get(pi.uid) != text:
+                    self._post_event(current, "FailedScheduling", text)
+                    self._event_text[pi.uid] = text
+            except StoreError as e:
+                log.info("recording why %s is unschedulable: %s", pi.key, e)
+        return CycleResult(pi.key, None, st, message, explanation)
+
+    def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        ts = now_rfc3339()
+        ev = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": meta["name"],
+                "namespace": meta.get("namespace", "default"),
+                "uid": meta.get("uid", ""),
+                "resourceVersion": meta.get("resourceVersion", ""),
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": self.config.scheduler_name},
+            "reportingComponent": self.config.scheduler_name,
+            "reportingInstance": self.identity,
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        self.kstore.client.create(ev)
+        self.events_posted += 1
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def next_timeout(self, now: float, ceiling: float = 1.0) -> float:
+        """How long the loop may wait for events before scheduling again."""
+        if self.queue._active:
+            return 0.0
+        wake = self.queue.next_wakeup()
+        if wake is None:
+            return ceiling
+        return max(0.0, min(ceiling, wake - now))
+
+    def step(self, wait: float = 1.0) -> list[CycleResult]:
+        """Deliver what the watches brought (waiting up to the queue's next wake-up, at most `wait`)
+        and run one batch of scheduling cycles."""
+        now = time.time()
+        self.kstore.process_events(timeout=self.next_timeout(now, wait))
+        now = time.time()
+        self.queue.flush_unschedulable_leftover(now)
+        return self.run(now)

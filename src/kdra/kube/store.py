@@ -1,0 +1,418 @@
+"""`KubeStore`: kdra's store interface (kdra.cluster.Store) backed by a Kubernetes API server.
+
+Informer-style: `start()` lists every kind it informs and keeps a cache current with one watch per kind
+(a `Reflector` thread each: resume from the last resourceVersion seen, including bookmarks, after a
+dropped connection or an API-server restart; relist on 410 Gone, and every `relist_period` seconds as
+a resync). Reads (`get`, `list`) come from the cache for informed kinds, like a lister's.
+
+Threading: reflector threads only fetch; everything that changes the cache and every watch handler runs
+in the thread that calls `process_events()` or writes through the store (the scheduler's loop), so the
+scheduler above sees the single-threaded, ordered store it was written against.
+
+Writes go to the API server and their results are applied to the cache at once and delivered to
+handlers as events (as MemoryStore does; client-go's scheduler gets the same effect from its assume
+cache). The watch later brings the same resourceVersion, which is then skipped: an event whose
+resourceVersion is not newer than the cached object's is stale. `update` is conditional on
+metadata.resourceVersion (optimistic concurrency); `update_with_retry` re-reads the live object after a
+conflict, as client-go's RetryOnConflict callers do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kdra.cluster.selectors import LabelSelector, parse_selector
+from kdra.cluster.store import (
+    ConflictError,
+    Handler,
+    NotFoundError,
+    Obj,
+    Store,
+    StoreError,
+    Watch,
+    WatchEvent,
+    copy_for_update,
+    describe,
+)
+from kdra.kube.client import RESOURCES, ExpiredError, KubeClient, is_namespaced, rv_int
+
+log = logging.getLogger("kdra.kube")
+
+# What `kdra scheduler` informs.
+SCHEDULER_KINDS: tuple[str, ...] = (
+    "DeviceClass",
+    "ResourceSlice",
+    "Node",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "Pod",
+)
+
+Key = tuple[str, str]
+
+
+def _key(kind: str, obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    ns = (meta.get("namespace") or "default") if is_namespaced(kind) else ""
+    return ns, str(meta.get("name") or "")
+
+
+class Reflector(threading.Thread):
+    """List once (done by the store), then watch one kind forever: resume after errors, relist on 410."""
+
+    def __init__(
+        self,
+        store: KubeStore,
+        kind: str,
+        resource_version: str,
+        *,
+        relist_period: float = 0.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        super().__init__(daemon=True, name=f"kdra-reflector-{kind}")
+        self.store = store
+        self.kind = kind
+        self.rv = resource_version
+        self.relist_period = relist_period
+        self.watch_timeout = watch_timeout
+        self.last_relist = time.monotonic()
+        self.watches = 0  # watch requests made (1 + reconnects), for tests
+        self.relists = 0
+
+    def run(self) -> None:
+        store = self.store
+        stop = store._stop
+        backoff = 0.2
+        while not stop.is_set():
+            try:
+                if self.relist_period and time.monotonic() - self.last_relist >= self.relist_period:
+                    self.relist()
+                self.watches += 1
+                timeout = self.watch_timeout
+                if self.relist_period:
+                    left = self.relist_period - (time.monotonic() - self.last_relist)
+                    timeout = max(1, min(timeout, int(left) + 1))
+                for etype, obj in store.client.watch_stream(
+                    self.kind, self.rv, timeout_seconds=timeout, stop=stop
+                ):
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.rv = str(rv)
+                    if etype == "BOOKMARK":
+                        continue
+                    store._events.put(("event", self.kind, etype, obj))
+                    backoff = 0.2
+            except ExpiredError:
+                log.info("watch %s: resourceVersion %s expired, relisting", self.kind, self.rv)
+                self._relist_until_ok(backoff)
+            except StoreError as e:
+                if stop.is_set():
+                    return
+                log.info("watch %s: %s; retrying in %.1fs", self.kind, e, backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception as e:  # never let a reflector die silently
+                log.warning("watch %s: unexpected %s: %s", self.kind, type(e).__name__, e)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _relist_until_ok(self, backoff: float) -> None:
+        while not self.store._stop.is_set():
+            try:
+                self.relist()
+                return
+            except StoreError as e:
+                log.info("relist %s: %s; retrying in %.1fs", self.kind, e, backoff)
+                self.store._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def relist(self) -> None:
+        items, rv = self.store.client.list_with_version(self.kind)
+        self.rv = rv
+        self.last_relist = time.monotonic()
+        self.relists += 1
+        self.store._events.put(("relist", self.kind, rv, items))
+
+
+class KubeStore(Store):
+    """The Store interface over an API server; see the module docstring."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        kinds: Iterable[str] = SCHEDULER_KINDS,
+        *,
+        relist_period: float = 0.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.client = client
+        self.kinds = tuple(kinds)
+        for k in self.kinds:
+            if k not in RESOURCES:
+                raise ValueError(f"KubeStore cannot inform kind {k!r}")
+        self.relist_period = relist_period
+        self.watch_timeout = watch_timeout
+        self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
+        self._rv = 0
+        self._watches: list[Watch] = []
+        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._stop = threading.Event()
+        self._pending: deque[WatchEvent] = deque()
+        self._dispatching = False
+        self.reflectors: dict[str, Reflector] = {}
+        self.events_applied = 0
+
+    # -- life cycle ------------------------------------------------------------------------------------
+    def start(self) -> KubeStore:
+        """List every kind (filling the cache, no events delivered) and start watching from there."""
+        for kind in self.kinds:
+            items, rv = self.client.list_with_version(kind)
+            table = self._objects[kind]
+            for obj in items:
+                table[_key(kind, obj)] = obj
+            self._rv = max(self._rv, rv_int(rv))
+            self.reflectors[kind] = Reflector(
+                self, kind, rv, relist_period=self.relist_period, watch_timeout=self.watch_timeout
+            )
+        for r in self.reflectors.values():
+            r.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def process_events(self, timeout: float = 0.0, max_events: int = 100_000) -> int:
+        """Apply queued watch events to the cache and deliver them; waits up to `timeout` for the
+        first one. Returns how many were applied."""
+        n = 0
+        try:
+            item = self._events.get(timeout=timeout) if timeout > 0 else self._events.get_nowait()
+        except queue.Empty:
+            return 0
+        while True:
+            n += self._apply_item(item)
+            if n >= max_events:
+                break
+            try:
+                item = self._events.get_nowait()
+            except queue.Empty:
+                break
+        return n
+
+    def _apply_item(self, item: tuple[Any, ...]) -> int:
+        if item[0] == "event":
+            _, kind, etype, obj = item
+            return self._apply(kind, etype, obj)
+        _, kind, rv, items = item
+        table = self._objects[kind]
+        fresh = {_key(kind, o): o for o in items}
+        n = 0
+        list_rv = rv_int(rv)
+        for key in sorted(set(table) - set(fresh)):
+            cached = table[key]
+            if rv_int(cached["metadata"].get("resourceVersion")) <= list_rv:
+                n += self._apply(kind, "DELETED", cached)
+        for obj in items:
+            n += self._apply(kind, "MODIFIED", obj)
+        return n
+
+    def _apply(self, kind: str, etype: str, obj: Obj) -> int:
+        """One event into the cache (skipped when stale) and out to the handlers."""
+        table = self._objects[kind]
+        key = _key(kind, obj)
+        cached = table.get(key)
+        rv = rv_int((obj.get("metadata") or {}).get("resourceVersion"))
+        self._rv = max(self._rv, rv)
+        if etype == "DELETED":
+            if cached is None or rv_int(cached["metadata"].get("resourceVersion")) > rv:
+                return 0
+            del table[key]
+            self._emit(WatchEvent("DELETED", kind, obj, cached))
+            return 1
+        if cached is not None:
+            if rv_int(cached["metadata"].get("resourceVersion")) >= rv:
+                return 0
+            # Keep the spec object when it did not change: the scheduler tells a status-only update of a
+            # pod by identity (as MemoryStore's status writes leave it).
+            if "spec" in obj and obj["spec"] == cached.get("spec"):
+                obj["spec"] = cached["spec"]
+        table[key] = obj
+        self._emit(WatchEvent("ADDED" if cached is None else "MODIFIED", kind, obj, cached))
+        return 1
+
+    def _emit(self, event: WatchEvent) -> None:
+        self.events_applied += 1
+        self._pending.append(event)
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            while self._pending:
+                ev = self._pending.popleft()
+                stale = False
+                for w in self._watches:
+                    if not w.active:
+                        stale = True
+                        continue
+                    if w.kinds is None or ev.kind in w.kinds:
+                        w.handler(ev)
+                if stale:
+                    self._watches = [w for w in self._watches if w.active]
+        finally:
+            self._dispatching = False
+            self._pending.clear()
+
+    def _written(self, kind: str, obj: Obj) -> Obj:
+        obj.setdefault("kind", kind)
+        obj.setdefault("apiVersion", RESOURCES[kind][0])
+        if kind in self._objects:
+            self._apply(kind, "MODIFIED", obj)
+        return obj
+
+    # -- reads -----------------------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def try_get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        ns = (namespace or "default") if is_namespaced(kind) else ""
+        table = self._objects.get(kind)
+        if table is not None:
+            return table.get((ns, name))
+        if kind not in RESOURCES:
+            return None
+        return self.client.try_get(kind, name, ns or None)
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj:
+        obj = self.try_get(kind, name, namespace)
+        if obj is None:
+            ns = (namespace or "default") if is_namespaced(kind) else ""
+            raise NotFoundError(f"{describe(kind, ns, name)} not found")
+        return obj
+
+    def list(
+        self, kind: str, namespace: str | None = None, label_selector: str | LabelSelector | None = None
+    ) -> list[Obj]:
+        table = self._objects.get(kind)
+        if table is None:
+            if kind not in RESOURCES:
+                return []
+            try:
+                objs = self.client.list(kind, namespace if is_namespaced(kind) else None)
+            except NotFoundError:  # a CRD that is not installed
+                return []
+            pairs = sorted(((_key(kind, o), o) for o in objs), key=lambda p: p[0])
+        else:
+            pairs = sorted(table.items(), key=lambda p: p[0])
+        sel = parse_selector(label_selector) if isinstance(label_selector, str) else label_selector
+        out = []
+        for (ns, _name), obj in pairs:
+            if namespace is not None and is_namespaced(kind) and ns != namespace:
+                continue
+            if sel is not None and not sel.matches((obj.get("metadata") or {}).get("labels")):
+                continue
+            out.append(obj)
+        return out
+
+    def count(self, kind: str) -> int:
+        return len(self._objects.get(kind, {}))
+
+    # -- writes ----------------------------------------------------------------------------------------
+    def create(self, obj: Obj) -> Obj:
+        kind = obj["kind"]
+        return self._written(kind, self.client.create(obj))
+
+    def update(self, obj: Obj, *, subresource: str | None = None) -> Obj:
+        kind = obj["kind"]
+        return self._written(kind, self.client.update(obj, subresource))
+
+    def patch(
+        self, kind: str, name: str, namespace: str, patch: Any, *, subresource: str | None = None
+    ) -> Obj:
+        ns = namespace if is_namespaced(kind) else None
+        return self._written(kind, self.client.patch(kind, name, patch, ns, subresource))
+
+    def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> Obj | None:
+        ns = (namespace or "default") if is_namespaced(kind) else None
+        remaining = self.client.delete(kind, name, ns, resource_version=resource_version)
+        if remaining is not None:
+            return self._written(kind, remaining)
+        return None
+
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """pods/binding; the pod's new nodeName arrives through the watch."""
+        self.client.bind(namespace, name, uid, node)
+
+    def refresh(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        """Read the live object and bring the cache up to it (after a conflict)."""
+        ns = (namespace or "default") if is_namespaced(kind) else None
+        try:
+            live = self.client.get(kind, name, ns)
+        except NotFoundError:
+            cached = self.try_get(kind, name, namespace)
+            if cached is not None and kind in self._objects:
+                gone = dict(cached)
+                gone["metadata"] = dict(cached["metadata"], resourceVersion=str(self._rv + 1))
+                self._apply(kind, "DELETED", gone)
+            return None
+        return self._written(kind, live)
+
+    def update_with_retry(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        mutate: Callable[[Obj], None],
+        *,
+        subresource: str | None = None,
+        attempts: int = 5,
+    ) -> Obj:
+        """Get (cache), mutate a copy, conditional update; on conflict re-read the live object."""
+        current = self.get(kind, name, namespace)
+        for attempt in range(attempts):
+            upd = copy_for_update(current)
+            mutate(upd)
+            try:
+                return self.update(upd, subresource=subresource)
+            except ConflictError:
+                if attempt == attempts - 1:
+                    raise
+                live = self.refresh(kind, name, namespace)
+                if live is None:
+                    raise NotFoundError(f"{describe(kind, namespace, name)} not found") from None
+                current = live
+        raise AssertionError("unreachable")
+
+    def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch:
+        w = Watch(self, frozenset(kinds) if kinds is not None else None, handler)
+        self._watches.append(w)
+        return w
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Process events until `predicate()` holds or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.process_events(timeout=min(left, 0.2))
+        return True
+
+
+def live_objects(client: KubeClient, kinds: Iterable[str]) -> list[Obj]:
+    """Every object of `kinds` on the cluster (a one-off read for the read-only tools), CRDs that are
+    not installed skipped."""
+    out: list[Obj] = []
+    for kind in kinds:
+        with contextlib.suppress(NotFoundError):
+            out.extend(client.list(kind))
+    return out

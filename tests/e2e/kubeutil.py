@@ -1,0 +1,204 @@
+"""Helpers for the Kubernetes-mode tests of kdra's own commands (test_kube_*.py): a device fleet made of
+plain ResourceSlices, template-claim pods, and `kdra scheduler` processes started and stopped by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kdra.testing.controlplane import ControlPlane, create_node, force_delete
+from kdra.testing.kube import KubeClient, KubeError, Obj
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass
+class DeviceFleet:
+    """`nodes` Nodes with `devices` devices each of `driver`, one slice per node, and a DeviceClass."""
+
+    kube: KubeClient
+    prefix: str
+    nodes: int
+    devices: int
+    driver: str = "dev.kdra.test"
+    node_names: list[str] = field(default_factory=list)
+
+    @property
+    def device_class(self) -> str:
+        return f"{self.prefix}-class"
+
+    def create(self, workers: int = 8) -> DeviceFleet:
+        self.kube.create(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": self.device_class},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]},
+            }
+        )
+        self.node_names = [f"{self.prefix}-n{i:03d}" for i in range(self.nodes)]
+
+        def one(name: str) -> None:
+            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix})
+            self.kube.create(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{name}-{self.driver}"},
+                    "spec": {
+                        "driver": self.driver,
+                        "nodeName": name,
+                        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": f"dev-{i}"} for i in range(self.devices)],
+                    },
+                }
+            )
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, self.node_names))
+        return self
+
+    def delete(self) -> None:
+        for name in self.node_names:
+            self.kube.delete("ResourceSlice", f"{name}-{self.driver}")
+            self.kube.delete("Node", name)
+        self.kube.delete("DeviceClass", self.device_class)
+
+
+def claim_template(name: str, namespace: str, device_class: str, count: int = 1) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "dev", "exactly": {"deviceClassName": device_class, "count": count}}
+                    ]
+                }
+            }
+        },
+    }
+
+
+def template_pod(name: str, namespace: str, template: str, scheduler: str = "kdra") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "kdra-e2e"}},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": PAUSE_IMAGE,
+                    "resources": {"claims": [{"name": "dev"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "dev", "resourceClaimTemplateName": template}],
+        },
+    }
+
+
+def create_pods(kube: KubeClient, pods: Iterable[Obj], workers: int = 8) -> None:
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(kube.create, pods))
+
+
+def bound_pods(kube: KubeClient, namespace: str) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in kube.list("Pod", namespace)
+        if (p.get("spec") or {}).get("nodeName")
+    }
+
+
+def allocated_devices(kube: KubeClient, namespace: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(claim ns/name, driver, pool, device) for every allocated device result."""
+    out = []
+    for c in kube.list("ResourceClaim", namespace):
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            key = f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+            out.append((key, r["driver"], r["pool"], r["device"]))
+    return out
+
+
+def wait_until(fn: object, timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(KubeError, OSError):
+            if fn():  # type: ignore[operator]
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class KdraProcess:
+    """A `kdra` subcommand in its own process group; stopped (or killed) by its own pid only."""
+
+    def __init__(self, cp: ControlPlane, args: list[str], log: Path) -> None:
+        self.log_path = log
+        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kdra.cli.main", *args, "--kubeconfig", str(cp.kubeconfig)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no lease release, no clean-up (a crash)."""
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@contextlib.contextmanager
+def kdra_scheduler(cp: ControlPlane, log: Path, *extra: str) -> Iterator[KdraProcess]:
+    proc = KdraProcess(cp, ["scheduler", "--kube-api-qps", "500", "--kube-api-burst", "1000", *extra], log)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def cleanup_namespace_pods(kube: KubeClient, namespace: str) -> None:
+    for pod in kube.list("Pod", namespace):
+        force_delete(kube, "Pod", pod["metadata"]["name"], namespace)
