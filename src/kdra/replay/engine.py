@@ -298,6 +298,7 @@ class PlacementRun:
     allocator_calls: int
     allocator_seconds: float
     evaluations: int
+    cpu_seconds: float = 0.0
 
     def curve(self, step: int = 1, until: int = 130) -> list[tuple[int, float]]:
         """(arrived workload %, GPU allocation %) at x = 0, step, ... until: the allocation when the arrived
@@ -341,6 +342,7 @@ def run_placement(
     """Inflate (seeded), shuffle, place pods one at a time, never removing any; record the GPU
     allocation against the arrived workload."""
     t0 = time.perf_counter()
+    c0 = time.process_time()
     pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
     cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
     policy.prepare([p.request for p in trace.pods])
@@ -381,4 +383,5 @@ def run_placement(
         cl.allocator_calls,
         cl.allocator_seconds,
         placer.evaluations,
+        time.process_time() - c0,
     )

@@ -25,6 +25,7 @@ class PolicyResult:
     per_seed: dict[int, float] = field(default_factory=dict)  # unallocated GPU % at 100% arrived
     curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     seconds: dict[int, float] = field(default_factory=dict)
+    cpu_seconds: dict[int, float] = field(default_factory=dict)
     placed: dict[int, int] = field(default_factory=dict)
     pods: dict[int, int] = field(default_factory=dict)
     allocator_calls: int = 0
@@ -50,6 +51,7 @@ class PolicyResult:
         self.per_seed[run.seed] = round(run.unallocated_at(100), 4)
         self.curves[run.seed] = run.curve(CURVE_STEP, until)
         self.seconds[run.seed] = round(run.seconds, 3)
+        self.cpu_seconds[run.seed] = round(run.cpu_seconds, 3)
         self.placed[run.seed] = run.placed
         self.pods[run.seed] = run.pods
         self.allocator_calls += run.allocator_calls
@@ -88,6 +90,7 @@ class Experiment:
                 "published": pr.published,
                 "per_seed": {str(s): v for s, v in sorted(pr.per_seed.items())},
                 "seconds_per_seed": {str(s): v for s, v in sorted(pr.seconds.items())},
+                "cpu_seconds_per_seed": {str(s): v for s, v in sorted(pr.cpu_seconds.items())},
                 "pods": {str(s): v for s, v in sorted(pr.pods.items())},
                 "placed": {str(s): v for s, v in sorted(pr.placed.items())},
                 "allocator_calls": pr.allocator_calls,

@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from kdra.replay.experiment import Experiment
+from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100
 
 COLORS = {
     "kdra": "#1b7f5f",
@@ -51,6 +52,7 @@ def table_rows(exp: Experiment) -> list[dict[str, Any]]:
                 "min": round(min(pr.per_seed.values()), 2),
                 "max": round(max(pr.per_seed.values()), 2),
                 "seconds_per_run": round(sum(pr.seconds.values()) / max(1, len(pr.seconds)), 1),
+                "cpu_seconds_per_run": round(sum(pr.cpu_seconds.values()) / max(1, len(pr.cpu_seconds)), 1),
             }
         )
     return rows
@@ -99,7 +101,7 @@ def print_table(exp: Experiment, file: Any = None) -> None:
     t.add_column("published (FGD artifact)", justify="right")
     t.add_column("gap", justify="right")
     t.add_column("min..max", justify="right")
-    t.add_column("s/run", justify="right")
+    t.add_column("s/run (cpu)", justify="right")
     for r in table_rows(exp):
         pub = "-" if r["published"] is None else f"{r['published']:.2f}"
         gap = "-" if r["gap"] is None else f"{r['gap']:+.2f}"
@@ -109,9 +111,15 @@ def print_table(exp: Experiment, file: Any = None) -> None:
             pub,
             gap,
             f"{r['min']:.2f}..{r['max']:.2f}",
-            f"{r['seconds_per_run']:.1f}",
+            f"{r['seconds_per_run']:.1f} ({r['cpu_seconds_per_run']:.1f})",
         )
     console.print(t)
+    missing = [n for n in PUBLISHED_UNALLOCATED_AT_100 if n not in exp.policies]
+    if missing:
+        console.print(
+            "published, not run here: "
+            + ", ".join(f"{label(n)} {PUBLISHED_UNALLOCATED_AT_100[n]:.2f}" for n in missing)
+        )
     calls = sum(pr.allocator_calls for pr in exp.policies.values())
     secs = sum(pr.allocator_seconds for pr in exp.policies.values())
     console.print(

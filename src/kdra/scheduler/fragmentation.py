@@ -549,22 +549,22 @@ def make_policy(name: str) -> Policy:
 class FragmentationScore(ScorePlugin):
     """A policy as a kdra scheduler score plugin (issue 5's fragmentation-aware placement).
 
-    `view_of(ni)` and `request_of(pi)` turn the scheduler's NodeInfo / PodInfo into the policy's compact
-    view (for DRA nodes: free milli-GPU per GPU from the claims' consumed `shares`); the raw score is
-    rescaled to 0..100 across feasible nodes (NormalizeScore), since gradients are not bounded."""
+    `views` turns the scheduler's NodeInfo / PodInfo into the policy's compact view; by default
+    `DraGpuViews`, which reads free milli-GPU per GPU from the scheduler's DRA state (claims' consumed
+    `shares`). The raw score is rescaled to 0..100 across feasible nodes (NormalizeScore). The device
+    choice inside the node stays the allocator's (upstream order); the replay engine pins it instead."""
 
     name = "FragmentationScore"
     weight = 1
 
-    def __init__(
-        self,
-        policy: Policy,
-        view_of: Any,
-        request_of: Any,
-    ) -> None:
+    def __init__(self, policy: Policy, views: DraGpuViews | None = None) -> None:
         self.policy = policy
-        self.view_of = view_of
-        self.request_of = request_of
+        self.views = views or DraGpuViews()
+
+    def bind_cache(self, cache: Any) -> None:
+        super().bind_cache(cache)
+        if self.views.cache is None:
+            self.views.cache = cache
 
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
         return None
@@ -573,9 +573,9 @@ class FragmentationScore(ScorePlugin):
         return True
 
     def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
-        view = self.view_of(ni)
-        req = self.request_of(pi)
-        if view is None or req is None or not view.fits(req):
+        view = self.views.view_of(ni)
+        req = self.views.request_of(pi)
+        if not view.fits(req):
             return 0
         s, _ = self.policy.score(view, req)
         return round(s * 1000)
@@ -587,3 +587,75 @@ class FragmentationScore(ScorePlugin):
         hi = max(scores.values())
         for k, v in scores.items():
             scores[k] = MAX_NODE_SCORE * (v - lo) // (hi - lo) if hi > lo else MAX_NODE_SCORE
+
+
+GPU_CLASS = "gpu.nvidia.com"
+TRACE_MODEL_LABEL = "kdra.dev/trace-gpu-model"
+_NANO = 10**9
+
+
+class DraGpuViews:
+    """`view_of` / `request_of` for FragmentationScore inside kdra's scheduler, read from its DRA state.
+
+    A node's GPUs are the devices of `device_class` on it; a GPU's free milli-GPU is its `shares` capacity
+    (1000 per GPU in consumable-shares mode) minus what allocated and in-flight claims consume, 0 when a
+    claim holds it exclusively. A pod's GPU request is read from its ResourceClaims (count and
+    `capacity.requests.shares`; no shares = whole GPUs)."""
+
+    def __init__(self, cache: Any = None, device_class: str = GPU_CLASS) -> None:
+        self.cache = cache  # the scheduler's SchedulerCache (bound by FragmentationScore.bind_cache)
+        self.device_class = device_class
+
+    def view_of(self, ni: NodeInfo) -> GpuNodeView:
+        from kdra.scheduler.podinfo import CPU, MEMORY
+
+        dra = self.cache.dra
+        per_node, _ = dra._devices_of_class(self.device_class)
+        gpus: list[int] = []
+        consumed = dra.state.consumed
+        for d in per_node.get(ni.name, ()):
+            if d.key in dra.in_use:
+                gpus.append(0)
+                continue
+            cap = d.capacity.get("shares")
+            if cap is None:
+                gpus.append(MILLI)
+                continue
+            total = cap.value.nanos // _NANO
+            used = consumed.get(d.key, {}).get("shares", 0) // _NANO
+            gpus.append(round((total - used) * MILLI / total) if total else 0)
+        alloc, req = ni.allocatable, ni.requested
+        mib = 1 << 20
+        return GpuNodeView(
+            ni.name,
+            ni.labels.get(TRACE_MODEL_LABEL, ni.labels.get("nvidia.com/gpu.product", "")),
+            alloc.get(CPU, 0),
+            alloc.get(MEMORY, 0) // mib,
+            alloc.get(CPU, 0) - req.get(CPU, 0),
+            (alloc.get(MEMORY, 0) - req.get(MEMORY, 0)) // mib,
+            gpus,
+            len(ni.pods),
+            alloc.get("pods", 110),
+        )
+
+    def request_of(self, pi: PodInfo) -> PodRequest:
+        from kdra.scheduler.cache import claim_key
+        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+        from kdra.scheduler.podinfo import CPU, MEMORY
+
+        num = 0
+        milli = 0
+        claims = self.cache.claims
+        for entry in pi.claim_refs:
+            name, _ = pod_claim_name(pi.pod, entry)
+            claim = claims.get(claim_key(pi.namespace, name or ""))
+            if claim is None:
+                continue
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                ex = r.get("exactly") or {}
+                if ex.get("deviceClassName") != self.device_class:
+                    continue
+                num += int(ex.get("count") or 1)
+                shares = ((ex.get("capacity") or {}).get("requests") or {}).get("shares")
+                milli = int(shares) if shares is not None else MILLI
+        return PodRequest(pi.requests.get(CPU, 0), pi.requests.get(MEMORY, 0) >> 20, num, milli if num else 0)
