@@ -17,7 +17,17 @@ from kdra import __version__
 from kdra.errors import KdraError
 
 # Subcommand modules, in the order `kdra --help` lists them.
-COMMANDS: tuple[str, ...] = ("allocate", "migrate", "cluster", "driver", "simulate", "kube", "replay")
+COMMANDS: tuple[str, ...] = (
+    "allocate",
+    "migrate",
+    "cluster",
+    "driver",
+    "simulate",
+    "kube",
+    "replay",
+    "exporter",
+    "top",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1123 @@
+"""Claim-level fleet state kept current from watch events, and its Prometheus exposition.
+
+`FleetState.apply(event_type, kind, obj)` takes the events of a watch (Node, ResourceSlice, ResourceClaim,
+Pod, DeviceClass, Queue) from any source: the in-memory store of a simulation, or the Kubernetes API
+server. It keeps compact records, never the objects, and rebuilds the text of an object's series when that
+object (or a device it holds) changes. `render()` then only joins precomputed strings, so a scrape of a
+5,000-node fleet costs milliseconds (benchmarks/bench_exporter.py); aggregates are recomputed once per
+change, not per scrape.
+
+Definitions (docs/observability.md):
+- GPU-equivalents follow kdra.sim.accounting: a full GPU is 1, a MIG device its memory over its parent
+  GPU's, a share of a shareable GPU its consumed memory over the GPU's; non-GPU devices (TPU chips) 0.
+- Requested memory of a claim: the claim's `kdra.dev/gpu-memory` annotation, else each request's
+  `capacity.requests.memory` (consumable capacity) or a `capacity[...].memory` lower bound in its CEL
+  selectors, else the `kdra.dev/gpu-memory` annotation of its only pod. Stranded memory is allocated
+  minus requested memory, never negative, and only counted where the request is known.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kdra.api.quantity import parse_quantity_any
+from kdra.observe.exposition import CONTENT_TYPE, Histogram, escape, fmt_value, header
+
+Obj = dict[str, Any]
+DevKey = tuple[str, str, str]  # driver, pool, device
+ClaimKey = tuple[str, str]  # namespace, name
+MIB = 1024 * 1024
+GPU_MEMORY_ANNOTATION = "kdra.dev/gpu-memory"
+QUEUE_REFS = ("kdra.dev/queue", "kai.scheduler/queue", "runai/queue", "scheduling.volcano.sh/queue-name")
+KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod", "Queue")
+
+# Buckets of kube-scheduler's scheduling_attempt_duration_seconds (exponential from 1 ms) and of its
+# pod_scheduling_sli_duration_seconds (exponential from 10 ms, factor 1.5... we extend to a day for
+# queued batch jobs).
+ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
+E2E_BUCKETS = (
+    0.01,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1800,
+    3600,
+    7200,
+    21600,
+    86400,
+)
+
+_MEM_SELECTOR = re.compile(
+    r"capacity\[['\"][^'\"]+['\"]\]\.memory\s*\.\s*compareTo\(\s*quantity\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\)"
+    r"\s*(>=|>)\s*0"
+)
+_COUNT_PREFIX = re.compile(r"^\d+\s+")
+
+
+def _qty(raw: Any) -> int:
+    try:
+        return int(parse_quantity_any(raw).value())
+    except (ValueError, TypeError):
+        return 0
+
+
+def _attr(attrs: Mapping[str, Any], name: str) -> str:
+    v = attrs.get(name)
+    if not isinstance(v, Mapping):
+        return ""
+    for k in ("string", "version", "int", "bool"):
+        if k in v:
+            return str(v[k])
+    return ""
+
+
+def parse_time(ts: Any) -> float | None:
+    if not ts or not isinstance(ts, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# -- records -------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DeviceRec:
+    node: str
+    product: str
+    dtype: str
+    memory: int
+    shareable: bool
+    counters: tuple[tuple[str, str, int], ...]  # (counter set, counter, value) it consumes
+    phys: str  # the physical GPU it is (part of); "" for non-GPU devices
+    parent_memory: int  # memory of that physical GPU when the slice says (counter set), else 0
+    profile: str
+    uuid: str
+    gpu: bool
+    slice: str
+    labels: str = ""  # node/driver/pool/device/product label text, built once
+
+
+@dataclass(slots=True)
+class ResultRec:
+    request: str
+    driver: str
+    pool: str
+    device: str
+    share_id: str
+    consumed: tuple[tuple[str, int], ...]
+    admin: bool
+
+    @property
+    def key(self) -> DevKey:
+        return (self.driver, self.pool, self.device)
+
+
+@dataclass(slots=True)
+class ClaimRec:
+    namespace: str
+    name: str
+    uid: str
+    results: tuple[ResultRec, ...]
+    classes: dict[str, str]  # request (or request/subrequest) -> DeviceClass
+    request_memory: dict[str, int]  # request -> requested memory per device, where known
+    need: int | None  # the claim's own gpu-memory annotation
+    pods: tuple[str, ...]  # reservedFor pod names
+    selector_node: str
+    allocated: bool
+    deleting: bool
+
+
+@dataclass(slots=True)
+class PodRec:
+    uid: str
+    node: str
+    phase: str
+    pending: bool
+    reason: str
+    node_reasons: tuple[str, ...]
+    claims: tuple[str, ...]
+    need: int | None
+    queue: str
+
+
+CLAIM_DEVICE_LABELS = (
+    "claim",
+    "namespace",
+    "pod",
+    "driver",
+    "pool",
+    "device",
+    "request",
+    "node",
+    "device_class",
+    "product",
+    "dra_claim_name",
+    "dra_claim_namespace",
+    "dra_driver_name",
+    "dra_pool_name",
+    "dra_device_name",
+)
+
+# Per allocated device (one claim result): cached per claim.
+CLAIM_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "kdra_claim_device_info",
+        "gauge",
+        "One series per device allocated to a ResourceClaim (value 1), labelled with the claim, its pod(s), "
+        "the device and where it is; dra_* labels join with dcgm-exporter's DRA labels.",
+    ),
+    (
+        "kdra_claim_device_gpu_equivalents",
+        "gauge",
+        "Whole-GPU equivalents of one allocated device: 1 for a GPU, memory fraction for a MIG device or a "
+        "share, 0 for non-GPU devices.",
+    ),
+    (
+        "kdra_claim_device_memory_bytes",
+        "gauge",
+        "Accelerator memory an allocated device holds for its claim (a share's consumed memory).",
+    ),
+    (
+        "kdra_claim_device_consumed_capacity",
+        "gauge",
+        "Capacity consumed by a share of a device with allowMultipleAllocations (status.allocation "
+        "consumedCapacity), in the capacity's base unit (bytes for memory).",
+    ),
+    (
+        "kdra_claim_device_consumes",
+        "gauge",
+        "Shared counters an allocated partition (e.g. a MIG device) consumes from its counter set "
+        "(memory slices, multiprocessors, memory in bytes).",
+    ),
+)
+# Per published device: cached per device.
+DEVICE_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "kdra_device_allocations",
+        "gauge",
+        "Claim results currently placed on a published device (0 free, 1 exclusive, n shares).",
+    ),
+    (
+        "kdra_device_allocated_ratio",
+        "gauge",
+        "Fraction of a published device in use: 1 when allocated whole, a share's consumed memory over "
+        "the device's, 0 when free.",
+    ),
+)
+FLEET_LABELS = ("node", "driver", "pool", "product")
+FLEET_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("kdra_fleet_devices", "gauge", "Devices published in ResourceSlices."),
+    ("kdra_fleet_devices_allocated", "gauge", "Published devices allocated to at least one claim."),
+    ("kdra_fleet_gpus", "gauge", "Physical GPUs behind the published devices."),
+    ("kdra_fleet_gpu_equivalents_allocated", "gauge", "Whole-GPU equivalents allocated to claims."),
+    ("kdra_fleet_memory_bytes", "gauge", "Accelerator memory of the physical GPUs/devices published."),
+    ("kdra_fleet_memory_allocated_bytes", "gauge", "Accelerator memory allocated to claims."),
+    (
+        "kdra_fleet_memory_requested_bytes",
+        "gauge",
+        "Accelerator memory the claims asked for, where they say (annotation, capacity request or "
+        "selector lower bound).",
+    ),
+    (
+        "kdra_fleet_stranded_memory_bytes",
+        "gauge",
+        "Accelerator memory allocated but not requested (allocated minus requested, claims that say what "
+        "they need).",
+    ),
+)
+
+
+def _fam_index(fams: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
+    return {name: i for i, (name, _t, _h) in enumerate(fams)}
+
+
+_CF = _fam_index(CLAIM_FAMILIES)
+_DF = _fam_index(DEVICE_FAMILIES)
+
+
+class FleetState:
+    """Compact, incrementally maintained view of who holds which device. Thread-safe: every public method
+    takes the state's lock, so a watch thread can apply events while an HTTP thread renders."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.version = 0
+        self.devices: dict[DevKey, DeviceRec] = {}
+        self.slice_devices: dict[str, list[DevKey]] = {}
+        self.slice_counters: dict[str, list[tuple[str, str, str]]] = {}
+        self.counter_sets: dict[tuple[str, str, str], dict[str, int]] = {}
+        self.node_devices: dict[str, set[DevKey]] = {}
+        self.node_gpu_memory: dict[str, int] = {}
+        self.node_product: dict[str, str] = {}
+        self.holders: dict[DevKey, dict[ClaimKey, int]] = {}
+        self.claims: dict[ClaimKey, ClaimRec] = {}
+        self.pods: dict[ClaimKey, PodRec] = {}
+        self.classes: set[str] = set()
+        self.queues: dict[str, Obj] = {}
+        self.queue_report: list[dict[str, Any]] | None = None  # from an in-process scheduler
+        self.claim_lines: list[dict[ClaimKey, str]] = [{} for _ in CLAIM_FAMILIES]
+        self.device_lines: list[dict[DevKey, str]] = [{} for _ in DEVICE_FAMILIES]
+        self.scheduled_seen: set[str] = set()
+        self.events: dict[str, int] = {}
+        self.e2e = Histogram(
+            "kdra_pod_scheduling_duration_seconds",
+            "Pod creation to PodScheduled=True, as observed from watches (any scheduler); simulated "
+            "seconds in a simulation.",
+            E2E_BUCKETS,
+        )
+        self.attempts = Histogram(
+            "kdra_scheduler_attempt_duration_seconds",
+            "Wall time of one scheduling attempt of kdra's scheduler (one pod through PreFilter..Bind), by "
+            "result; only when the exporter runs beside that scheduler.",
+            ATTEMPT_BUCKETS,
+            ("result",),
+        )
+        self._aggregates: tuple[int, str] | None = None
+        self._rendered: tuple[int, bytes] | None = None
+        self.last_render_seconds = 0.0
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def apply(self, event_type: str, kind: str, obj: Obj) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED) of one object."""
+        with self.lock:
+            self.events[kind] = self.events.get(kind, 0) + 1
+            deleted = event_type == "DELETED"
+            if kind == "ResourceSlice":
+                self._on_slice(obj, deleted)
+            elif kind == "ResourceClaim":
+                self._on_claim(obj, deleted)
+            elif kind == "Pod":
+                self._on_pod(obj, deleted)
+            elif kind == "Node":
+                self._on_node(obj, deleted)
+            elif kind == "DeviceClass":
+                name = obj["metadata"]["name"]
+                if deleted:
+                    self.classes.discard(name)
+                else:
+                    self.classes.add(name)
+            elif kind == "Queue":
+                name = obj["metadata"]["name"]
+                if deleted:
+                    self.queues.pop(name, None)
+                else:
+                    self.queues[name] = obj
+            else:
+                return
+            self.version += 1
+
+    def on_event(self, ev: Any) -> None:
+        """Adapter for kdra.cluster.Store.watch handlers (WatchEvent)."""
+        self.apply(ev.type, ev.kind, ev.object)
+
+    def replace(self, kind: str, objs: Iterable[Obj]) -> None:
+        """A fresh list of a kind (start, or a watch that expired): the objects not in it are gone."""
+        with self.lock:
+            objs = list(objs)
+            names = {_obj_key(kind, o) for o in objs}
+            for key in self._keys_of(kind):
+                if key not in names:
+                    ns, name = key
+                    self.apply("DELETED", kind, {"metadata": {"name": name, "namespace": ns}})
+            for o in objs:
+                self.apply("ADDED", kind, o)
+
+    def _keys_of(self, kind: str) -> list[ClaimKey]:
+        if kind == "ResourceSlice":
+            return [("", n) for n in self.slice_devices.keys() | self.slice_counters.keys()]
+        if kind == "ResourceClaim":
+            return list(self.claims)
+        if kind == "Pod":
+            return list(self.pods)
+        if kind == "Node":
+            return [("", n) for n in self.node_gpu_memory.keys() | self.node_product.keys()]
+        if kind == "DeviceClass":
+            return [("", n) for n in self.classes]
+        if kind == "Queue":
+            return [("", n) for n in self.queues]
+        return []
+
+    def observe_attempt(self, result: str, seconds: float) -> None:
+        with self.lock:
+            self.attempts.observe(seconds, (result,))
+            self.version += 1
+
+    def set_queue_report(self, report: list[dict[str, Any]] | None) -> None:
+        with self.lock:
+            if report != self.queue_report:
+                self.queue_report = report
+                self.version += 1
+
+    # -- nodes and slices ----------------------------------------------------------------------------
+
+    def _on_node(self, obj: Obj, deleted: bool) -> None:
+        name = obj["metadata"]["name"]
+        labels = obj["metadata"].get("labels") or {}
+        mem = 0
+        if not deleted and labels.get("nvidia.com/gpu.memory"):
+            try:
+                mem = int(labels["nvidia.com/gpu.memory"]) * MIB
+            except ValueError:
+                mem = 0
+        product = (
+            ""
+            if deleted
+            else (labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name") or "")
+        )
+        changed = self.node_gpu_memory.get(name, 0) != mem or self.node_product.get(name, "") != product
+        if deleted:
+            self.node_gpu_memory.pop(name, None)
+            self.node_product.pop(name, None)
+        else:
+            self.node_gpu_memory[name] = mem
+            self.node_product[name] = product
+        if changed:
+            for dk in sorted(self.node_devices.get(name, ())):
+                rec = self.devices.get(dk)
+                if rec is not None and not rec.product and product:
+                    rec.product = product
+                    rec.labels = _device_labels(dk, rec)
+                self._refresh_device(dk)
+
+    def _on_slice(self, obj: Obj, deleted: bool) -> None:
+        name = obj["metadata"]["name"]
+        old = self.slice_devices.pop(name, [])
+        for cs in self.slice_counters.pop(name, []):
+            self.counter_sets.pop(cs, None)
+        touched: set[DevKey] = set()
+        for dk in old:
+            rec = self.devices.pop(dk, None)
+            if rec is not None:
+                nd = self.node_devices.get(rec.node)
+                if nd is not None:
+                    nd.discard(dk)
+                    if not nd:
+                        del self.node_devices[rec.node]
+            self.device_lines_pop(dk)
+            touched.add(dk)
+        if not deleted:
+            spec = obj.get("spec") or {}
+            driver = spec.get("driver", "")
+            pool = (spec.get("pool") or {}).get("name", "")
+            node = spec.get("nodeName") or ""
+            sets = []
+            for cs in spec.get("sharedCounters") or []:
+                key = (driver, pool, cs.get("name", ""))
+                self.counter_sets[key] = {
+                    c: _qty((v or {}).get("value", 0)) for c, v in (cs.get("counters") or {}).items()
+                }
+                sets.append(key)
+            if sets:
+                self.slice_counters[name] = sets
+            keys = []
+            gpu_driver = driver.startswith("gpu.")
+            uuid_mem: dict[str, int] = {}
+            devs = spec.get("devices") or []
+            for d in devs:
+                attrs = d.get("attributes") or {}
+                u = _attr(attrs, "uuid")
+                if u:
+                    uuid_mem[u] = _qty(((d.get("capacity") or {}).get("memory") or {}).get("value", 0))
+            for d in devs:
+                dname = d.get("name", "")
+                dk = (driver, pool, dname)
+                attrs = d.get("attributes") or {}
+                cap = d.get("capacity") or {}
+                mem = _qty((cap.get("memory") or {}).get("value", 0))
+                counters = tuple(
+                    (cc.get("counterSet", ""), c, _qty((v or {}).get("value", 0)))
+                    for cc in d.get("consumesCounters") or []
+                    for c, v in sorted((cc.get("counters") or {}).items())
+                )
+                parent = _attr(attrs, "parentUUID")
+                u = _attr(attrs, "uuid")
+                parent_mem = 0
+                for cs_name in {c[0] for c in counters}:
+                    parent_mem = max(
+                        parent_mem, self.counter_sets.get((driver, pool, cs_name), {}).get("memory", 0)
+                    )
+                if not parent_mem and parent:
+                    parent_mem = uuid_mem.get(parent, 0)
+                counter_sets = sorted({c[0] for c in counters})
+                phys = (parent or u or (counter_sets[0] if counter_sets else dname)) if gpu_driver else ""
+                product = (
+                    _attr(attrs, "productName")
+                    or _attr(attrs, "model")
+                    or _attr(attrs, "accelerator")
+                    or self.node_product.get(node, "")
+                )
+                dtype = _attr(attrs, "type")
+                rec = DeviceRec(
+                    node=node,
+                    product=product,
+                    dtype=dtype,
+                    memory=mem,
+                    shareable=bool(d.get("allowMultipleAllocations")),
+                    counters=counters,
+                    phys=phys,
+                    parent_memory=parent_mem,
+                    profile=_attr(attrs, "profile"),
+                    uuid=u,
+                    gpu=gpu_driver,
+                    slice=name,
+                )
+                rec.labels = _device_labels(dk, rec)
+                self.devices[dk] = rec
+                self.node_devices.setdefault(node, set()).add(dk)
+                keys.append(dk)
+                touched.add(dk)
+            if keys:
+                self.slice_devices[name] = keys
+        for dk in sorted(touched):
+            self._refresh_device(dk)
+
+    def device_lines_pop(self, dk: DevKey) -> None:
+        for lines in self.device_lines:
+            lines.pop(dk, None)
+
+    def _refresh_device(self, dk: DevKey) -> None:
+        """Rebuild a device's own series and those of the claims holding it."""
+        rec = self.devices.get(dk)
+        holders = self.holders.get(dk) or {}
+        if rec is not None:
+            n = sum(holders.values())
+            ratio = self._device_ratio(dk, rec, holders)
+            self.device_lines[_DF["kdra_device_allocations"]][dk] = (
+                f"kdra_device_allocations{rec.labels} {n}\n"
+            )
+            self.device_lines[_DF["kdra_device_allocated_ratio"]][dk] = (
+                f"kdra_device_allocated_ratio{rec.labels} {fmt_value(ratio)}\n"
+            )
+        else:
+            self.device_lines_pop(dk)
+        for ck in sorted(holders):
+            self._render_claim(ck)
+
+    def _device_ratio(self, dk: DevKey, rec: DeviceRec, holders: Mapping[ClaimKey, int]) -> float:
+        if not holders:
+            return 0.0
+        if not rec.shareable:
+            return 1.0
+        if not rec.memory:
+            return 1.0
+        used = 0
+        for ck in holders:
+            claim = self.claims.get(ck)
+            if claim is None:
+                continue
+            for r in claim.results:
+                if r.key == dk:
+                    used += _result_memory(r, rec)
+        return min(1.0, used / rec.memory)
+
+    # -- claims ---------------------------------------------------------------------------------------
+
+    def _on_claim(self, obj: Obj, deleted: bool) -> None:
+        meta = obj["metadata"]
+        ck = (meta.get("namespace") or "default", meta["name"])
+        old = self.claims.pop(ck, None)
+        old_devices: set[DevKey] = set()
+        if old is not None:
+            for r in old.results:
+                self._unhold(r.key, ck)
+                old_devices.add(r.key)
+        for lines in self.claim_lines:
+            lines.pop(ck, None)
+        new_devices: set[DevKey] = set()
+        if not deleted:
+            rec = _claim_record(ck, obj)
+            self.claims[ck] = rec
+            for r in rec.results:
+                if r.admin:
+                    continue  # adminAccess results do not hold the device (allocator contract)
+                h = self.holders.setdefault(r.key, {})
+                h[ck] = h.get(ck, 0) + 1
+                new_devices.add(r.key)
+            self._render_claim(ck)
+        for dk in sorted(old_devices | new_devices):
+            rec_d = self.devices.get(dk)
+            if rec_d is None:
+                continue
+            holders = self.holders.get(dk) or {}
+            ratio = self._device_ratio(dk, rec_d, holders)
+            self.device_lines[_DF["kdra_device_allocations"]][dk] = (
+                f"kdra_device_allocations{rec_d.labels} {sum(holders.values())}\n"
+            )
+            self.device_lines[_DF["kdra_device_allocated_ratio"]][dk] = (
+                f"kdra_device_allocated_ratio{rec_d.labels} {fmt_value(ratio)}\n"
+            )
+
+    def _unhold(self, dk: DevKey, ck: ClaimKey) -> None:
+        h = self.holders.get(dk)
+        if not h or ck not in h:
+            return
+        h[ck] -= 1
+        if h[ck] <= 0:
+            del h[ck]
+        if not h:
+            del self.holders[dk]
+
+    def result_node(self, claim: ClaimRec, r: ResultRec) -> str:
+        rec = self.devices.get(r.key)
+        return (rec.node if rec is not None and rec.node else "") or claim.selector_node
+
+    def result_equiv(self, r: ResultRec, rec: DeviceRec | None) -> float:
+        if rec is None or not rec.gpu:
+            return 0.0
+        if r.share_id and rec.shareable:
+            return min(1.0, _result_memory(r, rec) / rec.memory) if rec.memory else 0.0
+        if rec.dtype == "mig" or rec.counters:
+            parent = self.node_gpu_memory.get(rec.node) or rec.parent_memory
+            if rec.dtype != "mig" and rec.parent_memory and rec.memory >= rec.parent_memory:
+                return 1.0  # the full-GPU device of a partitionable GPU
+            return min(1.0, rec.memory / parent) if parent and rec.memory else 1.0
+        return 1.0
+
+    def _render_claim(self, ck: ClaimKey) -> None:
+        claim = self.claims.get(ck)
+        if claim is None:
+            return
+        info: list[str] = []
+        equiv: list[str] = []
+        mem: list[str] = []
+        consumed: list[str] = []
+        counters: list[str] = []
+        ns, name = ck
+        pods = ",".join(claim.pods)
+        for r in claim.results:
+            rec = self.devices.get(r.key)
+            node = self.result_node(claim, r)
+            product = rec.product if rec is not None else ""
+            base_req = r.request
+            cls = claim.classes.get(base_req) or claim.classes.get(base_req.split("/", 1)[0], "")
+            extra = ""
+            if r.share_id:
+                extra += f',share_id="{escape(r.share_id)}"'
+            if rec is not None and rec.profile:
+                extra += f',dra_mig_profile="{escape(rec.profile)}"'
+                if rec.uuid:
+                    extra += f',dra_mig_device_uuid="{escape(rec.uuid)}"'
+            if r.admin:
+                extra += ',admin_access="true"'
+            e_ns, e_name, e_drv, e_pool, e_dev = (
+                escape(ns),
+                escape(name),
+                escape(r.driver),
+                escape(r.pool),
+                escape(r.device),
+            )
+            e_req = escape(r.request)
+            info.append(
+                f'kdra_claim_device_info{{claim="{e_name}",namespace="{e_ns}",pod="{escape(pods)}",'
+                f'driver="{e_drv}",pool="{e_pool}",device="{e_dev}",request="{e_req}",node="{escape(node)}",'
+                f'device_class="{escape(cls)}",product="{escape(product)}",dra_claim_name="{e_name}",'
+                f'dra_claim_namespace="{e_ns}",dra_driver_name="{e_drv}",dra_pool_name="{e_pool}",'
+                f'dra_device_name="{e_dev}"{extra}}} 1\n'
+            )
+            key = (
+                f'{{dra_claim_namespace="{e_ns}",dra_claim_name="{e_name}",dra_driver_name="{e_drv}",'
+                f'dra_pool_name="{e_pool}",dra_device_name="{e_dev}",request="{e_req}"'
+                + (f',share_id="{escape(r.share_id)}"' if r.share_id else "")
+            )
+            if r.admin:
+                continue
+            equiv.append(f"kdra_claim_device_gpu_equivalents{key}}} {fmt_value(self.result_equiv(r, rec))}\n")
+            mem.append(f"kdra_claim_device_memory_bytes{key}}} {_result_memory(r, rec)}\n")
+            for cname, v in r.consumed:
+                consumed.append(
+                    f'kdra_claim_device_consumed_capacity{key},capacity="{escape(cname)}"}} {v}\n'
+                )
+            if rec is not None:
+                for cs, c, v in rec.counters:
+                    counters.append(
+                        f'kdra_claim_device_consumes{key},counter_set="{escape(cs)}",'
+                        f'counter="{escape(c)}"}} {v}\n'
+                    )
+        for fam, lines in (
+            ("kdra_claim_device_info", info),
+            ("kdra_claim_device_gpu_equivalents", equiv),
+            ("kdra_claim_device_memory_bytes", mem),
+            ("kdra_claim_device_consumed_capacity", consumed),
+            ("kdra_claim_device_consumes", counters),
+        ):
+            table = self.claim_lines[_CF[fam]]
+            if lines:
+                table[ck] = "".join(lines)
+            else:
+                table.pop(ck, None)
+
+    # -- pods -----------------------------------------------------------------------------------------
+
+    def _on_pod(self, obj: Obj, deleted: bool) -> None:
+        meta = obj["metadata"]
+        pk = (meta.get("namespace") or "default", meta["name"])
+        uid = meta.get("uid", "")
+        if deleted:
+            self.pods.pop(pk, None)
+            self.scheduled_seen.discard(uid)
+            return
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        phase = status.get("phase") or "Pending"
+        node = spec.get("nodeName") or ""
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        terminal = phase in ("Succeeded", "Failed")
+        pending = not node and not terminal and not meta.get("deletionTimestamp")
+        reason = ""
+        node_reasons: tuple[str, ...] = ()
+        if pending:
+            if spec.get("schedulingGates"):
+                reason = "SchedulingGated"
+            elif cond is not None and cond.get("status") == "False":
+                reason = cond.get("reason") or "Unschedulable"
+                node_reasons = _node_reasons(cond.get("message") or "")
+            else:
+                reason = "NotYetAttempted"
+        claims = []
+        statuses = {
+            s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
+        }
+        for entry in spec.get("resourceClaims") or []:
+            cname = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+            if cname:
+                claims.append(cname)
+        ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if ext:  # KEP-5004: the claim kube-scheduler made for nvidia.com/gpu-style requests
+            claims.append(ext)
+        ann = meta.get("annotations") or {}
+        need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
+        queue = ""
+        for src in (meta.get("labels") or {}, ann):
+            for k in QUEUE_REFS:
+                if src.get(k) and not queue:
+                    queue = str(src[k])
+        self.pods[pk] = PodRec(uid, node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
+        if node and uid not in self.scheduled_seen and cond is not None and cond.get("status") == "True":
+            # kube-scheduler's binding sets nodeName and PodScheduled=True at once; kdra's scheduler writes
+            # the condition in a second update, so wait for it.
+            self.scheduled_seen.add(uid)
+            created = parse_time(meta.get("creationTimestamp"))
+            at = parse_time(cond.get("lastTransitionTime"))
+            if created is not None and at is not None:
+                self.e2e.observe(max(0.0, at - created))
+
+    # -- aggregates and exposition --------------------------------------------------------------------
+
+    def claim_need(self, claim: ClaimRec) -> int | None:
+        if claim.need is not None:
+            return claim.need
+        needs = [
+            claim.request_memory.get(r.request, claim.request_memory.get(r.request.split("/", 1)[0]))
+            for r in claim.results
+            if not r.admin
+        ]
+        if needs and all(n is not None for n in needs):
+            return sum(n for n in needs if n is not None)
+        if len(claim.pods) == 1:
+            pod = self.pods.get((claim.namespace, claim.pods[0]))
+            if pod is not None and pod.need is not None and len(pod.claims) == 1:
+                return pod.need
+        return None
+
+    def fleet(self) -> dict[tuple[str, str, str, str], list[float]]:
+        """(node, driver, pool, product) -> [devices, allocated, gpus, equiv, memory, alloc mem, requested,
+        stranded]."""
+        out: dict[tuple[str, str, str, str], list[float]] = {}
+        phys: dict[tuple[str, str, str, str], dict[str, int]] = {}
+        for dk, dev in self.devices.items():
+            g = (dev.node, dk[0], dk[1], dev.product)
+            row = out.get(g)
+            if row is None:
+                row = out[g] = [0.0] * 8
+                phys[g] = {}
+            row[0] += 1
+            if dk in self.holders:
+                row[1] += 1
+            if dev.phys:
+                mem = (
+                    dev.memory
+                    if not (dev.dtype == "mig" or dev.counters)
+                    else (self.node_gpu_memory.get(dev.node) or dev.parent_memory or dev.memory)
+                )
+                p = phys[g]
+                p[dev.phys] = max(p.get(dev.phys, 0), mem)
+            elif not dev.gpu:
+                row[4] += dev.memory
+        for g, p in phys.items():
+            out[g][2] = len(p)
+            out[g][4] += sum(p.values())
+        for claim in self.claims.values():
+            if not claim.results:
+                continue
+            need = self.claim_need(claim)
+            mems = []
+            total = 0
+            for r in claim.results:
+                if r.admin:
+                    continue
+                rec = self.devices.get(r.key)
+                m = _result_memory(r, rec)
+                mems.append((r, rec, m))
+                total += m
+            for r, rec, m in mems:
+                node = self.result_node(claim, r)
+                g = (node, r.driver, r.pool, rec.product if rec is not None else "")
+                row = out.get(g)
+                if row is None:
+                    row = out[g] = [0.0] * 8
+                row[3] += self.result_equiv(r, rec)
+                row[5] += m
+                if need is not None and total:
+                    share = need * m / total
+                    row[6] += share
+                    row[7] += max(0.0, m - share)
+        return out
+
+    def _aggregate_text(self) -> str:
+        parts: list[str] = []
+        fleet = self.fleet()
+        keys = sorted(fleet)
+        for i, (fam, kind, help_text) in enumerate(FLEET_FAMILIES):
+            parts.append(header(fam, kind, help_text))
+            for g in keys:
+                v = fleet[g][i]
+                parts.append(
+                    f'{fam}{{node="{escape(g[0])}",driver="{escape(g[1])}",pool="{escape(g[2])}",'
+                    f'product="{escape(g[3])}"}} {fmt_value(round(v, 6) if isinstance(v, float) else v)}\n'
+                )
+        # stranded memory per claim (only claims that strand some), for "who wastes the most" tables
+        parts.append(
+            header(
+                "kdra_claim_stranded_memory_bytes",
+                "gauge",
+                "Memory a claim's devices hold beyond what the claim (or its pod) says it needs.",
+            )
+        )
+        for ck in sorted(self.claims):
+            claim = self.claims[ck]
+            if not claim.results:
+                continue
+            need = self.claim_need(claim)
+            if need is None:
+                continue
+            total = sum(_result_memory(r, self.devices.get(r.key)) for r in claim.results if not r.admin)
+            if total > need:
+                parts.append(
+                    f'kdra_claim_stranded_memory_bytes{{namespace="{escape(ck[0])}",claim="{escape(ck[1])}",'
+                    f'pod="{escape(",".join(claim.pods))}"}} {total - need}\n'
+                )
+        parts.append(self._pending_text())
+        parts.append(self._queue_text())
+        return "".join(parts)
+
+    def _pending_text(self) -> str:
+        pods: dict[tuple[str, str], int] = {}
+        node_reasons: dict[str, int] = {}
+        users: dict[ClaimKey, list[PodRec]] = {}
+        for pk, pod in self.pods.items():
+            for c in pod.claims:
+                users.setdefault((pk[0], c), []).append(pod)
+            if not pod.pending:
+                continue
+            k = (pk[0], pod.reason)
+            pods[k] = pods.get(k, 0) + 1
+            for r in pod.node_reasons:
+                node_reasons[r] = node_reasons.get(r, 0) + 1
+        claims: dict[tuple[str, str], int] = {}
+        for ck, claim in self.claims.items():
+            if claim.allocated or claim.deleting:
+                continue
+            us = users.get(ck, [])
+            if not us:
+                reason = "NoConsumer"
+            elif any(p.pending and p.reason in ("Unschedulable", "SchedulerError") for p in us):
+                reason = "PodUnschedulable"
+            elif any(p.pending and p.reason == "SchedulingGated" for p in us):
+                reason = "PodSchedulingGated"
+            else:
+                reason = "WaitingForScheduling"
+            k = (ck[0], reason)
+            claims[k] = claims.get(k, 0) + 1
+        parts = [
+            header(
+                "kdra_pending_pods",
+                "gauge",
+                "Pods without a node, by namespace and reason (PodScheduled condition reason; "
+                "SchedulingGated; NotYetAttempted).",
+            )
+        ]
+        for (ns, reason), n in sorted(pods.items()):
+            parts.append(f'kdra_pending_pods{{namespace="{escape(ns)}",reason="{escape(reason)}"}} {n}\n')
+        parts.append(
+            header(
+                "kdra_pending_pod_node_reasons",
+                "gauge",
+                "Pending pods whose last scheduling attempt rejected at least one node for this reason "
+                "(the reasons of the scheduler's '0/N nodes are available' message).",
+            )
+        )
+        for reason, n in sorted(node_reasons.items()):
+            parts.append(f'kdra_pending_pod_node_reasons{{reason="{escape(reason)}"}} {n}\n')
+        parts.append(
+            header(
+                "kdra_pending_claims",
+                "gauge",
+                "ResourceClaims not allocated, by namespace and why (NoConsumer, WaitingForScheduling, "
+                "PodUnschedulable, PodSchedulingGated).",
+            )
+        )
+        for (ns, reason), n in sorted(claims.items()):
+            parts.append(f'kdra_pending_claims{{namespace="{escape(ns)}",reason="{escape(reason)}"}} {n}\n')
+        return "".join(parts)
+
+    def queue_rows(self) -> list[dict[str, Any]]:
+        if self.queue_report is not None:
+            return self.queue_report
+        if not self.queues:
+            return []
+        return _queue_report_from_objects(self)
+
+    def _queue_text(self) -> str:
+        rows = self.queue_rows()
+        if not rows:
+            return ""
+        parts = []
+        for fam, key, help_text in (
+            ("kdra_queue_allocated", "allocated", "What a queue's running pods hold, per resource."),
+            ("kdra_queue_deserved", "quota", "A queue's deserved quota per resource (-1: unlimited)."),
+            ("kdra_queue_fair_share", "fairShare", "A queue's fair share per resource (KAI division)."),
+            ("kdra_queue_limit", "limit", "A queue's limit per resource."),
+        ):
+            parts.append(header(fam, "gauge", help_text + " Resource units: devices, bytes, cores."))
+            for row in rows:
+                for res, v in sorted((row.get(key) or {}).items()):
+                    val = -1.0 if v == float("inf") else float(v)
+                    parts.append(
+                        f'{fam}{{queue="{escape(row["queue"])}",resource="{escape(res)}"}} {fmt_value(val)}\n'
+                    )
+        return "".join(parts)
+
+    def render(self) -> bytes:
+        """The whole exposition; cached until the next change."""
+        return self.render_versioned()[1]
+
+    def render_versioned(self) -> tuple[int, bytes]:
+        with self.lock:
+            if self._rendered is not None and self._rendered[0] == self.version:
+                return self._rendered
+            t0 = time.perf_counter()
+            parts: list[str] = []
+            for i, (fam, kind, help_text) in enumerate(CLAIM_FAMILIES):
+                parts.append(header(fam, kind, help_text))
+                parts.append("".join(self.claim_lines[i].values()))
+            for i, (fam, kind, help_text) in enumerate(DEVICE_FAMILIES):
+                parts.append(header(fam, kind, help_text))
+                parts.append("".join(self.device_lines[i].values()))
+            if self._aggregates is None or self._aggregates[0] != self.version:
+                self._aggregates = (self.version, self._aggregate_text())
+            parts.append(self._aggregates[1])
+            parts.append(self.e2e.render())
+            parts.append(self.attempts.render())
+            parts.append(
+                header("kdra_exporter_watch_events_total", "counter", "Watch events applied, by kind.")
+            )
+            for kind, n in sorted(self.events.items()):
+                parts.append(f'kdra_exporter_watch_events_total{{kind="{kind}"}} {n}\n')
+            data = "".join(parts).encode()
+            self.last_render_seconds = time.perf_counter() - t0
+            self._rendered = (self.version, data)
+            return self._rendered
+
+    content_type = CONTENT_TYPE
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _obj_key(kind: str, obj: Obj) -> ClaimKey:
+    meta = obj.get("metadata") or {}
+    if kind in ("ResourceClaim", "Pod"):
+        return (meta.get("namespace") or "default", meta.get("name", ""))
+    return ("", meta.get("name", ""))
+
+
+def _device_labels(dk: DevKey, rec: DeviceRec) -> str:
+    return (
+        f'{{node="{escape(rec.node)}",driver="{escape(dk[0])}",pool="{escape(dk[1])}",'
+        f'device="{escape(dk[2])}",product="{escape(rec.product)}"'
+        + (',partition="true"}' if is_partition(rec) else "}")
+    )
+
+
+def is_partition(rec: DeviceRec) -> bool:
+    """A dynamic partition (a MIG profile of a partitionable GPU): one of many overlapping devices."""
+    return bool(rec.counters) and rec.dtype == "mig"
+
+
+def _result_memory(r: ResultRec, rec: DeviceRec | None) -> int:
+    if r.share_id or (rec is not None and rec.shareable and r.consumed):
+        for name, v in r.consumed:
+            if name == "memory":
+                return v
+        return 0
+    return rec.memory if rec is not None else 0
+
+
+def _node_reasons(message: str) -> tuple[str, ...]:
+    """The reasons of kube-scheduler's FitError text: '0/5 nodes are available: 3 Insufficient cpu, 2 ...'"""
+    first = message.split("\n", 1)[0]
+    if "nodes are available:" not in first:
+        return ()  # free text (gang and queue messages name objects): only the condition reason counts
+    body = first.split("nodes are available:", 1)[1]
+    body = body.split(" preemption:", 1)[0].strip().rstrip(".")
+    out = []
+    for part in body.split(", "):
+        part = _COUNT_PREFIX.sub("", part.strip()).rstrip(".")
+        if part:
+            out.append(part)
+    return tuple(sorted(set(out)))
+
+
+def _request_memory(req: Mapping[str, Any]) -> int | None:
+    cap = ((req.get("capacity") or {}).get("requests") or {}).get("memory")
+    if cap is not None:
+        return _qty(cap)
+    for sel in req.get("selectors") or []:
+        m = _MEM_SELECTOR.search(((sel or {}).get("cel") or {}).get("expression", ""))
+        if m:
+            return _qty(m.group(1))
+    return None
+
+
+def _claim_record(ck: ClaimKey, obj: Obj) -> ClaimRec:
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    classes: dict[str, str] = {}
+    req_mem: dict[str, int] = {}
+    for req in (spec.get("devices") or {}).get("requests") or []:
+        rname = req.get("name", "")
+        exactly = req.get("exactly")
+        if exactly is not None:
+            classes[rname] = exactly.get("deviceClassName", "")
+            m = _request_memory(exactly)
+            if m is not None:
+                req_mem[rname] = m
+        for sub in req.get("firstAvailable") or []:
+            key = f"{rname}/{sub.get('name', '')}"
+            classes[key] = sub.get("deviceClassName", "")
+            m = _request_memory(sub)
+            if m is not None:
+                req_mem[key] = m
+    alloc = status.get("allocation") or {}
+    results = []
+    for r in (alloc.get("devices") or {}).get("results") or []:
+        consumed = tuple(sorted((k, _qty(v)) for k, v in (r.get("consumedCapacity") or {}).items()))
+        results.append(
+            ResultRec(
+                request=r.get("request", ""),
+                driver=r.get("driver", ""),
+                pool=r.get("pool", ""),
+                device=r.get("device", ""),
+                share_id=str(r.get("shareID") or ""),
+                consumed=consumed,
+                admin=bool(r.get("adminAccess")),
+            )
+        )
+    selector_node = ""
+    for term in (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and len(f.get("values") or []) == 1:
+                selector_node = f["values"][0]
+    pods = tuple(
+        sorted(r.get("name", "") for r in status.get("reservedFor") or [] if r.get("resource") == "pods")
+    )
+    ann = meta.get("annotations") or {}
+    need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
+    return ClaimRec(
+        namespace=ck[0],
+        name=ck[1],
+        uid=meta.get("uid", ""),
+        results=tuple(results),
+        classes=classes,
+        request_memory=req_mem,
+        need=need,
+        pods=pods,
+        selector_node=selector_node,
+        allocated=bool(alloc),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def _queue_report_from_objects(state: FleetState) -> list[dict[str, Any]]:
+    """Queues read from Queue objects (kube mode, no scheduler in process): deserved and limit from the
+    spec, allocated = devices (per DeviceClass) and their memory held by the queue's running pods."""
+    from kdra.errors import InputError
+    from kdra.scheduler.queues import QueueTree, parse_queue
+
+    specs = []
+    for name in sorted(state.queues):
+        try:
+            specs.append(parse_queue(state.queues[name]))
+        except InputError:
+            continue
+    tree = QueueTree(specs)
+    allocated: dict[str, dict[str, float]] = {}
+    for (ns, _name), pod in state.pods.items():
+        if not pod.node or pod.phase in ("Succeeded", "Failed"):
+            continue
+        leaf = tree.leaf_or_default(pod.queue or None)
+        usage: dict[str, float] = {}
+        for cname in pod.claims:
+            claim = state.claims.get((ns, cname))
+            if claim is None:
+                continue
+            for r in claim.results:
+                if r.admin:
+                    continue
+                cls = claim.classes.get(r.request) or claim.classes.get(r.request.split("/", 1)[0], "")
+                k = f"deviceclass/{cls}"
+                usage[k] = usage.get(k, 0.0) + 1
+                mem = _result_memory(r, state.devices.get(r.key))
+                if mem:
+                    mk = f"memory.deviceclass/{cls}"
+                    usage[mk] = usage.get(mk, 0.0) + mem
+        for q in tree.ancestors(leaf):
+            tgt = allocated.setdefault(q, {})
+            for k, v in usage.items():
+                tgt[k] = tgt.get(k, 0.0) + v
+    rows = []
+    for name in sorted(tree.specs):
+        spec = tree.specs[name]
+        rows.append(
+            {
+                "queue": name,
+                "parent": spec.parent,
+                "allocated": dict(sorted(allocated.get(name, {}).items())),
+                "fairShare": {},
+                "quota": dict(sorted(spec.quota.items())),
+                "limit": dict(sorted(spec.limit.items())),
+            }
+        )
+    return rows

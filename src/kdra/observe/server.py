@@ -1,0 +1,89 @@
+"""The exporter's HTTP endpoint: `/metrics` (text format 0.0.4, gzip when asked), `/healthz`."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kdra.errors import InputError
+from kdra.observe.exposition import CONTENT_TYPE
+from kdra.observe.model import FleetState
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InputError(f"--listen: Invalid value: {value!r}: must be HOST:PORT (e.g. 127.0.0.1:9405)")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: MetricsServer
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            body, encoding = self.server.payload("gzip" in (self.headers.get("Accept-Encoding") or ""))
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            if encoding:
+                self.send_header("Content-Encoding", encoding)
+        elif path in ("/healthz", "/readyz"):
+            body, ok = self.server.health()
+            self.send_response(200 if ok else 503)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+        elif path == "/":
+            body = b'<html><body><a href="/metrics">metrics</a></body></html>\n'
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+        else:
+            body = b"not found\n"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: one line per scrape is noise
+        pass
+
+
+class MetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, state: FleetState, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.state = state
+        self.ready = threading.Event()
+        self.health_detail = "starting"
+        self._gz: tuple[int, bytes] | None = None
+        self._gz_lock = threading.Lock()
+        self.scrapes = 0
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        if isinstance(host, bytes):
+            host = host.decode()
+        return f"http://{host}:{port}/metrics"
+
+    def payload(self, gzip_ok: bool) -> tuple[bytes, str]:
+        self.scrapes += 1
+        version, data = self.state.render_versioned()
+        if not gzip_ok:
+            return data, ""
+        with self._gz_lock:  # compress once per state version, whatever the number of scrapers
+            if self._gz is None or self._gz[0] != version:
+                self._gz = (version, gzip.compress(data, compresslevel=1))
+            return self._gz[1], "gzip"
+
+    def health(self) -> tuple[bytes, bool]:
+        ok = self.ready.is_set()
+        return (("ok\n" if ok else f"{self.health_detail}\n").encode(), ok)
+
+    def serve_in_thread(self) -> threading.Thread:
+        t = threading.Thread(target=self.serve_forever, name="kdra-exporter-http", daemon=True)
+        t.start()
+        return t
