@@ -1,0 +1,409 @@
+"""kdra.kube's client and store against a scripted fake API server (plain HTTP on 127.0.0.1):
+kubeconfig parsing, error mapping, watch resume from the last resourceVersion, relist on 410 Gone,
+conflict retry with a live re-read, stale-event filtering, the token bucket, and Lease leader election."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError, WatchEvent
+from kdra.kube.client import (
+    ExpiredError,
+    KubeClient,
+    KubeConfig,
+    TokenBucket,
+    UnavailableError,
+)
+from kdra.kube.leader import LeaderElector
+from kdra.kube.store import KubeStore
+
+Route = Callable[["Handler", dict[str, list[str]], Any], None]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeServer  # type: ignore[assignment]
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _handle(self) -> None:
+        url = urlsplit(self.path)
+        q = parse_qs(url.query)
+        n = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(n)) if n else None
+        self.server.log.append((self.command, url.path, {k: v[0] for k, v in q.items()}, body))
+        for (method, path), fn in self.server.routes.items():
+            if method == self.command and path == url.path:
+                fn(self, q, body)
+                return
+        self.reply(404, {"kind": "Status", "reason": "NotFound", "message": f"{url.path} not found"})
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+    def reply(self, code: int, obj: Any) -> None:
+        raw = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def stream(self, events: list[dict[str, Any]]) -> None:
+        """A watch response: one JSON event per line, then the server ends the request."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for ev in events:
+            self.wfile.write(json.dumps(ev).encode() + b"\n")
+            self.wfile.flush()
+        self.close_connection = True
+
+
+class FakeServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.routes: dict[tuple[str, str], Route] = {}
+        self.log: list[tuple[str, str, dict[str, str], Any]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    srv = FakeServer()
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def client_for(srv: FakeServer, **kw: Any) -> KubeClient:
+    return KubeClient(KubeConfig(server=srv.url, token="t0k"), qps=0, retries=1, **kw)
+
+
+def node(name: str, rv: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": str(rv), "labels": labels or {}},
+    }
+
+
+# -- kubeconfig ---------------------------------------------------------------------------------------
+
+
+def test_kubeconfig_token_and_inline_data(tmp_path: Path) -> None:
+    ca = base64.b64encode(b"not a real CA").decode()
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "c", "cluster": {"server": "https://127.0.0.1:6443/", "certificate-authority-data": ca}}
+        ],
+        "users": [{"name": "u", "user": {"token": "abc"}}],
+        "contexts": [
+            {"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "team"}},
+            {"name": "y", "context": {"cluster": "c", "user": "u"}},
+        ],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(cfg))
+    kc = KubeConfig.load(path)
+    assert kc.server == "https://127.0.0.1:6443"
+    assert kc.bearer_token() == "abc"
+    assert kc.namespace == "team"
+    assert kc.ca_file and Path(kc.ca_file).read_bytes() == b"not a real CA"
+    assert KubeConfig.load(path, context="y").namespace == "default"
+
+
+def test_kubeconfig_errors_name_the_file(tmp_path: Path) -> None:
+    from kdra.errors import InputError
+
+    path = tmp_path / "kc"
+    path.write_text("clusters: []\ncontexts: []\n")
+    with pytest.raises(InputError, match="no current-context"):
+        KubeConfig.load(path)
+    with pytest.raises(InputError, match="missing: No such file"):
+        KubeConfig.load(tmp_path / "missing")
+
+
+# -- verbs and errors ---------------------------------------------------------------------------------
+
+
+def test_errors_map_to_store_errors(server: FakeServer) -> None:
+    def conflict(h: Handler, q: Any, body: Any) -> None:
+        h.reply(409, {"kind": "Status", "reason": "Conflict", "message": "the object has been modified"})
+
+    def exists(h: Handler, q: Any, body: Any) -> None:
+        h.reply(409, {"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
+
+    def gone(h: Handler, q: Any, body: Any) -> None:
+        h.reply(410, {"kind": "Status", "reason": "Expired", "message": "too old resource version"})
+
+    def broken(h: Handler, q: Any, body: Any) -> None:
+        h.reply(503, {"kind": "Status", "reason": "ServiceUnavailable"})
+
+    server.routes[("PUT", "/api/v1/nodes/a")] = conflict
+    server.routes[("POST", "/api/v1/nodes")] = exists
+    server.routes[("GET", "/api/v1/nodes")] = gone
+    server.routes[("GET", "/api/v1/nodes/b")] = broken
+    c = client_for(server)
+    with pytest.raises(ConflictError):
+        c.update(node("a", 1))
+    with pytest.raises(AlreadyExistsError):
+        c.create(node("a", 0))
+    with pytest.raises(ExpiredError):
+        c.list("Node")
+    with pytest.raises(NotFoundError):
+        c.get("Node", "zzz")
+    with pytest.raises(UnavailableError):
+        c.get("Node", "b")
+    assert sum(1 for m, p, _, _ in server.log if p == "/api/v1/nodes/b") == 2  # a GET is retried
+    assert c.try_get("Node", "zzz") is None
+
+
+def test_unreachable_server_is_unavailable() -> None:
+    srv = FakeServer()
+    url = srv.url
+    srv.server_close()  # nothing listens there any more
+    c = KubeClient(KubeConfig(server=url), qps=0, retries=1)
+    with pytest.raises(UnavailableError):
+        c.get("Node", "a")
+
+
+def test_list_pages_with_continue(server: FakeServer) -> None:
+    def page(h: Handler, q: dict[str, list[str]], body: Any) -> None:
+        if "continue" not in q:
+            h.reply(200, {"metadata": {"resourceVersion": "7", "continue": "tok"}, "items": [node("a", 3)]})
+        else:
+            assert q["continue"] == ["tok"]
+            h.reply(200, {"metadata": {"resourceVersion": "7"}, "items": [node("b", 5)]})
+
+    server.routes[("GET", "/api/v1/nodes")] = page
+    items, rv = client_for(server).list_with_version("Node", page_size=1)
+    assert [i["metadata"]["name"] for i in items] == ["a", "b"]
+    assert rv == "7"
+    assert items[0]["kind"] == "Node"
+
+
+def test_token_bucket_limits_rate() -> None:
+    b = TokenBucket(qps=100, burst=5)
+    waits = [b.wait_time() for _ in range(10)]
+    assert waits[:5] == [0.0] * 5
+    assert waits[5] > 0 and waits[9] == pytest.approx(0.05, abs=0.01)
+    assert TokenBucket(qps=0, burst=1).wait_time() == 0.0
+
+
+# -- the store: watch resume, relist, conflicts --------------------------------------------------------
+
+
+def test_watch_resumes_from_last_resource_version_and_relists_on_410(server: FakeServer) -> None:
+    watches: list[str] = []
+    lists = {"n": 0}
+
+    def list_nodes(h: Handler, q: dict[str, list[str]], body: Any) -> None:
+        if "watch" in q:
+            rv = q["resourceVersion"][0]
+            watches.append(rv)
+            if rv == "10":  # the first watch: two events, then the connection ends
+                h.stream(
+                    [
+                        {"type": "ADDED", "object": node("b", 11)},
+                        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                    ]
+                )
+            elif rv == "12":  # resumed from the bookmark: compacted meanwhile
+                h.stream([{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}])
+            elif rv == "20":  # after the relist: a modification
+                h.stream([{"type": "MODIFIED", "object": node("c", 21, {"x": "y"})}])
+            else:
+                time.sleep(0.5)
+                h.stream([])
+            return
+        lists["n"] += 1
+        if lists["n"] == 1:
+            h.reply(200, {"metadata": {"resourceVersion": "10"}, "items": [node("a", 5)]})
+        else:  # a was deleted and c created while the watch was gone
+            h.reply(200, {"metadata": {"resourceVersion": "20"}, "items": [node("b", 11), node("c", 19)]})
+
+    server.routes[("GET", "/api/v1/nodes")] = list_nodes
+    store = KubeStore(client_for(server), kinds=("Node",)).start()
+    seen: list[tuple[str, str]] = []
+    store.watch(lambda ev: seen.append((ev.type, ev.object["metadata"]["name"])), kinds=("Node",))
+    try:
+        ok = store.wait_for(
+            lambda: (store.try_get("Node", "c") or {}).get("metadata", {}).get("labels") == {"x": "y"}, 10
+        )
+    finally:
+        store.stop()
+    assert ok, (watches, seen)
+    assert watches[:3] == ["10", "12", "20"]
+    assert [n["metadata"]["name"] for n in store.list("Node")] == ["b", "c"]
+    assert seen == [("ADDED", "b"), ("DELETED", "a"), ("ADDED", "c"), ("MODIFIED", "c")]
+    assert store.reflectors["Node"].relists == 1
+
+
+def test_stale_events_are_skipped_after_own_writes(server: FakeServer) -> None:
+    def list_nodes(h: Handler, q: dict[str, list[str]], body: Any) -> None:
+        if "watch" in q:
+            time.sleep(0.2)
+            h.stream([])
+            return
+        h.reply(200, {"metadata": {"resourceVersion": "10"}, "items": [node("a", 5)]})
+
+    def put(h: Handler, q: Any, body: Any) -> None:
+        out = dict(body)
+        out["metadata"] = dict(body["metadata"], resourceVersion="30")
+        h.reply(200, out)
+
+    server.routes[("GET", "/api/v1/nodes")] = list_nodes
+    server.routes[("PUT", "/api/v1/nodes/a")] = put
+    store = KubeStore(client_for(server), kinds=("Node",)).start()
+    events: list[WatchEvent] = []
+    store.watch(events.append)
+    try:
+        upd = dict(store.get("Node", "a"))
+        upd["metadata"] = dict(upd["metadata"], labels={"v": "2"})
+        store.update(upd)
+        assert [e.type for e in events] == ["MODIFIED"]  # delivered at once, like MemoryStore
+        # The watch brings an older version afterwards: it must not overwrite the newer write.
+        store._events.put(("event", "Node", "MODIFIED", node("a", 29, {"v": "old"})))
+        store._events.put(("event", "Node", "MODIFIED", node("a", 30, {"v": "2"})))
+        store.process_events()
+    finally:
+        store.stop()
+    assert store.get("Node", "a")["metadata"]["labels"] == {"v": "2"}
+    assert len(events) == 1
+
+
+def test_update_with_retry_rereads_the_live_object_on_conflict(server: FakeServer) -> None:
+    live = {"rv": 40}
+    puts: list[str] = []
+
+    def list_nodes(h: Handler, q: dict[str, list[str]], body: Any) -> None:
+        if "watch" in q:
+            time.sleep(0.2)
+            h.stream([])
+            return
+        h.reply(200, {"metadata": {"resourceVersion": "10"}, "items": [node("a", 5)]})
+
+    def get(h: Handler, q: Any, body: Any) -> None:
+        h.reply(200, node("a", live["rv"], {"someone": "else"}))
+
+    def put(h: Handler, q: Any, body: Any) -> None:
+        rv = body["metadata"]["resourceVersion"]
+        puts.append(rv)
+        if rv != str(live["rv"]):
+            h.reply(409, {"kind": "Status", "reason": "Conflict", "message": "the object has been modified"})
+            return
+        live["rv"] += 1
+        out = dict(body)
+        out["metadata"] = dict(body["metadata"], resourceVersion=str(live["rv"]))
+        h.reply(200, out)
+
+    server.routes[("GET", "/api/v1/nodes")] = list_nodes
+    server.routes[("GET", "/api/v1/nodes/a")] = get
+    server.routes[("PUT", "/api/v1/nodes/a")] = put
+    store = KubeStore(client_for(server), kinds=("Node",)).start()
+
+    def mutate(n: dict[str, Any]) -> None:
+        n["metadata"]["labels"] = dict(n["metadata"].get("labels") or {}, mine="yes")
+
+    try:
+        out = store.update_with_retry("Node", "a", "", mutate)
+    finally:
+        store.stop()
+    assert puts == ["5", "40"]  # stale cache first, then the live version
+    assert out["metadata"]["labels"] == {"someone": "else", "mine": "yes"}
+    assert store.get("Node", "a")["metadata"]["resourceVersion"] == "41"
+
+
+# -- leader election ----------------------------------------------------------------------------------
+
+
+class FakeLeases:
+    """A Lease endpoint with resourceVersion preconditions, as the API server has."""
+
+    def __init__(self, srv: FakeServer) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.rv = 0
+        self.lock = threading.Lock()
+        base = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+        srv.routes[("GET", base + "/kdra")] = self.get
+        srv.routes[("POST", base)] = self.create
+        srv.routes[("PUT", base + "/kdra")] = self.put
+
+    def get(self, h: Handler, q: Any, body: Any) -> None:
+        with self.lock:
+            if self.lease is None:
+                h.reply(404, {"kind": "Status", "reason": "NotFound"})
+            else:
+                h.reply(200, self.lease)
+
+    def create(self, h: Handler, q: Any, body: Any) -> None:
+        with self.lock:
+            if self.lease is not None:
+                h.reply(409, {"kind": "Status", "reason": "AlreadyExists"})
+                return
+            self.rv += 1
+            self.lease = dict(body, metadata=dict(body["metadata"], resourceVersion=str(self.rv)))
+            h.reply(201, self.lease)
+
+    def put(self, h: Handler, q: Any, body: Any) -> None:
+        with self.lock:
+            assert self.lease is not None
+            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+                h.reply(409, {"kind": "Status", "reason": "Conflict"})
+                return
+            self.rv += 1
+            self.lease = dict(body, metadata=dict(body["metadata"], resourceVersion=str(self.rv)))
+            h.reply(200, self.lease)
+
+
+def test_leader_election_one_leader_and_takeover_after_expiry(server: FakeServer) -> None:
+    leases = FakeLeases(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
+    a = LeaderElector(client_for(server), "kdra", "kube-system", "a", **kw)
+    b = LeaderElector(client_for(server), "kdra", "kube-system", "b", **kw)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()  # held, and b only now observed it
+    assert a.is_leader and not b.is_leader
+    assert a.try_acquire_or_renew()  # renew
+    time.sleep(0.4)
+    assert not b.try_acquire_or_renew()  # renewed since b last looked
+    # a stops renewing (crashed): b takes over once the lease has not changed for lease_duration.
+    time.sleep(1.1)
+    assert not a.is_leader
+    assert b.try_acquire_or_renew()
+    assert leases.lease is not None
+    assert leases.lease["spec"]["holderIdentity"] == "b"
+    assert leases.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_leader_release_hands_over_at_once(server: FakeServer) -> None:
+    FakeLeases(server)
+    kw = {"lease_duration": 30.0, "renew_deadline": 20.0, "retry_period": 0.1}
+    a = LeaderElector(client_for(server), "kdra", "kube-system", "a", **kw)
+    b = LeaderElector(client_for(server), "kdra", "kube-system", "b", **kw)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    a.release()
+    assert not a.is_leader
+    assert b.try_acquire_or_renew()
