@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     state = FleetState()
     stop: list[Any] = []
     if args.kubeconfig:
-        from kdra.observe.kube import KubeSource, load_kubeconfig, wait_ready
+        from kdra.observe.kube import KubeSource, client_for, wait_ready
 
-        source = KubeSource(load_kubeconfig(args.kubeconfig, args.context), state).start()
+        source = KubeSource(client_for(args.kubeconfig, args.context), state).start()
         stop.append(source.stop)
         ready = source.ready
         if args.once:

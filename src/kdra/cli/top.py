@@ -61,12 +61,12 @@ def run(args: argparse.Namespace) -> int:
     source = None
     state = None
     if args.kubeconfig:
-        from kdra.observe.kube import KubeSource, load_kubeconfig, wait_ready
+        from kdra.observe.kube import KubeSource, client_for, wait_ready
         from kdra.observe.model import FleetState
 
         state = FleetState()
         kinds = ("Node", "ResourceSlice", "ResourceClaim")
-        source = KubeSource(load_kubeconfig(args.kubeconfig, args.context), state, kinds).start()
+        source = KubeSource(client_for(args.kubeconfig, args.context), state, kinds).start()
         if not wait_ready(source, 60):
             source.stop()
             print(f"error: could not list the cluster: {source.errors}", file=sys.stderr)
