@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv
+.PHONY: run test lint typecheck unit e2e bench venv prometheus
 
 venv: $(VENV)/.installed
 
@@ -30,8 +30,14 @@ unit: venv
 
 # Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
 # cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs tests/e2e. See docs/kubernetes-mode.md.
-e2e: venv
+e2e: venv prometheus
 	$(BIN)/pytest -p no:xdist -m e2e tests/e2e
+
+# The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
+prometheus:
+	@command -v prometheus >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq prometheus; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq prometheus; fi; }
 
 test: lint typecheck unit e2e
 
