@@ -202,3 +202,22 @@ def kdra_scheduler(cp: ControlPlane, log: Path, *extra: str) -> Iterator[KdraPro
 def cleanup_namespace_pods(kube: KubeClient, namespace: str) -> None:
     for pod in kube.list("Pod", namespace):
         force_delete(kube, "Pod", pod["metadata"]["name"], namespace)
+
+
+def restart_apiserver(cp: ControlPlane, down: float = 2.0, timeout: float = 90.0) -> None:
+    """Stop kube-apiserver (SIGTERM to its own process group), leave it down for `down` seconds and start
+    it again with the same flags and port; wait for /readyz. Uses the fixture's Component objects only."""
+    comp = cp.components["kube-apiserver"]
+    comp.stop()
+    time.sleep(down)
+    comp.start()
+    client = cp.client()
+    deadline = time.monotonic() + timeout
+    while True:
+        cp.check_alive()
+        with contextlib.suppress(KubeError, OSError):
+            if client.request("GET", "/readyz", timeout=5) == "ok":
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"kube-apiserver not ready {timeout:.0f}s after a restart\n{comp.log_tail()}")
+        time.sleep(0.2)
