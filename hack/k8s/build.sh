@@ -34,6 +34,8 @@ out="$cache_root/$k8s_version"
 binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd)
 
 # The stamp ties the cached binaries to the exact inputs: module graph, this script, the Go version.
+# A Go installed from the upstream tarball may not be on a non-login shell's PATH.
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH to build the Kubernetes \
 control plane for the e2e tests; on Debian/Ubuntu install a Go 1.26+ toolchain)."
 go_version="$(go env GOVERSION)"

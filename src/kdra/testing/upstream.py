@@ -61,12 +61,14 @@ def scheduler_allocator(gates: Mapping[str, bool]) -> str:
 class UpstreamResult:
     """kube-scheduler's verdict on one pod."""
 
-    scheduled: bool
+    scheduled: bool  # every claim allocated (the pod is bound, or waits in PreBind for binding conditions)
     node: str | None = None
+    bound: bool = False  # spec.nodeName set
     # Pod claim name (or the claim's own name for a resourceClaimName reference) -> status.allocation.
     allocations: dict[str, Obj] = field(default_factory=dict)
     # Claim name as the case knows it -> the claim object after scheduling (generated claims by pod claim).
     claims: dict[str, Obj] = field(default_factory=dict)
+    invalid: str | None = None  # the API server rejected an object of the case (422): its message
     reason: str | None = None  # PodScheduled reason when not scheduled (Unschedulable, SchedulerError)
     message: str | None = None  # PodScheduled message when not scheduled
     events: list[str] = field(default_factory=list)  # the pod's event messages
@@ -169,7 +171,12 @@ def run_upstream_case(
     created: list[tuple[str, str, str | None]] = []  # (kind, name, namespace)
     t0 = time.monotonic()
     try:
-        result = _run(client, list(objects), ns, node, created, timeout, settle, sync_delay)
+        try:
+            result = _run(client, list(objects), ns, node, created, timeout, settle, sync_delay)
+        except KubeError as e:
+            if e.code != 422:
+                raise
+            result = UpstreamResult(scheduled=False, invalid=str(e.status.get("message", e)))
         result.ignored_gates = ignored
         result.allocator = scheduler_allocator(cp.scheduler_feature_gates)
         result.seconds = time.monotonic() - t0
@@ -232,6 +239,31 @@ def _run(
         time.sleep(sync_delay)
     client.create(pod)
 
+    def pod_claims(p: Obj) -> dict[str, str | None]:
+        """key (claim name, or pod claim name for templates) -> ResourceClaim name (None: not yet made)."""
+        generated = {
+            st["name"]: st.get("resourceClaimName")
+            for st in (p.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        out: dict[str, str | None] = {}
+        for ref in p["spec"].get("resourceClaims") or []:
+            key = ref.get("resourceClaimName") or ref["name"]
+            out[key] = ref.get("resourceClaimName") or generated.get(ref["name"])
+        return out
+
+    def all_allocated(p: Obj) -> bool:
+        # Devices with binding conditions keep the pod in PreBind (up to 10 minutes) after allocation:
+        # the allocation is the verdict, the binding is not waited for.
+        names = pod_claims(p)
+        if not names or any(n is None for n in names.values()):
+            return False
+        for n in names.values():
+            assert n is not None
+            c = client.get("ResourceClaim", n, ns)
+            if not (c.get("status") or {}).get("allocation"):
+                return False
+        return True
+
     def verdict() -> Obj | None:
         p = client.get("Pod", pod_name, ns)
         if p["spec"].get("nodeName"):
@@ -239,18 +271,23 @@ def _run(
         cond = _pod_scheduled_condition(p)
         if cond and cond.get("status") == "False" and cond.get("reason"):
             return p
+        if all_allocated(p):
+            return p
         return None
 
     p = wait_for(verdict, timeout, f"kube-scheduler's verdict on pod {ns}/{pod_name}")
-    if not p["spec"].get("nodeName") and settle > 0:
+    allocated = bool(p["spec"].get("nodeName")) or all_allocated(p)
+    if not allocated and settle > 0:
         deadline = time.monotonic() + settle
         while time.monotonic() < deadline:
             time.sleep(0.2)
             p = client.get("Pod", pod_name, ns)
-            if p["spec"].get("nodeName"):
+            if p["spec"].get("nodeName") or all_allocated(p):
+                allocated = True
                 break
 
-    result = UpstreamResult(scheduled=bool(p["spec"].get("nodeName")), node=p["spec"].get("nodeName"))
+    result = UpstreamResult(scheduled=allocated, node=p["spec"].get("nodeName"))
+    result.bound = bool(result.node)
     if not result.scheduled:
         cond = _pod_scheduled_condition(p) or {}
         result.reason = cond.get("reason")
@@ -258,15 +295,9 @@ def _run(
     events = client.list("Event", ns, fieldSelector=f"involvedObject.name={pod_name}")
     result.events = [e.get("message", "") for e in events]
 
-    generated = {
-        s["name"]: s.get("resourceClaimName")
-        for s in (p.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    for ref in p["spec"].get("resourceClaims") or []:
-        claim_name = ref.get("resourceClaimName") or generated.get(ref["name"])
+    for key, claim_name in pod_claims(p).items():
         if not claim_name:
             continue
-        key = ref.get("resourceClaimName") or ref["name"]
         try:
             claim = client.get("ResourceClaim", claim_name, ns)
         except NotFound:
@@ -275,6 +306,11 @@ def _run(
         alloc = (claim.get("status") or {}).get("allocation")
         if alloc and result.scheduled:
             result.allocations[key] = alloc
+            if not result.node:
+                for term in (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+                    for f in term.get("matchFields") or []:
+                        if f.get("key") == "metadata.name" and f.get("values"):
+                            result.node = f["values"][0]
     return result
 
 
