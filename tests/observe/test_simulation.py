@@ -37,6 +37,10 @@ def run() -> dict[str, Any]:
         equiv = sum(row[3] for row in fleet.values())
         stranded = sum(row[7] for row in fleet.values())
         checks.append((now, equiv, sim._equiv, stranded, sim._stranded))
+        incremental = state.fleet_groups()
+        assert set(incremental) == set(fleet), now
+        for g, row in fleet.items():
+            assert incremental[g] == pytest.approx(row, abs=1e-3), (now, g)
         if len(checks) % 2 == 1:
             fresh = FleetState()
             attach_store(fresh, sim.store)

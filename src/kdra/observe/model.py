@@ -31,6 +31,7 @@ from kdra.observe.exposition import CONTENT_TYPE, Histogram, escape, fmt_value, 
 
 Obj = dict[str, Any]
 DevKey = tuple[str, str, str]  # driver, pool, device
+Group = tuple[str, str, str, str]  # node, driver, pool, product
 ClaimKey = tuple[str, str]  # namespace, name
 MIB = 1024 * 1024
 GPU_MEMORY_ANNOTATION = "kdra.dev/gpu-memory"
@@ -292,6 +293,20 @@ class FleetState:
             ATTEMPT_BUCKETS,
             ("result",),
         )
+        # Fleet aggregates per (node, driver, pool, product), kept as running sums of what each device and
+        # each claim contributes (removed exactly as added), rendered only for groups that changed.
+        self.groups: dict[Group, list[float]] = {}
+        self.group_refs: dict[Group, int] = {}
+        self.group_phys: dict[Group, dict[str, list[int]]] = {}
+        self.dirty_groups: set[Group] = set()
+        self.fleet_lines: list[dict[Group, str]] = [{} for _ in FLEET_FAMILIES]
+        self.device_contrib: dict[DevKey, tuple[Group, int, str, int]] = {}
+        self.claim_contrib: dict[ClaimKey, list[tuple[Group, float, int, float, float]]] = {}
+        self.stranded_lines: dict[ClaimKey, str] = {}
+        self.pending_pod_counts: dict[tuple[str, str], int] = {}
+        self.node_reason_counts: dict[str, int] = {}
+        self.claim_users: dict[ClaimKey, set[ClaimKey]] = {}
+        self.unallocated: set[ClaimKey] = set()
         self._aggregates: tuple[int, str] | None = None
         self._rendered: tuple[int, bytes] | None = None
         self.last_render_seconds = 0.0
@@ -500,6 +515,7 @@ class FleetState:
         """Rebuild a device's own series and those of the claims holding it."""
         rec = self.devices.get(dk)
         holders = self.holders.get(dk) or {}
+        self._device_contribute(dk)
         if rec is not None:
             n = sum(holders.values())
             ratio = self._device_ratio(dk, rec, holders)
@@ -513,6 +529,137 @@ class FleetState:
             self.device_lines_pop(dk)
         for ck in sorted(holders):
             self._render_claim(ck)
+            self._claim_contribute(ck)
+
+    # -- incremental aggregates -----------------------------------------------------------------------
+
+    def _ref(self, g: Group) -> list[float]:
+        row = self.groups.get(g)
+        if row is None:
+            row = self.groups[g] = [0.0] * len(FLEET_FAMILIES)
+            self.group_phys[g] = {}
+        self.group_refs[g] = self.group_refs.get(g, 0) + 1
+        self.dirty_groups.add(g)
+        return row
+
+    def _unref(self, g: Group) -> None:
+        self.dirty_groups.add(g)
+        n = self.group_refs[g] - 1
+        if n:
+            self.group_refs[g] = n
+        else:  # nothing contributes any more: drop it (and any float residue with it)
+            del self.group_refs[g], self.groups[g], self.group_phys[g]
+
+    def _device_contribute(self, dk: DevKey) -> None:
+        old = self.device_contrib.pop(dk, None)
+        if old is not None:
+            g, alloc, phys, mem = old
+            row = self.groups[g]
+            row[0] -= 1
+            row[1] -= alloc
+            if phys:
+                entry = self.group_phys[g][phys]
+                entry[0] -= 1
+                if not entry[0]:
+                    del self.group_phys[g][phys]
+                    row[2] -= 1
+                    row[4] -= entry[1]
+            else:
+                row[4] -= mem
+            self._unref(g)
+        rec = self.devices.get(dk)
+        if rec is None:
+            return
+        g = (rec.node, dk[0], dk[1], rec.product)
+        row = self._ref(g)
+        alloc = 1 if dk in self.holders else 0
+        row[0] += 1
+        row[1] += alloc
+        mem = 0
+        if rec.phys:
+            pm = self._phys_memory(rec)
+            known = self.group_phys[g].get(rec.phys)
+            if known is None:
+                self.group_phys[g][rec.phys] = [1, pm]
+                row[2] += 1
+                row[4] += pm
+            else:
+                known[0] += 1
+                if pm > known[1]:
+                    row[4] += pm - known[1]
+                    known[1] = pm
+        elif not rec.gpu:
+            mem = rec.memory
+            row[4] += mem
+        self.device_contrib[dk] = (g, alloc, rec.phys, mem)
+
+    def _phys_memory(self, rec: DeviceRec) -> int:
+        if rec.dtype == "mig" or rec.counters:
+            return self.node_gpu_memory.get(rec.node) or rec.parent_memory or rec.memory
+        return rec.memory
+
+    def _claim_contribute(self, ck: ClaimKey) -> None:
+        for g, eq, m, req, strd in self.claim_contrib.pop(ck, ()):
+            row = self.groups[g]
+            row[3] -= eq
+            row[5] -= m
+            row[6] -= req
+            row[7] -= strd
+            self._unref(g)
+        self.stranded_lines.pop(ck, None)
+        claim = self.claims.get(ck)
+        if claim is None or not claim.results:
+            return
+        need = self.claim_need(claim)
+        items = []
+        total = 0
+        for r in claim.results:
+            if r.admin:
+                continue
+            rec = self.devices.get(r.key)
+            m = _result_memory(r, rec)
+            items.append((r, rec, m))
+            total += m
+        contrib = []
+        for r, rec, m in items:
+            g = (self.result_node(claim, r), r.driver, r.pool, rec.product if rec is not None else "")
+            eq = self.result_equiv(r, rec)
+            req = strd = 0.0
+            if need is not None and total:
+                req = need * m / total
+                strd = max(0.0, m - req)
+            row = self._ref(g)
+            row[3] += eq
+            row[5] += m
+            row[6] += req
+            row[7] += strd
+            contrib.append((g, eq, m, req, strd))
+        self.claim_contrib[ck] = contrib
+        if need is not None and total > need:
+            self.stranded_lines[ck] = (
+                f'kdra_claim_stranded_memory_bytes{{namespace="{escape(ck[0])}",claim="{escape(ck[1])}",'
+                f'pod="{escape(",".join(claim.pods))}"}} {total - need}\n'
+            )
+
+    def _flush_groups(self) -> None:
+        for g in self.dirty_groups:
+            row = self.groups.get(g)
+            if row is None:
+                for lines in self.fleet_lines:
+                    lines.pop(g, None)
+                continue
+            lbl = (
+                f'{{node="{escape(g[0])}",driver="{escape(g[1])}",pool="{escape(g[2])}",'
+                f'product="{escape(g[3])}"}}'
+            )
+            for i, (fam, _kind, _help) in enumerate(FLEET_FAMILIES):
+                self.fleet_lines[i][g] = f"{fam}{lbl} {fmt_value(round(row[i], 6))}\n"
+        self.dirty_groups.clear()
+
+    def fleet_groups(self) -> dict[Group, list[float]]:
+        """The incrementally kept aggregates (same shape as fleet())."""
+        with self.lock:
+            return {g: [round(v, 6) for v in row] for g, row in self.groups.items()}
 
     def _device_ratio(self, dk: DevKey, rec: DeviceRec, holders: Mapping[ClaimKey, int]) -> float:
         if not holders:
@@ -555,7 +702,15 @@ class FleetState:
                 h[ck] = h.get(ck, 0) + 1
                 new_devices.add(r.key)
             self._render_claim(ck)
+            if rec.allocated or rec.deleting:
+                self.unallocated.discard(ck)
+            else:
+                self.unallocated.add(ck)
+        else:
+            self.unallocated.discard(ck)
+        self._claim_contribute(ck)
         for dk in sorted(old_devices | new_devices):
+            self._device_contribute(dk)
             rec_d = self.devices.get(dk)
             if rec_d is None:
                 continue
@@ -673,9 +828,12 @@ class FleetState:
         meta = obj["metadata"]
         pk = (meta.get("namespace") or "default", meta["name"])
         uid = meta.get("uid", "")
+        old = self.pods.pop(pk, None)
+        if old is not None:
+            self._pod_uncount(pk, old)
         if deleted:
-            self.pods.pop(pk, None)
             self.scheduled_seen.discard(uid)
+            self._pod_claims_changed(pk, old, None)
             return
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
@@ -712,7 +870,10 @@ class FleetState:
             for k in QUEUE_REFS:
                 if src.get(k) and not queue:
                     queue = str(src[k])
-        self.pods[pk] = PodRec(uid, node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
+        new = PodRec(uid, node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
+        self.pods[pk] = new
+        self._pod_count(pk, new)
+        self._pod_claims_changed(pk, old, new)
         if node and uid not in self.scheduled_seen and cond is not None and cond.get("status") == "True":
             # kube-scheduler's binding sets nodeName and PodScheduled=True at once; kdra's scheduler writes
             # the condition in a second update, so wait for it.
@@ -721,6 +882,44 @@ class FleetState:
             at = parse_time(cond.get("lastTransitionTime"))
             if created is not None and at is not None:
                 self.e2e.observe(max(0.0, at - created))
+
+    def _pod_count(self, pk: ClaimKey, pod: PodRec) -> None:
+        for c in pod.claims:
+            self.claim_users.setdefault((pk[0], c), set()).add(pk)
+        if pod.pending:
+            k = (pk[0], pod.reason)
+            self.pending_pod_counts[k] = self.pending_pod_counts.get(k, 0) + 1
+            for r in pod.node_reasons:
+                self.node_reason_counts[r] = self.node_reason_counts.get(r, 0) + 1
+
+    def _pod_uncount(self, pk: ClaimKey, pod: PodRec) -> None:
+        for c in pod.claims:
+            users = self.claim_users.get((pk[0], c))
+            if users is not None:
+                users.discard(pk)
+                if not users:
+                    del self.claim_users[(pk[0], c)]
+        if pod.pending:
+            k = (pk[0], pod.reason)
+            self.pending_pod_counts[k] -= 1
+            if not self.pending_pod_counts[k]:
+                del self.pending_pod_counts[k]
+            for r in pod.node_reasons:
+                self.node_reason_counts[r] -= 1
+                if not self.node_reason_counts[r]:
+                    del self.node_reason_counts[r]
+
+    def _pod_claims_changed(self, pk: ClaimKey, old: PodRec | None, new: PodRec | None) -> None:
+        """A pod's memory need counts for its only claim: recompute the claims it names when it changes."""
+        before = (old.need, old.claims) if old is not None else (None, ())
+        after = (new.need, new.claims) if new is not None else (None, ())
+        if before == after:
+            return
+        names = set(old.claims if old else ()) | set(new.claims if new else ())
+        for c in sorted(names):
+            ck = (pk[0], c)
+            if ck in self.claims:
+                self._claim_contribute(ck)
 
     # -- aggregates and exposition --------------------------------------------------------------------
 
@@ -795,17 +994,11 @@ class FleetState:
         return out
 
     def _aggregate_text(self) -> str:
+        self._flush_groups()
         parts: list[str] = []
-        fleet = self.fleet()
-        keys = sorted(fleet)
         for i, (fam, kind, help_text) in enumerate(FLEET_FAMILIES):
             parts.append(header(fam, kind, help_text))
-            for g in keys:
-                v = fleet[g][i]
-                parts.append(
-                    f'{fam}{{node="{escape(g[0])}",driver="{escape(g[1])}",pool="{escape(g[2])}",'
-                    f'product="{escape(g[3])}"}} {fmt_value(round(v, 6) if isinstance(v, float) else v)}\n'
-                )
+            parts.append("".join(self.fleet_lines[i].values()))
         # stranded memory per claim (only claims that strand some), for "who wastes the most" tables
         parts.append(
             header(
@@ -814,46 +1007,20 @@ class FleetState:
                 "Memory a claim's devices hold beyond what the claim (or its pod) says it needs.",
             )
         )
-        for ck in sorted(self.claims):
-            claim = self.claims[ck]
-            if not claim.results:
-                continue
-            need = self.claim_need(claim)
-            if need is None:
-                continue
-            total = sum(_result_memory(r, self.devices.get(r.key)) for r in claim.results if not r.admin)
-            if total > need:
-                parts.append(
-                    f'kdra_claim_stranded_memory_bytes{{namespace="{escape(ck[0])}",claim="{escape(ck[1])}",'
-                    f'pod="{escape(",".join(claim.pods))}"}} {total - need}\n'
-                )
+        parts.append("".join(self.stranded_lines.values()))
         parts.append(self._pending_text())
         parts.append(self._queue_text())
         return "".join(parts)
 
     def _pending_text(self) -> str:
-        pods: dict[tuple[str, str], int] = {}
-        node_reasons: dict[str, int] = {}
-        users: dict[ClaimKey, list[PodRec]] = {}
-        for pk, pod in self.pods.items():
-            for c in pod.claims:
-                users.setdefault((pk[0], c), []).append(pod)
-            if not pod.pending:
-                continue
-            k = (pk[0], pod.reason)
-            pods[k] = pods.get(k, 0) + 1
-            for r in pod.node_reasons:
-                node_reasons[r] = node_reasons.get(r, 0) + 1
         claims: dict[tuple[str, str], int] = {}
-        for ck, claim in self.claims.items():
-            if claim.allocated or claim.deleting:
-                continue
-            us = users.get(ck, [])
-            if not us:
+        for ck in self.unallocated:
+            users = [self.pods[pk] for pk in self.claim_users.get(ck, ()) if pk in self.pods]
+            if not users:
                 reason = "NoConsumer"
-            elif any(p.pending and p.reason in ("Unschedulable", "SchedulerError") for p in us):
+            elif any(p.pending and p.reason in ("Unschedulable", "SchedulerError") for p in users):
                 reason = "PodUnschedulable"
-            elif any(p.pending and p.reason == "SchedulingGated" for p in us):
+            elif any(p.pending and p.reason == "SchedulingGated" for p in users):
                 reason = "PodSchedulingGated"
             else:
                 reason = "WaitingForScheduling"
@@ -867,7 +1034,7 @@ class FleetState:
                 "SchedulingGated; NotYetAttempted).",
             )
         ]
-        for (ns, reason), n in sorted(pods.items()):
+        for (ns, reason), n in sorted(self.pending_pod_counts.items()):
             parts.append(f'kdra_pending_pods{{namespace="{escape(ns)}",reason="{escape(reason)}"}} {n}\n')
         parts.append(
             header(
@@ -877,7 +1044,7 @@ class FleetState:
                 "(the reasons of the scheduler's '0/N nodes are available' message).",
             )
         )
-        for reason, n in sorted(node_reasons.items()):
+        for reason, n in sorted(self.node_reason_counts.items()):
             parts.append(f'kdra_pending_pod_node_reasons{{reason="{escape(reason)}"}} {n}\n')
         parts.append(
             header(
