@@ -46,8 +46,8 @@ from kdra.errors import InputError
 
 Obj = dict[str, Any]
 
-# kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, and
-# kdra's own scheduling CRDs (deploy/crds).
+# kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, what
+# deploy/ installs (RBAC, CRDs) and kdra's own scheduling CRDs (deploy/crds).
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
@@ -61,6 +61,11 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "DeviceTaintRule": ("resource.k8s.io/v1beta2", "devicetaintrules", False),
     "Lease": ("coordination.k8s.io/v1", "leases", True),
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
+    "ClusterRole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "PodGroup": ("kdra.dev/v1alpha1", "podgroups", True),
     "Queue": ("kdra.dev/v1alpha1", "queues", False),
     "Topology": ("kdra.dev/v1alpha1", "topologies", False),
@@ -494,6 +499,17 @@ class KubeClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         self.request("POST", resource_path("Pod", namespace, pod, "binding"), body)
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        """A bound token for a ServiceAccount (TokenRequest API)."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        path = resource_path("ServiceAccount", namespace, name, "token")
+        result: Obj = self.request("POST", path, body)
+        return str(result["status"]["token"])
 
     # -- watch -----------------------------------------------------------------------------------------
     def watch_stream(
