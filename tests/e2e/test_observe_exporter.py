@@ -106,6 +106,19 @@ class Prometheus:
         self.log.close()
 
 
+def dashboard_queries() -> list[tuple[str, str]]:
+    dash = json.loads((Path(__file__).resolve().parents[2] / "dashboards" / "kdra-grafana.json").read_text())
+    subst = {"$__rate_interval": "1m", "$product": ".*", "$node": ".*"}
+    out = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for var, value in subst.items():
+                expr = expr.replace(var, value)
+            out.append((panel["title"], expr))
+    return out
+
+
 def eventually(fn: Callable[[], T], check: Callable[[T], bool], timeout: float, what: str) -> T:
     """Poll fn until check(its value) holds; fail with the last value."""
     deadline = time.monotonic() + timeout
@@ -348,6 +361,16 @@ def test_prometheus_sees_who_holds_which_device_while_pods_come_and_go(
     reasons = prometheus.query('kdra_pending_pod_node_reasons{reason=~".*cannot allocate all claims.*"}')
     assert reasons and float(reasons[0]["value"][1]) >= 1
     assert (prometheus.scalar("kdra_pod_scheduling_duration_seconds_count") or 0) >= 2
+
+    # the dashboard's queries all evaluate; those on what this cluster has (no queues, no kdra scheduler,
+    # no dcgm-exporter here; rates need history) return data
+    for title, expr in dashboard_queries():
+        res = prometheus.query(expr)
+        if not any(
+            k in expr
+            for k in ("kdra_queue_", "kdra_scheduler_attempt", "DCGM_", "stranded_memory_bytes)", "rate(")
+        ):
+            assert res, (title, expr)
 
     # 4. pods come and go: the trainer goes, a new pod takes a new claim; Prometheus follows the cluster
     force_delete(kube, "Pod", "trainer", ns)

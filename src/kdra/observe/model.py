@@ -247,6 +247,29 @@ FLEET_FAMILIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Every family the exporter serves (histograms by their base name).
+OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("kdra_claim_stranded_memory_bytes", "gauge"),
+    ("kdra_pending_pods", "gauge"),
+    ("kdra_pending_pod_node_reasons", "gauge"),
+    ("kdra_pending_claims", "gauge"),
+    ("kdra_queue_allocated", "gauge"),
+    ("kdra_queue_deserved", "gauge"),
+    ("kdra_queue_fair_share", "gauge"),
+    ("kdra_queue_limit", "gauge"),
+    ("kdra_pod_scheduling_duration_seconds", "histogram"),
+    ("kdra_scheduler_attempt_duration_seconds", "histogram"),
+    ("kdra_exporter_watch_events_total", "counter"),
+)
+
+
+def metric_families() -> dict[str, str]:
+    """name -> type of every metric family the exporter serves."""
+    out = {n: t for n, t, _h in (*CLAIM_FAMILIES, *DEVICE_FAMILIES, *FLEET_FAMILIES)}
+    out.update(OTHER_FAMILIES)
+    return out
+
+
 def _fam_index(fams: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
     return {name: i for i, (name, _t, _h) in enumerate(fams)}
 
