@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from kdra.cel._compiler import CheckError, Compiler, Env
+from kdra.cel._compiler import CheckError, Compiler, Env, ProgramError, display
 from kdra.cel._device import CelDevice
 from kdra.cel._parser import ParseError, parse
 from kdra.cel._values import EvalError, type_of
@@ -108,6 +108,8 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
         env = Env(consumable_capacity, list_type_attributes)
         comp = Compiler(env)
         c = comp.compile(ast)
+    except ProgramError as e:
+        raise CELCompileError("program instantiation failed: " + e.message, expression) from None
     except (ParseError, CheckError) as e:
         raise CELCompileError(
             "compilation failed: " + _display(expression, e.pos, e.message), expression
@@ -119,7 +121,7 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
     t = c.t
     ok = t in ("bool", "any") or (list_type_attributes and t == "dyn")
     if not ok:
-        shown = "google.protobuf.Any" if t == "any" else t
+        shown = display(t)
         raise CELCompileError(f"must evaluate to bool or the unknown type, not {shown}", expression)
     from kdra.cel._cost import estimate
 

@@ -7,11 +7,13 @@ run time). Static types are strings in cel-go's spelling ("int", "list(string)",
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from kdra.cel import _functions as F
 from kdra.cel._parser import Call, Ident, Index, ListLit, Lit, MapLit, MessageLit, Node, Select
+from kdra.cel._regex import compile_regex
 from kdra.cel._values import (
     TYPE_IDENTS,
     CostExceeded,
@@ -30,8 +32,18 @@ PRIMITIVES = frozenset(("int", "uint", "double", "bool", "string", "bytes", "nul
 NUMERIC = frozenset(("int", "uint", "double"))
 
 
+_UNSET = object()
+
 # Constant folding runs at compile time: bound it, and leave anything costlier to the runtime limit.
 _FOLD_BUDGET = 100_000
+
+
+class ProgramError(Exception):
+    """cel-go fails Program() (not Compile()) for these: 'program instantiation failed: ...'."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class CheckError(Exception):
@@ -39,6 +51,13 @@ class CheckError(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+def display(t: str) -> str:
+    """cel-go's spelling of a static type in messages."""
+    out = re.sub(r"\bany\b", "google.protobuf.Any", t)
+    out = re.sub(r"\bnull_type\b", "null", out)
+    return out
 
 
 def base(t: str) -> str:
@@ -129,13 +148,13 @@ class Env:
 class Compiler:
     def __init__(self, env: Env) -> None:
         self.env = env
-        self.scopes: list[dict[str, tuple[int, str]]] = []
+        self.scopes: list[dict[str, tuple[int, str, Fn | None]]] = []
         self.nslots = 2
         self.uses_frame_cost = False
 
     # -- helpers ----------------------------------------------------------------------------------------
 
-    def lookup_var(self, name: str) -> tuple[int, str] | None:
+    def lookup_var(self, name: str) -> tuple[int, str, Fn | None] | None:
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
@@ -199,13 +218,23 @@ class Compiler:
     def c_ident(self, n: Ident) -> Compiled:
         var = self.lookup_var(n.name)
         if var is not None:
-            slot, t = var
-            return Compiled(lambda a: a[slot], t)
+            slot, t, init = var
+            if init is None:
+                return Compiled(lambda a: a[slot], t)
+
+            def lazy(a: list[Any]) -> Any:
+                # cel.bind evaluates its initializer on first use (cel-go: unused bindings never fail)
+                v = a[slot]
+                if v is _UNSET:
+                    v = a[slot] = init(a)
+                return v
+
+            return Compiled(lazy, t)
         if n.name == "device":
             return Compiled(lambda a: a[0], DEVICE_T)
         if n.name in TYPE_IDENTS:
             v = TYPE_IDENTS[n.name]
-            return Compiled(_const(v), "type", is_const=True, const=v, nodes=0)
+            return Compiled(_const(v), f"type({n.name})", is_const=True, const=v, nodes=0)
         if n.name in ("kubernetes.Quantity", "kubernetes.Semver"):
             pass
         raise CheckError(f"undeclared reference to '{n.name}' (in container '')", n.pos)
@@ -307,7 +336,7 @@ class Compiler:
 
     def c_has(self, n: Call) -> Compiled:
         if len(n.args) != 1 or not isinstance(n.args[0], Select):
-            raise CheckError("invalid argument to has() macro", n.pos)
+            raise CheckError("invalid argument to has() macro", n.args[0].pos if n.args else n.pos)
         sel = n.args[0]
         c = self.compile(sel.operand)
         f = c.fn
@@ -344,18 +373,24 @@ class Compiler:
         g = i.fn
         bt = base(t)
         if bt == "list":
-            if not (_is_dyn(it) or it in NUMERIC):
-                raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+            if not (_is_dyn(it) or it == "int"):
+                raise CheckError(
+                    f"found no matching overload for '_[_]' applied to '({display(t)}, {display(it)})'", n.pos
+                )
             rt = elem_type(t)
         elif bt == "map":
             kt = key_type(t)
-            if not (_is_dyn(it) or _is_dyn(kt) or it == kt or (it in NUMERIC and kt in NUMERIC)):
-                raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+            if not (_is_dyn(it) or _is_dyn(kt) or it == kt):
+                raise CheckError(
+                    f"found no matching overload for '_[_]' applied to '({display(t)}, {display(it)})'", n.pos
+                )
             rt = value_type(t)
         elif t in DYN:
             rt = "dyn"
         else:
-            raise CheckError(f"found no matching overload for '_[_]' applied to '({t}, {it})'", n.pos)
+            raise CheckError(
+                f"found no matching overload for '_[_]' applied to '({display(t)}, {display(it)})'", n.pos
+            )
 
         if i.is_const and type(i.const) is str and bt == "map":
             key = i.const
@@ -383,12 +418,10 @@ class Compiler:
         items = [self.compile(x) for x in n.items]
         et = "dyn"
         if items:
+            # the Kubernetes environment type-checks aggregate literals as homogeneous
             et = items[0].t
-            for it in items[1:]:
-                if it.t != et:
-                    et = "dyn"
-        if et == "any":
-            et = "dyn"
+            for node, it in zip(n.items[1:], items[1:], strict=True):
+                et = _unify_elem(et, it.t, node.pos)
         fns = [x.fn for x in items]
         nodes = sum(x.nodes for x in items) + 1
         if all(x.is_const for x in items):
@@ -405,14 +438,12 @@ class Compiler:
         kt = vt = "dyn"
         for idx, (k, v) in enumerate(entries):
             if not (_is_dyn(k.t) or k.t in ("int", "uint", "bool", "string")):
-                raise CheckError(f"unsupported map key type: {k.t}", n.entries[idx][0].pos)
+                raise CheckError(f"unsupported map key type: {display(k.t)}", n.entries[idx][0].pos)
             if idx == 0:
                 kt, vt = k.t, v.t
             else:
-                if k.t != kt:
-                    kt = "dyn"
-                if v.t != vt:
-                    vt = "dyn"
+                kt = _unify_elem(kt, k.t, n.entries[idx][0].pos)
+                vt = _unify_elem(vt, v.t, n.entries[idx][1].pos)
         pairs = [(k.fn, v.fn) for k, v in entries]
 
         def mk(a: list[Any]) -> dict[Any, Any]:
@@ -422,9 +453,7 @@ class Compiler:
                 tk = type(key)
                 if not (tk is str or tk is int or tk is UInt or tk is bool):
                     raise EvalError(f"unsupported key type: {F.type_of(key).name}")
-                if key in out and _same_key(out, key):
-                    raise EvalError(f"Failed with repeated key: {_fmt_key(key)}")
-                out[key] = vf(a)
+                out[key] = vf(a)  # cel-go keeps the last value of a repeated key
             return out
 
         children = [x for kv in entries for x in kv]
@@ -471,11 +500,23 @@ class Compiler:
                 continue
             if all(_matches(p, t) for p, t in zip(ov.params, types, strict=True)):
                 cands.append(ov)
+        if name.startswith("sets.") and cands and not _compatible(types[0], types[1]):
+            cands = []  # sets.*(list(A), list(A))
         if not cands:
-            sig = f"{types[0]}.({', '.join(types[1:])})" if member else f"({', '.join(types)})"
+            shown = [display(t) for t in types]
+            sig = f"{shown[0]}.({', '.join(shown[1:])})" if member else f"({', '.join(shown)})"
             raise CheckError(f"found no matching overload for '{name}' applied to '{sig}'", n.pos)
         rts = {_result_type(ov, types) for ov in cands}
         rt = rts.pop() if len(rts) == 1 else "dyn"
+        if name == "type":
+            rt = f"type({types[0]})"
+        if name == "matches" and args[-1].is_const and type(args[-1].const) is str:
+            try:  # cel-go checks literal patterns at compile time and constant ones when planning
+                compile_regex(args[-1].const)
+            except EvalError as e:
+                if isinstance(n.args[-1], Lit):
+                    raise CheckError("invalid matches argument", n.args[-1].pos) from None
+                raise ProgramError(e.message) from None
         fns = [x.fn for x in args]
         nodes = sum(x.nodes for x in args) + 1
         if len(cands) == 1 or _same_impl(cands):
@@ -484,8 +525,13 @@ class Compiler:
             fn = _bind_call(impl, fns, ov.frame)
         else:
             fn = _dispatch_call(cands, fns)
-        if name in _IMPURE_FOLD:
-            return Compiled(fn, rt, nodes=nodes)
+        if name in _CONVERSIONS and all(x.is_const for x in args):
+            # cel-go evaluates conversions of constants while planning the program
+            try:
+                v = fn([None, _FOLD_BUDGET])
+            except EvalError as e:
+                raise ProgramError(e.message) from None
+            return Compiled(_const(v), rt, is_const=True, const=v, nodes=0)
         return self.fold(fn, rt, args, nodes)
 
     # -- macros --------------------------------------------------------------------------------------------
@@ -496,7 +542,7 @@ class Compiler:
             raise CheckError("cel.bind() variable names must be simple identifiers", var.pos)
         ci = self.compile(init)
         slot = self.new_slot()
-        self.scopes.append({var.name: (slot, ci.t)})
+        self.scopes.append({var.name: (slot, ci.t, ci.fn)})
         try:
             cb = self.compile(body)
         finally:
@@ -504,8 +550,10 @@ class Compiler:
         fi = ci.fn
         fb = cb.fn
 
+        del fi
+
         def bind(a: list[Any]) -> Any:
-            a[slot] = fi(a)
+            a[slot] = _UNSET
             return fb(a)
 
         return Compiled(bind, cb.t, nodes=ci.nodes + cb.nodes + 1)
@@ -522,7 +570,7 @@ class Compiler:
             vt = elem_type(rt)
         elif base(rt) == "map":
             vt = key_type(rt)
-        elif rt in DYN:
+        elif rt == "dyn":
             vt = "dyn"
         else:
             raise CheckError(
@@ -533,7 +581,7 @@ class Compiler:
         if vt == "any":
             vt = "dyn"
         slot = self.new_slot()
-        self.scopes.append({var.name: (slot, vt)})
+        self.scopes.append({var.name: (slot, vt, None)})
         try:
             bodies = [self.compile(x) for x in n.args[1:]]
         finally:
@@ -544,11 +592,9 @@ class Compiler:
             pt = bodies[0].t
             if not (pt == "bool" or pt in DYN):
                 raise CheckError(
-                    f"found no matching overload for '_&&_' applied to '(bool, {pt})'"
-                    if name == "all"
-                    else f"found no matching overload for '_||_' applied to '(bool, {pt})'"
-                    if name == "exists"
-                    else f"found no matching overload for '_?_:_' applied to '({pt}, int, int)'",
+                    f"expected type 'bool' but found '{display(pt)}'"
+                    if name in ("all", "exists")
+                    else f"found no matching overload for '_?_:_' applied to '({display(pt)}, int, int)'",
                     n.args[1].pos,
                 )
         pred = bodies[0].fn
@@ -692,11 +738,9 @@ class Compiler:
         lc = self.compile(n.args[0])
         rc = self.compile(n.args[1])
         is_and = n.function == "_&&_"
-        for c in (lc, rc):
+        for c, node in ((lc, n.args[0]), (rc, n.args[1])):
             if not (c.t == "bool" or c.t in DYN):
-                raise CheckError(
-                    f"found no matching overload for '{n.function}' applied to '({lc.t}, {rc.t})'", n.pos
-                )
+                raise CheckError(f"expected type 'bool' but found '{display(c.t)}'", node.pos)
         lf = lc.fn
         rf = rc.fn
         nodes = lc.nodes + rc.nodes + 1
@@ -806,7 +850,7 @@ class Compiler:
             tc.t != ec.t
             and not (_is_dyn(tc.t) or _is_dyn(ec.t))
             and "null_type" not in (tc.t, ec.t)
-            and not (base(tc.t) == base(ec.t) and base(tc.t) in ("list", "map"))
+            and not _compatible(tc.t, ec.t)
         ):
             raise CheckError(
                 f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
@@ -914,7 +958,7 @@ class Compiler:
         }[op]
         rt = "dyn"
         if not (_is_dyn(lt_) or _is_dyn(rt_)):
-            if base(lt_) != base(rt_) or base(lt_) not in allowed:
+            if base(lt_) != base(rt_) or base(lt_) not in allowed or not _compatible(lt_, rt_):
                 raise CheckError(f"found no matching overload for '{op}' applied to '({lt_}, {rt_})'", n.pos)
             rt = lt_ if lt_ == rt_ else f"list({join_types(elem_type(lt_), elem_type(rt_))})"
         else:
@@ -965,7 +1009,7 @@ class Compiler:
         return self.fold(lambda a: F.in_(a, lf(a), rf(a)), "bool", [lc, rc], lc.nodes + rc.nodes + 1)
 
 
-_IMPURE_FOLD: frozenset[str] = frozenset()
+_CONVERSIONS = frozenset(("int", "uint", "double", "string", "bytes", "bool"))
 
 _MACROS: dict[str, tuple[int, ...]] = {
     "all": (2,),
@@ -994,6 +1038,22 @@ _OPERATORS: dict[str, Callable[[Compiler, Call], Compiled]] = {
     "_%_": Compiler.c_arith,
     "@in": Compiler.c_in,
 }
+
+
+def _compatible(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    ba, bb = base(a), base(b)
+    if ba != bb or ba not in ("list", "map"):
+        return False
+    pairs = zip(_params(a), _params(b), strict=False)
+    return all(x == y or x == "dyn" or y == "dyn" or _compatible(x, y) for x, y in pairs)
+
+
+def _unify_elem(have: str, got: str, pos: int) -> str:
+    if _compatible(have, got):
+        return got if "dyn" in have and "dyn" not in got else have
+    raise CheckError(f"expected type '{display(have)}' but found '{display(got)}'", pos)
 
 
 def _undyn(t: str) -> str:
@@ -1075,7 +1135,7 @@ def index_value(c: Any, i: Any) -> Any:
         else:
             raise no_such_overload()
         if idx < 0 or idx >= len(c):
-            raise EvalError(f"index '{idx}' out of range in list size '{len(c)}'")
+            raise EvalError(f"index out of bounds: {idx}")
         return c[idx]
     if isinstance(c, dict):
         ti = type(i)
@@ -1101,7 +1161,3 @@ def _fmt_key(k: Any) -> str:
     if type(k) is bool:
         return "true" if k else "false"
     return str(k)
-
-
-def _same_key(m: dict[Any, Any], key: Any) -> bool:
-    return any(k == key and (type(k) is bool) == (type(key) is bool) for k in m)

@@ -315,10 +315,10 @@ _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 
 def _parse_int(s: str) -> int:
     if not _INT_RE.match(s):
-        raise EvalError(f'strconv.ParseInt: parsing "{s}": invalid syntax')
+        raise EvalError("type conversion error from 'string' to 'int'")
     v = int(s)
     if v < INT64_MIN or v > INT64_MAX:
-        raise EvalError(f'strconv.ParseInt: parsing "{s}": value out of range')
+        raise EvalError("type conversion error from 'string' to 'int'")
     return v
 
 
@@ -335,11 +335,9 @@ def to_uint(x: Any) -> UInt:
             raise EvalError("unsigned integer overflow")
         return UInt(int(x))
     if tx is str:
-        if not re.fullmatch(r"\+?[0-9]+", x):
-            raise EvalError(f'strconv.ParseUint: parsing "{x}": invalid syntax')
+        if not re.fullmatch(r"\+?[0-9]+", x) or int(x) > UINT64_MAX:
+            raise EvalError("type conversion error from 'string' to 'uint'")
         v = int(x)
-        if v > UINT64_MAX:
-            raise EvalError(f'strconv.ParseUint: parsing "{x}": value out of range')
         return UInt(v)
     raise no_such_overload()
 
@@ -355,7 +353,7 @@ def to_double(x: Any) -> float:
         return float(x)
     if tx is str:
         if not _FLOAT_RE.match(x):
-            raise EvalError(f'strconv.ParseFloat: parsing "{x}": invalid syntax')
+            raise EvalError("type conversion error from 'string' to 'double'")
         return float(x)
     raise no_such_overload()
 
@@ -476,24 +474,39 @@ def char_at(s: Any, i: Any) -> str:
 
 
 def index_of(a: list[Any], s: Any, sub_: Any, start: Any = 0) -> int:
+    """cel-go ext/strings.go indexOfOffset: offset past the end gives -1, negative is an error."""
     s = _str(s)
     sub_ = _str(sub_)
     start = _int(start)
     charge(a, len(s) // 10)
-    if start < 0 or start > len(s):
+    if sub_ == "":
+        return start
+    if start < 0:
         raise EvalError(f"index out of range: {start}")
+    if start >= len(s):
+        return -1
     return s.find(sub_, start)
 
 
 def last_index_of(a: list[Any], s: Any, sub_: Any, end: Any = None) -> int:
+    """cel-go lastIndexOf/lastIndexOfOffset."""
     s = _str(s)
     sub_ = _str(sub_)
     charge(a, len(s) // 10)
     if end is None:
-        return s.rfind(sub_)
+        if sub_ == "":
+            return len(s)
+        if len(s) < len(sub_):
+            return -1
+        end = len(s) - 1
     end = _int(end)
-    if end < 0 or end > len(s):
+    if sub_ == "":
+        return end
+    if end < 0:
         raise EvalError(f"index out of range: {end}")
+    if end >= len(s):
+        return -1
+    end = min(end, len(s) - len(sub_))
     return s.rfind(sub_, 0, end + len(sub_))
 
 
@@ -939,7 +952,7 @@ FUNCTIONS: dict[str, list[Overload]] = {
     # quantity
     "quantity": [_o(False, "string", Q, quantity)],
     "isQuantity": [_o(False, "string", "bool", is_quantity)],
-    "sign": [_o(False, Q, "int", q_sign), _o(True, Q, "int", q_sign)],
+    "sign": [_o(False, Q, "int", q_sign)],
     "asApproximateFloat": [_o(True, Q, "double", q_as_float)],
     "asInteger": [_o(True, Q, "int", q_as_integer)],
     "isInteger": [_o(True, Q, "bool", q_is_integer)],

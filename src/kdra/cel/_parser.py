@@ -164,14 +164,14 @@ def _unescape(body: str, is_bytes: bool, pos: int) -> str | bytes:
             i += 4
         elif e in "uU":
             if is_bytes:
-                raise ParseError("Syntax error: invalid escape sequence", pos)
+                raise ParseError("unable to unescape string", pos)
             ln = 4 if e == "u" else 8
             h = body[i + 2 : i + 2 + ln]
             if len(h) != ln or not all(ch in "0123456789abcdefABCDEF" for ch in h):
                 raise ParseError("Syntax error: invalid escape sequence", pos)
             v = int(h, 16)
             if v > 0x10FFFF or 0xD800 <= v <= 0xDFFF:
-                raise ParseError("Syntax error: invalid unicode code point", pos)
+                raise ParseError("unable to unescape string", pos)
             out.append(chr(v))
             i += 2 + ln
         elif e in "01234567":
@@ -194,6 +194,26 @@ def _unescape(body: str, is_bytes: bool, pos: int) -> str | bytes:
                 ba.extend(piece.encode("utf-8"))
         return bytes(ba)
     return "".join(out)
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _escape_len(src: str, j: int) -> int:
+    """Length of the escape sequence at src[j] (a backslash) per the CEL lexer, 0 if invalid."""
+    e = src[j + 1 : j + 2]
+    if e and e in "abfnrtv\"'\\?`":
+        return 2
+    if e in ("x", "X"):
+        return 4 if all(c in _HEX for c in src[j + 2 : j + 4]) and len(src[j + 2 : j + 4]) == 2 else 0
+    if e == "u":
+        return 6 if len(src[j + 2 : j + 6]) == 4 and all(c in _HEX for c in src[j + 2 : j + 6]) else 0
+    if e == "U":
+        return 10 if len(src[j + 2 : j + 10]) == 8 and all(c in _HEX for c in src[j + 2 : j + 10]) else 0
+    if e and e in "0123":
+        o = src[j + 2 : j + 4]
+        return 4 if len(o) == 2 and all(c in "01234567" for c in o) else 0
+    return 0
 
 
 def tokenize(src: str) -> list[Tok]:
@@ -225,7 +245,10 @@ def tokenize(src: str) -> list[Tok]:
                     break
                 ch = src[j]
                 if ch == "\\" and not raw:
-                    j += 2
+                    k = _escape_len(src, j)
+                    if k == 0:
+                        raise ParseError(f"Syntax error: token recognition error at: '{src[i : j + 2]}'", i)
+                    j += k
                     continue
                 if ch == "\\" and raw:
                     # raw strings still cannot end with an escaped quote char

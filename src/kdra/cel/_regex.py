@@ -36,6 +36,19 @@ _POSIX = {
 _POSIX_RE = re.compile(r"\[:(\^?)([a-z]+):\]")
 
 
+def _re2_message(py: str, pattern: str) -> str:
+    """Python's re error -> RE2's wording for the common cases."""
+    if py.startswith("unterminated character set"):
+        return f"missing closing ]: `{pattern[pattern.find('[') :]}`"
+    if py.startswith("missing ), unterminated subpattern"):
+        return f"missing closing ): `{pattern}`"
+    if py.startswith("unbalanced parenthesis"):
+        return f"unexpected ): `{pattern}`"
+    if py.startswith("nothing to repeat") or py.startswith("multiple repeat"):
+        return f"missing argument to repetition operator: `{pattern}`"
+    return f"{py}: `{pattern}`"
+
+
 def _error(msg: str) -> EvalError:
     return EvalError(f"error parsing regexp: {msg}")
 
@@ -338,7 +351,7 @@ class Regex:
         try:
             parsed = P.parse(translated, re.ASCII)
         except re.error as e:
-            raise _error(f"{e}: `{pattern}`") from None
+            raise _error(_re2_message(str(e), pattern)) from None
         self._re: re.Pattern[str] | None = None
         self._pike: PikeRegex | None = None
         if _repeats(parsed) <= 1 and not _repeated_branch(parsed, False):
