@@ -72,6 +72,8 @@ def test_time_replay_and_legacy_comparison(small_trace_files: tuple[Path, Path])
     assert d["scheduled"] > 0.8 * d["pods"]
     assert tr.utilization and all(0 <= u <= 100 for _, u in tr.utilization)
     figs = compare(trace, "best-fit", 42)
+    loaded = run_timed(trace, make_policy("best-fit"), compress=200).to_dict()
+    assert loaded["compress"] == 200 and loaded["peakGpuAllocationPct"] > d["peakGpuAllocationPct"]
     dra, dp = figs["dra-shares"], figs["device-plugin"]
     assert dp.stranded_gib > 0 and dra.stranded_gib == 0
     assert dra.gpus_needed < dp.gpus_needed
@@ -115,11 +117,12 @@ def test_cli_table_csv_report_and_errors(
     nodes, pods = small_trace_files
     report = tmp_path / "out" / "replay.html"
     args = ["replay", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "-j", "1"]
-    assert main([*args, "--report", str(report)]) == 0
+    assert main([*args, "--report", str(report), "--time-replay", "--legacy"]) == 0
     out = capsys.readouterr().out
     assert "kdra" in out and "published" in out
+    assert "Time replay" in out and "Device-plugin integer GPUs vs DRA shares" in out
     html = report.read_text()
-    assert "<svg" in html and "arrived workload" in html
+    assert "<svg" in html and "arrived workload" in html and "GPU allocation over time" in html
     assert main([*args, "-o", "csv", "--policy", "best-fit"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("policy,seed,unallocated_gpu_pct_at_100") and lines[1].startswith(

@@ -65,6 +65,7 @@ def compare(
     seed: int = 42,
     *,
     timed: bool = False,
+    compress: float = 1.0,
     use_allocator: bool = True,
 ) -> dict[str, ModelFigures]:
     out: dict[str, ModelFigures] = {}
@@ -110,6 +111,8 @@ def compare(
             idle_shared / 1024,
         )
         if timed:
-            fig.timed = run_timed(trace, make_policy(policy), shares=shares, seed=seed).to_dict()
+            fig.timed = run_timed(
+                trace, make_policy(policy), shares=shares, seed=seed, compress=compress
+            ).to_dict()
         out[label] = fig
     return out
