@@ -5,9 +5,10 @@ on what is in use, so it is built once and reused: a scheduler keeps one `Alloca
 nodes and cycles and pairs it with a cheap per-cycle `AllocatedState` (allocator.py).
 
 Slices are compiled into `SliceEntry`/`DeviceEntry` objects once per slice version and kept in a
-`SliceCache` keyed by slice identity (uid or name plus resourceVersion when the object has one,
-the object itself otherwise). CEL selector results are memoised on the `DeviceEntry`, keyed by the
-selector list, so re-evaluating a class or request selector for a device is a dict lookup.
+`SliceCache` keyed by uid (or name) plus resourceVersion when the object has one, the object itself
+otherwise, and reused only for the same object or equal content (keys collide across stores). CEL
+selector results are memoised on the `DeviceEntry`, keyed by the selector list, so re-evaluating a
+class or request selector for a device is a dict lookup.
 """
 
 from __future__ import annotations
@@ -273,11 +274,23 @@ class SliceEntry:
 
 
 class SliceCache:
-    """Compiled slices by identity, so unchanged slices keep their device index and selector cache."""
+    """Compiled slices, so unchanged slices keep their device index and selector cache.
+
+    A slice is looked up by uid (or name) + resourceVersion, or by object identity when it has no
+    resourceVersion, and an entry is only reused for the very same object or one with equal content
+    (a C-level dict comparison, a few microseconds per slice, far cheaper than compiling it again):
+    separate stores (two simulations, two tests, objects loaded from files) hand out equal uids and
+    resourceVersions for different slices, and each key keeps a few variants so that alternating
+    between them does not recompile. Slice dicts must not be changed in place once looked up (the
+    stores replace objects on update)."""
+
+    VARIANTS = 4  # entries per key
 
     def __init__(self, max_entries: int = 200_000) -> None:
-        self._entries: dict[Any, tuple[Mapping[str, Any], SliceEntry]] = {}
+        self._entries: dict[Any, list[tuple[Mapping[str, Any], SliceEntry]]] = {}
+        self._size = 0
         self._max = max_entries
+        self.compiled = 0  # slices compiled (misses), for tests and benchmarks
 
     @staticmethod
     def _key(raw: Mapping[str, Any]) -> Any:
@@ -285,21 +298,34 @@ class SliceCache:
         rv = meta.get("resourceVersion")
         if rv:
             return ("rv", meta.get("uid") or meta.get("name"), rv)
-        return ("id", id(raw))
+        return ("id", id(raw))  # the entry holds `raw`, so the id cannot be reused meanwhile
 
     def get(self, raw: Mapping[str, Any]) -> SliceEntry:
         key = self._key(raw)
-        hit = self._entries.get(key)
-        # A resourceVersion names one content on a real API server, but objects loaded from files may
-        # reuse names and versions for different content, so the content is compared too (a C-level
-        # dict comparison, cheap next to compiling the slice again).
-        if hit is not None and (hit[0] is raw or (key[0] == "rv" and hit[0] == raw)):
-            return hit[1]
+        variants = self._entries.get(key)
+        if variants is not None:
+            for i, (seen, entry) in enumerate(variants):
+                if seen is raw or (key[0] == "rv" and seen == raw):
+                    if i:
+                        variants.insert(0, variants.pop(i))  # most recently used first
+                    return entry
         entry = SliceEntry(raw)
-        if len(self._entries) >= self._max:
+        self.compiled += 1
+        if self._size >= self._max:
             self._entries.clear()
-        self._entries[key] = (raw, entry)
+            self._size = 0
+            variants = None
+        if variants is None:
+            variants = self._entries[key] = []
+        variants.insert(0, (raw, entry))
+        self._size += 1
+        if len(variants) > self.VARIANTS:
+            variants.pop()
+            self._size -= 1
         return entry
+
+    def __len__(self) -> int:
+        return self._size
 
 
 DEFAULT_SLICE_CACHE = SliceCache()
@@ -348,6 +374,21 @@ class NodeView:
     candidates: dict[Any, tuple[list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]], bool]] = (
         field(default_factory=dict)
     )
+    keys: frozenset[tuple[str, str, str]] | None = None  # see device_keys()
+
+    def device_keys(self) -> frozenset[tuple[str, str, str]]:
+        """Keys of every device whose in-use state matters on this node (the pools' devices, and for
+        counters the devices of the same pools published for other nodes)."""
+        keys = self.keys
+        if keys is None:
+            keys = self.keys = frozenset(
+                d.key
+                for p in self.pools
+                for group in (p.slices, p.other_slices)
+                for s in group
+                for d in s.devices
+            )
+        return keys
 
 
 def _device_node_ok(dev: DeviceEntry, node_name: str, labels: Mapping[str, str]) -> bool:
@@ -522,6 +563,7 @@ class AllocatorIndex:
             self.slices_by_pool.setdefault((s.driver, s.pool), []).append(s)
         self._views: dict[Any, NodeView] = {}
         self._class_selectors: dict[str, tuple[str, ...]] = {}
+        self._class_devices: dict[str, dict[str | None, list[DeviceEntry]]] = {}
 
     def class_selectors(self, class_name: str) -> tuple[str, ...]:
         sel = self._class_selectors.get(class_name)
@@ -533,6 +575,55 @@ class AllocatorIndex:
             )
             self._class_selectors[class_name] = sel
         return sel
+
+    def devices_of_class(
+        self, class_name: str, selectors: Sequence[str] = (), *, node: str | None = None
+    ) -> list[DeviceEntry]:
+        """Devices the DeviceClass's selectors and then `selectors` (a request's CEL expressions) select,
+        in slice order: of every slice (`node=None`), of the slices published for one node
+        (`spec.nodeName == node`), or of the slices not tied to a node by nodeName (`node=""`: allNodes,
+        nodeSelector, perDeviceNodeSelection). In-use state is not considered (see `AllocatedState`).
+
+        A device whose selector fails to evaluate is included (the allocator reports the error when it
+        reaches the device), devices with binding conditions are left out while
+        DRADeviceBindingConditions is off, and an unknown class selects nothing; so the count is an
+        upper bound on what a request of the class can get there. Class results are cached per index
+        and request selectors are memoised per device: a call is a few dict lookups per device. Do
+        not change the returned list."""
+        lists = self._class_devices.get(class_name)
+        if lists is None:
+            lists = self._class_devices[class_name] = self._select_class(class_name)
+        devices = lists.get(node, [])
+        if not selectors:
+            return devices
+        exprs = tuple(selectors)
+        consumable = self.features.consumable_capacity
+        list_types = self.features.list_type_attributes
+        out = []
+        for d in devices:
+            res = evaluate_selectors(d, exprs, consumable, list_types)
+            if res == MATCH or isinstance(res, SelectorError):
+                out.append(d)
+        return out
+
+    def _select_class(self, class_name: str) -> dict[str | None, list[DeviceEntry]]:
+        lists: dict[str | None, list[DeviceEntry]] = {None: []}
+        if class_name not in self.classes:
+            return lists
+        exprs = self.class_selectors(class_name)
+        consumable = self.features.consumable_capacity
+        list_types = self.features.list_type_attributes
+        gate_binding = not self.features.device_binding_and_status
+        every = lists[None]
+        for s in self.slices:
+            for d in s.devices:
+                if gate_binding and d.binding_conditions:
+                    continue
+                res = evaluate_selectors(d, exprs, consumable, list_types)
+                if res == MATCH or isinstance(res, SelectorError):
+                    every.append(d)
+                    lists.setdefault(s.node_name, []).append(d)
+        return lists
 
     def node_view(self, node: Mapping[str, Any]) -> NodeView:
         meta = node.get("metadata") or node
