@@ -2,8 +2,11 @@
 
 Public surface (docs/contracts.md, `kdra.allocator`):
 - `Allocator(classes, slices, allocated_claims, features)` and `Allocator.allocate(node, claims)`
-- `AllocationOutcome` (`.allocations`, `.explanation`), `Explanation` (`.to_dict()`, `str()`)
-- `AllocatorIndex` + `AllocatedState` to reuse the device index across nodes and scheduling cycles
+- `AllocationOutcome` (`.allocations`, `.explanation` computed on first access, `.lazy_explanation`),
+  `Explanation` (`.to_dict()`, `str()`), `LazyExplanation`
+- `AllocatorIndex` + `AllocatedState` (`add_claim`/`remove_claim`, reference-counted) to reuse the device
+  index across nodes and scheduling cycles; `AllocatorIndex.devices_of_class(class, selectors, node=)`
+- `deterministic_share_id` (the default shareIDs) and `random_share_id` (kube-scheduler's)
 - `FeatureGates` (Kubernetes 1.36 defaults, `FeatureGates.parse("A=true,B=false")`)
 - `NodeAllocationError` (upstream's ErrFailedAllocationOnNode: unschedulable on this node only)
 """
@@ -13,7 +16,10 @@ from kdra.allocator.allocator import (
     AllocatedState,
     AllocationOutcome,
     Allocator,
+    LazyExplanation,
     NodeAllocationError,
+    deterministic_share_id,
+    random_share_id,
 )
 from kdra.allocator.explain import Explanation
 from kdra.allocator.features import FeatureGates
@@ -27,6 +33,9 @@ __all__ = [
     "AllocatorIndex",
     "Explanation",
     "FeatureGates",
+    "LazyExplanation",
     "NodeAllocationError",
     "SliceCache",
+    "deterministic_share_id",
+    "random_share_id",
 ]

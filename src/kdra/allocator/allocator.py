@@ -15,6 +15,7 @@ resort, by a step budget, the analogue of kube-scheduler's Filter timeout).
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,15 +52,68 @@ DeviceKey = tuple[str, str, str]
 class NodeAllocationError(AllocationError):
     """An error that only concerns this node (upstream wraps ErrFailedAllocationOnNode): the scheduler
     reports the node as unschedulable with this message and tries the others. `invalid_pools` (pool
-    -> reason) and `explanation` say more than upstream's text."""
+    -> reason) and `explanation` (computed on first access, see `LazyExplanation`) say more than
+    upstream's text."""
 
     invalid_pools: dict[str, str]
-    explanation: Explanation | None
+    lazy_explanation: LazyExplanation | None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.invalid_pools = {}
-        self.explanation = None
+        self.lazy_explanation = None
+
+    @property
+    def explanation(self) -> Explanation | None:
+        return self.lazy_explanation.get() if self.lazy_explanation is not None else None
+
+
+class LazyExplanation:
+    """Why claims did not fit on a node, computed on first use (`get()`, `str()`, `to_dict()`) and then
+    kept. It is computed from a snapshot taken when the allocation failed (the node's in-use devices,
+    counters and capacity), so later changes to the `AllocatedState` do not change what it says."""
+
+    __slots__ = ("_compute", "_value")
+
+    def __init__(self, compute: Callable[[], Explanation]) -> None:
+        self._compute: Callable[[], Explanation] | None = compute
+        self._value: Explanation | None = None
+
+    @property
+    def computed(self) -> bool:
+        return self._compute is None
+
+    def get(self) -> Explanation:
+        compute = self._compute
+        if compute is not None:
+            self._value = compute()
+            self._compute = None  # drop the snapshot
+        assert self._value is not None
+        return self._value
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.get().to_dict()
+
+    def __str__(self) -> str:
+        return str(self.get())
+
+    def __repr__(self) -> str:
+        return f"LazyExplanation({self._value!r})" if self.computed else "LazyExplanation(<not computed>)"
+
+
+def deterministic_share_id(claim: Mapping[str, Any], request: str, device: str, index: int) -> str:
+    """The default shareID: a valid version-4 UUID derived from the claim (uid, else namespace/name),
+    the request, the device (driver/pool/name) and the result's index in the claim, so the same inputs
+    always give the same allocation."""
+    meta = claim.get("metadata") or {}
+    ident = meta.get("uid") or f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    digest = hashlib.blake2b(f"{ident}\0{request}\0{device}\0{index}".encode(), digest_size=16).digest()
+    return str(uuid.UUID(bytes=digest, version=4))
+
+
+def random_share_id() -> str:
+    """kube-scheduler's shareIDs (a fresh uuid4 each): pass `share_id=random_share_id` to get them."""
+    return str(uuid.uuid4())
 
 
 class SearchLimitExceeded(Exception):
@@ -82,39 +136,114 @@ class AllocatedState:
     Mirrors kube-scheduler's claim tracker (upstream AllocatedState): admin-access results are not
     in use; with DRAConsumableCapacity a result with a shareID is a share whose consumedCapacity adds
     up per device; everything else is a dedicated device.
+
+    Change it only through `add_result`/`remove_result` (or `add_claim`/`remove_claim`): they keep
+    reference counts, so a device held by several claims (or shared by several shares) stays in use
+    until the last one is removed and consumed capacity subtracts exactly, and they bump `version`,
+    which tells a long-lived `Allocator` to recompute what it derived from the state. `dedicated`,
+    `shared` and `consumed` are for reading.
     """
 
     dedicated: set[DeviceKey] = field(default_factory=set)
     shared: set[DeviceKey] = field(default_factory=set)
     consumed: dict[DeviceKey, dict[str, int]] = field(default_factory=dict)
+    version: int = 0
+    # Reference counts: results per dedicated device, shares per shared device, and per device and
+    # capacity name the shares that reported it in consumedCapacity (a key of `consumed` exists exactly
+    # while some share of the device reported consumedCapacity, as from_claims would build it).
+    _dedicated_refs: dict[DeviceKey, int] = field(default_factory=dict, repr=False)
+    _share_refs: dict[DeviceKey, int] = field(default_factory=dict, repr=False)
+    _consumed_refs: dict[DeviceKey, dict[str, int]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_claims(cls, claims: Iterable[Mapping[str, Any]], features: FeatureGates) -> AllocatedState:
         state = cls()
         for claim in claims:
-            alloc = (claim.get("status") or {}).get("allocation")
-            if not alloc:
-                continue
-            for res in (alloc.get("devices") or {}).get("results") or []:
-                state.add_result(res, features)
+            state.add_claim(claim, features)
         return state
 
+    @staticmethod
+    def _results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        alloc = (claim.get("status") or {}).get("allocation")
+        if not alloc:
+            return []
+        return (alloc.get("devices") or {}).get("results") or []
+
+    def add_claim(self, claim: Mapping[str, Any], features: FeatureGates) -> None:
+        """Count every result of the claim's status.allocation (nothing if it has none)."""
+        for res in self._results(claim):
+            self.add_result(res, features)
+
+    def remove_claim(self, claim: Mapping[str, Any], features: FeatureGates) -> None:
+        """Undo `add_claim` for the same claim (pass the allocation that was added)."""
+        for res in self._results(claim):
+            self.remove_result(res, features)
+
     def add_result(self, res: Mapping[str, Any], features: FeatureGates) -> None:
+        self._change(res, features, 1)
+
+    def remove_result(self, res: Mapping[str, Any], features: FeatureGates) -> None:
+        """Undo `add_result` for an equal result: the device stays in use while other results hold it,
+        and the result's consumedCapacity is subtracted exactly."""
+        self._change(res, features, -1)
+
+    def _change(self, res: Mapping[str, Any], features: FeatureGates, delta: int) -> None:
         if res.get("adminAccess"):
             return
         key = (res.get("driver", ""), res.get("pool", ""), res.get("device", ""))
         if features.consumable_capacity and res.get("shareID") is not None:
-            self.shared.add(key)
             cc = res.get("consumedCapacity")
-            if cc is not None:
+            amounts = (
+                {name: parse_quantity_any(q).nanos for name, q in cc.items()} if cc is not None else None
+            )
+            if delta < 0 and key not in self.shared:
+                return  # not added (or already removed): nothing to undo
+            self.version += 1
+            _count(self._share_refs, self.shared, key, delta)
+            if amounts is not None:
+                refs = self._consumed_refs.setdefault(key, {})
                 agg = self.consumed.setdefault(key, {})
-                for name, q in cc.items():
-                    agg[name] = agg.get(name, 0) + parse_quantity_any(q).nanos
+                for name, nanos in amounts.items():
+                    n = refs.get(name, 0) + delta
+                    if n > 0:
+                        refs[name] = n
+                        agg[name] = agg.get(name, 0) + delta * nanos
+                    else:
+                        refs.pop(name, None)
+                        agg.pop(name, None)
+                if not refs:
+                    self._consumed_refs.pop(key, None)
+                    self.consumed.pop(key, None)
             return
-        self.dedicated.add(key)
+        if delta < 0 and key not in self.dedicated:
+            return
+        self.version += 1
+        _count(self._dedicated_refs, self.dedicated, key, delta)
 
     def is_allocated(self, key: DeviceKey) -> bool:
         return key in self.dedicated or key in self.shared
+
+    def _restricted(self, keys: frozenset[DeviceKey]) -> AllocatedState:
+        """A copy holding only `keys` (the devices one node can see): what explaining needs, cheaply."""
+        consumed = self.consumed
+        if len(keys) < len(consumed):
+            held = [k for k in keys if k in consumed]
+        else:
+            held = [k for k in consumed if k in keys]
+        return AllocatedState(
+            self.dedicated & keys, self.shared & keys, {k: dict(consumed[k]) for k in held}, self.version
+        )
+
+
+def _count(refs: dict[DeviceKey, int], members: set[DeviceKey], key: DeviceKey, delta: int) -> None:
+    # A key put into `members` directly (not through add_result) counts as one reference.
+    n = refs.get(key, 1 if key in members else 0) + delta
+    if n > 0:
+        refs[key] = n
+        members.add(key)
+    else:
+        refs.pop(key, None)
+        members.discard(key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,19 +492,40 @@ def blocking_taint(dev: DeviceEntry, tolerations: Sequence[Mapping[str, Any]]) -
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
 class AllocationOutcome:
     """`allocations`: one status.allocation dict per claim in claim order, or None when the claims
-    do not fit on the node. `explanation` says why (only computed on failure)."""
+    do not fit on the node. `explanation` says why: only on failure, and computed on first access
+    (`lazy_explanation` hands it on without computing it)."""
 
-    node: str
-    allocations: list[dict[str, Any]] | None
-    explanation: Explanation | None = None
-    steps: int = 0
+    __slots__ = ("_explanation", "allocations", "lazy_explanation", "node", "steps")
+
+    def __init__(
+        self,
+        node: str,
+        allocations: list[dict[str, Any]] | None,
+        explanation: Explanation | None = None,
+        steps: int = 0,
+        *,
+        lazy_explanation: LazyExplanation | None = None,
+    ) -> None:
+        self.node = node
+        self.allocations = allocations
+        self.steps = steps
+        self._explanation = explanation
+        self.lazy_explanation = lazy_explanation
+
+    @property
+    def explanation(self) -> Explanation | None:
+        if self._explanation is None and self.lazy_explanation is not None:
+            self._explanation = self.lazy_explanation.get()
+        return self._explanation
 
     @property
     def success(self) -> bool:
         return self.allocations is not None
+
+    def __repr__(self) -> str:
+        return f"AllocationOutcome(node={self.node!r}, allocations={self.allocations!r}, steps={self.steps})"
 
 
 @dataclass(slots=True)
@@ -383,7 +533,7 @@ class _Result:
     rd: ReqData
     dev: DeviceEntry
     pool_index: int
-    share_id: str | None
+    share: bool  # a share of a device with allowMultipleAllocations (gets a shareID)
     consumed: dict[str, Quantity] | None
 
 
@@ -393,8 +543,13 @@ class _Result:
 
 
 class Allocator:
-    """Allocates claims on one node at a time; reusable for many nodes (and thread-compatible only
-    per call: one `allocate` at a time)."""
+    """Allocates claims on one node at a time; reusable for many nodes, cycles and changes of its
+    `AllocatedState` (what it derives from the state is recomputed when `state.version` changes).
+    Thread-compatible only per call: one `allocate` at a time.
+
+    `share_id`: None (default) gives `deterministic_share_id`; otherwise a function without arguments
+    called once per share of a successful allocation, in result order (`random_share_id` for
+    kube-scheduler's fresh uuid4s)."""
 
     def __init__(
         self,
@@ -419,9 +574,11 @@ class Allocator:
         )
         self.max_steps = max_steps
         self.prune = prune
-        self._share_id = share_id or (lambda: str(uuid.uuid4()))
-        # Available counters per pool (counter sets minus what allocated devices consume), computed once.
+        self._share_id = share_id
+        # Available counters per pool (counter sets minus what allocated devices consume), computed once
+        # per state version.
         self._available: dict[int, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
+        self._available_version = self.state.version
 
     @classmethod
     def from_index(
@@ -456,25 +613,71 @@ class Allocator:
             run.steps += spent
         if ok:
             return AllocationOutcome(view.node_name, run.build_results(), None, run.steps)
-        from kdra.allocator.explain import Explanation, explain
-
-        try:
-            explanation = explain(run, limit_hit=ok is None)
-        except Exception as exc:  # the verdict stands even if explaining it fails
-            explanation = Explanation(
-                view.node_name, reasons=[f"cannot allocate all claims (no explanation: {exc!r})"]
-            )
+        # Explaining costs more than most failed searches and few callers print it: it is computed on
+        # first access, from the run (its validated requests and cached candidates) paired with a copy
+        # of the state restricted to this node's devices, so later state changes do not leak in.
+        snapshot = self._snapshot(view)
+        run.owner = snapshot
+        run.state = snapshot.state
+        lazy = LazyExplanation(lambda: _explain_run(run, ok is None))
         if ok is False and any(pool.invalid for pool in view.pools):
             # Upstream's text exactly; which pools and why travel on the exception.
             err = NodeAllocationError("invalid resource pools were encountered")
             err.invalid_pools = {p.id: p.invalid_reason for p in view.pools if p.invalid}
-            err.explanation = explanation
+            err.lazy_explanation = lazy
             raise err
-        return AllocationOutcome(view.node_name, None, explanation, run.steps)
+        return AllocationOutcome(view.node_name, None, steps=run.steps, lazy_explanation=lazy)
+
+    def explain(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> LazyExplanation:
+        """Why `claims` do not fit on `node` under the current state, computed on first use: for a
+        caller that ruled the node out itself (a cheaper necessary check) and may never print it."""
+        view = self.index.node_view(node)
+        snapshot = self._snapshot(view)
+        claims = list(claims)
+        return LazyExplanation(lambda: snapshot._explain_now(view, node, claims))
+
+    def _snapshot(self, view: NodeView) -> Allocator:
+        """An allocator over a copy of the state restricted to the devices `view` can see."""
+        return Allocator(
+            index=self.index,
+            state=self.state._restricted(view.device_keys()),
+            max_steps=self.max_steps,
+            share_id=self._share_id,
+            prune=self.prune,
+        )
+
+    def _explain_now(
+        self, view: NodeView, node: Mapping[str, Any], claims: list[Mapping[str, Any]]
+    ) -> Explanation:
+        from kdra.allocator.explain import Explanation
+
+        try:
+            outcome = self.allocate(node, claims)
+        except NodeAllocationError as err:
+            return err.explanation or Explanation(view.node_name, reasons=[str(err)])
+        except AllocationError as err:
+            return Explanation(view.node_name, reasons=[str(err)])
+        if outcome.explanation is not None:
+            return outcome.explanation
+        return Explanation(view.node_name, reasons=["the claims fit on this node"])
+
+    # -- share IDs --------------------------------------------------------------------------------
+    def _make_share_id(
+        self, claim: Mapping[str, Any], ci: int, request: str, dev: DeviceEntry, i: int
+    ) -> str:
+        if self._share_id is not None:
+            return self._share_id()
+        meta = claim.get("metadata") or {}
+        if not meta.get("uid") and not meta.get("name"):
+            claim = {"metadata": {"name": f"#{ci}", "namespace": meta.get("namespace") or ""}}
+        return deterministic_share_id(claim, request, dev.id, i)
 
     # -- counters ---------------------------------------------------------------------------------
     def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
         """(available counters per set, whether any is already negative) for a pool."""
+        if self._available_version != self.state.version:
+            self._available.clear()
+            self._available_version = self.state.version
         hit = self._available.get(id(pool))
         if hit is not None and hit[2] is pool:
             return hit[0], hit[1]
@@ -1091,7 +1294,6 @@ class _Run:
         if not allow_multi:
             self.allocating.setdefault(key, set()).add(ci)
             marked = True
-        share_id: str | None = None
         consumed: dict[str, Quantity] | None = None
         cap_inserted = False
         cap_existed = False
@@ -1106,14 +1308,13 @@ class _Run:
                 return None
             if allow_multi:
                 consumed = consumed_capacity(rd.capacity_requests, dev.capacity)
-                share_id = self.owner._share_id()
                 cap_existed = key in self.allocating_capacity
                 agg = self.allocating_capacity.setdefault(key, {})
                 for name, q in consumed.items():
                     agg[name] = agg.get(name, 0) + q.nanos
                 cap_inserted = True
         results = self.results[ci]
-        results.append(_Result(rd, dev, pi, share_id, consumed or None))
+        results.append(_Result(rd, dev, pi, allow_multi, consumed or None))
 
         def undo() -> None:
             results.pop()
@@ -1152,7 +1353,7 @@ class _Run:
         spec_devices = ((claim.get("spec") or {}).get("devices")) or {}
         requests = spec_devices.get("requests") or []
         results: list[dict[str, Any]] = []
-        for r in self.results[ci]:
+        for i, r in enumerate(self.results[ci]):
             item: dict[str, Any] = {
                 "request": r.rd.full_name,
                 "driver": r.dev.driver,
@@ -1168,8 +1369,8 @@ class _Run:
                     item["bindingConditions"] = list(r.dev.binding_conditions)
                 if r.dev.binding_failure_conditions:
                     item["bindingFailureConditions"] = list(r.dev.binding_failure_conditions)
-            if r.share_id is not None:
-                item["shareID"] = r.share_id
+            if r.share:
+                item["shareID"] = self.owner._make_share_id(claim, ci, r.rd.full_name, r.dev, i)
             if r.consumed:
                 item["consumedCapacity"] = {k: str(v) for k, v in r.consumed.items()}
             results.append(item)
@@ -1255,6 +1456,17 @@ class _Run:
         if fields:
             term["matchFields"] = fields
         return {"nodeSelectorTerms": [term]}
+
+
+def _explain_run(run: _Run, limit_hit: bool) -> Explanation:
+    from kdra.allocator.explain import Explanation, explain
+
+    try:
+        return explain(run, limit_hit=limit_hit)
+    except Exception as exc:  # the verdict stands even if explaining it fails
+        return Explanation(
+            run.view.node_name, reasons=[f"cannot allocate all claims (no explanation: {exc!r})"]
+        )
 
 
 def request_candidates(run: _Run, rd: ReqData) -> tuple[list[tuple[DeviceEntry, int]], bool]:
