@@ -32,7 +32,7 @@ def test_gang_that_does_not_fit_binds_nothing_and_releases_reservations() -> Non
     assert bound(s, "big") == {}
     assert sched.waiting == {}
     assert not any((c.get("status") or {}).get("allocation") for c in s.list("ResourceClaim"))
-    assert sched.dra.in_use == {}  # partial reservations released
+    assert sched.dra.state.dedicated == set()  # partial reservations released
     msg = condition(s, "big-000")
     assert "PodGroup default/big" in msg and "only 4 of the 5 members" in msg
     assert "fits nowhere" in msg
@@ -145,7 +145,7 @@ def test_gang_64_by_8_on_100_nodes() -> None:
     gang_pods(s, "llm2", 64, gpus=8)
     sched.run(1)
     assert bound(s, "llm2") == {}
-    assert sum(len(v) for v in [sched.dra.in_use]) == 64 * 8
+    assert len(sched.dra.state.dedicated) == 64 * 8
 
 
 def test_scheduling_shard_sets_the_placement_policy() -> None:

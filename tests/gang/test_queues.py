@@ -137,7 +137,7 @@ def test_reclaim_returns_a_queue_to_its_deserved_quota() -> None:
     running = {p["metadata"]["uid"] for p in s.list("Pod") if p["status"].get("phase") != "Failed"}
     for c in s.list("ResourceClaim"):
         assert {r["uid"] for r in c["status"].get("reservedFor", [])} <= running
-    assert len(sched.dra.in_use) == 32
+    assert len(sched.dra.state.dedicated) == 32
 
 
 def test_reclaim_blocked_by_strategies_and_min_runtime() -> None:

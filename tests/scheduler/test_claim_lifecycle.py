@@ -160,3 +160,33 @@ def test_extended_resource_served_by_dra(cluster: tuple[MemoryStore, Scheduler])
     ]
     finish(s, "legacy")
     assert s.try_get("ResourceClaim", st["resourceClaimName"], "default") is None
+
+
+def test_shares_release_their_consumed_capacity_exactly() -> None:
+    s = MemoryStore()
+    s.create(device_class())
+    s.create(node("n1"))
+    sl = gpu_slice("n1", 1)
+    dev = sl["spec"]["devices"][0]
+    dev["allowMultipleAllocations"] = True
+    dev["capacity"]["memory"]["requestPolicy"] = {"default": "10Gi"}
+    s.create(sl)
+    tpl = template("share")
+    tpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {"requests": {"memory": "20Gi"}}
+    s.create(tpl)
+    sch = Scheduler(s)
+    for name in ("a", "b", "c"):
+        s.create(pod(name, template_name="share"))
+    assert all(r.node == "n1" for r in sch.run(0))
+    key = ("gpu.example.com", "n1", "gpu-0")
+    gi = 2**30 * 10**9
+    assert sch.dra.state.consumed[key] == {"memory": 60 * gi}
+    ids = sorted(
+        r["shareID"] for c in s.list("ResourceClaim") for r in c["status"]["allocation"]["devices"]["results"]
+    )
+    assert len(set(ids)) == 3
+    finish(s, "a")
+    assert sch.dra.state.consumed[key] == {"memory": 40 * gi} and key in sch.dra.state.shared
+    finish(s, "b")
+    finish(s, "c")
+    assert key not in sch.dra.state.consumed and key not in sch.dra.state.shared

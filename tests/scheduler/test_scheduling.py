@@ -158,3 +158,55 @@ def test_same_input_same_placements() -> None:
         return out
 
     assert run() == run()
+
+
+def test_two_stores_with_equal_uids_and_resource_versions_schedule_independently() -> None:
+    # MemoryStore uids and resourceVersions are counters: both stores hand out the same (uid,
+    # resourceVersion) for their slice, with 2 GPUs in one and 4 in the other. The allocator's shared
+    # slice cache must keep them apart.
+    def cluster(gpus: int) -> tuple[MemoryStore, Scheduler]:
+        s = MemoryStore()
+        s.create(device_class())
+        s.create(node("n1"))
+        s.create(gpu_slice("n1", gpus))
+        s.create(template("three", count=3))
+        return s, Scheduler(s)
+
+    small, small_sched = cluster(2)
+    large, large_sched = cluster(4)
+    a, b = small.list("ResourceSlice")[0]["metadata"], large.list("ResourceSlice")[0]["metadata"]
+    assert (a["uid"], a["resourceVersion"]) == (b["uid"], b["resourceVersion"])
+    for i in range(2):
+        small.create(pod(f"p{i}", template_name="three"))
+        large.create(pod(f"p{i}", template_name="three"))
+        assert placements(small_sched.run(i)) == {f"p{i}": None}
+        assert placements(large_sched.run(i)) == {f"p{i}": "n1" if i == 0 else None}
+
+
+def test_only_the_printed_explanation_is_computed() -> None:
+    from kdra.allocator import LazyExplanation
+
+    s = MemoryStore()
+    s.create(device_class())
+    for i in range(3):
+        s.create(node(f"n{i}"))
+        s.create(gpu_slice(f"n{i}", 2))
+    s.create(template("one"))
+    s.create(template("three", count=3))
+    sch = Scheduler(s)
+    s.create(pod("fits", template_name="one"))
+    s.create(pod("big", template_name="three"))
+    results = {r.pod: r for r in sch.run(0)}
+    big = results["default/big"]
+    assert big.node is None and isinstance(big.explanation, LazyExplanation)
+    assert big.explanation.computed
+    lazies = [
+        st.explanation
+        for entry in sch._sig.values()
+        for _gen, st, _score in entry.results.values()
+        if st is not None and isinstance(st.explanation, LazyExplanation)
+    ]
+    assert len(lazies) == 3 and sum(e.computed for e in lazies) == 1
+    # The message explains the attempt, with the device the first pod took counted as in use.
+    msg = condition(s, "big")["message"]
+    assert "claim default/big-" in msg and "needs 3" in msg

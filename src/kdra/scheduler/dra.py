@@ -1,12 +1,13 @@
 """DRA bookkeeping for the scheduler: the allocator index, what is allocated, and cheap per-node checks.
 
 One `AllocatorIndex` (kdra.allocator) is built per version of the DeviceClasses and ResourceSlices and
-reused by every cycle and node; what is in use is tracked incrementally from claim events and from the
+reused by every cycle and node, together with one `Allocator`; what is in use is one `AllocatedState`,
+changed incrementally (`add_claim`/`remove_claim`, reference-counted) from claim events and from the
 scheduler's own assumptions (upstream's in-flight allocations, SignalClaimPendingAllocation), keyed by claim
 uid so repeated events never double count.
 
 Before the allocator runs on a node, `free_devices(node, class)` gives an upper bound on the devices of a
-class the node can still offer (devices matching the class selectors and not exclusively in use). A node
+class the node can still offer (`AllocatorIndex.devices_of_class` minus those exclusively in use). A node
 with fewer than the pod's exact-count demand per class is ruled out without a search: this is only ever a
 necessary condition, the allocator decides.
 """
@@ -14,16 +15,13 @@ necessary condition, the allocator decides.
 from __future__ import annotations
 
 import json
-import random
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, SliceCache
+from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation
 from kdra.allocator.features import FeatureGates
-from kdra.allocator.index import MATCH, AllocatorIndex, DeviceEntry, evaluate_selectors
-from kdra.api.quantity import parse_quantity_any
+from kdra.allocator.index import AllocatorIndex
 from kdra.cluster.store import Obj, WatchEvent
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -83,17 +81,13 @@ class DraState:
         self.cache = cache
         self.features = features or FeatureGates()
         self._index: AllocatorIndex | None = None
-        # claim uid -> (claim dict with status.allocation, node names its node-local devices are on)
+        self._allocator: Allocator | None = None
+        # claim uid -> claim dict with status.allocation
         self.allocated: dict[str, Obj] = {}
         self.assumed: dict[str, Obj] = {}  # in-flight: allocation decided, not yet written
-        self.in_use: dict[tuple[str, str, str], int] = {}  # exclusive device -> number of claims
-        self._class_devices: dict[str, dict[str, list[DeviceEntry]]] = {}  # class -> node -> devices
-        self._shared_class_devices: dict[str, list[DeviceEntry]] = {}
         self._ext_classes: dict[str, str] | None = None
+        # Devices in use by allocated and assumed claims (exclusive ones in `state.dedicated`).
         self.state = AllocatedState()
-        self._slice_cache = SliceCache()
-        self.share_refs: dict[tuple[str, str, str], int] = {}
-        self._share_rand = random.Random(0x5EED)
         self.spec_keys: dict[tuple[str, str], str] = {}
         cache.dra = self
         for claim in list(cache.claims.values()):
@@ -103,22 +97,23 @@ class DraState:
 
     def invalidate(self) -> None:
         self._index = None
-        self._class_devices.clear()
-        self._shared_class_devices.clear()
+        self._allocator = None
         self._ext_classes = None
 
     @property
     def index(self) -> AllocatorIndex:
         if self._index is None:
-            # A cache of compiled slices per scheduler: the shared default keys slices by uid+resourceVersion,
-            # which two stores (two simulations, two tests) can both produce for different slices.
             self._index = AllocatorIndex(
-                dict(self.cache.classes),
-                list(self.cache.slices.values()),
-                self.features,
-                slice_cache=self._slice_cache,
+                dict(self.cache.classes), list(self.cache.slices.values()), self.features
             )
         return self._index
+
+    @property
+    def allocator(self) -> Allocator:
+        """One allocator per index; it follows `state` changes by itself (AllocatedState.version)."""
+        if self._allocator is None or self._allocator.index is not self.index:
+            self._allocator = Allocator.from_index(self.index, self.state)
+        return self._allocator
 
     def extended_resource_classes(self) -> dict[str, str]:
         """Extended resource name -> DeviceClass (KEP-5004): explicit extendedResourceName (newest class
@@ -140,30 +135,9 @@ class DraState:
             self._ext_classes = out
         return self._ext_classes
 
-    def _devices_of_class(self, class_name: str) -> tuple[dict[str, list[DeviceEntry]], list[DeviceEntry]]:
-        per_node = self._class_devices.get(class_name)
-        if per_node is None:
-            index = self.index
-            per_node = {}
-            shared: list[DeviceEntry] = []
-            exprs = index.class_selectors(class_name) if class_name in index.classes else None
-            consumable = self.features.consumable_capacity
-            for s in index.slices:
-                for d in s.devices:
-                    if exprs is None:
-                        continue
-                    if evaluate_selectors(d, exprs, consumable) != MATCH:
-                        continue
-                    if s.node_name:
-                        per_node.setdefault(s.node_name, []).append(d)
-                    else:
-                        shared.append(d)
-            self._class_devices[class_name] = per_node
-            self._shared_class_devices[class_name] = shared
-        return per_node, self._shared_class_devices[class_name]
-
     def has_shared_devices(self, class_name: str) -> bool:
-        return bool(self._devices_of_class(class_name)[1])
+        """Whether the class selects devices not tied to one node by nodeName (the bound does not apply)."""
+        return bool(self.index.devices_of_class(class_name, node=""))
 
     def free_devices(self, node: str, class_name: str | DemandKey, selectors: tuple[str, ...] = ()) -> int:
         """Upper bound on the devices of `class_name` passing `selectors` that `node` can still get
@@ -171,19 +145,12 @@ class DraState:
         `class_name` may also be a ClaimDemand key (class, selectors)."""
         if isinstance(class_name, tuple):
             class_name, selectors = class_name
-        per_node, _ = self._devices_of_class(class_name)
-        in_use = self.in_use
-        consumable = self.features.consumable_capacity
-        n = 0
-        for d in per_node.get(node, ()):
-            if not d.allow_multi and d.key in in_use:
-                continue
-            if selectors:
-                got = evaluate_selectors(d, selectors, consumable)
-                if isinstance(got, int) and got != MATCH:
-                    continue
-            n += 1
-        return n
+        dedicated = self.state.dedicated
+        return sum(
+            1
+            for d in self.index.devices_of_class(class_name, selectors, node=node)
+            if d.allow_multi or d.key not in dedicated
+        )
 
     def prefilter_ok(self, node: str, demand: ClaimDemand) -> tuple[bool, str]:
         for (cls, sels), n in demand.exact.items():
@@ -200,37 +167,17 @@ class DraState:
 
     def _mark(self, claim: Obj, delta: int) -> None:
         """Add (+1) or remove (-1) a claim's allocation from the allocated state, touching its nodes."""
+        if delta > 0:
+            self.state.add_claim(claim, self.features)
+        else:
+            self.state.remove_claim(claim, self.features)
         alloc = (claim.get("status") or {}).get("allocation") or {}
         touched: set[str] = set()
         global_change = False
-        state = self.state
-        consumable = self.features.consumable_capacity
         for r in (alloc.get("devices") or {}).get("results") or []:
-            key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
             if r.get("adminAccess"):
                 continue
-            if consumable and r.get("shareID") is not None:
-                n = self.share_refs.get(key, 0) + delta
-                if n > 0:
-                    self.share_refs[key] = n
-                    state.shared.add(key)
-                else:
-                    self.share_refs.pop(key, None)
-                    state.shared.discard(key)
-                agg = state.consumed.setdefault(key, {})
-                for cname, q in (r.get("consumedCapacity") or {}).items():
-                    agg[cname] = agg.get(cname, 0) + delta * parse_quantity_any(q).nanos
-                if n <= 0:
-                    state.consumed.pop(key, None)
-            else:
-                n = self.in_use.get(key, 0) + delta
-                if n > 0:
-                    self.in_use[key] = n
-                    state.dedicated.add(key)
-                else:
-                    self.in_use.pop(key, None)
-                    state.dedicated.discard(key)
-            node = self._device_node(key)
+            node = self._device_node((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
             if node:
                 touched.add(node)
             else:
@@ -298,15 +245,13 @@ class DraState:
         return list(self.allocated.values()) + list(self.assumed.values())
 
     def allocate(self, node: Mapping[str, Any], claims: Sequence[Obj]) -> AllocationOutcome:
-        """The allocator's outcome for `claims` on `node` (`.allocations` or None, `.explanation`).
+        """The allocator's outcome for `claims` on `node` (`.allocations` or None; `.lazy_explanation`,
+        computed only if someone prints it). ShareIDs are the allocator's deterministic default."""
+        return self.allocator.allocate(node, list(claims))
 
-        The index is shared by all calls; the allocated state is the incrementally maintained one. An
-        Allocator object is a few attributes, so one per call keeps its per-pool counter cache fresh."""
-        alloc = Allocator.from_index(self.index, self.state, share_id=self._next_share_id)
-        return alloc.allocate(node, list(claims))
-
-    def _next_share_id(self) -> str:
-        return str(uuid.UUID(int=self._share_rand.getrandbits(128), version=4))
+    def explain(self, node: Mapping[str, Any], claims: Sequence[Obj]) -> LazyExplanation:
+        """Why `claims` do not fit on `node` now (for nodes the free-device bound ruled out)."""
+        return self.allocator.explain(node, list(claims))
 
 
 def device_ids(results: Iterable[Mapping[str, Any]]) -> list[str]:

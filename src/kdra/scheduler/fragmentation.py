@@ -610,11 +610,11 @@ class DraGpuViews:
         from kdra.scheduler.podinfo import CPU, MEMORY
 
         dra = self.cache.dra
-        per_node, _ = dra._devices_of_class(self.device_class)
         gpus: list[int] = []
         consumed = dra.state.consumed
-        for d in per_node.get(ni.name, ()):
-            if d.key in dra.in_use:
+        dedicated = dra.state.dedicated
+        for d in dra.index.devices_of_class(self.device_class, node=ni.name):
+            if d.key in dedicated:
                 gpus.append(0)
                 continue
             cap = d.capacity.get("shares")

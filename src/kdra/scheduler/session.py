@@ -383,8 +383,6 @@ class GangQueues:
     def capacity(self) -> Vector:
         """Cluster totals per resource: cpu and memory of nodes, devices and capacities per DeviceClass."""
         assert self.sched is not None
-        from kdra.allocator.index import MATCH, evaluate_selectors
-
         index = self.sched.dra.index
         key = (index, len(self.sched.cache.nodes), self.sched.cache.node_updates)
         if self._capacity is not None and self._capacity[0] == key:
@@ -395,19 +393,14 @@ class GangQueues:
                 continue
             out["cpu"] = out.get("cpu", 0.0) + ni.allocatable.get("cpu", 0) / 1000.0
             out["memory"] = out.get("memory", 0.0) + float(ni.allocatable.get("memory", 0))
-        consumable = self.sched.dra.features.consumable_capacity
         for cls in sorted(index.classes):
-            exprs = index.class_selectors(cls)
-            for s in index.slices:
-                for d in s.devices:
-                    if evaluate_selectors(d, exprs, consumable) != MATCH:
-                        continue
-                    out[f"deviceclass/{cls}"] = out.get(f"deviceclass/{cls}", 0.0) + 1
-                    for dim in self.options.capacity_dims:
-                        c = d.capacity.get(dim)
-                        if c is not None:
-                            k = f"{dim}.deviceclass/{cls}"
-                            out[k] = out.get(k, 0.0) + float(c.value.value())
+            for d in index.devices_of_class(cls):
+                out[f"deviceclass/{cls}"] = out.get(f"deviceclass/{cls}", 0.0) + 1
+                for dim in self.options.capacity_dims:
+                    c = d.capacity.get(dim)
+                    if c is not None:
+                        k = f"{dim}.deviceclass/{cls}"
+                        out[k] = out.get(k, 0.0) + float(c.value.value())
         self._capacity = (key, out)
         return out
 

@@ -260,9 +260,7 @@ class DynamicResources(
         ok, _cls = self.dra.prefilter_ok(ni.name, demand)
         if not ok:
             # Ruled out without a search; the allocator explains it only if someone prints the reason.
-            return unschedulable(
-                "cannot allocate all claims", explanation=_LazyExplanation(self.dra, ni, claims)
-            )
+            return unschedulable("cannot allocate all claims", explanation=self.dra.explain(ni.node, claims))
         try:
             outcome = self.dra.allocate(ni.node, claims)
         except AllocationError as exc:
@@ -270,7 +268,8 @@ class DynamicResources(
                 return unschedulable(str(exc))
             return error(str(exc))
         if outcome.allocations is None:
-            return unschedulable("cannot allocate all claims", explanation=outcome.explanation)
+            # Computed only if the pod's final message prints it (most node failures are never shown).
+            return unschedulable("cannot allocate all claims", explanation=outcome.lazy_explanation)
         self._remember(pc, ni, outcome.allocations)
         return SUCCESS
 
@@ -421,29 +420,6 @@ class DynamicResources(
             }
 
         self.store.update_with_retry("Pod", pi.name, pi.namespace, patch, subresource="status")
-
-
-class _LazyExplanation:
-    """The allocator's explanation for a node the free-device bound ruled out, computed when printed."""
-
-    __slots__ = ("_claims", "_dra", "_node", "_text")
-
-    def __init__(self, dra: DraState, ni: NodeInfo, claims: list[Obj]) -> None:
-        self._dra = dra
-        self._node = ni.node
-        self._claims = claims
-        self._text: str | None = None
-
-    def __str__(self) -> str:
-        if self._text is None:
-            name = (self._node.get("metadata") or {}).get("name", "")
-            try:
-                outcome = self._dra.allocate(self._node, self._claims)
-                expl = outcome.explanation
-                self._text = str(expl) if expl is not None else f"node {name}: not enough free devices"
-            except AllocationError as exc:
-                self._text = f"node {name}: {exc}"
-        return self._text
 
 
 def _json(x: Any) -> str:
