@@ -81,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
                 source.stop()
             console.print(render_table(rows(), show_all=args.all, node=args.node))
             return 0
+        if not console.is_terminal:  # piped: one table per refresh, like `kubectl get -w`
+            while True:
+                console.print(render_table(rows(), show_all=args.all, node=args.node))
+                console.file.flush()
+                time.sleep(args.interval)
         with Live(render_table(rows(), show_all=args.all, node=args.node), console=console) as live:
             while True:
                 time.sleep(args.interval)
