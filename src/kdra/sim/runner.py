@@ -46,7 +46,9 @@ def load_workload(name_or_path: str, seed: int) -> Workload:
         label = name_or_path
     if not objs:
         raise InputError(f"workload {name_or_path}: no objects")
-    return build_workload(objs, name=label, seed=seed)
+    from kdra.kube.export import replayable_workload  # a `kdra export` file: its pods, replayed
+
+    return build_workload(replayable_workload(objs), name=label, seed=seed)
 
 
 @dataclass
@@ -80,13 +82,21 @@ def simulate(
     progress: Callable[[str, float, float], None] | None = None,
 ) -> SimulationReport:
     from kdra.fleets import load_fleet, render
+    from kdra.kube.export import load_exported_cluster
 
-    fl = load_fleet(fleet)
+    # A `kdra export` file stands for its Nodes, DeviceClasses and ResourceSlices as they are (DRA only).
+    exported = load_exported_cluster(fleet)
+    fl = load_fleet(fleet) if exported is None else None
     wl = workload if isinstance(workload, Workload) else load_workload(workload, seed)
-    dra_objects = render(fl, dra=True, legacy=False)
-    report = SimulationReport(getattr(fl, "name", str(fleet)), wl.name, seed)
+    if exported is not None:
+        name, dra_objects = exported
+        modes = [m for m in modes if m == DRA]
+    else:
+        assert fl is not None
+        name, dra_objects = getattr(fl, "name", str(fleet)), render(fl, dra=True, legacy=False)
+    report = SimulationReport(name, wl.name, seed)
     for mode in modes:
-        objects = dra_objects if mode == DRA else render(fl, dra=False, legacy=True)
+        objects = dra_objects if mode == DRA or fl is None else render(fl, dra=False, legacy=True)
         sim = Simulation(objects, wl, mode, config=config, seed=seed, dra_objects=dra_objects)
         cb = None
         if progress is not None:
