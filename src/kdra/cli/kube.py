@@ -77,6 +77,12 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
+    s.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="also serve kdra exporter's metrics (and the scheduling-attempt histogram) from this scheduler",
+    )
     s.add_argument("-v", "--verbose", action="count", default=0)
     s.set_defaults(func=_scheduler)
 
@@ -127,6 +133,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
     )
+    metrics_address = None
+    if args.metrics_listen:
+        from kdra.observe.server import parse_listen
+
+        metrics_address = parse_listen(args.metrics_listen)
     client = make_client(args)
     identity = args.identity or default_identity()
     stopping = {"flag": False}
@@ -157,6 +168,7 @@ def _scheduler(args: argparse.Namespace) -> int:
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
     store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     sched = KubeScheduler(store, config, identity=identity)
+    metrics = None
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
         f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
@@ -165,6 +177,13 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     code = 0
     try:
+        if metrics_address is not None:  # issue 9: the exporter beside the scheduler (kdra.observe)
+            from kdra.observe.sources import serve_beside_scheduler
+
+            try:
+                metrics = serve_beside_scheduler(store, sched, metrics_address)
+            except OSError as exc:
+                raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
         while not stopping["flag"]:
             if elector is not None and not elector.is_leader:
                 print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
@@ -174,6 +193,9 @@ def _scheduler(args: argparse.Namespace) -> int:
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
     finally:
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
         store.stop()
         if elector is not None:
             elector.stop(release=code == 0)
