@@ -34,6 +34,20 @@ def attach_scheduler(state: FleetState, scheduler: Any) -> None:
     scheduler.attempt_observers.append(observe)
 
 
+def serve_beside_scheduler(store: Store, scheduler: Any, address: tuple[str, int]) -> Any:
+    """Serve the exporter's metrics from a running kdra scheduler's own store and attempts (`kdra scheduler
+    --metrics-listen`): no second set of watches, and the per-attempt latency histogram included."""
+    from kdra.observe.server import MetricsServer
+
+    state = FleetState()
+    attach_store(state, store)
+    attach_scheduler(state, scheduler)
+    server = MetricsServer(state, address)
+    server.ready.set()
+    server.serve_in_thread()
+    return server
+
+
 class SimulationSource:
     """`kdra simulate`'s DRA model on a fleet and workload, its store watched by the exporter.
 
