@@ -52,11 +52,24 @@ def _display(src: str, pos: int, message: str) -> str:
 
 
 _CONVERSION = {
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'",
     "int": "unsupported type conversion from 'int' to bool",
     "uint": "unsupported type conversion from 'uint' to bool",
     "double": "unsupported type conversion from 'double' to bool",
     "string": "unsupported native conversion from string to 'bool'",
 }
+
+
+def _overload_spelling(msg: str) -> str:
+    """Overload messages spell null_type as null but keep 'any' (cel-go's checker formatting)."""
+    if "applied to '" not in msg:
+        return msg
+    head, _, tail = msg.partition("applied to '")
+    tail = tail.replace("null_type", "null").replace("google.protobuf.Any", "any")
+    if "error" in tail and "!error!" not in tail:
+        tail = tail.replace("error", "!error!")
+    return head + "applied to '" + tail
 
 
 class Program:
@@ -98,26 +111,30 @@ class Program:
         return f"Program({self.expression!r})"
 
 
-def _compile(expression: str, consumable_capacity: bool, list_type_attributes: bool) -> Program:
+def _compile(expression: str, consumable_capacity: bool, list_type_attributes: bool, stored: bool) -> Program:
     if len(expression.encode("utf-8")) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
         raise CELCompileError(
             f"Too long: may not be more than {CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes", expression
         )
     try:
         ast = parse(expression)
-        env = Env(consumable_capacity, list_type_attributes)
+        env = Env(consumable_capacity, list_type_attributes, stored)
         comp = Compiler(env)
         c = comp.compile(ast)
+        errors: list[CheckError | ParseError] = sorted(comp.errors, key=lambda e: e.pos)
+        if not errors and comp.program_error is not None:
+            raise comp.program_error
     except ProgramError as e:
         raise CELCompileError("program instantiation failed: " + e.message, expression) from None
-    except (ParseError, CheckError) as e:
-        raise CELCompileError(
-            "compilation failed: " + _display(expression, e.pos, e.message), expression
-        ) from None
+    except ParseError as e:
+        errors = [e]
     except RecursionError:
         raise CELCompileError(
             "compilation failed: ERROR: <input>:1:1: expression recursion limit exceeded", expression
         ) from None
+    if errors:
+        shown_errors = "\n".join(_display(expression, e.pos, _overload_spelling(e.message)) for e in errors)
+        raise CELCompileError("compilation failed: " + shown_errors, expression)
     t = c.t
     ok = t in ("bool", "any") or (list_type_attributes and t == "dyn")
     if not ok:
@@ -130,23 +147,32 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
 
 @lru_cache(maxsize=4096)
 def _cached(
-    expression: str, consumable_capacity: bool, list_type_attributes: bool
+    expression: str, consumable_capacity: bool, list_type_attributes: bool, stored: bool
 ) -> Program | CELCompileError:
     try:
-        return _compile(expression, consumable_capacity, list_type_attributes)
+        return _compile(expression, consumable_capacity, list_type_attributes, stored)
     except CELCompileError as e:
         return e
 
 
 def compile_selector(
-    expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False
+    expression: str,
+    *,
+    consumable_capacity: bool = True,
+    list_type_attributes: bool = False,
+    stored_expressions: bool = False,
 ) -> Program:
     """Compile a DRA selector (cached by expression and environment).
 
     consumable_capacity: DRAConsumableCapacity (declares device.allowMultipleAllocations).
-    list_type_attributes: DRAListTypeAttributes (list attributes, includes(), dyn results).
+    list_type_attributes: DRAListTypeAttributes (list attribute values, dyn results).
+    stored_expressions: compile like kube-scheduler does (environment.StoredExpressions): every
+      declaration of the 1.36 environment is present whatever the feature gates, so
+      allowMultipleAllocations and includes() always compile; the gates still decide how attribute
+      values convert and whether a dyn result is accepted. The default (False) is the
+      NewExpressions environment that API validation uses for new or changed expressions.
     """
-    r = _cached(expression, consumable_capacity, list_type_attributes)
+    r = _cached(expression, consumable_capacity, list_type_attributes, stored_expressions)
     if isinstance(r, CELCompileError):
         raise CELCompileError(r.message, r.expression)
     return r

@@ -27,12 +27,17 @@ Fn = Callable[[list[Any]], Any]
 DEVICE_T = "kubernetes.DRADevice"
 Q = F.Q
 S = F.S
-DYN = frozenset(("dyn", "any"))
+DYN = frozenset(("dyn", "any", "error"))  # "error": a subexpression that failed to check
 PRIMITIVES = frozenset(("int", "uint", "double", "bool", "string", "bytes", "null_type", "type", Q, S))
 NUMERIC = frozenset(("int", "uint", "double"))
 
 
 _UNSET = object()
+
+
+def _raise_unchecked(a: list[Any]) -> Any:
+    raise EvalError("internal error: expression failed to type-check")
+
 
 # Constant folding runs at compile time: bound it, and leave anything costlier to the runtime limit.
 _FOLD_BUDGET = 100_000
@@ -57,7 +62,7 @@ def display(t: str) -> str:
     """cel-go's spelling of a static type in messages."""
     out = re.sub(r"\bany\b", "google.protobuf.Any", t)
     out = re.sub(r"\bnull_type\b", "null", out)
-    return out
+    return out.replace("error", "!error!") if "error" in out else out
 
 
 def base(t: str) -> str:
@@ -136,12 +141,13 @@ class Compiled:
 
 
 class Env:
-    def __init__(self, consumable_capacity: bool, list_type_attributes: bool) -> None:
-        self.consumable_capacity = consumable_capacity
+    def __init__(self, consumable_capacity: bool, list_type_attributes: bool, stored: bool = False) -> None:
+        # StoredExpressions declares everything the environment ever declared (compile.go, EnvSet)
+        self.consumable_capacity = consumable_capacity or stored
         self.list_type_attributes = list_type_attributes
         self.attr_value_t = "dyn" if list_type_attributes else "any"
         self.functions = dict(F.FUNCTIONS)
-        if list_type_attributes:
+        if list_type_attributes or stored:
             self.functions.update(F.LIST_TYPE_FUNCTIONS)
 
 
@@ -150,7 +156,8 @@ class Compiler:
         self.env = env
         self.scopes: list[dict[str, tuple[int, str, Fn | None]]] = []
         self.nslots = 2
-        self.uses_frame_cost = False
+        self.errors: list[CheckError] = []
+        self.program_error: ProgramError | None = None
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -180,6 +187,21 @@ class Compiler:
     # -- entry ---------------------------------------------------------------------------------------------
 
     def compile(self, n: Node) -> Compiled:
+        """Check and compile n; a check error is recorded and n becomes error-typed, so that (like
+        cel-go's checker) every independent error in the expression is reported."""
+        try:
+            return self._compile(n)
+        except CheckError as e:
+            self.errors.append(e)
+        except ProgramError as e:
+            if self.program_error is None:
+                self.program_error = e
+        return Compiled(_raise_unchecked, "error")
+
+    def report(self, e: CheckError) -> None:
+        self.errors.append(e)
+
+    def _compile(self, n: Node) -> Compiled:
         k = type(n)
         if k is Lit:
             return self.c_lit(n)  # type: ignore[arg-type]
@@ -199,6 +221,13 @@ class Compiler:
             assert isinstance(n, MessageLit)
             raise CheckError(f"undeclared reference to '{n.type_name}' (in container '')", n.pos)
         raise CheckError("unsupported expression", n.pos)
+
+    def _unify(self, have: str, got: str, pos: int) -> str:
+        try:
+            return _unify_elem(have, got, pos)
+        except CheckError as e:
+            self.report(e)
+            return "dyn"
 
     def c_lit(self, n: Lit) -> Compiled:
         v = n.value
@@ -347,7 +376,7 @@ class Compiler:
                 fld == "allowMultipleAllocations" and self.env.consumable_capacity
             ):
                 return Compiled(lambda a: (f(a), True)[1], "bool", nodes=c.nodes + 1)
-            raise CheckError(f"undefined field '{fld}'", sel.pos)
+            raise CheckError(f"undefined field '{fld}'", n.pos)
         if not (base(t) == "map" or t in DYN):
             raise CheckError(f"type '{t}' does not support field selection", sel.pos)
         from kdra.cel._device import DomainMap
@@ -421,7 +450,7 @@ class Compiler:
             # the Kubernetes environment type-checks aggregate literals as homogeneous
             et = items[0].t
             for node, it in zip(n.items[1:], items[1:], strict=True):
-                et = _unify_elem(et, it.t, node.pos)
+                et = self._unify(et, it.t, node.pos)
         fns = [x.fn for x in items]
         nodes = sum(x.nodes for x in items) + 1
         if all(x.is_const for x in items):
@@ -442,8 +471,8 @@ class Compiler:
             if idx == 0:
                 kt, vt = k.t, v.t
             else:
-                kt = _unify_elem(kt, k.t, n.entries[idx][0].pos)
-                vt = _unify_elem(vt, v.t, n.entries[idx][1].pos)
+                kt = self._unify(kt, k.t, n.entries[idx][0].pos)
+                vt = self._unify(vt, v.t, n.entries[idx][1].pos)
         pairs = [(k.fn, v.fn) for k, v in entries]
 
         def mk(a: list[Any]) -> dict[Any, Any]:
@@ -516,21 +545,24 @@ class Compiler:
             except EvalError as e:
                 if isinstance(n.args[-1], Lit):
                     raise CheckError("invalid matches argument", n.args[-1].pos) from None
-                raise ProgramError(e.message) from None
+                if self.program_error is None:
+                    self.program_error = ProgramError(e.message)
         fns = [x.fn for x in args]
         nodes = sum(x.nodes for x in args) + 1
         if len(cands) == 1 or _same_impl(cands):
             ov = cands[0]
             impl = ov.impl
-            fn = _bind_call(impl, fns, ov.frame)
+            fn = _guarded(name, cands, types, _bind_call(impl, fns, ov.frame), fns)
         else:
-            fn = _dispatch_call(cands, fns)
+            fn = _dispatch_call(name, cands, fns)
         if name in _CONVERSIONS and all(x.is_const for x in args):
             # cel-go evaluates conversions of constants while planning the program
             try:
                 v = fn([None, _FOLD_BUDGET])
             except EvalError as e:
-                raise ProgramError(e.message) from None
+                if self.program_error is None:
+                    self.program_error = ProgramError(e.message)
+                return Compiled(fn, rt, nodes=nodes)
             return Compiled(_const(v), rt, is_const=True, const=v, nodes=0)
         return self.fold(fn, rt, args, nodes)
 
@@ -607,7 +639,7 @@ class Compiler:
                 return r
             if isinstance(r, dict):
                 return list(r)
-            raise no_such_overload()
+            raise EvalError(f"got '{F.go_type_name(r)}', expected iterable type")
 
         if name == "all":
 
@@ -1088,6 +1120,25 @@ def _same_impl(cands: list[F.Overload]) -> bool:
     return all(c.impl is first.impl and c.frame == first.frame for c in cands)
 
 
+def _guarded(name: str, cands: list[F.Overload], static: list[str], fn: Fn, fns: list[Fn]) -> Fn:
+    """cel-go guards overload bindings with a runtime signature check when arguments are dynamic:
+    a mismatch is 'no such overload: name(type, ...)' with the runtime type names."""
+    if not any(t in DYN for t in static):
+        return fn
+    sigs = [tuple(F.RUNTIME_CHECK.get(p, F.RUNTIME_CHECK["dyn"]) for p in ov.params) for ov in cands]
+    impl = cands[0].impl
+    frame = cands[0].frame
+
+    def guarded(a: list[Any]) -> Any:
+        vals = [f(a) for f in fns]
+        if not any(all(ck(v) for ck, v in zip(sig, vals, strict=True)) for sig in sigs):
+            sig_s = ", ".join(F.runtime_type_name(v) for v in vals)
+            raise EvalError(f"no such overload: {name}({sig_s})")
+        return impl(a, *vals) if frame else impl(*vals)
+
+    return guarded
+
+
 def _bind_call(impl: Callable[..., Any], fns: list[Fn], frame: bool) -> Fn:
     n = len(fns)
     if frame:
@@ -1107,7 +1158,7 @@ def _bind_call(impl: Callable[..., Any], fns: list[Fn], frame: bool) -> Fn:
     return lambda a: impl(*[f(a) for f in fns])
 
 
-def _dispatch_call(cands: list[F.Overload], fns: list[Fn]) -> Fn:
+def _dispatch_call(name: str, cands: list[F.Overload], fns: list[Fn]) -> Fn:
     checks = [(tuple(F.RUNTIME_CHECK.get(p, F.RUNTIME_CHECK["dyn"]) for p in ov.params), ov) for ov in cands]
 
     def dispatch(a: list[Any]) -> Any:
@@ -1117,7 +1168,8 @@ def _dispatch_call(cands: list[F.Overload], fns: list[Fn]) -> Fn:
                 if ov.frame:
                     return ov.impl(a, *vals)
                 return ov.impl(*vals)
-        raise no_such_overload()
+        sig = ", ".join(F.runtime_type_name(v) for v in vals)
+        raise EvalError(f"no such overload: {name}({sig})")
 
     return dispatch
 
@@ -1154,7 +1206,9 @@ def index_value(c: Any, i: Any) -> Any:
                 return c[int(i)]
             raise EvalError(f"no such key: {i}")
         raise no_such_overload()
-    raise no_such_overload()
+    if isinstance(i, str | int | float | bool):
+        raise EvalError(f"no such key: {_fmt_key(i)}")
+    raise EvalError(f"invalid qualifier type: {F.go_type_name(i)}")
 
 
 def _fmt_key(k: Any) -> str:

@@ -96,7 +96,7 @@ _NUM = frozenset((int, UInt, float))
 _ORDERED = frozenset((int, UInt, float, str, bytes, bool))
 
 
-def cel_cmp(x: Any, y: Any) -> int | None:
+def cel_cmp(x: Any, y: Any, op: str = "_<_") -> int | None:
     """Ordering for <, <=, >, >=. None means unordered (NaN). Raises no such overload for bad types."""
     tx = type(x)
     ty = type(y)
@@ -108,26 +108,28 @@ def cel_cmp(x: Any, y: Any) -> int | None:
         if x == y:
             return 0
         return None
+    if tx not in _ORDERED:
+        raise EvalError(f"no such overload: {op}")  # no Comparer trait on the left operand
     raise no_such_overload()
 
 
 def lt(x: Any, y: Any) -> bool:
-    c = cel_cmp(x, y)
+    c = cel_cmp(x, y, "_<_")
     return c is not None and c < 0
 
 
 def le(x: Any, y: Any) -> bool:
-    c = cel_cmp(x, y)
+    c = cel_cmp(x, y, "_<=_")
     return c is not None and c <= 0
 
 
 def gt(x: Any, y: Any) -> bool:
-    c = cel_cmp(x, y)
+    c = cel_cmp(x, y, "_>_")
     return c is not None and c > 0
 
 
 def ge(x: Any, y: Any) -> bool:
-    c = cel_cmp(x, y)
+    c = cel_cmp(x, y, "_>=_")
     return c is not None and c >= 0
 
 
@@ -147,9 +149,23 @@ def _uint_result(v: int) -> UInt:
     return UInt(v)
 
 
+_ADDER = frozenset((int, UInt, float, str, bytes, list, tuple))
+_SUBTRACTOR = frozenset((int, UInt, float))
+_MODDER = frozenset((int, UInt))
+
+
+def _trait(x: Any, allowed: frozenset[type], op: str) -> None:
+    """cel-go evalBinary: a left operand without the operator's trait is 'no such overload: <op>'."""
+    if type(x) not in allowed:
+        if type(x) is str:
+            raise no_such_overload()  # strings are a ReceiverType: Receive() answers
+        raise EvalError(f"no such overload: {op}")
+
+
 def add(a: list[Any], x: Any, y: Any) -> Any:
     tx = type(x)
     ty = type(y)
+    _trait(x, _ADDER, "_+_")
     if tx is not ty:
         if (tx is list or tx is tuple) and (ty is list or ty is tuple):
             charge(a, (len(x) + len(y)) // 10)
@@ -172,6 +188,7 @@ def add(a: list[Any], x: Any, y: Any) -> Any:
 
 def sub(x: Any, y: Any) -> Any:
     tx = type(x)
+    _trait(x, _SUBTRACTOR, "_-_")
     if tx is not type(y):
         raise no_such_overload()
     if tx is int:
@@ -185,6 +202,7 @@ def sub(x: Any, y: Any) -> Any:
 
 def mul(x: Any, y: Any) -> Any:
     tx = type(x)
+    _trait(x, _SUBTRACTOR, "_*_")
     if tx is not type(y):
         raise no_such_overload()
     if tx is int:
@@ -198,6 +216,7 @@ def mul(x: Any, y: Any) -> Any:
 
 def div(x: Any, y: Any) -> Any:
     tx = type(x)
+    _trait(x, _SUBTRACTOR, "_/_")
     if tx is not type(y):
         raise no_such_overload()
     if tx is int or tx is UInt:
@@ -219,6 +238,7 @@ def div(x: Any, y: Any) -> Any:
 
 def mod(x: Any, y: Any) -> Any:
     tx = type(x)
+    _trait(x, _MODDER, "_%_")
     if tx is not type(y):
         raise no_such_overload()
     if tx is int or tx is UInt:
@@ -239,7 +259,10 @@ def neg(x: Any) -> Any:
         return _int_result(-x)
     if tx is float:
         return -x
-    raise no_such_overload()
+    if tx is bool or tx is str:
+        # bool has the Negater trait and string is a ReceiverType: the call itself fails
+        raise no_such_overload()
+    raise EvalError("no such overload: -_")  # cel-go evalUnary: operand lacks the Negater trait
 
 
 def logical_not(x: Any) -> bool:
@@ -248,6 +271,31 @@ def logical_not(x: Any) -> bool:
     if x is False:
         return True
     raise no_such_overload()
+
+
+def runtime_type_name(v: Any) -> str:
+    """ref.Type.TypeName() of a runtime value, as cel-go prints it in 'no such overload: f(...)'."""
+    return type_of(v).name
+
+
+def go_type_name(v: Any) -> str:
+    """Go's %T of a cel-go value (used in a few upstream messages)."""
+    t = type(v)
+    if v is None:
+        return "types.Null"
+    return {
+        bool: "types.Bool",
+        int: "types.Int",
+        UInt: "types.Uint",
+        float: "types.Double",
+        str: "types.String",
+        bytes: "types.Bytes",
+        list: "*types.baseList",
+        tuple: "*types.baseList",
+        Quantity: "cel.Quantity",
+        Semver: "cel.Semver",
+        CelType: "*types.Type",
+    }.get(t, "*types.baseMap" if isinstance(v, dict) else t.__name__)
 
 
 def in_(a: list[Any], x: Any, c: Any) -> bool:
