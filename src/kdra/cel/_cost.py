@@ -38,7 +38,24 @@ _LINEAR = frozenset(
         "_+_",
     )
 )
-_CAP = 1 << 62
+_CAP = (1 << 64) - 1
+# functions upstream's estimator cannot bound (library.CostEstimator has no size for them): cel-go
+# charges them ~MaxUint64/10, so validation rejects any expression using them as too complex
+_UNBOUNDED = frozenset(("type", "join"))
+_UNBOUNDED_COST = _CAP // 10
+
+
+def _is_list(n: Node, sizes: dict[str, int]) -> bool:
+    if isinstance(n, ListLit):
+        return True
+    if isinstance(n, Ident):
+        return bool(sizes.get("@list:" + n.name))
+    if isinstance(n, Call):
+        if n.function in ("map", "filter", "split", "findAll") and n.target is not None:
+            return True
+        if n.function == "_+_":
+            return any(_is_list(a, sizes) for a in n.args)
+    return False
 
 
 def _size(n: Node, sizes: dict[str, int]) -> int:
@@ -55,6 +72,8 @@ def _size(n: Node, sizes: dict[str, int]) -> int:
         if n.function in ("map", "filter") and n.target is not None:
             return _size(n.target, sizes)
         if n.function == "_+_":
+            if any(_is_list(a, sizes) for a in n.args):
+                return _MAX_ATTRS  # upstream does not grow list sizes through concatenation
             return min(_CAP, sum(_size(a, sizes) for a in n.args))
         if n.function == "_?_:_":
             return max(_size(n.args[1], sizes), _size(n.args[2], sizes))
@@ -65,6 +84,7 @@ def _size(n: Node, sizes: dict[str, int]) -> int:
             inner = dict(sizes)
             if isinstance(var, Ident):
                 inner[var.name] = _size(n.args[1], sizes)
+                inner["@list:" + var.name] = int(_is_list(n.args[1], sizes))
             return _size(n.args[2], inner)
     if isinstance(n, Select | Index):
         return _MAX_VALUE_LEN
@@ -103,12 +123,17 @@ def _cost(n: Node, sizes: dict[str, int]) -> int:
             inner = dict(sizes)
             if isinstance(var, Ident):
                 inner[var.name] = _size(n.args[1], sizes)
-            return _cost(n.args[1], sizes) + _cost(n.args[2], inner)
+                inner["@list:" + var.name] = int(_is_list(n.args[1], sizes))
+            return min(_CAP, _cost(n.args[1], sizes) + _cost(n.args[2], inner))
+        if n.function in _UNBOUNDED:
+            return _UNBOUNDED_COST
         total = 1 + sum(_cost(x, sizes) for x in n.args)
         if n.target is not None:
             total += _cost(n.target, sizes)
         if n.function in _LINEAR:
             args = ([n.target] if n.target is not None else []) + list(n.args)
+            if n.function == "_+_" and any(_is_list(a, sizes) for a in args):
+                return min(_CAP, total)
             total += sum(_size(x, sizes) for x in args) // 10
         return min(_CAP, total)
     return 1
