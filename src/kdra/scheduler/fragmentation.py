@@ -98,6 +98,7 @@ class GpuNodeView:
     pods: int = 0
     max_pods: int = 110
     affinity: dict[str, int] = field(default_factory=dict)  # GPU affinity tag -> pods on the node
+    version: int = 0  # bumped by place/remove (callers that edit fields directly bump it too)
 
     @property
     def gpu_count(self) -> int:
@@ -126,6 +127,7 @@ class GpuNodeView:
         return False
 
     def place(self, pod: PodRequest, gpus: Sequence[int]) -> None:
+        self.version += 1
         self.cpu_free -= pod.cpu
         self.mem_free -= pod.mem
         self.pods += 1
@@ -136,6 +138,7 @@ class GpuNodeView:
             self.affinity[tag] = self.affinity.get(tag, 0) + 1
 
     def remove(self, pod: PodRequest, gpus: Sequence[int]) -> None:
+        self.version += 1
         self.cpu_free += pod.cpu
         self.mem_free += pod.mem
         self.pods -= 1
@@ -461,11 +464,18 @@ class CapacityFragMeasure(FragMeasure):
         super().__init__(typical, use_memory=False)
         self.mems = mems
         self.mem_list = sorted({mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0) for t in self.typical})
+        self.cpu_thresholds = sorted({c * k for c in self.cpu_points if c for k in range(1, 9)})
+        self.mem_thresholds = sorted({m * k for m in self.mem_list if m for k in range(1, 9)})
 
     def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> tuple[Any, ...]:
-        ck = tuple(min(cpu_free // c, 8) if c else 8 for c in self.cpu_points)
-        mk = tuple(min(mem_free // m, 8) if m else 8 for m in self.mem_list)
-        return (model, ck, mk, tuple(sorted(gpus)))
+        # How many copies of each typical pod the free CPU (memory) holds, capped at 8, only changes at the
+        # thresholds k * cpu_t: the threshold bucket identifies it.
+        return (
+            model,
+            bisect.bisect_right(self.cpu_thresholds, cpu_free),
+            bisect.bisect_right(self.mem_thresholds, mem_free),
+            tuple(sorted(gpus)),
+        )
 
     def _compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
