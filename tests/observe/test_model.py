@@ -347,10 +347,10 @@ def test_scheduling_latency_from_pod_timestamps() -> None:
 def test_render_is_cached_until_something_changes(store: MemoryStore) -> None:
     state = FleetState()
     attach_store(state, store)
-    first = state.render()
-    assert state.render() is first
+    first = state.render_parts()
+    assert state.render_parts() is first
     store.create(claim("c", [result("gpu-0")]))
-    assert state.render() is not first
+    assert state.render_parts() is not first
 
 
 def test_relist_drops_objects_that_went_away(store: MemoryStore) -> None:
@@ -403,3 +403,27 @@ def test_http_endpoint_serves_plain_and_gzip(store: MemoryStore) -> None:
         server.shutdown()
         server.server_close()
     assert b"kdra_device_allocations{" in plain
+
+
+def test_unreadable_objects_are_counted_and_change_nothing(store: MemoryStore) -> None:
+    state = FleetState()
+    attach_store(state, store)
+    store.create(claim("c", [result("gpu-0")], pods=("p",)))
+    before = state.render()
+    bad = claim("c", [result("gpu-1")])
+    bad["status"]["allocation"]["devices"]["results"] = [7]  # not an object
+    state.apply("MODIFIED", "ResourceClaim", bad)
+    bad_slice = slice_("n1", [gpu("gpu-0")])
+    bad_slice["spec"]["devices"][0]["capacity"] = "80Gi"
+    state.apply("MODIFIED", "ResourceSlice", bad_slice)
+    state.apply(
+        "ADDED", "Pod", {"metadata": {"name": "p", "namespace": "team-a"}, "spec": {"resourceClaims": 3}}
+    )
+    after = state.render().decode()
+    assert value(state, "kdra_exporter_watch_event_errors_total", kind="ResourceClaim") == 1
+    assert value(state, "kdra_exporter_watch_event_errors_total", kind="ResourceSlice") == 1
+    assert value(state, "kdra_exporter_watch_event_errors_total", kind="Pod") == 1
+    keep = ("kdra_claim_", "kdra_device_", "kdra_fleet_", "kdra_pending_")
+    assert [ln for ln in before.decode().splitlines() if ln.startswith(keep)] == [
+        ln for ln in after.splitlines() if ln.startswith(keep)
+    ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -54,6 +55,57 @@ def line(name: str, label_text: str, value: float | int) -> str:
 
 def header(name: str, kind: str, help_text: str) -> str:
     return f"# HELP {name} {escape_help(help_text)}\n# TYPE {name} {kind}\n"
+
+
+class SeriesTable:
+    """Series lines keyed by the object they describe, kept in buckets whose joined, encoded bytes are cached:
+    a change re-joins one bucket, a scrape only copies bytes. Dict-like: `table[key] = lines`, `pop`."""
+
+    __slots__ = ("_blobs", "_buckets", "_dirty", "_n", "_part")
+
+    def __init__(self, buckets: int = 256, part: int | None = None) -> None:
+        # `part`: bucket by this element of a tuple key (a device's pool), so that similar lines stay
+        # together and the exposition compresses well
+        self._n = buckets
+        self._part = part
+        self._buckets: list[dict[Any, str]] = [{} for _ in range(buckets)]
+        self._blobs: list[bytes] = [b""] * buckets
+        self._dirty: set[int] = set()
+
+    def __setitem__(self, key: Any, text: str) -> None:
+        i = self._index(key)
+        self._buckets[i][key] = text
+        self._dirty.add(i)
+
+    def __getitem__(self, key: Any) -> str:
+        return self._buckets[self._index(key)][key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._buckets[self._index(key)]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._buckets)
+
+    def _index(self, key: Any) -> int:
+        return hash(key if self._part is None else key[self._part]) % self._n
+
+    def pop(self, key: Any, default: str | None = None) -> str | None:
+        i = self._index(key)
+        text = self._buckets[i].pop(key, None)
+        if text is None:
+            return default
+        self._dirty.add(i)
+        return text
+
+    def values(self) -> Iterable[str]:
+        for b in self._buckets:
+            yield from b.values()
+
+    def blobs(self) -> list[bytes]:
+        for i in self._dirty:
+            self._blobs[i] = "".join(self._buckets[i].values()).encode()
+        self._dirty.clear()
+        return self._blobs
 
 
 class Histogram:

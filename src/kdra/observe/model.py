@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
-from kdra.observe.exposition import CONTENT_TYPE, Histogram, escape, fmt_value, header
+from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape, fmt_value, header
 
 Obj = dict[str, Any]
 DevKey = tuple[str, str, str]  # driver, pool, device
@@ -260,6 +260,7 @@ OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
     ("kdra_pod_scheduling_duration_seconds", "histogram"),
     ("kdra_scheduler_attempt_duration_seconds", "histogram"),
     ("kdra_exporter_watch_events_total", "counter"),
+    ("kdra_exporter_watch_event_errors_total", "counter"),
 )
 
 
@@ -299,10 +300,11 @@ class FleetState:
         self.classes: set[str] = set()
         self.queues: dict[str, Obj] = {}
         self.queue_report: list[dict[str, Any]] | None = None  # from an in-process scheduler
-        self.claim_lines: list[dict[ClaimKey, str]] = [{} for _ in CLAIM_FAMILIES]
-        self.device_lines: list[dict[DevKey, str]] = [{} for _ in DEVICE_FAMILIES]
+        self.claim_lines: list[SeriesTable] = [SeriesTable(1024) for _ in CLAIM_FAMILIES]
+        self.device_lines: list[SeriesTable] = [SeriesTable(part=1) for _ in DEVICE_FAMILIES]
         self.scheduled_seen: set[str] = set()
         self.events: dict[str, int] = {}
+        self.event_errors: dict[str, int] = {}
         self.e2e = Histogram(
             "kdra_pod_scheduling_duration_seconds",
             "Pod creation to PodScheduled=True, as observed from watches (any scheduler); simulated "
@@ -322,16 +324,15 @@ class FleetState:
         self.group_refs: dict[Group, int] = {}
         self.group_phys: dict[Group, dict[str, list[int]]] = {}
         self.dirty_groups: set[Group] = set()
-        self.fleet_lines: list[dict[Group, str]] = [{} for _ in FLEET_FAMILIES]
+        self.fleet_lines: list[SeriesTable] = [SeriesTable(64, part=2) for _ in FLEET_FAMILIES]
         self.device_contrib: dict[DevKey, tuple[Group, int, str, int]] = {}
         self.claim_contrib: dict[ClaimKey, list[tuple[Group, float, int, float, float]]] = {}
-        self.stranded_lines: dict[ClaimKey, str] = {}
+        self.stranded_lines = SeriesTable(64, part=0)
         self.pending_pod_counts: dict[tuple[str, str], int] = {}
         self.node_reason_counts: dict[str, int] = {}
         self.claim_users: dict[ClaimKey, set[ClaimKey]] = {}
         self.unallocated: set[ClaimKey] = set()
-        self._aggregates: tuple[int, str] | None = None
-        self._rendered: tuple[int, bytes] | None = None
+        self._rendered: tuple[int, list[bytes]] | None = None
         self.last_render_seconds = 0.0
 
     # -- events --------------------------------------------------------------------------------------
@@ -340,30 +341,36 @@ class FleetState:
         """One watch event (ADDED, MODIFIED, DELETED) of one object."""
         with self.lock:
             self.events[kind] = self.events.get(kind, 0) + 1
-            deleted = event_type == "DELETED"
-            if kind == "ResourceSlice":
-                self._on_slice(obj, deleted)
-            elif kind == "ResourceClaim":
-                self._on_claim(obj, deleted)
-            elif kind == "Pod":
-                self._on_pod(obj, deleted)
-            elif kind == "Node":
-                self._on_node(obj, deleted)
-            elif kind == "DeviceClass":
-                name = obj["metadata"]["name"]
-                if deleted:
-                    self.classes.discard(name)
-                else:
-                    self.classes.add(name)
-            elif kind == "Queue":
-                name = obj["metadata"]["name"]
-                if deleted:
-                    self.queues.pop(name, None)
-                else:
-                    self.queues[name] = obj
-            else:
-                return
             self.version += 1
+            try:
+                self._apply(event_type, kind, obj)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+                # An object the API server accepted but kdra cannot read must not stop the exporter (nor a
+                # simulation or scheduler it is attached to): count it and go on.
+                self.event_errors[kind] = self.event_errors.get(kind, 0) + 1
+
+    def _apply(self, event_type: str, kind: str, obj: Obj) -> None:
+        deleted = event_type == "DELETED"
+        if kind == "ResourceSlice":
+            self._on_slice(obj, deleted)
+        elif kind == "ResourceClaim":
+            self._on_claim(obj, deleted)
+        elif kind == "Pod":
+            self._on_pod(obj, deleted)
+        elif kind == "Node":
+            self._on_node(obj, deleted)
+        elif kind == "DeviceClass":
+            name = obj["metadata"]["name"]
+            if deleted:
+                self.classes.discard(name)
+            else:
+                self.classes.add(name)
+        elif kind == "Queue":
+            name = obj["metadata"]["name"]
+            if deleted:
+                self.queues.pop(name, None)
+            else:
+                self.queues[name] = obj
 
     def on_event(self, ev: Any) -> None:
         """Adapter for kdra.cluster.Store.watch handlers (WatchEvent)."""
@@ -440,6 +447,8 @@ class FleetState:
 
     def _on_slice(self, obj: Obj, deleted: bool) -> None:
         name = obj["metadata"]["name"]
+        # read everything first: an unreadable slice changes nothing
+        new_sets, new_devs = ({}, []) if deleted else self._parse_slice(name, obj)
         old = self.slice_devices.pop(name, [])
         for cs in self.slice_counters.pop(name, []):
             self.counter_sets.pop(cs, None)
@@ -454,81 +463,84 @@ class FleetState:
                         del self.node_devices[rec.node]
             self.device_lines_pop(dk)
             touched.add(dk)
-        if not deleted:
-            spec = obj.get("spec") or {}
-            driver = spec.get("driver", "")
-            pool = (spec.get("pool") or {}).get("name", "")
-            node = spec.get("nodeName") or ""
-            sets = []
-            for cs in spec.get("sharedCounters") or []:
-                key = (driver, pool, cs.get("name", ""))
-                self.counter_sets[key] = {
-                    c: _qty((v or {}).get("value", 0)) for c, v in (cs.get("counters") or {}).items()
-                }
-                sets.append(key)
-            if sets:
-                self.slice_counters[name] = sets
-            keys = []
-            gpu_driver = driver.startswith("gpu.")
-            uuid_mem: dict[str, int] = {}
-            devs = spec.get("devices") or []
-            for d in devs:
-                attrs = d.get("attributes") or {}
-                u = _attr(attrs, "uuid")
-                if u:
-                    uuid_mem[u] = _qty(((d.get("capacity") or {}).get("memory") or {}).get("value", 0))
-            for d in devs:
-                dname = d.get("name", "")
-                dk = (driver, pool, dname)
-                attrs = d.get("attributes") or {}
-                cap = d.get("capacity") or {}
-                mem = _qty((cap.get("memory") or {}).get("value", 0))
-                counters = tuple(
-                    (cc.get("counterSet", ""), c, _qty((v or {}).get("value", 0)))
-                    for cc in d.get("consumesCounters") or []
-                    for c, v in sorted((cc.get("counters") or {}).items())
-                )
-                parent = _attr(attrs, "parentUUID")
-                u = _attr(attrs, "uuid")
-                parent_mem = 0
-                for cs_name in {c[0] for c in counters}:
-                    parent_mem = max(
-                        parent_mem, self.counter_sets.get((driver, pool, cs_name), {}).get("memory", 0)
-                    )
-                if not parent_mem and parent:
-                    parent_mem = uuid_mem.get(parent, 0)
-                counter_sets = sorted({c[0] for c in counters})
-                phys = (parent or u or (counter_sets[0] if counter_sets else dname)) if gpu_driver else ""
-                product = (
-                    _attr(attrs, "productName")
-                    or _attr(attrs, "model")
-                    or _attr(attrs, "accelerator")
-                    or self.node_product.get(node, "")
-                )
-                dtype = _attr(attrs, "type")
-                rec = DeviceRec(
-                    node=node,
-                    product=product,
-                    dtype=dtype,
-                    memory=mem,
-                    shareable=bool(d.get("allowMultipleAllocations")),
-                    counters=counters,
-                    phys=phys,
-                    parent_memory=parent_mem,
-                    profile=_attr(attrs, "profile"),
-                    uuid=u,
-                    gpu=gpu_driver,
-                    slice=name,
-                )
-                rec.labels = _device_labels(dk, rec)
-                self.devices[dk] = rec
-                self.node_devices.setdefault(node, set()).add(dk)
-                keys.append(dk)
-                touched.add(dk)
-            if keys:
-                self.slice_devices[name] = keys
+        if new_sets:
+            self.counter_sets.update(new_sets)
+            self.slice_counters[name] = list(new_sets)
+        for dk, rec in new_devs:
+            self.devices[dk] = rec
+            self.node_devices.setdefault(rec.node, set()).add(dk)
+            touched.add(dk)
+        if new_devs:
+            self.slice_devices[name] = [dk for dk, _rec in new_devs]
         for dk in sorted(touched):
             self._refresh_device(dk)
+
+    def _parse_slice(
+        self, name: str, obj: Obj
+    ) -> tuple[dict[tuple[str, str, str], dict[str, int]], list[tuple[DevKey, DeviceRec]]]:
+        spec = obj.get("spec") or {}
+        driver = spec.get("driver", "")
+        pool = (spec.get("pool") or {}).get("name", "")
+        node = spec.get("nodeName") or ""
+        sets: dict[tuple[str, str, str], dict[str, int]] = {}
+        for cs in spec.get("sharedCounters") or []:
+            sets[(driver, pool, cs.get("name", ""))] = {
+                c: _qty((v or {}).get("value", 0)) for c, v in (cs.get("counters") or {}).items()
+            }
+        gpu_driver = driver.startswith("gpu.")
+        uuid_mem: dict[str, int] = {}
+        devs = spec.get("devices") or []
+        for d in devs:
+            u = _attr(d.get("attributes") or {}, "uuid")
+            if u:
+                uuid_mem[u] = _qty(((d.get("capacity") or {}).get("memory") or {}).get("value", 0))
+        out = []
+        for d in devs:
+            dname = d.get("name", "")
+            dk = (driver, pool, dname)
+            attrs = d.get("attributes") or {}
+            cap = d.get("capacity") or {}
+            mem = _qty((cap.get("memory") or {}).get("value", 0))
+            counters = tuple(
+                (cc.get("counterSet", ""), c, _qty((v or {}).get("value", 0)))
+                for cc in d.get("consumesCounters") or []
+                for c, v in sorted((cc.get("counters") or {}).items())
+            )
+            parent = _attr(attrs, "parentUUID")
+            u = _attr(attrs, "uuid")
+            parent_mem = 0
+            for cs_name in {c[0] for c in counters}:
+                key = (driver, pool, cs_name)
+                parent_mem = max(
+                    parent_mem, (sets.get(key) or self.counter_sets.get(key) or {}).get("memory", 0)
+                )
+            if not parent_mem and parent:
+                parent_mem = uuid_mem.get(parent, 0)
+            counter_sets = sorted({c[0] for c in counters})
+            phys = (parent or u or (counter_sets[0] if counter_sets else dname)) if gpu_driver else ""
+            product = (
+                _attr(attrs, "productName")
+                or _attr(attrs, "model")
+                or _attr(attrs, "accelerator")
+                or self.node_product.get(node, "")
+            )
+            rec = DeviceRec(
+                node=node,
+                product=product,
+                dtype=_attr(attrs, "type"),
+                memory=mem,
+                shareable=bool(d.get("allowMultipleAllocations")),
+                counters=counters,
+                phys=phys,
+                parent_memory=parent_mem,
+                profile=_attr(attrs, "profile"),
+                uuid=u,
+                gpu=gpu_driver,
+                slice=name,
+            )
+            rec.labels = _device_labels(dk, rec)
+            out.append((dk, rec))
+        return sets, out
 
     def device_lines_pop(self, dk: DevKey) -> None:
         for lines in self.device_lines:
@@ -706,6 +718,7 @@ class FleetState:
     def _on_claim(self, obj: Obj, deleted: bool) -> None:
         meta = obj["metadata"]
         ck = (meta.get("namespace") or "default", meta["name"])
+        rec = None if deleted else _claim_record(ck, obj)  # read first: an unreadable claim changes nothing
         old = self.claims.pop(ck, None)
         old_devices: set[DevKey] = set()
         if old is not None:
@@ -715,8 +728,7 @@ class FleetState:
         for lines in self.claim_lines:
             lines.pop(ck, None)
         new_devices: set[DevKey] = set()
-        if not deleted:
-            rec = _claim_record(ck, obj)
+        if rec is not None:
             self.claims[ck] = rec
             for r in rec.results:
                 if r.admin:
@@ -851,60 +863,27 @@ class FleetState:
         meta = obj["metadata"]
         pk = (meta.get("namespace") or "default", meta["name"])
         uid = meta.get("uid", "")
+        new = None if deleted else _pod_record(obj)  # read first: an unreadable pod changes nothing
         old = self.pods.pop(pk, None)
         if old is not None:
             self._pod_uncount(pk, old)
-        if deleted:
+        if new is None:
             self.scheduled_seen.discard(uid)
             self._pod_claims_changed(pk, old, None)
             return
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        phase = status.get("phase") or "Pending"
-        node = spec.get("nodeName") or ""
-        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-        terminal = phase in ("Succeeded", "Failed")
-        pending = not node and not terminal and not meta.get("deletionTimestamp")
-        reason = ""
-        node_reasons: tuple[str, ...] = ()
-        if pending:
-            if spec.get("schedulingGates"):
-                reason = "SchedulingGated"
-            elif cond is not None and cond.get("status") == "False":
-                reason = cond.get("reason") or "Unschedulable"
-                node_reasons = _node_reasons(cond.get("message") or "")
-            else:
-                reason = "NotYetAttempted"
-        claims = []
-        statuses = {
-            s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
-        }
-        for entry in spec.get("resourceClaims") or []:
-            cname = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
-            if cname:
-                claims.append(cname)
-        ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-        if ext:  # KEP-5004: the claim kube-scheduler made for nvidia.com/gpu-style requests
-            claims.append(ext)
-        ann = meta.get("annotations") or {}
-        need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
-        queue = ""
-        for src in (meta.get("labels") or {}, ann):
-            for k in QUEUE_REFS:
-                if src.get(k) and not queue:
-                    queue = str(src[k])
-        new = PodRec(uid, node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
         self.pods[pk] = new
         self._pod_count(pk, new)
         self._pod_claims_changed(pk, old, new)
-        if node and uid not in self.scheduled_seen and cond is not None and cond.get("status") == "True":
-            # kube-scheduler's binding sets nodeName and PodScheduled=True at once; kdra's scheduler writes
-            # the condition in a second update, so wait for it.
-            self.scheduled_seen.add(uid)
-            created = parse_time(meta.get("creationTimestamp"))
-            at = parse_time(cond.get("lastTransitionTime"))
-            if created is not None and at is not None:
-                self.e2e.observe(max(0.0, at - created))
+        if new.node and uid not in self.scheduled_seen:
+            cond = _scheduled_condition(obj)
+            if cond is not None and cond.get("status") == "True":
+                # kube-scheduler's binding sets nodeName and PodScheduled=True at once; kdra's scheduler
+                # writes the condition in a second update, so wait for it.
+                self.scheduled_seen.add(uid)
+                created = parse_time(meta.get("creationTimestamp"))
+                at = parse_time(cond.get("lastTransitionTime"))
+                if created is not None and at is not None:
+                    self.e2e.observe(max(0.0, at - created))
 
     def _pod_count(self, pk: ClaimKey, pod: PodRec) -> None:
         for c in pod.claims:
@@ -1016,24 +995,24 @@ class FleetState:
                     row[7] += max(0.0, m - share)
         return out
 
-    def _aggregate_text(self) -> str:
+    def _aggregate_parts(self) -> list[bytes]:
         self._flush_groups()
-        parts: list[str] = []
+        parts: list[bytes] = []
         for i, (fam, kind, help_text) in enumerate(FLEET_FAMILIES):
-            parts.append(header(fam, kind, help_text))
-            parts.append("".join(self.fleet_lines[i].values()))
+            parts.append(header(fam, kind, help_text).encode())
+            parts.extend(self.fleet_lines[i].blobs())
         # stranded memory per claim (only claims that strand some), for "who wastes the most" tables
         parts.append(
             header(
                 "kdra_claim_stranded_memory_bytes",
                 "gauge",
                 "Memory a claim's devices hold beyond what the claim (or its pod) says it needs.",
-            )
+            ).encode()
         )
-        parts.append("".join(self.stranded_lines.values()))
-        parts.append(self._pending_text())
-        parts.append(self._queue_text())
-        return "".join(parts)
+        parts.extend(self.stranded_lines.blobs())
+        parts.append(self._pending_text().encode())
+        parts.append(self._queue_text().encode())
+        return parts
 
     def _pending_text(self) -> str:
         claims: dict[tuple[str, str], int] = {}
@@ -1109,34 +1088,43 @@ class FleetState:
         return "".join(parts)
 
     def render(self) -> bytes:
-        """The whole exposition; cached until the next change."""
-        return self.render_versioned()[1]
+        """The whole exposition."""
+        return b"".join(self.render_parts()[1])
 
-    def render_versioned(self) -> tuple[int, bytes]:
+    def render_parts(self) -> tuple[int, list[bytes]]:
+        """(state version, the exposition in pieces): cached until the next change; the HTTP server writes
+        the pieces as they are, so a 50 MB scrape is not copied once more to be joined."""
         with self.lock:
             if self._rendered is not None and self._rendered[0] == self.version:
                 return self._rendered
             t0 = time.perf_counter()
-            parts: list[str] = []
+            parts: list[bytes] = []
             for i, (fam, kind, help_text) in enumerate(CLAIM_FAMILIES):
-                parts.append(header(fam, kind, help_text))
-                parts.append("".join(self.claim_lines[i].values()))
+                parts.append(header(fam, kind, help_text).encode())
+                parts.extend(self.claim_lines[i].blobs())
             for i, (fam, kind, help_text) in enumerate(DEVICE_FAMILIES):
-                parts.append(header(fam, kind, help_text))
-                parts.append("".join(self.device_lines[i].values()))
-            if self._aggregates is None or self._aggregates[0] != self.version:
-                self._aggregates = (self.version, self._aggregate_text())
-            parts.append(self._aggregates[1])
-            parts.append(self.e2e.render())
-            parts.append(self.attempts.render())
-            parts.append(
+                parts.append(header(fam, kind, help_text).encode())
+                parts.extend(self.device_lines[i].blobs())
+            parts.extend(self._aggregate_parts())
+            tail = [self.e2e.render(), self.attempts.render()]
+            tail.append(
                 header("kdra_exporter_watch_events_total", "counter", "Watch events applied, by kind.")
             )
             for kind, n in sorted(self.events.items()):
-                parts.append(f'kdra_exporter_watch_events_total{{kind="{kind}"}} {n}\n')
-            data = "".join(parts).encode()
+                tail.append(f'kdra_exporter_watch_events_total{{kind="{kind}"}} {n}\n')
+            tail.append(
+                header(
+                    "kdra_exporter_watch_event_errors_total",
+                    "counter",
+                    "Watch events whose object could not be read (skipped), by kind.",
+                )
+            )
+            for kind, n in sorted(self.event_errors.items()):
+                tail.append(f'kdra_exporter_watch_event_errors_total{{kind="{kind}"}} {n}\n')
+            parts.append("".join(tail).encode())
+            parts = [p for p in parts if p]
             self.last_render_seconds = time.perf_counter() - t0
-            self._rendered = (self.version, data)
+            self._rendered = (self.version, parts)
             return self._rendered
 
     content_type = CONTENT_TYPE
@@ -1187,6 +1175,51 @@ def _node_reasons(message: str) -> tuple[str, ...]:
         if part:
             out.append(part)
     return tuple(sorted(set(out)))
+
+
+def _scheduled_condition(pod: Obj) -> dict[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+def _pod_record(obj: Obj) -> PodRec:
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    node = spec.get("nodeName") or ""
+    cond = _scheduled_condition(obj)
+    terminal = phase in ("Succeeded", "Failed")
+    pending = not node and not terminal and not meta.get("deletionTimestamp")
+    reason = ""
+    node_reasons: tuple[str, ...] = ()
+    if pending:
+        if spec.get("schedulingGates"):
+            reason = "SchedulingGated"
+        elif cond is not None and cond.get("status") == "False":
+            reason = cond.get("reason") or "Unschedulable"
+            node_reasons = _node_reasons(cond.get("message") or "")
+        else:
+            reason = "NotYetAttempted"
+    claims = []
+    statuses = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    for entry in spec.get("resourceClaims") or []:
+        cname = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+        if cname:
+            claims.append(cname)
+    ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if ext:  # KEP-5004: the claim kube-scheduler made for nvidia.com/gpu-style requests
+        claims.append(ext)
+    ann = meta.get("annotations") or {}
+    need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
+    queue = ""
+    for src in (meta.get("labels") or {}, ann):
+        for k in QUEUE_REFS:
+            if src.get(k) and not queue:
+                queue = str(src[k])
+    return PodRec(meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
 
 
 def _request_memory(req: Mapping[str, Any]) -> int | None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,12 +25,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            body, encoding = self.server.payload("gzip" in (self.headers.get("Accept-Encoding") or ""))
+            parts, encoding = self.server.payload("gzip" in (self.headers.get("Accept-Encoding") or ""))
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE)
             if encoding:
                 self.send_header("Content-Encoding", encoding)
-        elif path in ("/healthz", "/readyz"):
+            self.send_header("Content-Length", str(sum(len(p) for p in parts)))
+            self.end_headers()
+            self.wfile.writelines(parts)
+            return
+        if path in ("/healthz", "/readyz"):
             body, ok = self.server.health()
             self.send_response(200 if ok else 503)
             self.send_header("Content-Type", "text/plain; charset=utf-8")
@@ -69,15 +73,18 @@ class MetricsServer(ThreadingHTTPServer):
             host = host.decode()
         return f"http://{host}:{port}/metrics"
 
-    def payload(self, gzip_ok: bool) -> tuple[bytes, str]:
+    def payload(self, gzip_ok: bool) -> tuple[list[bytes], str]:
         self.scrapes += 1
-        version, data = self.state.render_versioned()
+        version, parts = self.state.render_parts()
         if not gzip_ok:
-            return data, ""
+            return parts, ""
         with self._gz_lock:  # compress once per state version, whatever the number of scrapers
             if self._gz is None or self._gz[0] != version:
-                self._gz = (version, gzip.compress(data, compresslevel=1))
-            return self._gz[1], "gzip"
+                comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip stream
+                out = [comp.compress(p) for p in parts]
+                out.append(comp.flush())
+                self._gz = (version, b"".join(out))
+            return [self._gz[1]], "gzip"
 
     def health(self) -> tuple[bytes, bool]:
         ok = self.ready.is_set()
