@@ -1122,19 +1122,44 @@ def _same_impl(cands: list[F.Overload]) -> bool:
 
 def _guarded(name: str, cands: list[F.Overload], static: list[str], fn: Fn, fns: list[Fn]) -> Fn:
     """cel-go guards overload bindings with a runtime signature check when arguments are dynamic:
-    a mismatch is 'no such overload: name(type, ...)' with the runtime type names."""
+    a mismatch is 'no such overload: name(type, ...)' with the runtime type names. The check only
+    runs when the implementation rejects its arguments, so the common path pays nothing."""
     if not any(t in DYN for t in static):
         return fn
     sigs = [tuple(F.RUNTIME_CHECK.get(p, F.RUNTIME_CHECK["dyn"]) for p in ov.params) for ov in cands]
     impl = cands[0].impl
     frame = cands[0].frame
 
+    def detail(vals: list[Any], e: EvalError) -> EvalError:
+        if e.message == "no such overload" and not any(
+            all(ck(v) for ck, v in zip(sig, vals, strict=True)) for sig in sigs
+        ):
+            return EvalError(f"no such overload: {name}({', '.join(F.runtime_type_name(v) for v in vals)})")
+        return e
+
+    if len(fns) == 2 and not frame:
+        f0, f1 = fns
+
+        def guarded2(a: list[Any]) -> Any:
+            x = f0(a)
+            y = f1(a)
+            try:
+                return impl(x, y)
+            except CostExceeded:
+                raise
+            except EvalError as e:
+                raise detail([x, y], e) from None
+
+        return guarded2
+
     def guarded(a: list[Any]) -> Any:
         vals = [f(a) for f in fns]
-        if not any(all(ck(v) for ck, v in zip(sig, vals, strict=True)) for sig in sigs):
-            sig_s = ", ".join(F.runtime_type_name(v) for v in vals)
-            raise EvalError(f"no such overload: {name}({sig_s})")
-        return impl(a, *vals) if frame else impl(*vals)
+        try:
+            return impl(a, *vals) if frame else impl(*vals)
+        except CostExceeded:
+            raise
+        except EvalError as e:
+            raise detail(vals, e) from None
 
     return guarded
 
