@@ -18,19 +18,21 @@ the cheapest faithful encoding each binding allows, and it is where cel-expr-pyt
 
 Figures measured on the shared 2-core development machine, Python 3.11.7, 10,000 devices
 (evaluations per second; fleet in seconds for 100,000 evaluations plus 10,000 device conversions;
-leak = references leaked per evaluation of the semver selector):
+leak = references leaked per evaluation of the semver selector). Run A: machine otherwise quiet,
+first engine version; run B: final version, machine loaded by other jobs (load average ~8 on 2 cores):
 
-    engine                                  eq/s    quantity/s  semver/s  fleet all  first-false  leak
-    kdra.cel (closures)                3,373,675     2,396,584 1,861,158    0.335 s      0.164 s     0
-    cel-expr-python 0.1.3 (cel-cpp)      620,310       244,827   219,984    0.554 s      0.359 s     1
-    common-expression-language 0.10.0    983,693       309,695   145,860    0.765 s      0.632 s     0
+    engine                            run        eq/s  quantity/s  semver/s  fleet all  first-false  leak
+    kdra.cel (closures)                A    3,373,675   2,396,584 1,861,158    0.335 s      0.164 s     0
+                                       B    1,277,356     738,610   706,250    0.373 s      0.276 s     0
+    cel-expr-python 0.1.3 (cel-cpp)    A      620,310     244,827   219,984    0.554 s      0.359 s     1
+                                       B      126,716      73,894    68,615    2.892 s      0.763 s     1
+    common-expression-language 0.10.0  A      983,693     309,695   145,860    0.765 s      0.632 s     0
+                                       B      310,595     123,109    86,212    2.147 s      1.927 s     0
 
-kdra.cel is 3.4-5.4x faster on single evaluations than cel-rust and 5.4-9.8x faster than cel-cpp,
-and 1.7x/2.3x faster on the fleet including conversion; a second run under heavy load from other
-jobs gave the same ordering (kdra 2.5M/2.0M/0.9M evals/s; cel-cpp 0.34M/0.10M/0.10M; cel-rust
-0.49M/0.24M/0.13M). The native engines were given the cheapest encodings they allow (no
-`m[?k].orValue({})` rewrite for unknown domains, quantities as plain ints), so their real cost
-in kdra would be higher. Re-run this script for current numbers.
+In both runs kdra.cel is 3-10x faster per evaluation than either native engine and 1.5-7x faster on
+the fleet including conversion. The native engines were given the cheapest encodings they allow
+(no `m[?k].orValue({})` rewrite for unknown domains, quantities as plain ints, no cost limit), so
+their real cost in kdra would be higher. Re-run this script for current numbers.
 """
 
 from __future__ import annotations
