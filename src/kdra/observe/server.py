@@ -19,6 +19,11 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def gzip_member(data: bytes) -> bytes:
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: gzip framing
+    return comp.compress(data) + comp.flush()
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: MetricsServer
 
@@ -62,7 +67,8 @@ class MetricsServer(ThreadingHTTPServer):
         self.state = state
         self.ready = threading.Event()
         self.health_detail = "starting"
-        self._gz: tuple[int, bytes] | None = None
+        self._gz: tuple[int, list[bytes]] | None = None
+        self._gz_members: dict[int, tuple[bytes, bytes]] = {}
         self._gz_lock = threading.Lock()
         self.scrapes = 0
 
@@ -80,11 +86,20 @@ class MetricsServer(ThreadingHTTPServer):
             return parts, ""
         with self._gz_lock:  # compress once per state version, whatever the number of scrapers
             if self._gz is None or self._gz[0] != version:
-                comp = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip stream
-                out = [comp.compress(p) for p in parts]
-                out.append(comp.flush())
-                self._gz = (version, b"".join(out))
-            return [self._gz[1]], "gzip"
+                # One gzip member per piece, cached by the piece: pieces that did not change since the last
+                # scrape (most of them) are not compressed again. A gzip stream may hold several members
+                # (RFC 1952 2.2); Go's gzip reader, which Prometheus uses, reads them all.
+                cache: dict[int, tuple[bytes, bytes]] = {}
+                out = []
+                for piece in parts:
+                    hit = self._gz_members.get(id(piece))
+                    if hit is None or hit[0] is not piece:
+                        hit = (piece, gzip_member(piece))
+                    cache[id(piece)] = hit
+                    out.append(hit[1])
+                self._gz_members = cache
+                self._gz = (version, out)
+            return self._gz[1], "gzip"
 
     def health(self) -> tuple[bytes, bool]:
         ok = self.ready.is_set()
