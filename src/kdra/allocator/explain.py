@@ -331,7 +331,10 @@ def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
     for part in parts:
         try:
             program = compile_selector(
-                part, consumable_capacity=f.consumable_capacity, list_type_attributes=f.list_type_attributes
+                part,
+                consumable_capacity=f.consumable_capacity,
+                list_type_attributes=f.list_type_attributes,
+                stored_expressions=True,
             )
             if not program.matches(dev.cel_input()):
                 return part

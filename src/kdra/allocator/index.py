@@ -674,7 +674,10 @@ def evaluate_selectors(
     result: SelectorResult = MATCH
     for i, expr in enumerate(exprs):
         try:
-            program = compile_selector(expr, consumable_capacity=consumable, list_type_attributes=list_types)
+            # kube-scheduler compiles stored selectors in the StoredExpressions environment.
+            program = compile_selector(
+                expr, consumable_capacity=consumable, list_type_attributes=list_types, stored_expressions=True
+            )
         except CELCompileError as exc:
             result = SelectorError(i, True, str(exc))
             break
