@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete, free_port
 from kdra.testing.kube import KubeClient, NotFound, Obj, wait_for
 
@@ -434,3 +435,26 @@ def test_kdra_top_shows_the_claims_of_a_live_cluster(
     assert f"{ns}/pair" in out.stdout and "worker" in out.stdout, out.stdout
     assert out.stdout.count(f"{ns}/pair") == 2  # its two devices
     assert "1 nodes, 2/4 devices allocated" in out.stdout, out.stdout
+    # one exposition, printed after the initial list
+    once = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kdra.cli.main",
+            "exporter",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert once.returncode == 0, once.stderr
+    pods = {
+        lb["pod"]
+        for n, lb, _v in parse_text(once.stdout)
+        if n == "kdra_claim_device_info" and lb["namespace"] == ns
+    }
+    assert pods == {"worker"}

@@ -53,8 +53,8 @@ class KubeSource:
         """Stop following (threads blocked in a watch end at its next event or timeout; they are
         daemons, so they never keep the process alive)."""
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout=0.5)
+        for t in self._threads:  # daemons: a thread still blocked in a watch read never holds the process
+            t.join(timeout=0.05)
         with contextlib.suppress(Exception):
             self.client.close()
 
