@@ -29,9 +29,10 @@ unit: venv
 	$(BIN)/pytest -n 2 -m "not e2e"
 
 # Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
-# cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs tests/e2e. See docs/kubernetes-mode.md.
+# cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
+# few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md.
 e2e: venv prometheus
-	$(BIN)/pytest -p no:xdist -m e2e tests/e2e
+	$(BIN)/pytest -p no:xdist -m e2e
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:

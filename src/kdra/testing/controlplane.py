@@ -451,22 +451,7 @@ class ControlPlane:
             deadline,
         )
 
-        common = self._common_args(gates)
-        kcm = [
-            str(b / "kube-controller-manager"),
-            *common,
-            f"--secure-port={self.kcm_port}",
-            f"--cert-dir={self.work_dir / 'kcm-pki'}",
-            # All but node-lifecycle, which would taint and evict our kubelet-less nodes.
-            "--controllers=*,-node-lifecycle-controller",
-            f"--service-account-private-key-file={certs.sa_key}",
-            f"--root-ca-file={certs.ca_cert}",
-            f"--cluster-signing-cert-file={certs.ca_cert}",
-            f"--cluster-signing-key-file={certs.ca_key}",
-            f"--cluster-cidr={CLUSTER_CIDR}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            *cfg.extra_controller_manager_args,
-        ]
+        kcm = self._kcm_args(gates)
         sched = self._scheduler_args(gates)
         self._add("kube-controller-manager", kcm)
         self._add("kube-scheduler", sched)
@@ -505,6 +490,25 @@ class ControlPlane:
             f"--v={cfg.verbosity}",
         ]
 
+    def _kcm_args(self, gates: str) -> list[str]:
+        certs = self.certs
+        assert certs is not None
+        return [
+            str(self.bin_dir / "kube-controller-manager"),
+            *self._common_args(gates),
+            f"--secure-port={self.kcm_port}",
+            f"--cert-dir={self.work_dir / 'kcm-pki'}",
+            # All but node-lifecycle, which would taint and evict our kubelet-less nodes.
+            "--controllers=*,-node-lifecycle-controller",
+            f"--service-account-private-key-file={certs.sa_key}",
+            f"--root-ca-file={certs.ca_cert}",
+            f"--cluster-signing-cert-file={certs.ca_cert}",
+            f"--cluster-signing-key-file={certs.ca_key}",
+            f"--cluster-cidr={CLUSTER_CIDR}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            *self.config.extra_controller_manager_args,
+        ]
+
     def _scheduler_args(self, gates: str) -> list[str]:
         return [
             str(self.bin_dir / "kube-scheduler"),
@@ -518,33 +522,38 @@ class ControlPlane:
     def scheduler_feature_gates(self) -> dict[str, bool]:
         return dict(self._scheduler_gates)
 
-    def set_scheduler_feature_gates(self, gates: Mapping[str, bool], timeout: float = 60.0) -> bool:
-        """Restart kube-scheduler alone with the control plane's gates overridden by `gates` (the API
-        server keeps serving every field). Gates locked to their default in 1.36 are dropped. Returns
-        whether a restart was needed."""
+    def set_feature_gates(self, gates: Mapping[str, bool], timeout: float = 60.0) -> bool:
+        """Restart kube-scheduler and kube-controller-manager with the control plane's gates overridden by
+        `gates` (the API server keeps its gates, so it stores every field). Locked gates are dropped and
+        dependent gates follow (`resolve_gates`). kcm follows the scheduler so that, e.g., its device-taint
+        eviction does not act on taints the scheduler was told to ignore. Returns whether a restart was
+        needed; on failure the fixture's own gates are restored before the error is raised."""
         merged = resolve_gates(self.config.feature_gates, gates)
-        if merged == self._scheduler_gates and self.components["kube-scheduler"].running():
+        names = ("kube-scheduler", "kube-controller-manager")
+        if merged == self._scheduler_gates and all(self.components[n].running() for n in names):
             return False
         try:
-            self._restart_scheduler(merged, timeout)
+            self._restart_with_gates(merged, timeout)
         except ControlPlaneError:
-            # Leave a working scheduler behind for the next test, then report.
-            self._restart_scheduler(dict(self.config.feature_gates), timeout)
+            self._restart_with_gates(dict(self.config.feature_gates), timeout)
             raise
         return True
 
-    def _restart_scheduler(self, gates: dict[str, bool], timeout: float) -> None:
-        self.components["kube-scheduler"].stop()
+    # The name under which the harness first called it.
+    set_scheduler_feature_gates = set_feature_gates
+
+    def _restart_with_gates(self, gates: dict[str, bool], timeout: float) -> None:
         arg = ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
-        self._add("kube-scheduler", self._scheduler_args(arg))
-        self.components["kube-scheduler"].start()
+        deadline = time.monotonic() + timeout
+        for name, args, port in (
+            ("kube-scheduler", self._scheduler_args(arg), self.scheduler_port),
+            ("kube-controller-manager", self._kcm_args(arg), self.kcm_port),
+        ):
+            self.components[name].stop()
+            self._add(name, args)
+            self.components[name].start()
+            self._wait_http(f"https://127.0.0.1:{port}/healthz", name, deadline, component=name)
         self._scheduler_gates = gates
-        self._wait_http(
-            f"https://127.0.0.1:{self.scheduler_port}/healthz",
-            "kube-scheduler",
-            time.monotonic() + timeout,
-            component="kube-scheduler",
-        )
 
     def stop(self) -> None:
         """Stop exactly the processes this object started, newest first."""

@@ -8,9 +8,13 @@ for kube-scheduler's verdict and returns it as an `UpstreamResult`: the node and
 allocated per claim, or the PodScheduled condition's reason and message. Everything it created is
 removed before it returns, so cases run one after another on one control plane.
 
-Feature gates: kube-scheduler is restarted with the case's gates when they differ from the last
-case's (the API server keeps every DRA field on). Gates locked in 1.36 cannot be turned off; a case
-asking for that gets them listed in `UpstreamResult.ignored_gates`.
+Nodes named by the case's slices or `node` but not given as objects are created (Ready, untainted).
+Several pods are scheduled one after another, each after the previous one's verdict; claims that no pod
+of the case uses go first, in a pod of their own.
+
+Feature gates: kube-scheduler and kube-controller-manager are restarted with the case's gates when they
+differ from the last case's (the API server keeps its own gates). Gates locked in 1.36 cannot be turned
+off; a case asking for that gets them listed in `UpstreamResult.ignored_gates`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kdra.testing.controlplane import LOCKED_GATES, ControlPlane, create_node, force_delete
 from kdra.testing.kube import KubeClient, KubeError, NotFound, Obj, wait_for
@@ -64,15 +69,17 @@ class UpstreamResult:
     scheduled: bool  # every claim allocated (the pod is bound, or waits in PreBind for binding conditions)
     node: str | None = None
     bound: bool = False  # spec.nodeName set
-    # Pod claim name (or the claim's own name for a resourceClaimName reference) -> status.allocation.
+    # Claim -> status.allocation; keys as in the scenario corpus: the claim's name for a resourceClaimName
+    # reference, pod/<pod>/<podClaimName> for a claim made from a template.
     allocations: dict[str, Obj] = field(default_factory=dict)
-    # Claim name as the case knows it -> the claim object after scheduling (generated claims by pod claim).
+    # Same keys -> the claim object after scheduling.
     claims: dict[str, Obj] = field(default_factory=dict)
     invalid: str | None = None  # the API server rejected an object of the case (422): its message
     reason: str | None = None  # PodScheduled reason when not scheduled (Unschedulable, SchedulerError)
     message: str | None = None  # PodScheduled message when not scheduled
     events: list[str] = field(default_factory=list)  # the pod's event messages
     ignored_gates: dict[str, bool] = field(default_factory=dict)
+    pods: dict[str, UpstreamResult] = field(default_factory=dict)  # per pod, in scheduling order
     allocator: str = ""  # upstream implementation kube-scheduler used: see scheduler_allocator()
     seconds: float = 0.0
 
@@ -90,8 +97,12 @@ class UpstreamResult:
         return out
 
 
-def _namespaced(kind: str) -> bool:
-    return kind not in CLUSTER_SCOPED_ORDER and kind != "Namespace"
+def _uses_admin_access(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return obj.get("adminAccess") is True or any(_uses_admin_access(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(_uses_admin_access(v) for v in obj)
+    return False
 
 
 def _pod_for(claim_names: list[str], node: str | None) -> Obj:
@@ -157,8 +168,14 @@ def run_upstream_case(
     pod created at once was seen scheduled against a partial set of pools)."""
     client = cp.client()
     gates = dict(feature_gates or {})
-    ignored: dict[str, bool] = {k: v for k, v in gates.items() if k in LOCKED_GATES and not v}
-    cp.set_scheduler_feature_gates(gates)
+    objects = list(objects)
+    # A locked gate asked off only matters where the case uses its feature.
+    ignored: dict[str, bool] = {
+        k: v
+        for k, v in gates.items()
+        if k in LOCKED_GATES and not v and (k != "DRAAdminAccess" or _uses_admin_access(objects))
+    }
+    cp.set_feature_gates(gates)
 
     ns = f"case-{uuid.uuid4().hex[:8]}"
     client.create(
@@ -172,7 +189,7 @@ def run_upstream_case(
     t0 = time.monotonic()
     try:
         try:
-            result = _run(client, list(objects), ns, node, created, timeout, settle, sync_delay)
+            result = _run(client, objects, ns, node, created, timeout, settle, sync_delay)
         except KubeError as e:
             if e.code != 422:
                 raise
@@ -201,14 +218,18 @@ def _run(
     unknown = set(by_kind) - {*CLUSTER_SCOPED_ORDER, "ResourceClaim", "ResourceClaimTemplate", "Pod"}
     if unknown:
         raise ValueError(f"run_upstream_case cannot create kinds {sorted(unknown)}")
-    if len(by_kind.get("Pod", [])) > 1:
-        raise ValueError("run_upstream_case runs one pod per case")
 
-    for n in by_kind.get("Node", []):
-        md = n.get("metadata") or {}
+    # Nodes: the case's own, plus one for every slice's nodeName and for `node` (kdra derives those too).
+    nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in by_kind.get("Node", [])}
+    derived = [s.get("spec", {}).get("nodeName") for s in by_kind.get("ResourceSlice", [])] + [node]
+    for name in derived:
+        if name and name not in nodes:
+            nodes[name] = {"metadata": {"name": name}}
+    for name in sorted(nodes):
+        n = nodes[name]
         capacity = (n.get("status") or {}).get("capacity")
-        create_node(client, md["name"], labels=md.get("labels"), capacity=capacity)
-        created.append(("Node", md["name"], None))
+        create_node(client, name, labels=(n.get("metadata") or {}).get("labels"), capacity=capacity)
+        created.append(("Node", name, None))
     for kind in ("DeviceClass", "ResourceSlice", "DeviceTaintRule"):
         for o in by_kind.get(kind, []):
             body = _strip(o, None)
@@ -228,27 +249,59 @@ def _run(
         else:
             pending.append(body["metadata"]["name"])
 
-    pods = by_kind.get("Pod")
-    pod = _strip(pods[0], ns) if pods else _pod_for(pending, node)
-    pod["metadata"]["namespace"] = ns
-    pod.pop("status", None)
-    pod_name = pod["metadata"]["name"]
+    # Pods, in the case's order. Claims no pod of the case uses ("loose" claims) go first, in one pod of
+    # their own pinned to `node`: like kdra allocate, which allocates them before the pods.
+    pods = [_strip(p, ns) for p in by_kind.get("Pod", [])]
+    used = {
+        ref["resourceClaimName"]
+        for p in pods
+        for ref in p.get("spec", {}).get("resourceClaims") or []
+        if ref.get("resourceClaimName")
+    }
+    loose = [n for n in pending if n not in used]
+    if loose or not pods:
+        pods.insert(0, _pod_for(loose, node))
     # Pods are refused until the namespace's default ServiceAccount exists.
     wait_for(lambda: client.get("ServiceAccount", "default", ns), 60, f"ServiceAccount {ns}/default")
     if sync_delay > 0:
         time.sleep(sync_delay)
+
+    total = UpstreamResult(scheduled=True)
+    for pod in pods:
+        pod["metadata"]["namespace"] = ns
+        pod.pop("status", None)
+        one = _schedule_pod(client, pod, ns, timeout, settle)
+        total.pods[pod["metadata"]["name"]] = one
+        total.allocations.update(one.allocations)
+        total.claims.update(one.claims)
+        total.events.extend(one.events)
+        if one.node and not total.node:
+            total.node = one.node
+        if not one.scheduled:
+            total.scheduled = False
+            total.reason, total.message = one.reason, one.message
+            break  # like kdra allocate: later pods are not tried once one does not fit
+    total.bound = total.scheduled and all(p.bound for p in total.pods.values())
+    return total
+
+
+def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle: float) -> UpstreamResult:
+    pod_name = pod["metadata"]["name"]
     client.create(pod)
 
     def pod_claims(p: Obj) -> dict[str, str | None]:
-        """key (claim name, or pod claim name for templates) -> ResourceClaim name (None: not yet made)."""
+        """Result key -> ResourceClaim name (None: not made yet). Keys as in the scenario corpus: the
+        claim's name for resourceClaimName references, pod/<pod>/<podClaimName> for templates."""
         generated = {
             st["name"]: st.get("resourceClaimName")
             for st in (p.get("status") or {}).get("resourceClaimStatuses") or []
         }
         out: dict[str, str | None] = {}
         for ref in p["spec"].get("resourceClaims") or []:
-            key = ref.get("resourceClaimName") or ref["name"]
-            out[key] = ref.get("resourceClaimName") or generated.get(ref["name"])
+            if ref.get("resourceClaimName"):
+                out[ref["resourceClaimName"]] = ref["resourceClaimName"]
+            else:
+                out[f"pod/{pod_name}/{ref['name']}"] = generated.get(ref["name"])
         return out
 
     def all_allocated(p: Obj) -> bool:
@@ -264,8 +317,20 @@ def _run(
                 return False
         return True
 
+    gone: dict[str, bool] = {}
+
+    def get_pod() -> Obj | None:
+        try:
+            p: Obj = client.get("Pod", pod_name, ns)
+            return p
+        except NotFound:  # e.g. evicted by kube-controller-manager's device-taint eviction
+            gone["deleted"] = True
+            return None
+
     def verdict() -> Obj | None:
-        p = client.get("Pod", pod_name, ns)
+        p = get_pod()
+        if p is None:
+            return {"spec": {}, "status": {}}
         if p["spec"].get("nodeName"):
             return p
         cond = _pod_scheduled_condition(p)
@@ -276,24 +341,32 @@ def _run(
         return None
 
     p = wait_for(verdict, timeout, f"kube-scheduler's verdict on pod {ns}/{pod_name}")
-    allocated = bool(p["spec"].get("nodeName")) or all_allocated(p)
-    if not allocated and settle > 0:
+    allocated = bool(p["spec"].get("nodeName")) or (not gone and all_allocated(p))
+    if not allocated and not gone and settle > 0:
         deadline = time.monotonic() + settle
         while time.monotonic() < deadline:
             time.sleep(0.2)
-            p = client.get("Pod", pod_name, ns)
+            q = get_pod()
+            if q is None:
+                break
+            p = q
             if p["spec"].get("nodeName") or all_allocated(p):
                 allocated = True
                 break
 
     result = UpstreamResult(scheduled=allocated, node=p["spec"].get("nodeName"))
     result.bound = bool(result.node)
+    events = client.list("Event", ns, fieldSelector=f"involvedObject.name={pod_name}")
+    result.events = [e.get("message", "") for e in events]
+    if gone:
+        result.scheduled = False
+        result.reason = "Deleted"
+        result.message = "the pod was deleted before kube-scheduler's verdict: " + "; ".join(result.events)
+        return result
     if not result.scheduled:
         cond = _pod_scheduled_condition(p) or {}
         result.reason = cond.get("reason")
         result.message = cond.get("message")
-    events = client.list("Event", ns, fieldSelector=f"involvedObject.name={pod_name}")
-    result.events = [e.get("message", "") for e in events]
 
     for key, claim_name in pod_claims(p).items():
         if not claim_name:
