@@ -427,3 +427,16 @@ def test_unreadable_objects_are_counted_and_change_nothing(store: MemoryStore) -
     assert [ln for ln in before.decode().splitlines() if ln.startswith(keep)] == [
         ln for ln in after.splitlines() if ln.startswith(keep)
     ]
+
+
+def test_a_driver_replacing_its_slices_keeps_the_devices(store: MemoryStore) -> None:
+    state = FleetState()
+    attach_store(state, store)
+    store.create(claim("c", [result("gpu-0")], pods=("p",)))
+    replacement = slice_("n1", [gpu("gpu-0"), gpu("gpu-1"), gpu("gpu-2")])
+    replacement["metadata"]["name"] = "n1-gpu-gen2"
+    store.create(replacement)
+    store.delete("ResourceSlice", "n1-gpu")
+    assert value(state, "kdra_device_allocations", device="gpu-0") == 1
+    assert value(state, "kdra_fleet_devices", node="n1") == 3
+    assert samples(state, "kdra_claim_device_info")[0][0]["node"] == "n1"

@@ -454,7 +454,10 @@ class FleetState:
             self.counter_sets.pop(cs, None)
         touched: set[DevKey] = set()
         for dk in old:
-            rec = self.devices.pop(dk, None)
+            rec = self.devices.get(dk)
+            if rec is not None and rec.slice != name:
+                continue  # republished by another slice of the pool since (a driver replacing its slices)
+            self.devices.pop(dk, None)
             if rec is not None:
                 nd = self.node_devices.get(rec.node)
                 if nd is not None:
