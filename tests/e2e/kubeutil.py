@@ -66,10 +66,13 @@ class DeviceFleet:
             list(pool.map(one, self.node_names))
         return self
 
-    def delete(self) -> None:
-        for name in self.node_names:
+    def delete(self, workers: int = 1) -> None:
+        def one(name: str) -> None:
             self.kube.delete("ResourceSlice", f"{name}-{self.driver}")
             self.kube.delete("Node", name)
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, self.node_names))
         self.kube.delete("DeviceClass", self.device_class)
 
 

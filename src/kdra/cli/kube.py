@@ -75,6 +75,13 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="relist every S seconds (0: never; default 300)",
     )
+    s.add_argument(
+        "--bind-workers",
+        type=int,
+        default=16,
+        metavar="N",
+        help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
+    )
     s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
@@ -167,7 +174,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             time.sleep(0.1)
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
     store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
-    sched = KubeScheduler(store, config, identity=identity)
+    if args.bind_workers < 0:
+        raise InputError("--bind-workers must not be negative")
+    sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
     metrics = None
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "

@@ -18,15 +18,19 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import queue
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kdra.cluster.store import ConflictError, NotFoundError, StoreError
+from kdra.cluster.store import ConflictError, NotFoundError, StoreError, WatchEvent
+from kdra.kube.binder import BindJob
 from kdra.kube.client import UnavailableError
 from kdra.kube.store import KubeStore
-from kdra.scheduler.framework import Code, CycleState, Profile, Status, error
-from kdra.scheduler.plugins.dynamicresources import DynamicResources
+from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
+from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
 
@@ -48,9 +52,23 @@ class _BindFailed(Exception):
 
 
 class KubeDynamicResources(DynamicResources):
-    """DynamicResources whose PreBind reports API errors as an error status."""
+    """DynamicResources whose PreBind, with asynchronous binding, only records what to write (the
+    binding cycle writes it, kdra.kube.binder) and otherwise reports API errors as an error status."""
+
+    sched: KubeScheduler | None = None
 
     def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        sched = self.sched
+        allocs = list(state.get("dra_allocations") or [])
+        special = any(
+            (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
+            for c, _ in allocs
+        )
+        if sched is not None and sched.bind_workers and not special:
+            pc = state[STATE_KEY]
+            reserve = [c for c in pc.allocated if not reserved_for_pod(c, pi.uid)]
+            sched._deferred[pi.uid] = (allocs, reserve)
+            return SUCCESS
         try:
             return super().pre_bind(state, pi, node)
         except StoreError as e:
@@ -67,8 +85,17 @@ class KubeScheduler(Scheduler):
         identity: str | None = None,
         batch: int = 64,
         bind_timeout: float = 60.0,
+        bind_workers: int = 16,
     ) -> None:
         self.kstore = store
+        # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
+        self.bind_workers = bind_workers
+        self.inflight: dict[str, BindJob] = {}
+        self._deferred: dict[str, tuple[list[Any], list[Any]]] = {}
+        self._done: queue.Queue[BindJob] = queue.Queue()
+        self._pool = ThreadPoolExecutor(bind_workers, "kdra-bind") if bind_workers else None
+        self.max_inflight = 4 * max(1, bind_workers)
+        self.bind_failures = 0
         self.identity = identity or default_identity()
         self.bind_timeout = bind_timeout
         self.events_posted = 0
@@ -83,11 +110,25 @@ class KubeScheduler(Scheduler):
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
-        prof.plugins = [
-            KubeDynamicResources(self.store, self.dra) if type(p) is DynamicResources else p
-            for p in prof.plugins
-        ]
+        plugins = []
+        for p in prof.plugins:
+            if type(p) is DynamicResources:
+                p = KubeDynamicResources(self.store, self.dra)
+                p.sched = self
+            plugins.append(p)
+        prof.plugins = plugins
         return prof
+
+    def _on_pod(self, ev: WatchEvent, now: float) -> None:
+        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
+        uid = ev.object["metadata"].get("uid", "")
+        if (
+            ev.type != "DELETED"
+            and uid in self.inflight
+            and not (ev.object.get("spec") or {}).get("nodeName")
+        ):
+            return
+        super()._on_pod(ev, now)
 
     # -- the cycle -------------------------------------------------------------------------------------
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
@@ -103,6 +144,18 @@ class KubeScheduler(Scheduler):
             return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
+        deferred = self._deferred.pop(pi.uid, None)
+        if deferred is not None and self._pool is not None:
+            job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
+            self.inflight[pi.uid] = job
+            fut = self._pool.submit(job.run, self.kstore.client)
+            done = self._done
+
+            def report(_f: Any, job: BindJob = job) -> None:
+                done.put(job)
+
+            fut.add_done_callback(report)
+            return
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
         while True:
@@ -187,9 +240,52 @@ class KubeScheduler(Scheduler):
         self.kstore.client.create(ev)
         self.events_posted += 1
 
+    def finish_binds(self, now: float) -> int:
+        """Apply what finished binding cycles did (loop thread)."""
+        n = 0
+        while True:
+            try:
+                job = self._done.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
+            uid = job.pi.uid
+            self.inflight.pop(uid, None)
+            for obj in job.written:
+                self.kstore._written("ResourceClaim", obj)
+            if not job.error:
+                self._event_text.pop(uid, None)
+                continue
+            self.bind_failures += 1
+            log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+            self.cache.forget(uid)
+            written = {o["metadata"].get("uid") for o in job.written}
+            for claim, _ in job.allocate:
+                cuid = claim["metadata"].get("uid", "")
+                if cuid not in written:
+                    self.dra.forget_assumed(cuid)
+            if job.gone:
+                continue
+            current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)
+            if current is None or (current.get("spec") or {}).get("nodeName"):
+                continue
+            if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
+                continue
+            pi = PodInfo(current)
+            self.queue.add(pi, now)
+            self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
+
+    def close(self, wait: bool = True) -> None:
+        """Let running binding cycles finish."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait)
+            self.finish_binds(time.time())
+
     # -- the loop --------------------------------------------------------------------------------------
     def next_timeout(self, now: float, ceiling: float = 1.0) -> float:
         """How long the loop may wait for events before scheduling again."""
+        if len(self.inflight) >= self.max_inflight:
+            return min(ceiling, 0.02)
         if self.queue._active:
             return 0.0
         wake = self.queue.next_wakeup()
@@ -201,7 +297,11 @@ class KubeScheduler(Scheduler):
         """Deliver what the watches brought (waiting up to the queue's next wake-up, at most `wait`)
         and run one batch of scheduling cycles."""
         now = time.time()
+        self.finish_binds(now)
         self.kstore.process_events(timeout=self.next_timeout(now, wait))
         now = time.time()
+        self.finish_binds(now)
+        if len(self.inflight) >= self.max_inflight:
+            return []
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)
