@@ -407,3 +407,72 @@ def test_leader_release_hands_over_at_once(server: FakeServer) -> None:
     a.release()
     assert not a.is_leader
     assert b.try_acquire_or_renew()
+
+
+# -- the binding cycle --------------------------------------------------------------------------------
+
+
+def test_bind_job_retries_claim_writes_on_conflict_then_binds(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    base = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1"
+    live: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": "c1",
+            "namespace": "ns",
+            "uid": "cu",
+            "resourceVersion": "8",
+            "labels": {"a": "b"},
+        },
+        "spec": {},
+    }
+    puts: list[tuple[str, str]] = []
+
+    def get(h: Handler, q: Any, body: Any) -> None:
+        h.reply(200, live)
+
+    def put(h: Handler, q: Any, body: Any, sub: str = "") -> None:
+        puts.append((sub, body["metadata"]["resourceVersion"]))
+        if body["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]:
+            h.reply(409, {"kind": "Status", "reason": "Conflict"})
+            return
+        live.update(body)
+        live["metadata"] = dict(
+            body["metadata"], resourceVersion=str(int(body["metadata"]["resourceVersion"]) + 1)
+        )
+        h.reply(200, live)
+
+    bindings: list[Any] = []
+    server.routes[("GET", base)] = get
+    server.routes[("PUT", base)] = put
+    server.routes[("PUT", base + "/status")] = lambda h, q, b: put(h, q, b, "status")
+    server.routes[("POST", "/api/v1/namespaces/ns/pods/p/binding")] = lambda h, q, b: (
+        bindings.append(b),
+        h.reply(201, {}),
+    )
+    stale = dict(live, metadata=dict(live["metadata"], resourceVersion="3"))  # the cache lags behind
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    alloc = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
+    job = BindJob(PodInfo(pod), "n1", [(stale, alloc)], []).run(client_for(server))
+    assert not job.error, job.error
+    assert puts == [("", "3"), ("", "8"), ("status", "9")]  # conflict, re-read, finalizer, then status
+    assert live["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert live["metadata"]["labels"] == {"a": "b"}
+    assert live["status"] == {
+        "allocation": alloc,
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}],
+    }
+    assert bindings[0]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    assert job.written[-1]["metadata"]["resourceVersion"] == "10"
+
+
+def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    job = BindJob(PodInfo(pod), "n1", [], []).run(client_for(server))  # 404 on pods/binding
+    assert job.gone and job.error
