@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -275,7 +276,7 @@ def pod(name: str, ns: str, claim_name: str) -> Obj:
 
 def cluster_devices(kube: KubeClient, ns: str) -> set[tuple[str, ...]]:
     """(claim, pod, driver, pool, device, request) of every allocated device in ns, per the API server."""
-    out = set()
+    out: set[tuple[str, ...]] = set()
     for c in kube.list("ResourceClaim", ns):
         st = c.get("status") or {}
         pods = ",".join(sorted(r["name"] for r in st.get("reservedFor") or [] if r.get("resource") == "pods"))
@@ -285,7 +286,7 @@ def cluster_devices(kube: KubeClient, ns: str) -> set[tuple[str, ...]]:
 
 
 def prom_devices(prom: Prometheus, ns: str) -> set[tuple[str, ...]]:
-    out = set()
+    out: set[tuple[str, ...]] = set()
     for s in prom.query(f'kdra_claim_device_info{{namespace="{ns}"}}'):
         m = s["metric"]
         assert m["node"] == m["pool"] and m["product"] == PRODUCT, m
@@ -435,6 +436,35 @@ def test_kdra_top_shows_the_claims_of_a_live_cluster(
     assert f"{ns}/pair" in out.stdout and "worker" in out.stdout, out.stdout
     assert out.stdout.count(f"{ns}/pair") == 2  # its two devices
     assert "1 nodes, 2/4 devices allocated" in out.stdout, out.stdout
+    # --watch (piped: one table per refresh) follows the cluster: a second pod shows up without a restart
+    watch = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kdra.cli.main", "top", "--kubeconfig", str(control_plane.kubeconfig)),
+            *("--node", node, "--watch", "--interval", "0.5"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: list[str] = []
+    stdout = watch.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True).start()
+    try:
+        wait_for(lambda: any("nodes, " in ln for ln in lines), 60, "kdra top --watch to draw a first table")
+        kube.create(claim("solo", ns, cls, 1))
+        solo = pod("soloist", ns, "solo")
+        solo["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}  # the node top is looking at
+        kube.create(solo)
+        wait_for(lambda: any(d[0] == "solo" for d in cluster_devices(kube, ns)), 60, "claim solo allocated")
+        wait_for(lambda: any(f"{ns}/solo" in ln for ln in lines), 30, "kdra top --watch to show claim solo")
+    finally:
+        watch.terminate()
+        watch.wait(timeout=15)
+    shown = "".join(lines)
+    first = shown.split("nodes, ")[1]
+    assert f"{ns}/pair" in first and f"{ns}/solo" not in first, shown
+
     # one exposition, printed after the initial list
     once = subprocess.run(
         [
@@ -457,4 +487,4 @@ def test_kdra_top_shows_the_claims_of_a_live_cluster(
         for n, lb, _v in parse_text(once.stdout)
         if n == "kdra_claim_device_info" and lb["namespace"] == ns
     }
-    assert pods == {"worker"}
+    assert pods == {"worker", "soloist"}
