@@ -195,9 +195,10 @@ def _scheduler(args: argparse.Namespace) -> int:
                 raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
         while not stopping["flag"]:
             if elector is not None and not elector.is_leader:
+                # Exit at once, as kube-scheduler does: binding cycles still running must not write
+                # after another replica may have taken over.
                 print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
-                code = 1
-                break
+                os._exit(1)
             for r in sched.step(wait=0.5):
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
