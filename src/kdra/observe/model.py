@@ -22,7 +22,7 @@ import datetime
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,9 +283,8 @@ class FleetState:
     """Compact, incrementally maintained view of who holds which device. Thread-safe: every public method
     takes the state's lock, so a watch thread can apply events while an HTTP thread renders."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.clock = clock
         self.version = 0
         self.devices: dict[DevKey, DeviceRec] = {}
         self.slice_devices: dict[str, list[DevKey]] = {}
