@@ -102,6 +102,22 @@ def test_random_add_remove_sequences_equal_building_from_the_remaining_claims() 
                 assert same(state, AllocatedState.from_claims(held, gates))
 
 
+def test_membership_changed_directly_is_respected() -> None:
+    # Callers that edit the sets directly (replay's engine does) do not leave stale counts behind.
+    a, s1 = allocated("a", "gpu-0"), share("s", "nic", "s1", bw="4G")
+    state = AllocatedState.from_claims([a, s1], F)
+    key, nic = (DRIVER, "node-1", "gpu-0"), (DRIVER, "node-1", "nic")
+    state.dedicated.discard(key)
+    state.shared.discard(nic)
+    del state.consumed[nic]
+    state.add_claim(a, F)
+    state.add_claim(s1, F)
+    assert same(state, AllocatedState.from_claims([a, s1], F))
+    state.remove_claim(a, F)
+    state.remove_claim(s1, F)
+    assert same(state, AllocatedState())
+
+
 def test_version_changes_with_every_effective_change() -> None:
     state = AllocatedState()
     a = allocated("a", "gpu-0")

@@ -201,19 +201,25 @@ class AllocatedState:
             self.version += 1
             _count(self._share_refs, self.shared, key, delta)
             if amounts is not None:
-                refs = self._consumed_refs.setdefault(key, {})
-                agg = self.consumed.setdefault(key, {})
+                agg = self.consumed.get(key)
+                if agg is None:
+                    if delta < 0:
+                        return
+                    agg = self.consumed[key] = {}
+                    refs = self._consumed_refs[key] = {}
+                else:
+                    refs = self._consumed_refs.setdefault(key, {})
                 for name, nanos in amounts.items():
-                    n = refs.get(name, 0) + delta
+                    n = (refs.get(name, 1) if name in agg else 0) + delta
                     if n > 0:
                         refs[name] = n
                         agg[name] = agg.get(name, 0) + delta * nanos
                     else:
                         refs.pop(name, None)
                         agg.pop(name, None)
-                if not refs:
+                if not agg:
                     self._consumed_refs.pop(key, None)
-                    self.consumed.pop(key, None)
+                    del self.consumed[key]
             return
         if delta < 0 and key not in self.dedicated:
             return
@@ -236,8 +242,9 @@ class AllocatedState:
 
 
 def _count(refs: dict[DeviceKey, int], members: set[DeviceKey], key: DeviceKey, delta: int) -> None:
-    # A key put into `members` directly (not through add_result) counts as one reference.
-    n = refs.get(key, 1 if key in members else 0) + delta
+    # Membership is the truth: a key put into `members` directly counts as one reference, and counts
+    # left behind by a key taken out directly are forgotten.
+    n = (refs.get(key, 1) if key in members else 0) + delta
     if n > 0:
         refs[key] = n
         members.add(key)

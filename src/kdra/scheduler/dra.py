@@ -146,11 +146,11 @@ class DraState:
         if isinstance(class_name, tuple):
             class_name, selectors = class_name
         dedicated = self.state.dedicated
-        return sum(
-            1
-            for d in self.index.devices_of_class(class_name, selectors, node=node)
-            if d.allow_multi or d.key not in dedicated
-        )
+        n = 0
+        for d in self.index.devices_of_class(class_name, selectors, node=node):
+            if d.allow_multi or d.key not in dedicated:
+                n += 1
+        return n
 
     def prefilter_ok(self, node: str, demand: ClaimDemand) -> tuple[bool, str]:
         for (cls, sels), n in demand.exact.items():
