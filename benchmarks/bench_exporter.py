@@ -180,11 +180,14 @@ def main() -> None:
     gc.collect()
     after_load = rss_mib()
     server = MetricsServer(state, ("127.0.0.1", 0))
+    t_warm = time.perf_counter()
+    server.warm()  # what `kdra exporter` does before it reports ready
+    warmup = time.perf_counter() - t_warm
     server.ready.set()
     server.serve_in_thread()
     url = server.url
     try:
-        cold, size = scrape(url)
+        first, size = scrape(url)
         warm, _ = scrape(url)
         warm_gz, size_gz = scrape(url, gzip_ok=True)
         # 100 claims change hands (a new pod reserves each): series and aggregates rebuilt for them only
@@ -212,7 +215,8 @@ def main() -> None:
     print(f"load:    {events} watch events applied in {load:.2f} s ({events / load:,.0f}/s)")
     print(f"payload: {series:,} series, {size / 1e6:.1f} MB plain, {size_gz / 1e6:.1f} MB gzip")
     print(
-        f"scrape:  first {cold * 1000:.0f} ms, unchanged {warm * 1000:.0f} ms, gzip {warm_gz * 1000:.0f} ms"
+        f"scrape:  first {first * 1000:.0f} ms (after the {warmup * 1000:.0f} ms initial render and gzip "
+        f"done before ready), again {warm * 1000:.0f} ms, first gzip {warm_gz * 1000:.0f} ms"
     )
     print(
         f"change:  100 claims re-applied in {apply_100 * 1000:.0f} ms; "
@@ -226,7 +230,7 @@ def main() -> None:
         f"memory:  RSS {rss:.0f} MiB (interpreter {base:.0f} MiB, after load {after_load:.0f} MiB), "
         f"peak {peak:.0f} MiB"
     )
-    worst = max(cold, after_change, after_change_gz)
+    worst = max(first, warm, warm_gz, after_change, after_change_gz)
     ok = worst < 1.0 and peak < 1024
     print(
         f"targets: scrape < 1 s: {'yes' if worst < 1.0 else 'NO'} (worst {worst * 1000:.0f} ms); "

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     def mark_ready() -> None:
         ready.wait()
-        state.render()  # warm the caches before the first scrape
+        server.warm()  # render and compress once before the first scrape
         server.ready.set()
 
     threading.Thread(target=mark_ready, daemon=True).start()

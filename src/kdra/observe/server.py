@@ -101,6 +101,11 @@ class MetricsServer(ThreadingHTTPServer):
                 self._gz = (version, out)
             return self._gz[1], "gzip"
 
+    def warm(self) -> None:
+        """Render and compress once, so the first scrape costs what later ones do (before `ready`)."""
+        self.payload(True)
+        self.scrapes -= 1
+
     def health(self) -> tuple[bytes, bool]:
         ok = self.ready.is_set()
         return (("ok\n" if ok else f"{self.health_detail}\n").encode(), ok)
