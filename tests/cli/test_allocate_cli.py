@@ -429,7 +429,7 @@ def test_missing_f_is_usage_error(
 ) -> None:
     code, _, err = run([], capsys, monkeypatch)
     assert code == 2
-    assert "-f/--filename" in err
+    assert "-f FILE" in err and "--kubeconfig" in err
 
 
 def test_expression_that_would_run_for_ever_fails_fast(
