@@ -123,7 +123,7 @@ def test_cli_table_csv_report_and_errors(
     assert "Time replay" in out and "Device-plugin integer GPUs vs DRA shares" in out
     html = report.read_text()
     assert "<svg" in html and "arrived workload" in html and "GPU allocation over time" in html
-    assert main([*args, "-o", "csv", "--policy", "best-fit"]) == 0
+    assert main([*args, "-o", "csv", "--policy", "best-fit", "--ties", "random"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("policy,seed,unallocated_gpu_pct_at_100") and lines[1].startswith(
         "best-fit,42,"

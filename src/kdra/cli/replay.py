@@ -74,6 +74,13 @@ def register(subparsers: Any) -> None:
         help="also compare device-plugin integer GPUs with DRA shares on the same trace",
     )
     a.add_argument(
+        "--ties",
+        choices=("order", "random"),
+        default="order",
+        help="equal node scores: the first node in a seeded random order (default; reproduces the FGD "
+        "artifact) or uniformly at random (upstream selectHost)",
+    )
+    a.add_argument(
         "--no-allocator",
         action="store_true",
         help="skip kdra's DRA allocator (placement view only; for quick what-ifs)",
@@ -194,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             inflate=args.inflate,
             processes=args.processes,
             use_allocator=not args.no_allocator,
+            tie_break=args.ties,
             progress=progress.update,
         )
     doc = exp.to_dict()
@@ -317,7 +325,7 @@ def _timed_html(runs: list[Any]) -> str:
         f"<tr><td>{escape(label(r.policy))}</td><td>{r.scheduled}</td><td>{r.never_scheduled}</td>"
         f"<td>{sum(1 for d in r.delays if d > 0)}</td>"
         + "".join(f"<td>{r.delay_quantiles().get(k, 0):.0f}</td>" for k in ("p50", "p90", "p99", "max"))
-        + f"<td>{r.peak_pending}</td><td>{r.mean_utilization(r.extra.get('busy_from')):.1f}</td></tr>"
+        + f"<td>{r.peak_pending}</td><td>{r.busy_mean():.1f}</td></tr>"
         for r in runs
     )
     from kdra.sim.svg import step_chart
@@ -329,7 +337,7 @@ def _timed_html(runs: list[Any]) -> str:
         "<h2>Time replay</h2><p class='note'>Creation and deletion times honoured; pods that do not fit wait "
         "and are retried when something is deleted.</p><table><tr><th>policy</th><th>scheduled</th>"
         "<th>never scheduled</th><th>delayed</th><th>delay p50 s</th><th>p90</th><th>p99</th><th>max</th>"
-        f"<th>peak pending</th><th>mean GPU alloc % (from the 1st percentile of creations)</th></tr>"
+        f"<th>peak pending</th><th>mean GPU alloc % (1st-99th percentile of creations)</th></tr>"
         f"{rows}</table>{chart}"
     )
 

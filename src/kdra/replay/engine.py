@@ -1,8 +1,10 @@
 """Placement engine for trace replay: the FGD paper's method over kdra's real DRA allocation.
 
 Per pod: every node is checked and scored by the policy on a cheap incremental view of the node (free CPU,
-memory and milli-GPU per GPU; kdra.scheduler.fragmentation), the best node wins (ties uniformly at
-random, as kube-scheduler's selectHost does), and the pod's ResourceClaim is then allocated by kdra's
+memory and milli-GPU per GPU; kdra.scheduler.fragmentation), the best node wins (ties to the first node
+in a seeded random node order, which is what reproduces the FGD artifact's figures: its scheduler fork
+renames nodes with a random prefix; `tie_break="random"` is upstream selectHost's uniform choice), and
+the pod's ResourceClaim is then allocated by kdra's
 structured allocator (kdra.allocator) on that node only, narrowed to the GPUs the policy chose. The
 allocation result (device, shareID, consumedCapacity) is what the engine records; the view is updated
 from it. The view is the fast path that makes 1,213 nodes x 10,000 pods affordable; the allocator is the
@@ -338,6 +340,7 @@ def run_placement(
     use_allocator: bool = True,
     progress: Progress | None = None,
     cluster: ReplayCluster | None = None,
+    tie_break: str = "order",
 ) -> PlacementRun:
     """Inflate (seeded), shuffle, place pods one at a time, never removing any; record the GPU
     allocation against the arrived workload."""
@@ -346,7 +349,7 @@ def run_placement(
     pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
     cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
     policy.prepare([p.request for p in trace.pods])
-    placer = Placer(cl, policy, seed)
+    placer = Placer(cl, policy, seed, tie_break)
     arrived: list[int] = []
     allocated: list[int] = []
     a_sum = 0

@@ -110,10 +110,12 @@ def _init(trace: Trace) -> None:
     _TRACE = trace
 
 
-def _cell(args: tuple[str, int, float, bool]) -> PlacementRun:
-    name, seed, ratio, allocator = args
+def _cell(args: tuple[str, int, float, bool, str]) -> PlacementRun:
+    name, seed, ratio, allocator, ties = args
     assert _TRACE is not None
-    return run_placement(_TRACE, make_policy(name), seed, inflate_ratio=ratio, use_allocator=allocator)
+    return run_placement(
+        _TRACE, make_policy(name), seed, inflate_ratio=ratio, use_allocator=allocator, tie_break=ties
+    )
 
 
 def run_experiment(
@@ -124,13 +126,14 @@ def run_experiment(
     inflate: float = 1.3,
     processes: int | None = None,
     use_allocator: bool = True,
+    tie_break: str = "order",
     progress: Callable[[int, int, str], None] | None = None,
 ) -> Experiment:
     """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork)."""
     import time
 
     t0 = time.perf_counter()
-    cells = [(p, s, inflate, use_allocator) for p in policies for s in seeds]
+    cells = [(p, s, inflate, use_allocator, tie_break) for p in policies for s in seeds]
     if processes is None:
         processes = min(2, os.cpu_count() or 1, len(cells))
     results: dict[str, PolicyResult] = {p: PolicyResult(p) for p in policies}

@@ -217,7 +217,7 @@ def _bars(exp: Experiment, width: int = 640) -> str:
     bar_h, gap = 12, 10
     left, top = 100, 30
     height = top + len(rows) * (2 * bar_h + gap) + 30
-    pw = width - left - 80
+    pw = width - left - 150
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' {FONT} font-size='12'>",
         f"<text x='{left}' y='18' font-size='14' font-weight='600'>Unallocated GPU % at 100% arrived "
