@@ -98,7 +98,6 @@ def run_timed(
     shares: bool = True,
     seed: int = 42,
     use_allocator: bool = True,
-    samples: int = 2000,
     compress: float = 1.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> TimedRun:
@@ -138,8 +137,6 @@ def run_timed(
     allocated = 0
     busy_gpus = 0
     span = (float(events[0][0]), float(events[-1][0])) if events else (0.0, 0.0)
-    step = (span[1] - span[0]) / samples if samples and span[1] > span[0] else 0.0
-    next_sample = span[0]
     pods = trace.pods
 
     def busy_delta(b: Binding, before: list[int], view_free: list[int]) -> int:
@@ -190,10 +187,14 @@ def run_timed(
                             del pending[j]
                         else:
                             failed.add(reqs[j])
-        if now >= next_sample or n == total - 1:
-            util.append((now, 100 * allocated / cap))
+        # One point per event time (the last state at that time): exact means and peaks; charts downsample.
+        point = (now, 100 * allocated / cap)
+        if util and util[-1][0] == now:
+            util[-1] = point
+            busy[-1] = (now, 100 * busy_gpus / gpus_total)
+        else:
+            util.append(point)
             busy.append((now, 100 * busy_gpus / gpus_total))
-            next_sample = now + step
         if progress is not None and (n & 1023) == 0:
             progress(n, total)
     if progress is not None:
