@@ -219,9 +219,13 @@ def _run(
     if unknown:
         raise ValueError(f"run_upstream_case cannot create kinds {sorted(unknown)}")
 
-    # Nodes: the case's own, plus one for every slice's nodeName and for `node` (kdra derives those too).
+    # Nodes: the case's own, plus one for every slice's or device's nodeName and for `node` (as kdra derives).
     nodes: dict[str, Obj] = {n["metadata"]["name"]: n for n in by_kind.get("Node", [])}
-    derived = [s.get("spec", {}).get("nodeName") for s in by_kind.get("ResourceSlice", [])] + [node]
+    derived = [node]
+    for sl in by_kind.get("ResourceSlice", []):
+        spec = sl.get("spec") or {}
+        derived.append(spec.get("nodeName"))
+        derived.extend(d.get("nodeName") for d in spec.get("devices") or [])  # perDeviceNodeSelection
     for name in derived:
         if name and name not in nodes:
             nodes[name] = {"metadata": {"name": name}}
