@@ -167,14 +167,13 @@ class DraState:
 
     def _mark(self, claim: Obj, delta: int) -> None:
         """Add (+1) or remove (-1) a claim's allocation from the allocated state, touching its nodes."""
-        if delta > 0:
-            self.state.add_claim(claim, self.features)
-        else:
-            self.state.remove_claim(claim, self.features)
+        change = self.state.add_result if delta > 0 else self.state.remove_result
+        features = self.features
         alloc = (claim.get("status") or {}).get("allocation") or {}
         touched: set[str] = set()
         global_change = False
         for r in (alloc.get("devices") or {}).get("results") or []:
+            change(r, features)  # AllocatedState.add_claim/remove_claim, result by result
             if r.get("adminAccess"):
                 continue
             node = self._device_node((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
