@@ -67,6 +67,9 @@ def test_kdra_binds_template_pods_with_distinct_devices(
         pool = c["status"]["allocation"]["devices"]["results"][0]["pool"]
         assert pool == bound[owner]
         assert c["status"]["allocation"]["nodeSelector"]
+    scheduled = [e for e in kube.list("Event", namespace) if e.get("reason") == "Scheduled"]
+    assert sorted(e["involvedObject"]["name"] for e in scheduled) == sorted(bound)
+    assert all(e["source"]["component"] == "kdra" and e["type"] == "Normal" for e in scheduled)
     for p in kube.list("Pod", namespace):
         if p["metadata"]["name"] == "other":
             continue

@@ -10,6 +10,7 @@ and the pod is tried again.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ class BindJob:
     written: list[Obj] = field(default_factory=list)
     error: str = ""
     gone: bool = False  # the pod no longer exists or is bound elsewhere: do not retry it
+    scheduled_event: Obj | None = None  # posted after binding (kube-scheduler's "Scheduled" Event)
 
     def run(self, client: KubeClient) -> BindJob:
         ref = {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
@@ -39,6 +41,9 @@ class BindJob:
             for claim in self.reserve:
                 self.written.append(self._reserve(client, claim, ref))
             self._bind(client)
+            if self.scheduled_event is not None and not self.error:
+                with contextlib.suppress(StoreError):  # an Event is best effort
+                    client.create(self.scheduled_event)
         except NotFoundError as e:
             self.error, self.gone = str(e), True
         except StoreError as e:

@@ -15,16 +15,18 @@ What changes from the embedded mode, and nothing else:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import os
 import queue
 import socket
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kdra.cluster.store import ConflictError, NotFoundError, StoreError, WatchEvent
+from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
 from kdra.kube.client import UnavailableError
 from kdra.kube.store import KubeStore
@@ -45,6 +47,36 @@ def now_rfc3339() -> str:
 
 def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
+
+
+def pod_event(
+    pod: Mapping[str, Any], reason: str, message: str, etype: str, component: str, instance: str
+) -> Obj:
+    """A core/v1 Event about a pod, as kube-scheduler records them (FailedScheduling, Scheduled)."""
+    meta = pod["metadata"]
+    ts = now_rfc3339()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": meta.get("namespace", "default"),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        },
+        "reason": reason,
+        "message": message,
+        "type": etype,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+        "firstTimestamp": ts,
+        "lastTimestamp": ts,
+        "count": 1,
+    }
 
 
 class _BindFailed(Exception):
@@ -147,6 +179,14 @@ class KubeScheduler(Scheduler):
         deferred = self._deferred.pop(pi.uid, None)
         if deferred is not None and self._pool is not None:
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
+            job.scheduled_event = pod_event(
+                pi.pod,
+                "Scheduled",
+                f"Successfully assigned {pi.key} to {node}",
+                "Normal",
+                self.config.scheduler_name,
+                self.identity,
+            )
             self.inflight[pi.uid] = job
             fut = self._pool.submit(job.run, self.kstore.client)
             done = self._done
@@ -162,6 +202,17 @@ class KubeScheduler(Scheduler):
             try:
                 self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
                 self._event_text.pop(pi.uid, None)
+                with contextlib.suppress(StoreError):
+                    self.kstore.client.create(
+                        pod_event(
+                            pi.pod,
+                            "Scheduled",
+                            f"Successfully assigned {pi.key} to {node}",
+                            "Normal",
+                            self.config.scheduler_name,
+                            self.identity,
+                        )
+                    )
                 return
             except NotFoundError:
                 raise _BindFailed(f"pod {pi.key} is gone") from None
@@ -213,31 +264,9 @@ class KubeScheduler(Scheduler):
         return CycleResult(pi.key, None, st, message, explanation)
 
     def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
-        meta = pod["metadata"]
-        ts = now_rfc3339()
-        ev = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta["name"],
-                "namespace": meta.get("namespace", "default"),
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "reason": reason,
-            "message": message,
-            "type": "Warning",
-            "source": {"component": self.config.scheduler_name},
-            "reportingComponent": self.config.scheduler_name,
-            "reportingInstance": self.identity,
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
-        }
-        self.kstore.client.create(ev)
+        self.kstore.client.create(
+            pod_event(pod, reason, message, "Warning", self.config.scheduler_name, self.identity)
+        )
         self.events_posted += 1
 
     def finish_binds(self, now: float) -> int:
