@@ -271,13 +271,15 @@ def write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None
 
 # -- processes ------------------------------------------------------------------------------------------
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to SIGTERM the child when the Python process that started it dies (even by SIGKILL)."""
+    """Ask Linux to SIGKILL the child when the Python process that started it dies (even by SIGKILL).
+    SIGKILL, not SIGTERM: all four get the signal at once, and a kube-apiserver whose etcd vanishes in
+    the middle of its graceful shutdown was seen hanging there."""
     if sys.platform.startswith("linux"):
         try:
             import ctypes
 
             libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
 
