@@ -27,6 +27,7 @@ from kdra.testing.kube import KubeClient
 E2E_DIR = Path(__file__).parent
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every test here is e2e, marked or not
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in Path(str(item.fspath)).parents:
