@@ -122,3 +122,17 @@ def test_make_policy_names_and_aliases() -> None:
     for name in ("random", "dot-product", "best-fit", "packing", "clustering", "fgd", "kdra"):
         assert make_policy(name).name == name
     assert make_policy("BestFit").name == "best-fit"
+
+
+def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
+    giant = PodRequest(120_000, 700_000, 8, 1000)
+    small = PodRequest(4000, 8192, 1, 1000)
+    k = KdraPolicy(protect_rare=True)
+    k.prepare([small] * 50 + [giant])
+    big = GpuNodeView("g3", "G3", 128_000, 786_432, 128_000, 786_432, [1000] * 8)
+    others = [node(f"n{i}", [1000] * 8) for i in range(40)]
+    k.prepare_fleet([big, *others])
+    assert k.rare == [giant]
+    assert k.epoch() is True  # one idle host left: protected
+    assert k.score(big, small)[0] < k.score(others[0], small)[0]
+    assert KdraPolicy().epoch() is None

@@ -99,10 +99,11 @@ class _Bag:
 
 
 class _ShapeCache:
-    __slots__ = ("buckets", "choice", "score", "seq")
+    __slots__ = ("buckets", "choice", "epoch", "score", "seq")
 
     def __init__(self) -> None:
         self.seq = -1
+        self.epoch: Any = None
         self.score: dict[int, float] = {}
         self.choice: dict[int, tuple[int, ...]] = {}
         self.buckets: dict[float, _Bag] = {}
@@ -257,7 +258,9 @@ class Placer:
             if len(self._cache) > 4096:
                 self._cache.clear()
             c = self._cache[req] = _ShapeCache()
-        if c.seq < 0 or len(log) - c.seq > n:
+        epoch = self.policy.epoch()
+        if c.seq < 0 or len(log) - c.seq > n or epoch != c.epoch:
+            c.epoch = epoch
             c.score.clear()
             c.choice.clear()
             c.buckets.clear()
@@ -349,6 +352,7 @@ def run_placement(
     pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
     cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
     policy.prepare([p.request for p in trace.pods])
+    policy.prepare_fleet(cl.views)
     placer = Placer(cl, policy, seed, tie_break)
     arrived: list[int] = []
     allocated: list[int] = []

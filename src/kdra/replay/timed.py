@@ -107,6 +107,7 @@ def run_timed(
     t0 = time.perf_counter()
     cluster = ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
     policy.prepare([p.request for p in trace.pods])
+    policy.prepare_fleet(cluster.views)
     placer = Placer(cluster, policy, seed)
     events: list[tuple[float, int, int]] = []
     reqs: list[PodRequest] = []

@@ -309,6 +309,14 @@ class Policy:
     def prepare(self, workload: Sequence[PodRequest]) -> None:
         """Called once with the workload (the un-inflated pod list) before placing anything."""
 
+    def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
+        """Called once with the empty fleet (live views: the caller updates them) before placing anything."""
+
+    def epoch(self) -> Hashable:
+        """Fleet-wide state the scores depend on besides the node itself; when it changes, callers that
+        cache scores per node must re-score every node."""
+        return None
+
     def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
         raise NotImplementedError
 
@@ -502,10 +510,23 @@ class CapacityFragMeasure(FragMeasure):
 class KdraPolicy(FGDPolicy):
     """kdra's own: FGD's gradient over the capacity-aware measure (CapacityFragMeasure), and CPU-only
     pods, which FGD scores alike on most nodes, sent to the nodes with the fewest idle GPUs (then the most
-    CPU left), so they stop eating the CPU that idle GPUs need. Node ties keep FGD's behaviour (the
+    CPU left), so they stop eating the CPU that idle GPUs need. With `protect_rare`, the last idle node
+    able to host a rare shape is kept for it (`prepare_fleet`): off by default, since in the paper's
+    never-removing experiment it costs a few hundredths of a point. Node ties keep FGD's behaviour (the
     first node in a fixed random order: consolidation)."""
 
     name = "kdra"
+    RARE_HOSTS = 0.05  # a shape only this share of the (empty) fleet can host is rare
+    RARE_PENALTY = 50.0
+    RARE_KEEP = 1  # protect the idle hosts of a rare shape once this few are left
+
+    def __init__(self, typical: Sequence[TypicalPod] | None = None, protect_rare: bool = False) -> None:
+        super().__init__(typical)
+        self.protect_rare = protect_rare
+        self._workload_shapes: list[PodRequest] = []
+        self.rare: list[PodRequest] = []
+        self._rare_views: list[GpuNodeView] = []
+        self._protect = False
 
     def prepare(self, workload: Sequence[PodRequest]) -> None:
         if isinstance(self.measure, CapacityFragMeasure):
@@ -516,9 +537,64 @@ class KdraPolicy(FGDPolicy):
             by_shape.setdefault((p.cpu, p.gpu_milli, p.num_gpu), []).append(p.mem)
         mems = {k: sorted(v)[len(v) // 2] for k, v in by_shape.items()}
         self.measure = CapacityFragMeasure(typical, mems)
+        self._workload_shapes = sorted(set(workload), key=lambda p: (p.cpu, p.mem, p.num_gpu, p.gpu_milli))
+
+    def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
+        """Rare shapes: pods that only a few nodes of the empty fleet can host (the trace's 8-GPU,
+        120-core, 700 GiB pods fit only the 39 G3 nodes). Breaking the last idle host of such a shape for
+        a pod that could go elsewhere is penalised once only RARE_KEEP of them are left, so the rare pods
+        are not starved in a live cluster."""
+        if not views:
+            return
+        rare = []
+        for shape in self._workload_shapes:
+            hosts = sum(
+                1
+                for v in views
+                if v.cpu_cap >= shape.cpu
+                and v.mem_cap >= shape.mem
+                and len(v.gpu_free) >= shape.num_gpu
+                and v.accessible(shape)
+            )
+            if 0 < hosts <= self.RARE_HOSTS * len(views):
+                rare.append(shape)
+        self.rare = rare
+        self._rare_views = [
+            v
+            for v in views
+            if any(v.cpu_cap >= r.cpu and v.mem_cap >= r.mem and len(v.gpu_free) >= r.num_gpu for r in rare)
+        ]
+
+    def epoch(self) -> Hashable:
+        """Whether the idle hosts of some rare shape are down to RARE_KEEP (then they are protected)."""
+        if not self.rare or not self.protect_rare:
+            return None
+        self._protect = any(
+            sum(1 for v in self._rare_views if v.fits(r)) <= self.RARE_KEEP for r in self.rare
+        )
+        return self._protect
+
+    def _breaks_rare(self, view: GpuNodeView, pod: PodRequest, gpus: tuple[int, ...]) -> bool:
+        if pod in self.rare:
+            return False
+        for shape in self.rare:
+            if not view.fits(shape):
+                continue
+            cpu = view.cpu_free - pod.cpu
+            mem = view.mem_free - pod.mem
+            if cpu < shape.cpu or mem < shape.mem:
+                return True
+            after = list(view.gpu_free)
+            for i in gpus:
+                after[i] -= pod.gpu_milli
+            if sum(1 for f in after if f >= shape.gpu_milli) < shape.num_gpu:
+                return True
+        return False
 
     def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
         s, gpus = super().score(view, pod)
+        if self._protect and self._breaks_rare(view, pod, gpus):
+            s -= self.RARE_PENALTY
         if pod.num_gpu == 0:
             return s - view.gpu_free_total() * 1e-5 + (view.cpu_free - pod.cpu) * 1e-10, gpus
         return s, gpus
