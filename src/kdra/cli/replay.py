@@ -23,7 +23,7 @@ def register(subparsers: Any) -> None:
         help="the Alibaba GPU trace v2023 (openb), the FGD paper's experiment",
         description="The FGD paper's experiment (USENIX ATC '23) on the Alibaba GPU trace v2023: the pod "
         "list inflated to --inflate x GPU capacity by sampling with replacement, shuffled, placed one at a "
-        "time and never removed; reports the unallocated GPU %% at 100%% arrived workload per policy "
+        "time and never removed; reports the unallocated GPU % at 100% arrived workload per policy "
         "(mean over seeds) beside the published figures. Policies: random, dot-product, best-fit, "
         "packing, clustering, fgd, kdra (default), or `all`. Data: Alibaba, research or study use only.",
     )
