@@ -12,10 +12,13 @@ from kdra.replay.engine import ReplayCluster, inflate, run_placement
 from kdra.replay.experiment import run_experiment
 from kdra.replay.legacy import compare
 from kdra.replay.timed import run_timed
-from kdra.replay.trace import load_trace
+from kdra.replay.trace import default_trace_dir, load_trace
 from kdra.scheduler.fragmentation import make_policy
 
+needs_trace = pytest.mark.skipif(default_trace_dir() is None, reason="the shared Alibaba trace is not here")
 
+
+@needs_trace
 def test_inflation_is_deterministic_and_reaches_the_target() -> None:
     trace = load_trace()
     cap = trace.gpu_capacity_milli

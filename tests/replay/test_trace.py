@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 
 from kdra.errors import InputError
-from kdra.replay.trace import claim_for, load_trace, pod_objects, read_nodes, read_pods
+from kdra.replay.trace import claim_for, default_trace_dir, load_trace, pod_objects, read_nodes, read_pods
 from kdra.scheduler.fragmentation import PodRequest
+
+needs_trace = pytest.mark.skipif(default_trace_dir() is None, reason="the shared Alibaba trace is not here")
 
 POD_HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
@@ -20,6 +22,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+@needs_trace
 def test_bundled_fleet_matches_the_trace_node_list() -> None:
     trace = load_trace()
     assert len(trace.nodes) == 1213
@@ -59,6 +62,7 @@ def test_claims_shares_whole_gpus_and_model_selector() -> None:
     assert legacy is not None and "capacity" not in legacy["spec"]["devices"]["requests"][0]["exactly"]
 
 
+@needs_trace
 def test_pod_objects_are_kubernetes_shaped() -> None:
     trace = load_trace()
     pod, claim = pod_objects(next(p for p in trace.pods if p.request.num_gpu))

@@ -31,8 +31,9 @@ SHARES_PER_GPU = MILLI
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TRACE_DIR_CANDIDATES = (
+    Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba-gpu-2023",  # <repo>/shared
+    Path(__file__).resolve().parents[4] / "shared" / "traces" / "alibaba-gpu-2023",  # next to the repo
     Path("/work/shared/traces/alibaba-gpu-2023"),
-    Path(__file__).resolve().parents[4] / "shared" / "traces" / "alibaba-gpu-2023",
 )
 DEFAULT_NODES = "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"
