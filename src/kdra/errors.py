@@ -16,6 +16,7 @@ class InputError(KdraError):
 
 
 class AllocationError(KdraError):
-    """An allocation error in upstream's sense: CEL runtime error, claim limit, All over an incomplete pool."""
+    """An allocation error in upstream's sense: a CEL runtime error, the claim limit, All over an
+    incomplete pool."""
 
     exit_code = 3
