@@ -185,6 +185,12 @@ def _scheduler(args: argparse.Namespace) -> int:
         flush=True,
     )
     code = 0
+    profile = None
+    if os.environ.get("KDRA_PROFILE"):  # a cProfile of the loop, written at exit (benchmarks)
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     try:
         if metrics_address is not None:  # issue 9: the exporter beside the scheduler (kdra.observe)
             from kdra.observe.sources import serve_beside_scheduler
@@ -203,6 +209,10 @@ def _scheduler(args: argparse.Namespace) -> int:
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
     finally:
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["KDRA_PROFILE"])
+        sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
         if metrics is not None:
             metrics.shutdown()
             metrics.server_close()
