@@ -290,10 +290,13 @@ def claim_for(
     namespace: str = "default",
     pinned_uuids: list[str] | None = None,
     shares: bool = True,
+    pin_attribute: str = "uuid",
 ) -> dict[str, Any] | None:
     """The pod's ResourceClaim (None for CPU-only pods). `pinned_uuids` narrows the request to the GPUs
     a placement policy chose (an extra CEL selector on the device uuid); `shares=False` asks for whole
-    exclusive GPUs (the device-plugin model: a share is rounded up to a GPU)."""
+    exclusive GPUs (the device-plugin model: a share is rounded up to a GPU). `pin_attribute` names the
+    device attribute the pin compares (`uuid`, or a qualified `resource.kubernetes.io/pciBusID`, which
+    repeats across nodes of one shape and so keeps the number of distinct CEL expressions small)."""
     if req.num_gpu == 0:
         return None
     selectors: list[dict[str, Any]] = []
@@ -303,7 +306,10 @@ def claim_for(
         selectors.append({"cel": {"expression": f"device.attributes['{DRIVER}'].productName in [{lit}]"}})
     if pinned_uuids:
         lit = ", ".join(f"'{u}'" for u in pinned_uuids)
-        selectors.append({"cel": {"expression": f"device.attributes['{DRIVER}'].uuid in [{lit}]"}})
+        domain, _, ident = pin_attribute.rpartition("/")
+        selectors.append(
+            {"cel": {"expression": f"device.attributes['{domain or DRIVER}'].{ident} in [{lit}]"}}
+        )
     exactly: dict[str, Any] = {
         "deviceClassName": GPU_CLASS,
         "allocationMode": "ExactCount",
