@@ -292,3 +292,32 @@ def test_explain_export_and_allocate_read_the_live_cluster(
             kube.delete("ResourceSlice", f"{n}-gpu")
             kube.delete("Node", n)
         kube.delete("DeviceClass", cls)
+
+
+def test_driver_sim_watch_restores_a_deleted_slice(
+    control_plane: ControlPlane, kube: KubeClient, tmp_path: Path
+) -> None:
+    from .kubeutil import KdraProcess
+
+    name = f"fw{uuid.uuid4().hex[:5]}"
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(fleet_yaml(name, a100=1, l4=1))
+    proc = KdraProcess(
+        control_plane, ["driver", "sim", "-c", str(fleet), "--watch", "--interval", "1"], tmp_path / "d.log"
+    )
+    try:
+        wait_until(lambda: len(fleet_slices(kube, name)) >= 2, 60, "the fleet's slices")
+        before = fleet_slices(kube, name)
+        victim = sorted(before)[0]
+        kube.delete("ResourceSlice", victim)
+        wait_until(lambda: victim in fleet_slices(kube, name), 30, "the deleted slice back")
+        back = fleet_slices(kube, name)[victim]
+        assert back["spec"]["pool"]["generation"] == before[victim]["spec"]["pool"]["generation"] + 1
+        assert proc.running(), proc.log()
+    finally:
+        proc.stop()
+        for n in kube.list("Node"):
+            if n["metadata"]["name"].startswith(name):
+                kube.delete("Node", n["metadata"]["name"])
+        for s in fleet_slices(kube, name):
+            kube.delete("ResourceSlice", s)

@@ -67,6 +67,7 @@ class FleetSync:
     def __init__(self, client: KubeClient, fleet_name: str, objects: Iterable[Obj]) -> None:
         self.client = client
         self.fleet_name = fleet_name
+        self._gens: dict[tuple[str, str], int] = {}  # last generation published per (driver, pool)
         self.set_objects(objects)
 
     def set_objects(self, objects: Iterable[Obj]) -> None:
@@ -162,10 +163,20 @@ class FleetSync:
                 and _slice_content(w) == _slice_content(have[w["metadata"]["name"]])
                 for w in want
             )
+            published_gen = max(
+                (int(s["spec"]["pool"].get("generation") or 0) for s in have.values()), default=0
+            )
+            self._gens[key] = max(self._gens.get(key, 0), published_gen)
             if same:
                 continue
             report.pools_changed.append(f"{key[0]}/{key[1]}")
-            gen = 1 + max((int(s["spec"]["pool"].get("generation") or 0) for s in have.values()), default=0)
+            # One above anything published or remembered: a pool whose slices were all deleted comes back
+            # with a newer generation, as the resourceslice controller (which remembers it) does.
+            gen = 1 + max(
+                [int(s["spec"]["pool"].get("generation") or 0) for s in have.values()]
+                + [self._gens.get(key, 0)]
+            )
+            self._gens[key] = gen
             for w in want:
                 body = copy.deepcopy(w)
                 body["spec"]["pool"]["generation"] = gen
