@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections import Counter
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from kdra.fleets import bundled_names, load_fleet, render, summarize
 
-validation = pytest.importorskip("kdra.api.validation")
+validation = importlib.import_module("kdra.api.validation")
 OPENB_CSV = Path("/work/shared/traces/alibaba-gpu-2023/openb_node_list_gpu_node.csv")
 
 

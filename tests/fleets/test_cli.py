@@ -27,7 +27,6 @@ def test_render_legacy_no_dra_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_render_file_and_allocate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("kdra.cli.allocate")
     fleet = tmp_path / "f.yaml"
     fleet.write_text(
         yaml.safe_dump(

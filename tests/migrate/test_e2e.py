@@ -8,6 +8,7 @@ may differ among equal nodes, because NodeResourcesFit scores extended resources
 from __future__ import annotations
 
 import copy
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ from kdra.migrate.workloads import pod_templates
 
 from .conftest import MANIFESTS, case_args
 
-scheduler_mod = pytest.importorskip("kdra.scheduler.scheduler")
-store_mod = pytest.importorskip("kdra.cluster.store")
-fleet_spec = pytest.importorskip("kdra.fleets.spec")
-fleet_render = pytest.importorskip("kdra.fleets.render")
+scheduler_mod = importlib.import_module("kdra.scheduler.scheduler")
+store_mod = importlib.import_module("kdra.cluster.store")
+fleet_spec = importlib.import_module("kdra.fleets.spec")
+fleet_render = importlib.import_module("kdra.fleets.render")
 
 FLEET = Path(__file__).parent / "fleet.yaml"
 POOL_LABEL = "kdra.dev/pool"
