@@ -19,7 +19,10 @@ from kdra.api.types import kind_of, name_of, namespace_of, object_ref
 from kdra.errors import InputError
 
 _REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p for p in (_REPO / "shared", _REPO.parent / "shared") if p.is_dir()), _REPO.parent / "shared")
+SHARED = next(
+    (p for p in (_REPO / "shared", _REPO.parent / "shared", Path("/work/shared")) if p.is_dir()),
+    _REPO.parent / "shared",
+)
 
 CLAIM = """\
 apiVersion: resource.k8s.io/v1
@@ -175,6 +178,10 @@ def _corpus_files() -> list[Path]:
     files = sorted((SHARED / "reference" / "examples").glob("*.yaml"))
     files += sorted((SHARED / "conformance" / "upstream-allocator").glob("*.yaml"))[:40]
     return files
+
+
+def test_round_trip_corpus_present() -> None:
+    assert len(_corpus_files()) == 42, f"expected shared/ examples and conformance files under {SHARED}"
 
 
 @pytest.mark.parametrize("path", _corpus_files(), ids=lambda p: p.stem)
