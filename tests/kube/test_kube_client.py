@@ -19,6 +19,7 @@ import pytest
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError, WatchEvent
 from kdra.kube.client import (
     ExpiredError,
+    FencedError,
     KubeClient,
     KubeConfig,
     TokenBucket,
@@ -177,6 +178,28 @@ def test_errors_map_to_store_errors(server: FakeServer) -> None:
         c.get("Node", "b")
     assert sum(1 for m, p, _, _ in server.log if p == "/api/v1/nodes/b") == 2  # a GET is retried
     assert c.try_get("Node", "zzz") is None
+
+
+def test_write_fence_stops_writes_before_they_are_sent(server: FakeServer) -> None:
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        h.reply(200, node("a", 2))
+
+    server.routes[("PUT", "/api/v1/nodes/a")] = ok
+    server.routes[("GET", "/api/v1/nodes/a")] = ok
+    c = client_for(server)
+    allowed = [True]
+
+    def fence(method: str, path: str) -> None:
+        if not allowed[0]:
+            raise FencedError(f"{method} {path}: the leader lease ran out")
+
+    c.write_fence = fence
+    c.update(node("a", 1))
+    allowed[0] = False
+    with pytest.raises(FencedError):
+        c.update(node("a", 1))
+    assert c.get("Node", "a")["metadata"]["name"] == "a"  # reads are never fenced
+    assert [m for m, p, _, _ in server.log] == ["PUT", "GET"]  # the fenced PUT never reached the server
 
 
 def test_unreachable_server_is_unavailable() -> None:

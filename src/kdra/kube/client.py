@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,12 @@ class UnavailableError(StoreError):
     """The API server could not be reached, or answered 5xx/429: retry later."""
 
     reason = "ServiceUnavailable"
+
+
+class FencedError(StoreError):
+    """A write refused before it was sent: this process may no longer write (its leader lease ran out)."""
+
+    reason = "Fenced"
 
 
 class ApiError(StoreError):
@@ -298,6 +304,10 @@ class KubeClient:
         self._ssl = config.ssl_context() if self.scheme == "https" else None
         self._local = threading.local()
         self.requests = 0  # counted, for benchmarks
+        # Called with (method, path) immediately before every write is sent; raising FencedError stops it.
+        # The leader elector installs its lease-deadline check here, so no write of a replica that lost
+        # its lease (paused, starved) reaches the API server, whichever thread sends it.
+        self.write_fence: Callable[[str, str], None] | None = None
 
     @classmethod
     def from_kubeconfig(
@@ -352,6 +362,8 @@ class KubeClient:
         attempt = 0
         while True:
             self.limiter.accept()
+            if method != "GET" and self.write_fence is not None:
+                self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
             self.requests += 1
             conn = self._conn()
             try:

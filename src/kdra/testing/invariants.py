@@ -1,0 +1,267 @@
+"""An independent invariant checker for fault tests on a real cluster: it reads the API, not kdra's state.
+
+`check_cluster(client, ...)` lists Pods, ResourceClaims and ResourceSlices (and kdra PodGroups when asked)
+and returns every violation of what must hold whatever crashed, paused or raced:
+
+- **double allocation**: no device is in two claims' results, unless the slice marks it
+  `allowMultipleAllocations` and the shares' `consumedCapacity` stay within its capacity (results with
+  `adminAccess: true` do not count);
+- **bound pods hold their claims**: every pod bound to a node (and not terminal) has each of its claims
+  allocated, reserved for it (`status.reservedFor` carries its uid) and allocated for its node
+  (`status.allocation.nodeSelector` admits the node);
+- **no leak**: no allocated claim without a consumer, no `reservedFor` entry naming a pod that is gone or
+  terminal, no delete-protection finalizer on a claim that is not allocated;
+- **pending pods are explained**: every unbound pod of the named schedulers has `PodScheduled=False`
+  with a message;
+- **no partial gang**: for each gang (kdra `PodGroup` `spec.minMember`, pods naming it with the
+  `kdra.dev/pod-group` annotation or label, or the `gangs` argument), the number of bound members is 0 or
+  at least the minimum.
+
+Some of these are transiently false while a controller catches up (a claim of a deleted pod is released a
+moment later); callers wait for the cluster to settle (`wait_consistent`) and then require an empty list.
+Used by every Kubernetes-mode fault test, so one definition of "consistent" serves them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kdra.allocator._nodes import node_selector_matches
+from kdra.api.quantity import Quantity
+
+Obj = dict[str, Any]
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+GANG_REFS = ("kdra.dev/pod-group",)
+
+
+class Lister(Protocol):
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str  # double-allocation | unreserved | wrong-node | leak | unexplained | partial-gang
+    object: str  # Kind namespace/name
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.object}: {self.message}"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The ResourceClaim names a pod uses: direct references, generated ones recorded in its status, and
+    the KEP-5004 extended-resource claim."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    out = []
+    for entry in spec.get("resourceClaims") or []:
+        if entry.get("resourceClaimName"):
+            out.append(entry["resourceClaimName"])
+        elif generated.get(entry.get("name")):
+            out.append(generated[entry["name"]])
+    ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if ext:
+        out.append(ext)
+    return out
+
+
+def _device_table(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    out: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for d in spec.get("devices") or []:
+            out[(driver, pool, d.get("name", ""))] = d
+    return out
+
+
+def double_allocations(
+    claims: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
+) -> list[Violation]:
+    devices = _device_table(slices)
+    holders: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any]]]] = {}
+    for c in claims:
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            if r.get("adminAccess"):
+                continue
+            key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            holders.setdefault(key, []).append((_name(c), r))
+    out = []
+    for key, held in sorted(holders.items()):
+        if len(held) < 2:
+            continue
+        dev = devices.get(key) or {}
+        who = ", ".join(sorted(n for n, _ in held))
+        if not dev.get("allowMultipleAllocations"):
+            out.append(Violation("double-allocation", f"device {'/'.join(key)}", f"held by {who}"))
+            continue
+        used: dict[str, Quantity] = {}
+        for _n, r in held:
+            for cap, q in (r.get("consumedCapacity") or {}).items():
+                used[cap] = used.get(cap, Quantity.parse(0)) + Quantity.parse(q)
+        for cap, total in sorted(used.items()):
+            have = ((dev.get("capacity") or {}).get(cap) or {}).get("value")
+            if have is not None and total > Quantity.parse(have):
+                out.append(
+                    Violation(
+                        "double-allocation",
+                        f"device {'/'.join(key)}",
+                        f"shares consume {total} of capacity {cap} {have} ({who})",
+                    )
+                )
+    return out
+
+
+def check_cluster(
+    client: Lister,
+    namespace: str | None = None,
+    *,
+    schedulers: Iterable[str] = ("kdra",),
+    gangs: Mapping[str, tuple[int, Iterable[str]]] | None = None,
+    read_pod_groups: bool = True,
+) -> list[Violation]:
+    """Every violation on the cluster (or in one namespace: pods, claims and gangs there; devices are
+    checked across all claims, since a double allocation can cross namespaces)."""
+    pods = client.list("Pod", namespace)
+    ns_claims = client.list("ResourceClaim", namespace)
+    all_claims = ns_claims if namespace is None else client.list("ResourceClaim")
+    slices = client.list("ResourceSlice")
+    nodes = {n["metadata"]["name"]: n for n in client.list("Node")}
+    out = double_allocations(all_claims, slices)
+
+    live = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in pods}
+    by_uid = {p["metadata"].get("uid"): p for p in pods}
+    claims = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in ns_claims}
+
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if not node or _terminal(p):
+            continue
+        ns = p["metadata"].get("namespace")
+        uid = p["metadata"].get("uid")
+        labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
+        for cname in pod_claim_names(p):
+            c = claims.get((ns, cname))
+            where = f"Pod {_name(p)}"
+            if c is None:
+                out.append(
+                    Violation("unreserved", where, f"bound to {node} but its claim {cname} does not exist")
+                )
+                continue
+            st = c.get("status") or {}
+            if not st.get("allocation"):
+                out.append(
+                    Violation("unreserved", where, f"bound to {node} but claim {cname} is not allocated")
+                )
+                continue
+            if not any(r.get("uid") == uid for r in st.get("reservedFor") or []):
+                out.append(
+                    Violation(
+                        "unreserved", where, f"bound to {node} but claim {cname} is not reserved for it"
+                    )
+                )
+            sel = st["allocation"].get("nodeSelector")
+            if sel and not node_selector_matches(sel, node, labels):
+                out.append(
+                    Violation(
+                        "wrong-node", where, f"bound to {node} but claim {cname} is allocated elsewhere"
+                    )
+                )
+
+    for c in ns_claims:
+        st = c.get("status") or {}
+        where = f"ResourceClaim {_name(c)}"
+        rf = st.get("reservedFor") or []
+        if st.get("allocation") and not rf and not c["metadata"].get("deletionTimestamp"):
+            out.append(Violation("leak", where, "allocated without a consumer"))
+        for r in rf:
+            if r.get("resource", "pods") != "pods":
+                continue
+            pod = by_uid.get(r.get("uid"))  # reservedFor names pods of the claim's own namespace
+            if pod is None or _terminal(pod):
+                state = "gone" if pod is None else "terminal"
+                out.append(Violation("leak", where, f"reserved for pod {r.get('name')} that is {state}"))
+        if not st.get("allocation") and DELETE_PROTECTION in (c["metadata"].get("finalizers") or []):
+            out.append(
+                Violation("leak", where, f"{DELETE_PROTECTION} finalizer on a claim that is not allocated")
+            )
+
+    names = set(schedulers)
+    for p in pods:
+        spec = p.get("spec") or {}
+        if spec.get("nodeName") or _terminal(p) or p["metadata"].get("deletionTimestamp"):
+            continue
+        if (spec.get("schedulerName") or "default-scheduler") not in names:
+            continue
+        cond = next(
+            (c for c in (p.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
+            None,
+        )
+        if cond is None or cond.get("status") != "False" or not cond.get("message"):
+            out.append(
+                Violation("unexplained", f"Pod {_name(p)}", "pending without a PodScheduled=False message")
+            )
+
+    groups: dict[str, tuple[int, set[str]]] = {}
+    if read_pod_groups:
+        try:
+            for g in client.list("PodGroup", namespace):
+                key = _name(g)
+                groups[key] = (int((g.get("spec") or {}).get("minMember") or 1), set())
+        except Exception:  # the CRD is not installed: no kdra gangs to check
+            groups = {}
+        for p in pods:
+            meta = p["metadata"]
+            for ref in GANG_REFS:
+                gname = (meta.get("annotations") or {}).get(ref) or (meta.get("labels") or {}).get(ref)
+                key = f"{meta.get('namespace')}/{gname}"
+                if gname and key in groups:
+                    groups[key][1].add(meta["name"])
+    for key, (minimum, members) in (gangs or {}).items():
+        groups[key] = (minimum, set(members))
+    for key, (minimum, members) in sorted(groups.items()):
+        ns = key.split("/", 1)[0] if "/" in key else namespace
+        bound = [
+            m
+            for m in sorted(members)
+            if (member := live.get((ns, m))) is not None
+            and (member.get("spec") or {}).get("nodeName")
+            and not _terminal(member)
+        ]
+        if 0 < len(bound) < minimum:
+            out.append(
+                Violation(
+                    "partial-gang",
+                    f"gang {key}",
+                    f"{len(bound)} of minMember {minimum} bound: {', '.join(bound)}",
+                )
+            )
+    return out
+
+
+def wait_consistent(
+    client: Lister, namespace: str | None = None, *, timeout: float = 60.0, interval: float = 1.0, **kw: Any
+) -> list[Violation]:
+    """Re-check until no violation is left or `timeout` passes; returns what is still violated."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check_cluster(client, namespace, **kw)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(interval)

@@ -1,0 +1,144 @@
+"""The fault tests' invariant checker must catch each violation it names (and pass a consistent cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdra.testing.invariants import check_cluster
+
+Obj = dict[str, Any]
+
+
+class FakeLister:
+    def __init__(self, objs: list[Obj]) -> None:
+        self.objs = objs
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        return [
+            o
+            for o in self.objs
+            if o["kind"] == kind and (namespace is None or o["metadata"].get("namespace") == namespace)
+        ]
+
+
+def node(name: str) -> Obj:
+    return {"kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+
+
+def slice_(node_name: str, devices: list[Obj]) -> Obj:
+    return {
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-gpu"},
+        "spec": {
+            "driver": "gpu.example.com",
+            "pool": {"name": node_name},
+            "nodeName": node_name,
+            "devices": devices,
+        },
+    }
+
+
+def pod(name: str, node_name: str | None = None, claim: str | None = None, **meta: Any) -> Obj:
+    spec: Obj = {"schedulerName": "kdra"}
+    if node_name:
+        spec["nodeName"] = node_name
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", **meta},
+        "spec": spec,
+    }
+
+
+def claim(name: str, node_name: str, device: str, reserved: list[str], **result: Any) -> Obj:
+    return {
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+        },
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "gpu.example.com",
+                            "pool": node_name,
+                            "device": device,
+                            **result,
+                        }
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                    ]
+                },
+            },
+            "reservedFor": [{"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in reserved],
+        },
+    }
+
+
+def rules(objs: list[Obj], **kw: Any) -> list[str]:
+    return sorted(v.rule for v in check_cluster(FakeLister(objs), **kw))
+
+
+def world() -> list[Obj]:
+    return [node("n1"), node("n2"), slice_("n1", [{"name": "gpu-0"}, {"name": "gpu-1"}])]
+
+
+def test_consistent_cluster_has_no_violation() -> None:
+    objs = [*world(), pod("a", "n1", "ca"), claim("ca", "n1", "gpu-0", ["a"])]
+    assert rules(objs) == []
+
+
+def test_device_in_two_claims_is_a_double_allocation() -> None:
+    objs = [*world(), pod("a", "n1", "ca"), pod("b", "n1", "cb")]
+    objs += [claim("ca", "n1", "gpu-0", ["a"]), claim("cb", "n1", "gpu-0", ["b"])]
+    assert rules(objs) == ["double-allocation"]
+
+
+def test_shares_within_capacity_are_fine_and_past_it_are_not() -> None:
+    shared = {"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "80Gi"}}}
+    base = [node("n1"), slice_("n1", [shared]), pod("a", "n1", "ca"), pod("b", "n1", "cb")]
+    ok = [
+        claim("ca", "n1", "gpu-0", ["a"], consumedCapacity={"memory": "40Gi"}),
+        claim("cb", "n1", "gpu-0", ["b"], consumedCapacity={"memory": "40Gi"}),
+    ]
+    assert rules(base + ok) == []
+    over = [
+        claim("ca", "n1", "gpu-0", ["a"], consumedCapacity={"memory": "60Gi"}),
+        claim("cb", "n1", "gpu-0", ["b"], consumedCapacity={"memory": "40Gi"}),
+    ]
+    assert rules(base + over) == ["double-allocation"]
+
+
+def test_bound_pod_without_reservation_or_on_the_wrong_node() -> None:
+    assert rules([*world(), pod("a", "n1", "ca"), claim("ca", "n1", "gpu-0", [])]) == ["leak", "unreserved"]
+    assert rules([*world(), pod("a", "n2", "ca"), claim("ca", "n1", "gpu-0", ["a"])]) == ["wrong-node"]
+
+
+def test_reservation_for_a_gone_pod_is_a_leak() -> None:
+    assert rules([*world(), claim("ca", "n1", "gpu-0", ["gone"])]) == ["leak"]
+
+
+def test_pending_pod_without_explanation() -> None:
+    explained = pod("p")
+    explained["status"] = {
+        "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/2 nodes"}]
+    }
+    assert rules([*world(), pod("q"), explained]) == ["unexplained"]
+
+
+def test_partial_gang() -> None:
+    group = {"kind": "PodGroup", "metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}}
+    member = {"annotations": {"kdra.dev/pod-group": "g"}}
+    a = pod("a", "n1", "ca", **member)
+    b = pod("b", None, None, **member)
+    b["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": "gang waits"}]}
+    assert rules([*world(), group, a, b, claim("ca", "n1", "gpu-0", ["a"])]) == ["partial-gang"]
+    assert rules([*world(), group, b]) == []
