@@ -8,7 +8,7 @@ from builders import pod, template
 from helpers import bound, condition, fleet, gang_pods, pod_group, scheduler
 
 from kdra.cluster import MemoryStore
-from kdra.scheduler.fragscore import cluster_fragmentation, node_fragmentation, shape_fragment
+from kdra.scheduler.fragmentation import cluster_fragmentation, node_fragmentation, shape_fragment
 
 
 def occupy(s: MemoryStore, nodes: list[str]) -> None:

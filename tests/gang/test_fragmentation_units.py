@@ -6,7 +6,7 @@ from typing import Any
 
 from kdra.cluster import MemoryStore
 from kdra.fleets import load_fleet, render
-from kdra.scheduler.fragscore import DeviceUnits, cluster_fragmentation
+from kdra.scheduler.fragmentation import DeviceUnits, cluster_fragmentation
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 from kdra.scheduler.session import GangQueueOptions, GangQueues
 
