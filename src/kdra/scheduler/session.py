@@ -82,7 +82,7 @@ QUEUE_PLUGIN = "Queue"
 
 @dataclass
 class GangQueueOptions:
-    placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragscore)
+    placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragmentation)
     fragmentation_shapes: Mapping[float, float] | None = None  # FGD target workload (None: pods seen)
     device_locality: bool = False  # prefer nodes where a pod's devices share a PCIe root / NUMA node
     gang_timeout: float | None = None  # default scheduleTimeout for gangs that do not set one
@@ -101,7 +101,7 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
     `placementStrategy.gpu` (binpack | spread | fragmentation | upstream), and kdra's `gangTimeout`,
     `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}: GPUs -> how
     often)."""
-    from kdra.scheduler.fragscore import PLACEMENT_POLICIES
+    from kdra.scheduler.fragmentation import PLACEMENT_POLICIES
     from kdra.scheduler.gang import parse_duration
     from kdra.scheduler.preemption import STRATEGIES
 
@@ -198,7 +198,7 @@ class QueueGate(Plugin):
 
 class GangQueues:
     def __init__(self, store: Store, options: GangQueueOptions | None = None) -> None:
-        from kdra.scheduler.fragscore import placement_plugins
+        from kdra.scheduler.fragmentation import placement_plugins
 
         self.store = store
         self.options = options or GangQueueOptions()
@@ -211,7 +211,7 @@ class GangQueues:
         self.queue_gate = QueueGate()
         self.scorers = placement_plugins(self.options.placement, self.options.fragmentation_shapes)
         if self.options.device_locality:
-            from kdra.scheduler.fragscore import DeviceLocality
+            from kdra.scheduler.fragmentation import DeviceLocality
 
             self.scorers.append(DeviceLocality())
         self.queue_objs: dict[str, Obj] = {}
