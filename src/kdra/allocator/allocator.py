@@ -36,11 +36,13 @@ from kdra.allocator.index import (
     attribute_value,
     evaluate_selectors,
 )
+from kdra.allocator.preference import preferred_order
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.errors import AllocationError, InputError
 
 if TYPE_CHECKING:
     from kdra.allocator.explain import Explanation
+    from kdra.allocator.preference import DevicePreference
 
 ALLOCATION_RESULTS_MAX_SIZE = 32  # resourceapi.AllocationResultsMaxSize
 QUICK_SEARCH_STEPS = 500  # device attempts before the exact pruning checks run
@@ -275,6 +277,7 @@ class ReqData:
         "mode",
         "name",
         "num_devices",
+        "ordered",
         "parent_name",
         "raw",
         "request_index",
@@ -313,6 +316,7 @@ class ReqData:
             self.capacity_requests = reqs
         self.all_devices: list[tuple[DeviceEntry, int]] = []
         self.candidates: list[tuple[DeviceEntry, int, str | None]] | None = None
+        self.ordered: list[tuple[DeviceEntry, int, str | None]] = []  # in a DevicePreference's order
         self.selected_sub = 0
 
     @property
@@ -556,7 +560,10 @@ class Allocator:
 
     `share_id`: None (default) gives `deterministic_share_id`; otherwise a function without arguments
     called once per share of a successful allocation, in result order (`random_share_id` for
-    kube-scheduler's fresh uuid4s)."""
+    kube-scheduler's fresh uuid4s).
+
+    `prefer`: an opt-in DevicePreference (kdra.allocator.preference) that orders each request's
+    candidates; None (default) is upstream's first fit."""
 
     def __init__(
         self,
@@ -571,6 +578,7 @@ class Allocator:
         max_steps: int = DEFAULT_MAX_STEPS,
         share_id: Callable[[], str] | None = None,
         prune: bool = True,
+        prefer: DevicePreference | None = None,
     ) -> None:
         if index is None:
             index = AllocatorIndex(classes or {}, slices, features, slice_cache=slice_cache)
@@ -581,6 +589,7 @@ class Allocator:
         )
         self.max_steps = max_steps
         self.prune = prune
+        self.prefer = prefer
         self._share_id = share_id
         # Available counters per pool (counter sets minus what allocated devices consume), computed once
         # per state version.
@@ -620,6 +629,10 @@ class Allocator:
             run.steps += spent
         if ok:
             return AllocationOutcome(view.node_name, run.build_results(), None, run.steps)
+        if ok is None and self.prefer is not None:  # budget spent in the preferred order: upstream's
+            return Allocator.from_index(
+                self.index, self.state, max_steps=self.max_steps, share_id=self._share_id, prune=self.prune
+            ).allocate(node, claims)
         # Explaining costs more than most failed searches and few callers print it: it is computed on
         # first access, from the run (its validated requests and cached candidates) paired with a copy
         # of the state restricted to this node's devices, so later state changes do not leak in.
@@ -726,6 +739,7 @@ class _Run:
         self.steps = 0
         self.budget = owner.max_steps
         self.validated = False
+        self.prefer = owner.prefer
 
     # -- validation (upstream: the loop at the top of Allocate and validateDeviceRequest) ----------
     def validate(self) -> None:
@@ -1224,6 +1238,10 @@ class _Run:
             return done
 
         cands = self.candidates(rd)
+        if self.prefer is not None:
+            if di == 0:
+                rd.ordered = preferred_order(self, rd, cands)
+            cands = rd.ordered
         admin = rd.admin
         dedicated = self.state.dedicated
         allocating = self.allocating
