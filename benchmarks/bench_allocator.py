@@ -6,7 +6,8 @@
     whose claims mix full GPUs and MIG profiles, with some partitions already in use.
 (c) unsatisfiable requests: the allocator must give up, explanation included, in well under a second.
 
-Usage: python benchmarks/bench_allocator.py [--quick]
+Usage: python benchmarks/bench_allocator.py [--quick] [--device-preference=NAME|all]
+(--device-preference: (b) only, first fit and then with each device preference on)
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ NV = "gpu.nvidia.com"
 
 
 def h100_slices() -> list[dict[str, Any]]:
-    path = Path(__file__).resolve().parents[1].parent / "shared/reference/examples/h100x8-dynamic-mig.yaml"
+    # The repository's golden copy of shared/reference/examples/h100x8-dynamic-mig.yaml (same content).
+    path = Path(__file__).resolve().parents[1] / "tests/drivers/golden/h100x8-dynamic-mig.yaml"
     if not path.exists():
         path = Path("/work/shared/reference/examples/h100x8-dynamic-mig.yaml")
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
@@ -251,14 +253,18 @@ IN_USE = [  # some partitions and one full GPU already allocated
 ]
 
 
-def bench_b(iterations: int) -> None:
+def bench_b(iterations: int, prefer: str | None = None) -> None:
+    """`prefer`: a device preference (kdra.scheduler.devicepref) for the allocator's search."""
+    from kdra.scheduler.devicepref import make_device_preference
+
     slices = h100_slices()
     ndev = sum(len(s["spec"].get("devices") or []) for s in slices)
     nsets = sum(len(s["spec"].get("sharedCounters") or []) for s in slices)
     print(
         f"(b) 8 x H100 dynamic MIG node ({ndev} devices, {nsets} counter sets), "
-        "mixed pods, some partitions in use"
+        f"mixed pods, some partitions in use; device preference: {prefer or 'none (first fit)'}"
     )
+    policy = make_device_preference(prefer) if prefer else None
     node = {"metadata": {"name": "gpu-node-01", "labels": {}}}
     index = AllocatorIndex(H100_CLASSES, slices, FEATURES)
     names = {d["name"] for s in slices for d in s["spec"].get("devices") or []}
@@ -286,7 +292,7 @@ def bench_b(iterations: int) -> None:
     for i in range(iterations + 1):
         if i == 1:
             wall0 = time.perf_counter()
-        allocator = Allocator.from_index(index, state)
+        allocator = Allocator.from_index(index, state, prefer=policy)
         for shape in POD_SHAPES:
             t, tc = time.perf_counter(), time.thread_time()
             out = allocator.allocate(node, shape)
@@ -314,7 +320,7 @@ def bench_b(iterations: int) -> None:
         i = 0
         while failures < len(POD_SHAPES) and i < 400:
             shape = POD_SHAPES[i % len(POD_SHAPES)]
-            allocator = Allocator.from_index(index, st)
+            allocator = Allocator.from_index(index, st, prefer=policy)
             t, tc = time.perf_counter(), time.thread_time()
             out = allocator.allocate(node, shape)
             dt, dc = time.perf_counter() - t, time.thread_time() - tc
@@ -473,6 +479,14 @@ def _time_failure(
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    prefs = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--device-preference=")]
+    if prefs:  # only (b), once per preference: the hook's cost on the 208-device node
+        from kdra.scheduler.devicepref import DEVICE_PREFERENCES
+
+        names = list(DEVICE_PREFERENCES) if prefs == ["all"] else prefs
+        for name in [None, *names]:
+            bench_b(iterations=20 if quick else 200, prefer=name)
+        return
     bench_a(cycles=2 if quick else 10)
     bench_b(iterations=20 if quick else 200)
     bench_c()

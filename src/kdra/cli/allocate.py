@@ -3,6 +3,7 @@
 The contract (issue 2, scope 6) that other tools and checks rely on:
 
     kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-o yaml|json|table]
+                  [--device-preference fragmentation|binpack|spread|topology]
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
 List's top-level `explanation` field); 2 invalid input or usage; 3 an allocation error in upstream's sense.
@@ -51,6 +52,12 @@ output:
   kubectl-like table (-o table). When something does not fit, the List also carries a top-level
   `explanation` field (structured) and the explanation is printed on stderr.
 
+device preference (opt-in):
+  --device-preference NAME orders the devices the allocator tries (kdra.scheduler.devicepref): every rule
+  still holds, only the choice among valid devices changes. The output then says, per pod, whether the
+  preference or the rules decided (`devicePreference` in -o yaml/json: the policy, its measure, the chosen
+  devices and their score against upstream's first fit; a line on stderr with -o table).
+
 exit codes:
   0 allocated; 1 valid input that does not fit; 2 invalid input or usage; 3 allocation error
   (upstream's sense: CEL runtime error, claim limit exceeded, All over an incomplete pool, ...).
@@ -87,6 +94,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="output format"
+    )
+    parser.add_argument(
+        "--device-preference",
+        choices=("fragmentation", "binpack", "spread", "topology"),
+        default=None,
+        help="order the devices tried on a node by this policy instead of upstream's first fit (opt-in)",
     )
     parser.set_defaults(func=run)
 
@@ -253,6 +266,11 @@ def _run(args: argparse.Namespace) -> int:
     from kdra.api.validation import validate_objects
 
     gates = FeatureGates.parse(args.feature_gates or "")
+    preference = None
+    if getattr(args, "device_preference", None):
+        from kdra.scheduler.devicepref import make_device_preference
+
+        preference = make_device_preference(args.device_preference)
     if bool(args.files) == bool(getattr(args, "kubeconfig", None)):
         raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig FILE")
     if args.files:
@@ -374,12 +392,13 @@ def _run(args: argparse.Namespace) -> int:
     newly: list[tuple[dict[str, Any], str]] = []  # (claim, node name)
     newly_ids: set[int] = set()
     failures: list[_Failure] = []
+    choices: list[dict[str, Any]] = []  # with a device preference: what decided each group's devices
     for group in groups:
         pending = [c for c in group.claims if not allocated(c)]
         fixed = [c for c in group.claims if allocated(c)]
         if not pending and (group.pod is None or not any(id(c) in newly_ids for c in fixed)):
             continue  # nothing to allocate and no reservation to add to this run's output
-        allocator = Allocator(classes, slices, in_use, gates) if pending else None
+        allocator = Allocator(classes, slices, in_use, gates, prefer=preference) if pending else None
         tried: list[dict[str, Any]] = []
         placed = False
         for node in nodes:
@@ -416,6 +435,14 @@ def _run(args: argparse.Namespace) -> int:
                         continue
                     raise
             if outcome.allocations is not None:
+                if preference is not None and allocator is not None and outcome.allocations:
+                    from kdra.scheduler.devicepref import compare_with_first_fit
+
+                    cmp = compare_with_first_fit(preference, allocator, node, pending, outcome.allocations)
+                    who = _ref(group.pod) if group.pod is not None else None
+                    choices.append(
+                        {"pod": who, "node": node_name, "claims": [_ref(c) for c in pending], **cmp}
+                    )
                 for claim, allocation in zip(pending, outcome.allocations, strict=True):
                     claim.setdefault("status", {})["allocation"] = allocation
                     newly.append((claim, node_name))
@@ -439,7 +466,7 @@ def _run(args: argparse.Namespace) -> int:
         if not placed:
             failures.append(_Failure(group=group, nodes=tried))
 
-    _print_output(args.output, newly, failures)
+    _print_output(args.output, newly, failures, choices)
     return 1 if failures else 0
 
 
@@ -490,12 +517,23 @@ def _failure_text(failure: _Failure) -> str:
     return "\n".join(lines)
 
 
-def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures: list[_Failure]) -> None:
+def _print_output(
+    output: str,
+    newly: list[tuple[dict[str, Any], str]],
+    failures: list[_Failure],
+    choices: list[dict[str, Any]] | None = None,
+) -> None:
     items = [claim for claim, _ in newly]
     if failures:
         print("\n".join(_failure_text(f) for f in failures), file=sys.stderr)
     if output == "table":
         _print_table(newly)
+        if choices:
+            from kdra.scheduler.devicepref import describe_choice
+
+            for c in choices:
+                who = f"pod {c['pod']}" if c["pod"] else "claims " + ", ".join(c["claims"])
+                print(f"{who} on {c['node']}: {describe_choice(c)}", file=sys.stderr)
         return
     listing: dict[str, Any] = {
         "apiVersion": "v1",
@@ -503,6 +541,8 @@ def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures
         "metadata": {"resourceVersion": ""},
         "items": items,
     }
+    if choices:
+        listing["devicePreference"] = {"policy": choices[0]["policy"], "choices": choices}
     if failures:
         listing["explanation"] = {
             "message": "; ".join(_failure_text(f).splitlines()[0] for f in failures),
