@@ -679,3 +679,33 @@ def test_shared_claim_is_allocated_once_and_reserved_for_both_pods(
         {"resource": "pods", "name": "worker-0", "uid": "uid-0"},
         {"resource": "pods", "name": "worker-1", "uid": "uid-1"},
     ]
+
+
+def test_device_preference_says_what_decided_the_devices(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = EXAMPLES / "h100-mig-node.yaml"
+    code, out, err = run(["-f", str(path), "-o", "json"], capsys, monkeypatch)
+    assert code == 0 and "devicePreference" not in json.loads(out)  # off: upstream's output, unchanged
+    code, out, err = run(
+        ["-f", str(path), "-o", "json", "--device-preference", "fragmentation"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    choices = {c["pod"]: c for c in doc["devicePreference"]["choices"]}
+    assert set(choices) == {"ml-team/llm-finetune", "ml-team/vllm-serve", "ml-team/jupyter-bob"}
+    vllm = choices["ml-team/vllm-serve"]
+    assert vllm["decidedBy"] == "preference"
+    assert vllm["chosen"]["devices"] == ["gpu.nvidia.com/gpu-node-01/gpu-3-mig-3g40gb-9-4"]
+    assert vllm["firstFit"]["devices"] == ["gpu.nvidia.com/gpu-node-01/gpu-0-mig-3g40gb-9-4"]
+    assert vllm["chosen"]["score"] < vllm["firstFit"]["score"]
+    assert choices["ml-team/llm-finetune"]["decidedBy"] == "rules"
+    code, out, err = run(
+        ["-f", str(path), "-o", "table", "--device-preference", "fragmentation"], capsys, monkeypatch
+    )
+    assert (
+        "pod ml-team/vllm-serve on gpu-node-01: devices chosen by the fragmentation preference, not a rule"
+        in err
+    )
+    code, out, err = run(["-f", str(path), "--device-preference", "nope"], capsys, monkeypatch)
+    assert code == 2 and "invalid choice: 'nope'" in err

@@ -85,6 +85,13 @@ def register(subparsers: Any) -> None:
     s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
+        "--device-preference",
+        choices=("fragmentation", "binpack", "spread", "topology"),
+        default=None,
+        help="order the devices tried on a node by this policy instead of upstream's first fit (opt-in); "
+        "the Scheduled Event says whether the preference or the rules decided",
+    )
+    s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         default=None,
@@ -138,7 +145,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     gates = FeatureGates.parse(args.feature_gates or "")
     config = SchedulerConfig(
-        scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
+        scoring=ScoringStrategy(type=args.scoring),
+        features=gates,
+        scheduler_name=args.scheduler_name,
+        device_preference=args.device_preference,
     )
     metrics_address = None
     if args.metrics_listen:

@@ -49,6 +49,13 @@ def register(subparsers: Any) -> None:
         default="LeastAllocated",
         help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
     )
+    p.add_argument(
+        "--device-preference",
+        choices=("fragmentation", "binpack", "spread", "topology"),
+        default=None,
+        help="order the devices the allocator tries on a node by this policy instead of upstream's first "
+        "fit (opt-in; -o json records per placement whether the preference or the rules decided)",
+    )
     p.set_defaults(func=run)
 
 
@@ -60,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seed < 0:
         raise InputError(f"--seed: Invalid value: {args.seed}: must not be negative")
-    config = SchedulerConfig(scoring=ScoringStrategy(type=args.scoring))
+    config = SchedulerConfig(
+        scoring=ScoringStrategy(type=args.scoring), device_preference=getattr(args, "device_preference", None)
+    )
     modes = MODES[args.mode]
     with _Progress(enabled=sys.stderr.isatty(), modes=modes) as progress:
         report = simulate(args.fleet, args.workload, modes, args.seed, config, progress=progress.update)

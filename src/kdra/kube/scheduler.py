@@ -175,6 +175,16 @@ class KubeScheduler(Scheduler):
             self.queue.add_unschedulable(pi, now, set())
             return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
+    def _scheduled_message(self, pi: PodInfo, node: str) -> str:
+        """kube-scheduler's Scheduled message; with a device preference, what decided the devices."""
+        msg = f"Successfully assigned {pi.key} to {node}"
+        choice = self.dra.choices.pop(pi.key, None)
+        if choice is not None:
+            from kdra.scheduler.devicepref import describe_choice
+
+            msg += f"; {describe_choice(choice)}"
+        return msg
+
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         deferred = self._deferred.pop(pi.uid, None)
         if deferred is not None and self._pool is not None:
@@ -182,7 +192,7 @@ class KubeScheduler(Scheduler):
             job.scheduled_event = pod_event(
                 pi.pod,
                 "Scheduled",
-                f"Successfully assigned {pi.key} to {node}",
+                self._scheduled_message(pi, node),
                 "Normal",
                 self.config.scheduler_name,
                 self.identity,
@@ -207,7 +217,7 @@ class KubeScheduler(Scheduler):
                         pod_event(
                             pi.pod,
                             "Scheduled",
-                            f"Successfully assigned {pi.key} to {node}",
+                            self._scheduled_message(pi, node),
                             "Normal",
                             self.config.scheduler_name,
                             self.identity,

@@ -17,6 +17,10 @@ every rule, so the choice is always a valid allocation; a preference only decide
   already got in this allocation first; a request's first device goes where its whole count fits under one
   PCIe root (else NUMA node), the fullest such group first; devices of one group stay together.
 
+All four first take the smallest device that serves the request (a selector such as "at least 10Gi" matches
+every MIG profile from 1g.10gb up to the whole GPU: a bigger one only wastes it); the policy decides
+among devices of that size.
+
 `compare_with_first_fit` scores a preference's choice against upstream's first fit for explanations.
 """
 
@@ -297,7 +301,7 @@ class FragmentationPreference:
         for dev in devices:
             hit = of.get(dev.key)
             if hit is None:
-                out.append((0.0, 0.0))
+                out.append((0.0, 0.0, 0.0))
                 continue
             ui = hit[0]
             st = state(ui)
@@ -333,7 +337,7 @@ class FragmentationPreference:
                 j = members.index(ui)
                 frees[j], whole[j] = after.free, after.untouched
                 delta += w * (self._group_frag(frees, whole, node.group_size[attr]) - gb[2])
-            key = (round(delta, 9), round(b[1] - c1, 9))
+            key = (round(hit[1], 6), round(delta, 9), round(b[1] - c1, 9))
             seen[memo_key] = key
             out.append(key)
         return out
@@ -395,13 +399,13 @@ class _ByUse:
         for dev in devices:
             hit = of.get(dev.key)
             if hit is None:
-                out.append((0.0,))
+                out.append((0.0, 0.0))
                 continue
             ui = hit[0]
             st = states.get(ui)
             if st is None:
                 st = states[ui] = unit_state(node, ui, ctx, ctx.view)
-            key = [sign * round(st.free, 9)]
+            key = [round(hit[1], 6), sign * round(st.free, 9)]
             for attr, groups in node.groups.items():
                 value = node.group_of[attr][ui]
                 if value is None:
@@ -499,7 +503,7 @@ class TopologyPreference:
         packing = self._packing.keys(ctx, request, devices)
         out: list[Any] = []
         for d, pack in zip(devices, packing, strict=True):
-            key: list[Any] = [-sum(w for attr, w in _AFFINITY if _value(d, attr) in near[attr])]
+            key: list[Any] = [pack[0], -sum(w for attr, w in _AFFINITY if _value(d, attr) in near[attr])]
             for attr in (PCIE_ROOT, NUMA_NODE):
                 v = _value(d, attr)
                 n = len(room.get((attr, v), ())) if v is not None else 0

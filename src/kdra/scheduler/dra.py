@@ -77,9 +77,13 @@ class ClaimDemand:
 class DraState:
     """Allocated devices, in-flight allocations and the allocator index, for one scheduler."""
 
-    def __init__(self, cache: Any, features: FeatureGates | None = None) -> None:
+    def __init__(self, cache: Any, features: FeatureGates | None = None, preference: Any = None) -> None:
         self.cache = cache
         self.features = features or FeatureGates()
+        # Opt-in DevicePreference (kdra.scheduler.devicepref) for the allocator's search, and what it
+        # decided per pod (namespace/name -> compare_with_first_fit's record), for explanations.
+        self.preference = preference
+        self.choices: dict[str, dict[str, Any]] = {}
         self._index: AllocatorIndex | None = None
         self._allocator: Allocator | None = None
         # claim uid -> claim dict with status.allocation
@@ -112,7 +116,7 @@ class DraState:
     def allocator(self) -> Allocator:
         """One allocator per index; it follows `state` changes by itself (AllocatedState.version)."""
         if self._allocator is None or self._allocator.index is not self.index:
-            self._allocator = Allocator.from_index(self.index, self.state)
+            self._allocator = Allocator.from_index(self.index, self.state, prefer=self.preference)
         return self._allocator
 
     def extended_resource_classes(self) -> dict[str, str]:
@@ -247,6 +251,21 @@ class DraState:
         """The allocator's outcome for `claims` on `node` (`.allocations` or None; `.lazy_explanation`,
         computed only if someone prints it). ShareIDs are the allocator's deterministic default."""
         return self.allocator.allocate(node, list(claims))
+
+    def record_choice(
+        self, pod: str, node: Mapping[str, Any], claims: Sequence[Obj], allocations: Sequence[Obj]
+    ) -> dict[str, Any] | None:
+        """With a device preference: whether it or the rules decided the pod's devices (against first fit
+        under the same state), kept in `choices` for reports and events."""
+        if self.preference is None or not claims:
+            return None
+        from kdra.scheduler.devicepref import compare_with_first_fit
+
+        cmp = compare_with_first_fit(self.preference, self.allocator, node, claims, allocations)
+        if len(self.choices) > 100_000:
+            self.choices.clear()
+        self.choices[pod] = cmp
+        return cmp
 
     def explain(self, node: Mapping[str, Any], claims: Sequence[Obj]) -> LazyExplanation:
         """Why `claims` do not fit on `node` now (for nodes the free-device bound ruled out)."""

@@ -75,6 +75,9 @@ class SchedulerConfig:
     # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
     # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
     actions: Sequence[Action] | None = None
+    # Opt-in device preference for the allocator's search (issue 14): a name from
+    # kdra.scheduler.devicepref.DEVICE_PREFERENCES or a DevicePreference; None is upstream's first fit.
+    device_preference: Any = None
 
 
 @dataclass
@@ -120,6 +123,15 @@ class Session:
         self.results: list[CycleResult] = []
 
 
+def _preference(config: SchedulerConfig) -> Any:
+    pref = config.device_preference
+    if isinstance(pref, str):
+        from kdra.scheduler.devicepref import make_device_preference
+
+        return make_device_preference(pref)
+    return pref
+
+
 class Action:
     name = "action"
 
@@ -162,7 +174,7 @@ class Scheduler:
         self.clock = clock or (lambda: 0.0)
         self.controller = ResourceClaimController(store) if run_controllers else None
         self.cache = SchedulerCache(store)
-        self.dra = DraState(self.cache, self.config.features)
+        self.dra = DraState(self.cache, self.config.features, preference=_preference(self.config))
         self.profile = profile or self.default_profile()
         for p in self.profile.plugins:
             p.bind_cache(self.cache)

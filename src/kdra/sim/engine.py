@@ -86,6 +86,8 @@ class ModeResult:
     explanations: dict[str, str]
     cycles: int = 0
     wall_seconds: float = 0.0
+    # With a device preference: per placed pod, what decided its devices (kdra.scheduler.devicepref)
+    device_choices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class Simulation:
@@ -363,6 +365,7 @@ class Simulation:
             explanations,
             self.scheduler.cycles,
             time.perf_counter() - wall0,
+            dict(self.scheduler.dra.choices),
         )
 
     def _sample(self, now: float) -> None:

@@ -16,7 +16,7 @@ MODE_TITLES = {DRA: "DRA", DEVICE_PLUGIN: "device plugin"}
 
 
 def placements(mr: ModeReport) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for rec in sorted(
         mr.result.pods.values(), key=lambda p: (p.start if p.start is not None else 1e30, p.key)
     ):
@@ -34,6 +34,9 @@ def placements(mr: ModeReport) -> list[dict[str, Any]]:
                 "end_seconds": round(rec.end, 1) if rec.end is not None else None,
             }
         )
+        choice = mr.result.device_choices.get(rec.key)
+        if choice is not None:
+            out[-1]["devicePreference"] = choice
     return out
 
 

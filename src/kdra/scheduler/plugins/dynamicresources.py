@@ -331,6 +331,8 @@ class DynamicResources(
         if allocs is None or len(allocs) != len(claims):
             return unschedulable("cannot allocate all claims")
         state["dra_allocations"] = list(zip(claims, allocs, strict=True))
+        if self.dra.preference is not None:  # before assuming: against first fit under the same state
+            self.dra.record_choice(pi.key, ni.node, claims, allocs)
         for claim, alloc in state["dra_allocations"]:
             self.dra.assume(claim, alloc)
         return SUCCESS
