@@ -288,7 +288,7 @@ class FragmentationPreference:
         states: dict[int, _UnitState] = {}
         before: dict[int, tuple[tuple[bool, ...], float, float]] = {}  # unit -> fits, capacity, frag
         groups_before: dict[tuple[str, Any], tuple[list[float], list[bool], float]] = {}
-        seen: dict[tuple[int, Any, Any], tuple[float, float]] = {}  # (unit, after state) -> key
+        seen: dict[tuple[int, Any, Any], tuple[float, float, float]] = {}  # (unit, after state) -> key
 
         def state(i: int) -> _UnitState:
             st = states.get(i)
