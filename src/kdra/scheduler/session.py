@@ -94,6 +94,11 @@ class GangQueueOptions:
     max_domain_trials: int = 6
     max_victim_trials: int = 4
     max_victim_searches: int = 64  # jobs per session that reclaim (and, apart, preempt) look for victims for
+    # Gang-wide device search (kdra.scheduler.gangsearch): re-assign earlier members' devices when a later
+    # member fits nowhere; bounded per gang placement by nodes per member and allocator steps. Opt-in.
+    gang_device_search: bool = False
+    gang_search_nodes: int = 8
+    gang_search_steps: int = 200_000
 
 
 def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = None) -> GangQueueOptions:
@@ -121,7 +126,12 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
         opts.placement = gpu
     if spec.get("gangTimeout") is not None:
         opts.gang_timeout = parse_duration(spec["gangTimeout"], f"{where}.gangTimeout")
-    for key, attr in (("reclaim", "reclaim"), ("preempt", "preempt"), ("deviceLocality", "device_locality")):
+    for key, attr in (
+        ("reclaim", "reclaim"),
+        ("preempt", "preempt"),
+        ("deviceLocality", "device_locality"),
+        ("gangDeviceSearch", "gang_device_search"),
+    ):
         if spec.get(key) is not None:
             if not isinstance(spec[key], bool):
                 raise InputError(f"{where}.{key}: Invalid value: {spec[key]!r}: must be true or false")
@@ -735,9 +745,16 @@ class GangQueues:
         first_fail: CycleResult | None = None
         members = job.members
         needed = job.needed if gang is not None else 1
+        search = None
+        if gang is not None and self.options.gang_device_search:
+            from kdra.scheduler.gangsearch import GangSearch
+
+            search = GangSearch(self.options.gang_search_nodes, self.options.gang_search_steps)
         try:
             for i, pi in enumerate(members):
                 res = sched.schedule_one(pi, self.now)
+                if search is not None and waiting and res.node is None and res.status.code != Code.WAIT:
+                    res = search.retry(sched, self.dynres, waiting, pi, self.now) or res
                 if res.status.code == Code.WAIT:
                     waiting.append(pi)
                 elif res.node is not None:
@@ -767,8 +784,11 @@ class GangQueues:
                 for pi in waiting:
                     results.append(sched.allow_waiting(pi.uid, self.now))
                 if gang.obj is not None:
+                    note = ""
+                    if search is not None and search.reassigned:
+                        note = f"; gang-wide device search re-assigned {search.reassigned} member(s)' devices"
                     self._set_group_condition(
-                        gang, "True", "Scheduled", f"{len(waiting)} members placed{where}"
+                        gang, "True", "Scheduled", f"{len(waiting)} members placed{where}{note}"
                     )
                 return True, None
             msg = f"{job.label} waits: {verdict}"
@@ -788,6 +808,11 @@ class GangQueues:
             )
             if first_fail is not None:
                 msg += f"; member {first_fail.pod} fits nowhere: {first_fail.message}"
+                if search is not None and search.tried:
+                    msg += (
+                        f" (gang-wide device search: {search.tried} joint allocation(s) with earlier "
+                        f"members' claims, {search.steps} steps, found none)"
+                    )
                 if first_fail.explanation is not None:
                     msg += f"\n{first_fail.explanation}"
         st = Status(Code.UNSCHEDULABLE, (msg.split("\n", 1)[0],), GANG_PLUGIN)
