@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from kdra.cli.main import main
+from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient
 from kdra.kube.client import KubeClient as Client
 from kdra.testing.controlplane import ControlPlane, create_node, write_kubeconfig
@@ -172,10 +173,22 @@ def test_crds_install_and_accept_kdra_objects(admin: Client) -> None:
             "topologyConstraint": {"requiredTopologyLevel": "kdra.dev/rack"},
         },
     }
+    pg["spec"]["deviceConstraints"] = [
+        {"requests": ["nic"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}
+    ]
     admin.create(pg)
     got = admin.get("PodGroup", "gang", "default")
     assert got["spec"]["topologyConstraint"] == {"requiredTopologyLevel": "kdra.dev/rack"}
+    assert got["spec"]["deviceConstraints"] == pg["spec"]["deviceConstraints"]
     admin.delete("PodGroup", "gang", "default", missing_ok=True)
+    bad = {**pg, "metadata": {"name": "bad-gang", "namespace": "default"}}
+    bad["spec"] = {
+        "minMember": 2,
+        "deviceConstraints": [{"matchAttribute": "a.io/x", "distinctAttribute": "a.io/y"}],
+    }
+    with pytest.raises(StoreError) as info:
+        admin.create(bad)
+    assert 'exactly one of "matchAttribute" or "distinctAttribute" is required' in str(info.value)
     admin.delete("Queue", q, missing_ok=True)
 
 

@@ -233,3 +233,34 @@ def test_single_members_that_split_both_pairs_are_moved_for_the_pair_member() ->
     assert set(placed) == {"job-0", "job-1", "job-2"}
     by_pod = {k.rsplit("-gpu-", 1)[0]: v for k, v in devices.items()}
     assert by_pod == {"job-0": ["gpu-0"], "job-1": ["gpu-1"], "job-2": ["gpu-2", "gpu-3"]}
+
+
+def test_scheduling_shard_turns_on_the_search_and_a_device_preference() -> None:
+    from kdra.errors import InputError
+    from kdra.scheduler.session import options_from_shard
+
+    shard = {
+        "apiVersion": "kdra.dev/v1alpha1",
+        "kind": "SchedulingShard",
+        "metadata": {"name": "default"},
+        "spec": {"gangDeviceSearch": True, "devicePreference": "fragmentation"},
+    }
+    opts = options_from_shard(shard)
+    assert opts.gang_device_search and opts.device_preference == "fragmentation"
+    shard["spec"] = {"devicePreference": "closest"}
+    try:
+        options_from_shard(shard)
+    except InputError as exc:
+        assert str(exc).startswith(
+            "SchedulingShard default: spec.devicePreference: Unsupported value: 'closest'"
+        )
+    else:
+        raise AssertionError("accepted an unknown device preference")
+    s = _world_138765()
+    s.create({**shard, "spec": {"gangDeviceSearch": True, "devicePreference": "binpack"}})
+    sched, gq = scheduler(s)
+    assert gq.options.gang_device_search
+    assert sched.dra.preference is not None and sched.dra.preference.name == "binpack"
+    _gang(s, "pair", 2, "whole-or-half")
+    sched.run(0)
+    assert set(bound(s, "pair")) == {"pair-0", "pair-1"}

@@ -1686,6 +1686,29 @@ def _has_advanced_device_features(devices: list[Any], list_type_attributes: bool
 # per-value verdicts are cached and the error-reporting walk only runs when one of them fails.
 
 
+def attribute_name_errors(name: object, path: str) -> list[FieldError]:
+    """What kube-apiserver says about a device constraint's attribute (matchAttribute or
+    distinctAttribute): a fully qualified name, `domain/id`."""
+    v = _V()
+    v.fully_qualified_name(name, path)
+    return v.errs
+
+
+def request_ref_errors(name: object, path: str) -> list[FieldError]:
+    """A request reference: a request name, or a request and a subrequest separated by '/' (DNS labels)."""
+    v = _V()
+    if not isinstance(name, str):
+        v.wrong_type(path, name, str)
+        return v.errs
+    segments = name.split("/")
+    if len(segments) > 2:
+        v.invalid(path, name, "must be a request name or a request and a subrequest separated by '/'")
+        return v.errs
+    for seg in segments:
+        v.msgs(path, seg, is_dns1123_label(seg))
+    return v.errs
+
+
 @lru_cache(maxsize=16384)
 def _qualified_name_ok(name: str) -> bool:
     v = _V()

@@ -19,7 +19,8 @@ kdra extensions on any of them (spec fields, or `kdra.dev/...` annotations on th
 `priority`, `preemptibility` (`preemptible` | `non-preemptible`), `topologyConstraint{requiredTopologyLevel,
 preferredTopologyLevel}` (KAI's field; Volcano's `networkTopology{mode: hard|soft, highestTierName}` maps to
 required|preferred), `scheduleTimeout` (a duration: after it the gang is marked unschedulable and no longer
-tried; scheduler-plugins' `scheduleTimeoutSeconds` is read too).
+tried; scheduler-plugins' `scheduleTimeoutSeconds` is read too), `deviceConstraints` (matchAttribute /
+distinctAttribute across the members' claims: kdra.scheduler.groupconstraints).
 
 A pod that names a group which does not exist (yet) waits, as upstream's GangScheduling PreEnqueue does.
 """
@@ -33,6 +34,7 @@ from typing import Any
 
 from kdra.cluster.store import Obj, Store, WatchEvent
 from kdra.errors import InputError
+from kdra.scheduler.groupconstraints import GroupConstraint, parse_device_constraints
 
 KDRA_API = "kdra.dev/v1alpha1"
 KAI_PODGROUP_API = "scheduling.run.ai/v2alpha2"
@@ -106,6 +108,7 @@ class GangSpec:
     topology: TopologyConstraint = field(default_factory=TopologyConstraint)
     timeout: float | None = None
     obj: Obj | None = None  # the stored object, when there is one (its status is written)
+    device_constraints: tuple[GroupConstraint, ...] = ()  # across the members' claims
 
 
 def _ann(obj: Mapping[str, Any], key: str) -> Any:
@@ -158,6 +161,7 @@ def _common(spec: Mapping[str, Any], obj: Mapping[str, Any], where: str) -> dict
         timeout = spec["scheduleTimeoutSeconds"]
     if timeout is not None:
         out["timeout"] = parse_duration(timeout, f"{where}.scheduleTimeout")
+    out["device_constraints"] = parse_device_constraints(spec.get("deviceConstraints"), where)
     return out
 
 
@@ -340,5 +344,6 @@ class GangRegistry:
                     base.preemptible,
                     base.topology,
                     base.timeout,
+                    device_constraints=base.device_constraints,
                 )
         return None

@@ -46,6 +46,7 @@ from kdra.scheduler.gang import (
     GangSpec,
     pod_queue,
 )
+from kdra.scheduler.groupconstraints import GroupConstraints
 from kdra.scheduler.preemption import (
     STRATEGIES,
     RunningJob,
@@ -97,6 +98,8 @@ class GangQueueOptions:
     # Gang-wide device search (kdra.scheduler.gangsearch): re-assign earlier members' devices when a later
     # member fits nowhere; bounded per gang placement by nodes per member and allocator steps. Opt-in.
     gang_device_search: bool = False
+    # The allocator's device preference (kdra.scheduler.devicepref) when the SchedulerConfig has none.
+    device_preference: str | None = None
     gang_search_nodes: int = 8
     gang_search_steps: int = 200_000
 
@@ -105,7 +108,8 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
     """A SchedulingShard (KAI's kai.scheduler/v1 shape; kdra.dev/v1alpha1 adds fields) as options:
     `placementStrategy.gpu` (binpack | spread | fragmentation | upstream), and kdra's `gangTimeout`,
     `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}: GPUs -> how
-    often)."""
+    often), `gangDeviceSearch` (true: kdra.scheduler.gangsearch) and `devicePreference` (fragmentation |
+    binpack | spread | topology: kdra.scheduler.devicepref)."""
     from kdra.scheduler.fragmentation import PLACEMENT_POLICIES
     from kdra.scheduler.gang import parse_duration
     from kdra.scheduler.preemption import STRATEGIES
@@ -144,6 +148,16 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
                 + ", ".join(f'"{x}"' for x in STRATEGIES)
             )
         opts.reclaim_strategies = tuple(spec["reclaimStrategies"])
+    pref = spec.get("devicePreference")
+    if pref is not None:
+        from kdra.scheduler.devicepref import DEVICE_PREFERENCES
+
+        if pref not in DEVICE_PREFERENCES:
+            raise InputError(
+                f"{where}.devicePreference: Unsupported value: {pref!r}: supported values: "
+                + ", ".join(f'"{p}"' for p in DEVICE_PREFERENCES)
+            )
+        opts.device_preference = pref
     shapes = spec.get("fragmentationShapes")
     if shapes is not None:
         try:
@@ -217,6 +231,7 @@ class GangQueues:
             self.options = options_from_shard(shards[0], self.options)
         self.gangs = GangRegistry(store)
         self.topology_plugin = GangTopology(self.gangs.gang_of)
+        self.group_constraints = GroupConstraints(self)  # PodGroup deviceConstraints across members
         self.permit = GangPermit(self.gangs.gang_of)
         self.queue_gate = QueueGate()
         self.scorers = placement_plugins(self.options.placement, self.options.fragmentation_shapes)
@@ -267,7 +282,10 @@ class GangQueues:
 
         base = base or SchedulerConfig()
         return dataclasses.replace(
-            base, extra_plugins=[*base.extra_plugins, *self.plugins()], actions=self.actions()
+            base,
+            extra_plugins=[*base.extra_plugins, *self.plugins()],
+            actions=self.actions(),
+            device_preference=base.device_preference or self.options.device_preference,
         )
 
     def attach(self, sched: Scheduler, now: float) -> None:
@@ -281,6 +299,8 @@ class GangQueues:
         for s in self.scorers:
             s.dynres = dynres  # type: ignore[attr-defined]
         self.dynres = dynres
+        if dynres is not None:
+            dynres.claim_rewriter = self.group_constraints.rewrite
         for uid, node in list(sched.cache.assigned.items()):
             ni = sched.cache.node_by_name.get(node)
             pi = ni.pods.get(uid) if ni is not None else None
@@ -555,9 +575,13 @@ class GangQueues:
                 return False
             if gang.min_count < 0:
                 if final:
-                    self.park(
-                        job, f"{job.label}: waiting for its PodGroup/Workload object", GANG_PLUGIN, results
+                    invalid = self.gangs.errors.get(gang.key)
+                    why = (
+                        f"its PodGroup is invalid: {invalid}"
+                        if invalid
+                        else "waiting for its PodGroup/Workload object"
                     )
+                    self.park(job, f"{job.label}: {why}", GANG_PLUGIN, results)
                 return False
             have = len(self.gangs.members.get(gang.key, ()))
             if have < gang.min_count:
@@ -578,13 +602,28 @@ class GangQueues:
             return False
         plan, topo_note = self.plan(job)
         failure: str | None = None
-        for restriction in plan:
-            ok, failure = self._place(job, restriction, results, final and restriction is plan[-1])
-            if ok:
-                self.reasons.pop(job.key, None)
+        # A PodGroup matchAttribute across members: the values to try, most free devices first.
+        trials = self.group_constraints.trials(gang, self.group_constraints.claims_of(job.members))
+        tried: list[str] = []
+        for pins in trials:
+            if gang is not None and pins:
+                self.group_constraints.pins[gang.key] = pins
+            try:
+                for restriction in plan:
+                    last = restriction is plan[-1] and pins is trials[-1]
+                    ok, failure = self._place(job, restriction, results, final and last)
+                    if ok:
+                        self.reasons.pop(job.key, None)
+                        if gang is not None:
+                            self.first_attempt.pop(gang.key, None)
+                        return True
+            finally:
                 if gang is not None:
-                    self.first_attempt.pop(gang.key, None)
-                return True
+                    self.group_constraints.pins.pop(gang.key, None)
+            if gang is not None and pins:
+                tried.append(self.group_constraints.describe_trial(gang, pins, failure))
+        if tried and gang is not None:
+            failure = self.group_constraints.explain(gang, tried, failure)
         if gang is None:
             if failure:
                 self.reasons[job.key] = failure
@@ -771,6 +810,7 @@ class GangQueues:
                 self.topology_plugin.restrict.pop(gk, None)
         where = f" in {restriction[0]}={restriction[1]}" if restriction else ""
         if gang is not None and len(waiting) >= needed:
+            broken = self.group_constraints.violation(gang) if gang.device_constraints else None
             usage: Vector = {}
             for pi in waiting:
                 add(usage, pod_core_usage(pi.requests))
@@ -780,7 +820,7 @@ class GangQueues:
                         allocation_usage(claim, alloc, self.device_capacity, self.options.capacity_dims),
                     )
             verdict = check_limits(self.tree, job.queue, self.allocated, usage)
-            if verdict.ok:
+            if verdict.ok and broken is None:
                 for pi in waiting:
                     results.append(sched.allow_waiting(pi.uid, self.now))
                 if gang.obj is not None:
@@ -791,7 +831,7 @@ class GangQueues:
                         gang, "True", "Scheduled", f"{len(waiting)} members placed{where}{note}"
                     )
                 return True, None
-            msg = f"{job.label} waits: {verdict}"
+            msg = broken or f"{job.label} waits: {verdict}"
         elif gang is None:
             msg = first_fail.message if first_fail is not None else "not placed"
             if first_fail is not None:

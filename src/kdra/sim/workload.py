@@ -196,6 +196,11 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
                 f"{_desc(obj)}: kind: Unsupported value: {kind!r}: supported kinds are "
                 f"{', '.join(TOP_KINDS + STATIC_KINDS)} and kdra.dev/v1alpha1 {GENERATOR_KIND}"
             )
+    for obj in wl.static:  # a bad PodGroup (deviceConstraints, minMember, ...) is an input error, not a wait
+        if obj.get("kind") == "PodGroup":
+            from kdra.scheduler.gang import parse_pod_group
+
+            parse_pod_group(obj)
     dra_objs = [o for o in wl.static if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
     if dra_objs:
         from kdra.api.validation import validate_objects

@@ -92,6 +92,9 @@ class DynamicResources(
         self.store = store
         self.dra = dra
         self._results: dict[tuple[Hashable, int, int, int], Any] = {}
+        # Optional (pod, claim) -> (the claim to allocate, what that depends on): a pod group's
+        # cross-claim constraints narrow a member's requests (kdra.scheduler.groupconstraints).
+        self.claim_rewriter: Any = None
 
     # -- PreEnqueue ------------------------------------------------------------------------------
 
@@ -151,9 +154,14 @@ class DynamicResources(
                 st = self._check_classes(claim)
                 if not st.ok:
                     return st
+                key: Hashable = self._spec_key(claim)
+                if self.claim_rewriter is not None:
+                    claim, extra = self.claim_rewriter(pi, claim)
+                    if extra is not None:
+                        key = (key, extra)
                 pc.to_allocate.append(claim)
                 pc.demand.add_claim(claim)
-                sig.append(("U", self._spec_key(claim)))
+                sig.append(("U", key))
         if pi.ext_requests:
             ext_classes = self.dra.extended_resource_classes()
             for res in pi.ext_requests:
