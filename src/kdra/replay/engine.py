@@ -5,8 +5,9 @@ memory and milli-GPU per GPU; kdra.scheduler.fragmentation), the best node wins 
 in a seeded random node order, which is what reproduces the FGD artifact's figures: its scheduler fork
 renames nodes with a random prefix; `tie_break="random"` is upstream selectHost's uniform choice), and
 the pod's ResourceClaim is then allocated by kdra's
-structured allocator (kdra.allocator) on that node only, narrowed to the GPUs the policy chose. The
-allocation result (device, shareID, consumedCapacity) is what the engine records; the view is updated
+structured allocator (kdra.allocator) on that node only, the GPUs chosen inside the node by the allocator
+with the policy as its device preference (the allocator's ordering hook: FGD and kdra rank the node's GPUs
+by the fragmentation gradient of putting the share there). The allocation result (device, shareID, consumedCapacity) is what the engine records; the view is updated
 from it. The view is the fast path that makes 1,213 nodes x 10,000 pods affordable; the allocator is the
 authority: if it refused what the view allowed, the replay would stop with an error.
 
@@ -17,6 +18,7 @@ nodes that changed since that shape was last scored, like the scheduler's per-si
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import time
 import uuid
@@ -32,7 +34,6 @@ from kdra.replay.trace import DRIVER, Trace, TraceNode, TracePod, claim_for
 from kdra.scheduler.fragmentation import MILLI, GpuNodeView, PodRequest, Policy
 
 Progress = Callable[[int, int], None]
-PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 
 
 class ReplayError(KdraError):
@@ -117,9 +118,32 @@ class Binding:
     results: list[dict[str, Any]] = field(default_factory=list)
 
 
+class _PolicyPreference:
+    """The allocator's device-preference hook (kdra.allocator.preference) driven by a replay policy: each
+    candidate GPU device is ranked by the policy's own measure on the node's view (FGD and kdra: the
+    node's fragmentation gradient if the share went to that GPU)."""
+
+    name = "replay-policy"
+
+    def __init__(self, keys: Sequence[Any], device_index: dict[tuple[str, str], int]) -> None:
+        self._keys = keys
+        self._index = device_index
+
+    def keys(self, ctx: Any, request: Any, devices: Sequence[Any]) -> list[Any]:
+        out = []
+        for d in devices:
+            i = self._index.get((d.pool, d.name))
+            out.append(self._keys[i] if i is not None else (math.inf, 0))
+        return out
+
+
 class ReplayCluster:
     """The trace's fleet rendered into Nodes + ResourceSlices (consumable shares, or exclusive GPUs with
-    `shares=False`), an AllocatorIndex over it, the allocated state, and one GpuNodeView per node."""
+    `shares=False`), an AllocatorIndex over it, the allocated state, and one GpuNodeView per node.
+
+    kdra's allocator chooses the GPUs inside the chosen node, its search ordered by the policy's device
+    preference (Policy.device_keys, through the allocator's hook); the replay stops if they differ from the
+    GPUs the policy's view expects."""
 
     def __init__(
         self, nodes: Sequence[TraceNode], *, shares: bool = True, use_allocator: bool = True
@@ -135,25 +159,13 @@ class ReplayCluster:
         self.node_objs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Node"}
         self.index = AllocatorIndex(classes, slices, self.features)
         self.state = AllocatedState()
-        self.uuids: dict[str, list[str]] = {}
-        # The pin: each node's GPUs by PCI bus id when those are unique on the node (they repeat across
-        # nodes of one shape, so the allocator's CEL cache sees a few hundred expressions, not 6,000),
-        # else by uuid.
-        self.pins: dict[str, tuple[str, list[str]]] = {}
         self.device_index: dict[tuple[str, str], int] = {}  # (pool, device name) -> GPU index
         for s in slices:
-            node = s["spec"].get("nodeName", "")
             devs = [
                 d
                 for d in s["spec"]["devices"]
                 if (d.get("attributes") or {}).get("type", {}).get("string") == "gpu"
             ]
-            self.uuids[node] = [d["attributes"]["uuid"]["string"] for d in devs]
-            bus = [(d["attributes"].get(PCI_BUS_ID) or {}).get("string") for d in devs]
-            if all(bus) and len(set(bus)) == len(bus):
-                self.pins[node] = (PCI_BUS_ID, [str(b) for b in bus])
-            else:
-                self.pins[node] = ("uuid", self.uuids[node])
             for i, d in enumerate(devs):
                 self.device_index[(s["spec"]["pool"]["name"], d["name"])] = i
         self.views: list[GpuNodeView] = []
@@ -170,17 +182,18 @@ class ReplayCluster:
         self._share_seq += 1
         return str(uuid.UUID(int=self._share_seq, version=4))
 
-    def bind(self, idx: int, name: str, req: PodRequest, gpus: tuple[int, ...]) -> Binding:
+    def bind(
+        self, idx: int, name: str, req: PodRequest, gpus: tuple[int, ...], policy: Policy | None = None
+    ) -> Binding:
         view = self.views[idx]
         results: list[dict[str, Any]] = []
         if req.num_gpu and self.use_allocator:
-            attr, values = self.pins[view.name]
-            claim = claim_for(
-                name, req, pinned_uuids=[values[i] for i in gpus], shares=self.shares, pin_attribute=attr
-            )
+            claim = claim_for(name, req, shares=self.shares)
             assert claim is not None
+            keys = (policy or Policy()).device_keys(view, req, gpus)
+            prefer = _PolicyPreference(keys, self.device_index)
             t0 = time.perf_counter()
-            alloc = Allocator.from_index(self.index, self.state, share_id=self._share_id)
+            alloc = Allocator.from_index(self.index, self.state, share_id=self._share_id, prefer=prefer)
             out = alloc.allocate(self.node_objs[view.name], [claim])
             self.allocator_seconds += time.perf_counter() - t0
             self.allocator_calls += 1
@@ -380,7 +393,7 @@ def run_placement(
         got = placer.select(req)
         if got is not None:
             idx, gpus = got
-            cl.placed.append((tp.request, cl.bind(idx, tp.name, req, gpus)))
+            cl.placed.append((tp.request, cl.bind(idx, tp.name, req, gpus, policy)))
             alloc_sum += req.total_milli
             placed += 1
         arrived.append(a_sum)

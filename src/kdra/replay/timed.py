@@ -155,7 +155,7 @@ def run_timed(
             return False
         idx, gpus = got
         before = list(cluster.views[idx].gpu_free)
-        b = cluster.bind(idx, pods[i].name, reqs[i], gpus)
+        b = cluster.bind(idx, pods[i].name, reqs[i], gpus, policy)
         bound[i] = b
         allocated += reqs[i].total_milli
         busy_gpus += busy_delta(b, before, cluster.views[idx].gpu_free)

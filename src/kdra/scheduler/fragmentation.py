@@ -591,6 +591,13 @@ class Policy:
     def choose_random(self, view: GpuNodeView, pod: PodRequest, rng: random.Random) -> tuple[int, ...]:
         return best_fit_gpus(view, pod)
 
+    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[Any]:
+        """A sort key per GPU of the node (lower first) for the allocator's device-preference hook, such
+        that the allocator's first choice is `gpus`, the GPUs this policy chose: by default those first,
+        in order, then the rest by index. Policies that rank GPUs by a measure rank by it instead."""
+        rank = {g: k for k, g in enumerate(gpus)}
+        return [(0, rank[i]) if i in rank else (1, i) for i in range(len(view.gpu_free))]
+
 
 class RandomPolicy(Policy):
     """RandomScore + gpuSelMethod=random."""
@@ -710,14 +717,7 @@ class FGDPolicy(Policy):
         if pod.is_share:
             best = -1
             best_score = 0.0
-            seen: set[int] = set()
-            for i, f in enumerate(free):
-                if f < pod.gpu_milli or f in seen:
-                    continue
-                seen.add(f)  # GPUs with equal free capacity give equal states: the first one stands for all
-                after_gpus = list(free)
-                after_gpus[i] = f - pod.gpu_milli
-                s = self._gradient(before, fm.of(model, cpu, mem, after_gpus))
+            for i, s in self.share_gradients(view, pod).items():
                 if best < 0 or s > best_score:
                     best, best_score = i, s
             return best_score, ((best,) if best >= 0 else ())
@@ -726,6 +726,32 @@ class FGDPolicy(Policy):
         for i in gpus:
             after_gpus[i] -= pod.gpu_milli
         return self._gradient(before, fm.of(model, cpu, mem, after_gpus)), gpus
+
+    def share_gradients(self, view: GpuNodeView, pod: PodRequest) -> dict[int, float]:
+        """Per GPU the share fits, in index order: the node's score if the share went there."""
+        fm = self.measure
+        before = fm.node(view)
+        cpu = view.cpu_free - pod.cpu
+        mem = view.mem_free - pod.mem
+        free = view.gpu_free
+        out: dict[int, float] = {}
+        by_free: dict[int, float] = {}  # GPUs with equal free capacity give equal states
+        for i, f in enumerate(free):
+            if f < pod.gpu_milli:
+                continue
+            s = by_free.get(f)
+            if s is None:
+                after_gpus = list(free)
+                after_gpus[i] = f - pod.gpu_milli
+                s = by_free[f] = self._gradient(before, fm.of(view.model, cpu, mem, after_gpus))
+            out[i] = s
+        return out
+
+    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[Any]:
+        if not pod.is_share:
+            return super().device_keys(view, pod, gpus)
+        grads = self.share_gradients(view, pod)
+        return [(-grads[i], i) if i in grads else (math.inf, i) for i in range(len(view.gpu_free))]
 
 
 class CapacityFragMeasure(FragMeasure):
