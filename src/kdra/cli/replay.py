@@ -47,6 +47,12 @@ def register(subparsers: Any) -> None:
     )
     a.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or 42 (default: 42-51)")
     a.add_argument(
+        "--variant",
+        metavar="KIND[:SEED]",
+        help="replay a seeded variant of the pod list instead (kdra.replay.variants): fractional, "
+        "multi-gpu, gpu-model, cpu-heavy or mixed",
+    )
+    a.add_argument(
         "--inflate",
         type=float,
         default=1.3,
@@ -192,6 +198,11 @@ def run(args: argparse.Namespace) -> int:
     if args.processes is not None and args.processes < 1:
         raise InputError(f"--processes: Invalid value: {args.processes}: must be at least 1")
     trace = load_trace(args.nodes, args.pods)
+    if args.variant:
+        from kdra.replay.variants import make_variant, parse_variant
+
+        kind, vseed = parse_variant(args.variant)
+        trace = make_variant(trace, kind, vseed)
     cells = len(policies) * len(seeds)
     with _Progress(sys.stderr.isatty(), cells) as progress:
         exp = run_experiment(

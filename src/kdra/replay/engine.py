@@ -4,12 +4,12 @@ Per pod: every node is checked and scored by the policy on a cheap incremental v
 memory and milli-GPU per GPU; kdra.scheduler.fragmentation), the best node wins (ties to the first node
 in a seeded random node order, which is what reproduces the FGD artifact's figures: its scheduler fork
 renames nodes with a random prefix; `tie_break="random"` is upstream selectHost's uniform choice), and
-the pod's ResourceClaim is then allocated by kdra's
-structured allocator (kdra.allocator) on that node only, the GPUs chosen inside the node by the allocator
-with the policy as its device preference (the allocator's ordering hook: FGD and kdra rank the node's GPUs
-by the fragmentation gradient of putting the share there). The allocation result (device, shareID, consumedCapacity) is what the engine records; the view is updated
-from it. The view is the fast path that makes 1,213 nodes x 10,000 pods affordable; the allocator is the
-authority: if it refused what the view allowed, the replay would stop with an error.
+the pod's ResourceClaim is then allocated by kdra's structured allocator (kdra.allocator) on that node
+only, the GPUs inside the node chosen by the allocator with the policy as its device preference (the
+allocator's ordering hook: FGD and kdra rank the node's GPUs by the fragmentation gradient of putting the
+share there). The allocation result (device, shareID, consumedCapacity) is what the engine records; the
+view is updated from it. The view is the fast path that makes 1,213 nodes x 10,000 pods affordable; the
+allocator is the authority: if it refused what the view allowed, the replay would stop with an error.
 
 Scores are cached per pod shape (all pods with the same request share them) and re-evaluated only on
 nodes that changed since that shape was last scored, like the scheduler's per-signature cache.

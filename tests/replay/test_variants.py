@@ -1,0 +1,60 @@
+"""Trace variants (kdra.replay.variants): each moves the pod mix the way its name says, deterministically,
+keeps every pod placeable on the fleet, and replays through the allocator like the trace itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.errors import InputError
+from kdra.replay import run_placement
+from kdra.replay.trace import load_trace
+from kdra.replay.variants import VARIANTS, describe, make_variant, parse_variant
+from kdra.scheduler.fragmentation import make_policy
+
+
+def test_each_variant_moves_its_share_of_the_mix(small_trace_files: tuple[Path, Path]) -> None:
+    trace = load_trace(*small_trace_files)
+    base = describe(trace)
+    mixes = {k: describe(make_variant(trace, k, 3)) for k in VARIANTS}
+    assert mixes["fractional"]["share_pods_pct"] > base["share_pods_pct"] + 10
+    assert mixes["multi-gpu"]["multi_gpu_pods_pct"] > base["multi_gpu_pods_pct"] + 8
+    assert mixes["gpu-model"]["pinned_pods_pct"] > base["pinned_pods_pct"] + 20
+    assert mixes["cpu-heavy"]["cpu_cores_per_gpu"] > 1.5 * base["cpu_cores_per_gpu"]
+    m = mixes["mixed"]
+    assert m["share_pods_pct"] > base["share_pods_pct"] and m["pinned_pods_pct"] > 0
+    assert all(x["pods"] == base["pods"] for x in mixes.values())
+
+
+def test_variants_are_deterministic_and_seeded(small_trace_files: tuple[Path, Path]) -> None:
+    trace = load_trace(*small_trace_files)
+    a = make_variant(trace, "mixed", 5)
+    assert a.pods == make_variant(trace, "mixed", 5).pods
+    assert a.pods != make_variant(trace, "mixed", 6).pods
+    nodes = trace.nodes
+    for p in make_variant(trace, "gpu-model", 1).pods:  # a pinned pod still has a node of its model
+        r = p.request
+        if r.models:
+            assert any(n.model in r.models and n.gpus >= r.num_gpu and n.cpu >= r.cpu for n in nodes), p
+
+
+def test_a_variant_replays_through_the_allocator(small_trace_files: tuple[Path, Path]) -> None:
+    trace = make_variant(load_trace(*small_trace_files), "mixed", 2)
+    run = run_placement(trace, make_policy("kdra"), 42)
+    assert run.allocator_calls > 0 and 0 <= run.unallocated_at(100) < 30
+
+
+def test_variant_option_and_errors(
+    small_trace_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes, pods = small_trace_files
+    code = main(["replay", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
+                 "--variant", "cpu-heavy:4", "--no-allocator", "-o", "csv"])  # fmt: skip
+    assert code == 0 and "kdra" in capsys.readouterr().out
+    assert parse_variant("fractional") == ("fractional", 0)
+    with pytest.raises(InputError, match="supported values: fractional, multi-gpu"):
+        parse_variant("bigger")
+    with pytest.raises(InputError, match="the seed after ':' must be an integer"):
+        parse_variant("mixed:x")
