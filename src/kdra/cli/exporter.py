@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -54,6 +55,7 @@ def register(subparsers: Any) -> None:
         help="print the metrics once to stdout and exit (after the initial list, or at the end of the "
         "simulation) instead of serving them",
     )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (API requests)")
     add_serving_args(p)
     p.set_defaults(func=run)
 
@@ -65,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
 
     address = parse_listen(args.listen)
     options = serving_options(args)
+    verbose = getattr(args, "verbose", 0)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     if args.speed < 0:
         raise InputError(f"--speed: Invalid value: {args.speed}: must not be negative")
     state = FleetState()
@@ -111,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         kube_source = source
 
         def detail() -> str | None:
+            if kube_source.failed.is_set():  # listed once, but a watch (or relist) is refused: going stale
+                return f"forbidden: {kube_source.problem()}"
             if server.ready.is_set():
                 return None
             return f"waiting for the initial list ({kube_source.problem()})"

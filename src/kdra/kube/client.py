@@ -62,13 +62,18 @@ __all__ = ["KubeConfig"]
 Obj = dict[str, Any]
 
 # kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, what
-# deploy/ installs (RBAC, CRDs) and kdra's own scheduling CRDs (deploy/crds).
+# deploy/ installs (RBAC, CRDs, the Helm chart's workloads) and kdra's own scheduling CRDs (deploy/crds).
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
     "Pod": ("v1", "pods", True),
     "Event": ("v1", "events", True),
     "ServiceAccount": ("v1", "serviceaccounts", True),
+    "Service": ("v1", "services", True),
+    "ConfigMap": ("v1", "configmaps", True),
+    "Secret": ("v1", "secrets", True),
+    "Deployment": ("apps/v1", "deployments", True),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "DeviceClass": ("resource.k8s.io/v1", "deviceclasses", False),
     "ResourceSlice": ("resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims", True),

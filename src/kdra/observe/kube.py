@@ -46,6 +46,7 @@ class KubeSource:
         self.errors: dict[str, str] = {}
         self.failed = threading.Event()  # a required kind cannot be read with these credentials
         self._logged: dict[str, str] = {}
+        self._denied_kinds: set[str] = set()
         self.relists: dict[str, int] = {}
         self._listed: set[str] = set()
         self._stop = threading.Event()
@@ -82,11 +83,15 @@ class KubeSource:
                 if not rv:
                     items, rv = self.client.list_with_version(kind)
                     self.state.replace(kind, items)
+                    if kind in self._denied_kinds:
+                        self._allowed(kind)
                     self.relists[kind] = self.relists.get(kind, 0) + 1
                     self._mark_listed(kind)
                 for etype, obj in self.client.watch_stream(
                     kind, rv, timeout_seconds=WATCH_TIMEOUT, stop=self._stop
                 ):
+                    if kind in self._denied_kinds:
+                        self._allowed(kind)  # RBAC was fixed
                     new_rv = (obj.get("metadata") or {}).get("resourceVersion")
                     if new_rv:
                         rv = str(new_rv)
@@ -115,9 +120,16 @@ class KubeSource:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _allowed(self, kind: str) -> None:
+        self._denied_kinds.discard(kind)
+        self.errors.pop(kind, None)
+        if not self._denied_kinds - OPTIONAL_KINDS:
+            self.failed.clear()
+
     def _denied(self, kind: str, exc: Exception) -> None:
         status = getattr(exc, "status", None) or {}
         message = str(status.get("message") or exc)
+        self._denied_kinds.add(kind)
         self.errors[kind] = message
         if self._logged.get(kind) != message:
             self._logged[kind] = message

@@ -13,10 +13,14 @@ from kdra.observe.model import KINDS, FleetState
 
 
 def attach_store(state: FleetState, store: Store) -> Any:
-    """Load what the store holds, then follow its watch (events in write order)."""
-    for kind in KINDS:
+    """Load what the store holds, then follow its watch (events in write order). A store that informs
+    only some kinds (a scheduler's KubeStore: no Queues) gives only those: reading another would be an
+    API request the scheduler's RBAC need not allow."""
+    informed = getattr(store, "kinds", None)
+    kinds = tuple(k for k in KINDS if informed is None or k in informed)
+    for kind in kinds:
         state.replace(kind, store.list(kind))
-    return store.watch(state.on_event, kinds=KINDS)
+    return store.watch(state.on_event, kinds=kinds)
 
 
 def attach_scheduler(state: FleetState, scheduler: Any) -> None:
