@@ -701,13 +701,21 @@ class KubeClient:
         }
         self.request("POST", resource_path("Pod", namespace, pod, "binding"), body)
 
-    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
-        """A bound token for a ServiceAccount (TokenRequest API)."""
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": seconds},
-        }
+    def service_account_token(
+        self, namespace: str, name: str, seconds: int = 3600, bound_to: Obj | None = None
+    ) -> str:
+        """A bound token for a ServiceAccount (TokenRequest API); `bound_to` (a Secret or Pod) makes it
+        invalid once that object is deleted."""
+        spec: Obj = {"expirationSeconds": seconds}
+        if bound_to is not None:
+            md = bound_to["metadata"]
+            spec["boundObjectRef"] = {
+                "apiVersion": bound_to.get("apiVersion", "v1"),
+                "kind": bound_to["kind"],
+                "name": md["name"],
+                "uid": md["uid"],
+            }
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
         path = resource_path("ServiceAccount", namespace, name, "token")
         result: Obj = self.request("POST", path, body)
         return str(result["status"]["token"])
