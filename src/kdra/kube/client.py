@@ -223,6 +223,10 @@ def is_namespaced(kind: str) -> bool:
     return RESOURCES[kind][2] if kind in RESOURCES else True
 
 
+# A kept-alive connection idle this long is replaced before use: the API server closes idle ones after
+# ~90 s, and client-go's transport retires them (IdleConnTimeout) before that too.
+IDLE_CONNECTION_SECONDS = 30.0
+
 # -- the client -----------------------------------------------------------------------------------------
 
 _CONTENT_TYPES = {
@@ -341,7 +345,7 @@ class KubeClient:
         timeout: float = 30.0,
         retries: int = 3,
         user_agent: str = "kdra",
-        idle_timeout: float = 60.0,
+        idle_timeout: float | None = None,
     ) -> None:
         self.config = config
         url = urllib.parse.urlsplit(config.server)
@@ -351,7 +355,7 @@ class KubeClient:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.retries = retries
-        self.idle_timeout = idle_timeout
+        self.idle_timeout = idle_timeout  # None: IDLE_CONNECTION_SECONDS
         self.user_agent = user_agent
         self.limiter = TokenBucket(qps, burst)
         self.credentials = config.credentials()
@@ -436,8 +440,9 @@ class KubeClient:
         st = self._local
         conn: http.client.HTTPConnection | None = getattr(st, "conn", None)
         if conn is not None and conn.sock is not None:
+            idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
             stale = (
-                time.monotonic() - st.used_at > self.idle_timeout
+                time.monotonic() - st.used_at > idle
                 or st.generation != self.credentials.generation
                 or _dropped(conn)
             )
