@@ -137,3 +137,36 @@ def test_health_checks_list_what_fails() -> None:
     assert not ok and body == b"[-]informer-sync failed: waiting for the lists\nreadyz check failed\n"
     state["synced"] = True
     assert checks.run("readyz", verbose=True) == (True, b"[+]informer-sync ok\nreadyz check passed\n")
+
+
+def test_scheduler_endpoint_is_ready_as_standby_and_once_synced() -> None:
+    from types import SimpleNamespace
+
+    from kdra.cluster.store import MemoryStore
+    from kdra.observe.sources import SchedulerEndpoint
+
+    ep = SchedulerEndpoint(("127.0.0.1", 0))
+    base = ep.url.replace("/metrics", "")
+    try:
+        ep.role = "starting"
+        assert get(base + "/readyz")[0] == 503
+        ep.role = "standby"  # waiting for the lease: Ready, so a rollout and the PDB count it
+        assert get(base + "/readyz?verbose") == (
+            200,
+            b"[+]ready ok\n[+]informer-sync ok\n[+]shutdown ok\nreadyz check passed\n",
+        )
+        ep.elector = SimpleNamespace(lost=False)
+        ep.role = "starting"
+        ep.attach(MemoryStore(), SimpleNamespace(attempt_observers=[]))
+        assert get(base + "/readyz")[0] == 200 and get(base + "/healthz") == (200, b"ok\n")
+        ep.elector.lost = True
+        status, body = get(base + "/healthz")
+        assert status == 503 and b"[-]leader-election failed: the leader lease was lost" in body
+        ep.elector.lost = False
+        ep.stall_after = 0.0
+        time.sleep(0.05)
+        assert b"[-]scheduling-loop failed" in get(base + "/livez")[1]
+    finally:
+        ep.shutdown()
+        ep.server_close()
+    assert ep.stopping
