@@ -135,4 +135,5 @@ def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
     assert k.rare == [giant]
     assert k.epoch() is True  # one idle host left: protected
     assert k.score(big, small)[0] < k.score(others[0], small)[0]
-    assert KdraPolicy().epoch() is None
+    assert KdraPolicy(protect_rare=False).epoch() is None
+    assert KdraPolicy().protect_rare  # the default (docs/replay.md: variants)
