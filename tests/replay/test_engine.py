@@ -135,3 +135,19 @@ def test_cli_table_csv_report_and_errors(
     assert "--policy: Unsupported value: 'nope'" in capsys.readouterr().err
     assert main([*args[:-4], "--seeds", "9-3"]) == 2
     assert main(["replay", "alibaba", "--pods", str(tmp_path / "missing.csv")]) == 2
+
+
+def test_the_allocator_takes_the_gpus_the_policy_ranks_first(small_trace_files: tuple[Path, Path]) -> None:
+    """Replay's GPU inside the node is the allocator's choice, ordered by Policy.device_keys: a share the
+    policy sends to the last GPU lands there (upstream's first fit would take GPU 0)."""
+    from kdra.scheduler.fragmentation import PodRequest, Policy
+
+    trace = load_trace(*small_trace_files)
+    cluster = ReplayCluster(trace.nodes)
+    idx = next(i for i, v in enumerate(cluster.views) if len(v.gpu_free) >= 2)
+    last = len(cluster.views[idx].gpu_free) - 1
+    req = PodRequest(cpu=1000, mem=1024, num_gpu=1, gpu_milli=250)
+    b = cluster.bind(idx, "p-last", req, (last,), Policy())
+    assert [cluster.device_index[(r["pool"], r["device"])] for r in b.results] == [last]
+    b0 = cluster.bind(idx, "p-first", req, (0,), Policy())
+    assert [cluster.device_index[(r["pool"], r["device"])] for r in b0.results] == [0]

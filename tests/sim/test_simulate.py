@@ -140,3 +140,31 @@ def test_bad_fleet_file_is_named(tmp_path, capsys) -> None:  # type: ignore[no-u
     err = capsys.readouterr().err
     assert "spec.pools[0].accelerator.model" in err and "H999" in err
     assert main(["simulate", "--seed", "-1"]) == 2
+
+
+def test_device_preference_records_what_decided_and_keeps_every_pod_placed() -> None:
+    """`kdra simulate --device-preference fragmentation` on the MIG-heavy example: the same pods are placed
+    as under first fit (or more), and each placement in -o json carries the policy and both scores."""
+    from pathlib import Path
+
+    import yaml
+
+    from kdra.scheduler.scheduler import SchedulerConfig
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "simulate"
+    docs = list(yaml.safe_load_all((root / "mig-heavy.yaml").read_text()))
+    docs[0]["spec"]["duration"] = "12h"
+    wl = build_workload(docs, name="mig-heavy-12h", seed=0)
+    fleet = str(root / "mig-fleet.yaml")
+    first = simulate(fleet, wl, ("dra",), 0)
+    pref = simulate(fleet, wl, ("dra",), 0, SchedulerConfig(device_preference="fragmentation"))
+    assert pref.modes["dra"].metrics["pods_scheduled"] >= first.modes["dra"].metrics["pods_scheduled"] > 0
+    doc = json.loads(to_json(pref))
+    choices = [p["devicePreference"] for p in doc["modes"]["dra"]["placements"] if "devicePreference" in p]
+    assert choices and all(c["policy"] == "fragmentation" for c in choices)
+    assert {c["decidedBy"] for c in choices} <= {"preference", "rules"}
+    assert any(c["decidedBy"] == "preference" for c in choices)
+    for c in choices:
+        if c["decidedBy"] == "preference":
+            assert c["chosen"]["devices"] != c["firstFit"]["devices"]
+    assert "devicePreference" not in json.dumps(json.loads(to_json(first)))
