@@ -84,6 +84,33 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
+    # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
+    # object on the cluster sets these too (its fields win over the flags).
+    s.add_argument(
+        "--placement",
+        choices=("upstream", "binpack", "spread", "fragmentation"),
+        default="upstream",
+        help="where devices go among nodes that fit (default upstream: NodeResourcesFit, first fitting)",
+    )
+    s.add_argument(
+        "--gang-timeout", type=float, default=None, metavar="S", help="default scheduleTimeout of gangs"
+    )
+    s.add_argument(
+        "--stale-gang-grace",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="evict a gang running below its minimum for S seconds, to place it again whole (default 60)",
+    )
+    s.add_argument(
+        "--preemption-wait",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="how long a preemptor's binding waits for its victims' devices (default 120)",
+    )
+    s.add_argument("--no-reclaim", action="store_true", help="do not reclaim across queues")
+    s.add_argument("--no-preempt", action="store_true", help="do not preempt lower-priority jobs")
     s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -127,9 +154,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
     from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.store import SCHEDULER_KINDS, KubeStore
+    from kdra.kube.session import KubeEvictor, KubeStatusWriter
+    from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES, KubeStore
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.scheduler.session import GangQueueOptions, GangQueues
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
@@ -173,14 +202,37 @@ def _scheduler(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(0.1)
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
-    store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
-    sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
+    for flag, value in (
+        ("--stale-gang-grace", args.stale_gang_grace),
+        ("--preemption-wait", args.preemption_wait),
+    ):
+        if value < 0:
+            raise InputError(f"{flag} must not be negative")
+    store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=args.resync).start()
+    # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
+    options = GangQueueOptions(
+        placement=args.placement,
+        gang_timeout=args.gang_timeout,
+        reclaim=not args.no_reclaim,
+        preempt=not args.no_preempt,
+        stale_gang_grace=args.stale_gang_grace,
+    )
+    gq = GangQueues(
+        store,
+        options,
+        evictor=KubeEvictor(store, args.scheduler_name, identity),
+        status=KubeStatusWriter(store, args.scheduler_name, identity),
+    )
+    sched = KubeScheduler(store, gq.config(config), identity=identity, bind_workers=args.bind_workers)
+    sched.victim_wait = args.preemption_wait
     metrics = None
+    groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
-        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
+        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
+        f"{gq.options.placement}; gangs from {groups})",
         file=sys.stderr,
         flush=True,
     )

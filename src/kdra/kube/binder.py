@@ -6,6 +6,14 @@ reservedFor, then pods/binding), which `BindJob.run` does on a worker thread wit
 store, no cache), so the loop can schedule the next pods meanwhile. The loop applies the outcome: the
 written claims go into the cache; a failure un-assumes the claims that were not written and the pod,
 and the pod is tried again.
+
+A gang binds as one `GroupBindJob`, in two phases, because the API has no transactions: first every
+member's claims are written (allocation and reservedFor: from then on the devices are held in the API for
+the gang), then every member is bound. A failure in the first phase rolls back what it wrote (the claims
+are unreserved and deallocated again), so no member runs and nothing is held. A failure in the second
+phase leaves the unbound members' claims allocated and reserved for them: their retry lands on the same
+nodes and completes the gang; a member that is gone cannot, and the scheduling session evicts the gang
+whole once it has run below its minimum for the stale-gang grace period (kdra.scheduler.session).
 """
 
 from __future__ import annotations
@@ -32,25 +40,95 @@ class BindJob:
     error: str = ""
     gone: bool = False  # the pod no longer exists or is bound elsewhere: do not retry it
     scheduled_event: Obj | None = None  # posted after binding (kube-scheduler's "Scheduled" Event)
+    allocated_uids: set[str] = field(default_factory=set)  # claims this job allocated (not only reserved)
+    rolled_back: bool = False
 
     def run(self, client: KubeClient) -> BindJob:
-        ref = {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
+        if self.write_claims(client):
+            self.bind_pod(client)
+        return self
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
+
+    def _guard(self, step: Any) -> bool:
         try:
-            for claim, alloc in self.allocate:
-                self.written.append(self._allocate(client, claim, alloc, ref))
-            for claim in self.reserve:
-                self.written.append(self._reserve(client, claim, ref))
-            self._bind(client)
-            if self.scheduled_event is not None and not self.error:
-                with contextlib.suppress(StoreError):  # an Event is best effort
-                    client.create(self.scheduled_event)
+            step()
         except NotFoundError as e:
             self.error, self.gone = str(e), True
         except StoreError as e:
             self.error = str(e)
         except Exception as e:  # a worker must always report back
             self.error = f"{type(e).__name__}: {e}"
-        return self
+        return not self.error
+
+    def write_claims(self, client: KubeClient) -> bool:
+        """Phase one: the claims' finalizer, allocation and reservedFor. False (and `error`) on failure."""
+        ref = self.ref
+
+        def step() -> None:
+            for claim, alloc in self.allocate:
+                self.written.append(self._allocate(client, claim, alloc, ref))
+                self.allocated_uids.add(claim["metadata"].get("uid", ""))
+            for claim in self.reserve:
+                self.written.append(self._reserve(client, claim, ref))
+
+        return self._guard(step)
+
+    def bind_pod(self, client: KubeClient) -> bool:
+        """Phase two: pods/binding, then the Scheduled Event."""
+
+        def step() -> None:
+            self._bind(client)
+            if self.scheduled_event is not None and not self.error:
+                with contextlib.suppress(StoreError):  # an Event is best effort
+                    client.create(self.scheduled_event)
+
+        return self._guard(step)
+
+    def rollback(self, client: KubeClient) -> None:
+        """Undo phase one: take the pod out of the claims it reserved, deallocate those it allocated and
+        nobody else reserves, and drop their delete-protection finalizer. `written` then holds the claims
+        as left (for the cache). Best effort: a claim that cannot be rolled back stays reserved for a pod
+        that is pending again, and the session releases it when the gang still cannot be placed."""
+        uid = self.pi.uid
+        out = []
+        for claim in self.written:
+            meta = claim["metadata"]
+            mine = meta.get("uid", "") in self.allocated_uids
+
+            def status(cur: Obj, mine: bool = mine) -> Obj | None:
+                st = dict(cur.get("status") or {})
+                rf = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
+                if len(rf) == len(st.get("reservedFor") or []):
+                    return None
+                upd = copy_for_update(cur)
+                st["reservedFor"] = rf
+                if not rf:
+                    st.pop("reservedFor")
+                    if mine:
+                        st.pop("allocation", None)
+                upd["status"] = st
+                return client.update(
+                    dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status"
+                )
+
+            def finalizer(cur: Obj) -> Obj | None:
+                fins = cur["metadata"].get("finalizers") or []
+                if (cur.get("status") or {}).get("allocation") or DELETE_PROTECTION_FINALIZER not in fins:
+                    return None
+                upd = copy_for_update(cur)
+                upd["metadata"]["finalizers"] = [f for f in fins if f != DELETE_PROTECTION_FINALIZER]
+                return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
+
+            try:
+                cur = self._retry(client, claim, status)
+                out.append(self._retry(client, cur, finalizer))
+            except StoreError:
+                out.append(claim)
+        self.written = out
+        self.rolled_back = True
 
     @staticmethod
     def _retry(client: KubeClient, claim: Obj, write: Any) -> Obj:
@@ -124,3 +202,31 @@ class BindJob:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+@dataclass
+class GroupBindJob:
+    """The binding cycles of a gang's members, in two phases (see the module docstring)."""
+
+    jobs: list[BindJob]
+    error: str = ""  # phase one failed: nothing is bound, what was written is rolled back
+
+    def run(self, client: KubeClient) -> GroupBindJob:
+        try:
+            for job in self.jobs:
+                if not job.write_claims(client):
+                    self.error = f"member {job.pi.key}: {job.error}"
+                    break
+            if self.error:
+                for job in self.jobs:
+                    job.rollback(client)
+                    if not job.error:
+                        job.error = f"gang binding rolled back: {self.error}"
+                return self
+            for job in self.jobs:
+                job.bind_pod(client)
+        except Exception as e:  # a worker must always report back
+            self.error = f"{type(e).__name__}: {e}"
+            for job in self.jobs:
+                job.error = job.error or self.error
+        return self

@@ -24,17 +24,19 @@ import socket
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+from kdra.cluster.clock import WallClock
 from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
-from kdra.kube.binder import BindJob
+from kdra.kube.binder import BindJob, GroupBindJob
 from kdra.kube.client import UnavailableError
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduler import AllocateAction, BindGroup, CycleResult, Scheduler, SchedulerConfig
 
 log = logging.getLogger("kdra.kube.scheduler")
 
@@ -83,6 +85,17 @@ class _BindFailed(Exception):
     pass
 
 
+@dataclass
+class _Parked:
+    """Binds waiting until the claims in `waits` (uid -> namespace, name) no longer hold their devices."""
+
+    unit: BindJob | GroupBindJob
+    jobs: list[BindJob]
+    waits: dict[str, tuple[str, str]]
+    deadline: float
+    name: str
+
+
 class KubeDynamicResources(DynamicResources):
     """DynamicResources whose PreBind, with asynchronous binding, only records what to write (the
     binding cycle writes it, kdra.kube.binder) and otherwise reports API errors as an error status."""
@@ -96,7 +109,7 @@ class KubeDynamicResources(DynamicResources):
             (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
             for c, _ in allocs
         )
-        if sched is not None and sched.bind_workers and not special:
+        if sched is not None and (sched.bind_workers or sched._group is not None) and not special:
             pc = state[STATE_KEY]
             reserve = [c for c in pc.allocated if not reserved_for_pod(c, pi.uid)]
             sched._deferred[pi.uid] = (allocs, reserve)
@@ -132,13 +145,26 @@ class KubeScheduler(Scheduler):
         self.bind_timeout = bind_timeout
         self.events_posted = 0
         self._event_text: dict[str, str] = {}
+        # The binder seam's group commits (kdra.scheduler.scheduler.BindGroup): binds decided while a group
+        # is open, and groups parked until devices they take are no longer allocated to other claims.
+        self._group_jobs: list[BindJob] = []
+        self.parked: list[_Parked] = []
+        self.victim_wait = 120.0  # seconds a preemptor waits for its victims' devices before retrying
+        self.group_binds = 0
+        self._holders: dict[tuple[str, str, str], set[str]] = {}  # device -> claims allocated it in the API
+        self._claim_devices: dict[str, tuple[tuple[str, str], list[tuple[str, str, str]]]] = {}
+        cfg = config or SchedulerConfig()
         super().__init__(
             store,
-            config,
-            actions=[AllocateAction(max_pods=batch)],
+            cfg,
+            # The session's actions when the config has them (gangs, queues...), else kube-scheduler's loop.
+            actions=None if cfg.actions is not None else [AllocateAction(max_pods=batch)],
             run_controllers=False,
-            clock=time.time,
+            clock=WallClock(),
         )
+        self.cache.listeners.append(self._on_cache_event)
+        for claim in list(self.cache.claims.values()):
+            self._index_claim(claim)
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
@@ -177,7 +203,7 @@ class KubeScheduler(Scheduler):
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         deferred = self._deferred.pop(pi.uid, None)
-        if deferred is not None and self._pool is not None:
+        if deferred is not None and (self._pool is not None or self._group is not None):
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
             job.scheduled_event = pod_event(
                 pi.pod,
@@ -188,13 +214,10 @@ class KubeScheduler(Scheduler):
                 self.identity,
             )
             self.inflight[pi.uid] = job
-            fut = self._pool.submit(job.run, self.kstore.client)
-            done = self._done
-
-            def report(_f: Any, job: BindJob = job) -> None:
-                done.put(job)
-
-            fut.add_done_callback(report)
+            if self._group is not None:
+                self._group_jobs.append(job)  # committed with its group (_commit_group)
+                return
+            self._submit(job)
             return
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
@@ -269,40 +292,160 @@ class KubeScheduler(Scheduler):
         )
         self.events_posted += 1
 
+    def _submit(self, unit: BindJob | GroupBindJob) -> None:
+        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one."""
+        done = self._done
+        if self._pool is None:
+            done.put(unit.run(self.kstore.client))  # type: ignore[arg-type]
+            return
+        fut = self._pool.submit(unit.run, self.kstore.client)
+
+        def report(_f: Any, unit: BindJob | GroupBindJob = unit) -> None:
+            done.put(unit)  # type: ignore[arg-type]
+
+        fut.add_done_callback(report)
+
+    def _commit_group(self, group: BindGroup) -> None:
+        """Binds decided in the group: cancelled (forgotten, pods retried), parked until the devices they
+        take are no longer allocated to other claims in the API (a preemptor waits for its victims, with
+        status.nominatedNodeName), or submitted as one job (a gang: two-phase, kdra.kube.binder)."""
+        jobs, self._group_jobs = self._group_jobs, []
+        if not jobs:
+            return
+        if group.cancelled:
+            for job in jobs:
+                job.error = f"binding cancelled: {group.cancelled}"
+                self._finish_one(job, time.time())
+            return
+        unit: BindJob | GroupBindJob = jobs[0] if len(jobs) == 1 else GroupBindJob(jobs)
+        if len(jobs) > 1:
+            self.group_binds += 1
+        waits = self._held_elsewhere(jobs)
+        if waits:
+            self.parked.append(_Parked(unit, jobs, waits, time.monotonic() + self.victim_wait, group.name))
+            self._nominate(jobs)
+            return
+        self._submit(unit)
+
+    def _held_elsewhere(self, jobs: list[BindJob]) -> dict[str, tuple[str, str]]:
+        """Claims still allocated, in the API, devices these binds are about to allocate: the binder holds
+        the devices for them (they stay assumed) and writes only once those claims are gone. A co-sharer of
+        a shareable device is only waited for when kdra counts it as released (an evicted victim's)."""
+        out: dict[str, tuple[str, str]] = {}
+        for job in jobs:
+            for claim, alloc in job.allocate:
+                own = claim["metadata"].get("uid", "")
+                for r in (alloc.get("devices") or {}).get("results") or []:
+                    if r.get("adminAccess"):
+                        continue
+                    key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                    for holder in self._holders.get(key, ()):
+                        if holder == own or (r.get("shareID") and holder not in self.dra.released):
+                            continue
+                        out[holder] = self._claim_devices[holder][0]
+        return out
+
+    def _on_cache_event(self, kind: str, ev: WatchEvent) -> None:
+        if kind == "ResourceClaim":
+            self._index_claim(ev.object, deleted=ev.type == "DELETED")
+
+    def _index_claim(self, claim: Obj, deleted: bool = False) -> None:
+        uid = claim["metadata"].get("uid", "")
+        old = self._claim_devices.pop(uid, None)
+        if old is not None:
+            for key in old[1]:
+                held = self._holders.get(key)
+                if held is not None:
+                    held.discard(uid)
+                    if not held:
+                        del self._holders[key]
+        alloc = (claim.get("status") or {}).get("allocation")
+        if deleted or not alloc:
+            return
+        keys = [
+            (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for r in (alloc.get("devices") or {}).get("results") or []
+            if not r.get("adminAccess")
+        ]
+        meta = claim["metadata"]
+        self._claim_devices[uid] = ((meta.get("namespace") or "default", meta.get("name", "")), keys)
+        for key in keys:
+            self._holders.setdefault(key, set()).add(uid)
+
+    def _nominate(self, jobs: list[BindJob]) -> None:
+        """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims."""
+        for job in jobs:
+            try:
+                self.kstore._written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        job.pi.name,
+                        {"status": {"nominatedNodeName": job.node}},
+                        job.pi.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            except StoreError as e:
+                log.info("nominating %s: %s", job.pi.key, e)
+
+    def release_parked(self) -> None:
+        """Submit parked groups whose devices are free in the API now; give up on those past the deadline."""
+        if not self.parked:
+            return
+        still = []
+        for p in self.parked:
+            if not any(uid in self._claim_devices for uid in p.waits):
+                log.info("binding %s: the devices it takes are released", p.name)
+                self._submit(p.unit)
+            elif time.monotonic() > p.deadline:
+                held = ", ".join(f"{ns}/{n}" for ns, n in sorted(p.waits.values()))
+                for job in p.jobs:
+                    job.error = f"claims {held} still hold the devices after {self.victim_wait:.0f}s"
+                    self._finish_one(job, time.time())
+            else:
+                still.append(p)
+        self.parked = still
+
     def finish_binds(self, now: float) -> int:
         """Apply what finished binding cycles did (loop thread)."""
         n = 0
         while True:
             try:
-                job = self._done.get_nowait()
+                unit = self._done.get_nowait()
             except queue.Empty:
                 return n
             n += 1
-            uid = job.pi.uid
-            self.inflight.pop(uid, None)
-            for obj in job.written:
-                self.kstore._written("ResourceClaim", obj)
-            if not job.error:
-                self._event_text.pop(uid, None)
-                continue
-            self.bind_failures += 1
-            log.warning("binding cycle of %s: %s", job.pi.key, job.error)
-            self.cache.forget(uid)
-            written = {o["metadata"].get("uid") for o in job.written}
-            for claim, _ in job.allocate:
-                cuid = claim["metadata"].get("uid", "")
-                if cuid not in written:
-                    self.dra.forget_assumed(cuid)
-            if job.gone:
-                continue
-            current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)
-            if current is None or (current.get("spec") or {}).get("nodeName"):
-                continue
-            if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
-                continue
-            pi = PodInfo(current)
-            self.queue.add(pi, now)
-            self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
+            for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                self._finish_one(job, now)
+
+    def _finish_one(self, job: BindJob, now: float) -> None:
+        uid = job.pi.uid
+        self.inflight.pop(uid, None)
+        for obj in job.written:
+            self.kstore._written("ResourceClaim", obj)
+        if not job.error:
+            self._event_text.pop(uid, None)
+            return
+        self.bind_failures += 1
+        log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+        self.cache.forget(uid)
+        self._unbound(uid)
+        for claim, _ in job.allocate:
+            cuid = claim["metadata"].get("uid", "")
+            if cuid not in self.dra.allocated:  # not written, or rolled back
+                self.dra.forget_assumed(cuid)
+        if job.gone:
+            return
+        current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)
+        if current is None or (current.get("spec") or {}).get("nodeName"):
+            return
+        if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
+            return
+        pi = PodInfo(current)
+        self.queue.add(pi, now)
+        self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
 
     def close(self, wait: bool = True) -> None:
         """Let running binding cycles finish."""
@@ -313,7 +456,7 @@ class KubeScheduler(Scheduler):
     # -- the loop --------------------------------------------------------------------------------------
     def next_timeout(self, now: float, ceiling: float = 1.0) -> float:
         """How long the loop may wait for events before scheduling again."""
-        if len(self.inflight) >= self.max_inflight:
+        if len(self.inflight) - sum(len(p.jobs) for p in self.parked) >= self.max_inflight:
             return min(ceiling, 0.02)
         if self.queue._active:
             return 0.0
@@ -327,10 +470,11 @@ class KubeScheduler(Scheduler):
         and run one batch of scheduling cycles."""
         now = time.time()
         self.finish_binds(now)
-        self.kstore.process_events(timeout=self.next_timeout(now, wait))
+        self.kstore.process_events(timeout=self.next_timeout(now, 0.2 if self.parked else wait))
         now = time.time()
+        self.release_parked()
         self.finish_binds(now)
-        if len(self.inflight) >= self.max_inflight:
+        if len(self.inflight) - sum(len(p.jobs) for p in self.parked) >= self.max_inflight:
             return []
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)

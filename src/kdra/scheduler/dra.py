@@ -85,6 +85,9 @@ class DraState:
         # claim uid -> claim dict with status.allocation
         self.allocated: dict[str, Obj] = {}
         self.assumed: dict[str, Obj] = {}  # in-flight: allocation decided, not yet written
+        # Claims of evicted victims: counted as released from the eviction on, although the API shows them
+        # allocated until their pods terminate and the controller manager deallocates or deletes them.
+        self.released: set[str] = set()
         self._ext_classes: dict[str, str] | None = None
         # Devices in use by allocated and assumed claims (exclusive ones in `state.dedicated`).
         self.state = AllocatedState()
@@ -206,6 +209,10 @@ class DraState:
         claim = ev.object
         uid = claim["metadata"].get("uid", "")
         has_alloc = ev.type != "DELETED" and bool((claim.get("status") or {}).get("allocation"))
+        if uid in self.released:
+            if has_alloc:
+                return  # still allocated in the API while its pod terminates: not counted again
+            self.released.discard(uid)
         prev = self.allocated.get(uid)
         if has_alloc:
             if prev is None:

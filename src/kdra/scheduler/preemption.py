@@ -158,9 +158,11 @@ class VirtualEviction:
                 if all(r.get("uid") in uids for r in rf) and claim not in self.claims:
                     self.claims.append(claim)
                     sched.dra.on_claim(WatchEvent("DELETED", "ResourceClaim", claim, None))
+                    sched.dra.released.add(claim["metadata"].get("uid", ""))
 
     def restore(self) -> None:
         for claim in self.claims:
+            self.sched.dra.released.discard(claim["metadata"].get("uid", ""))
             self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
         for pi, node in self.pods:
             self.sched.cache.assume(pi, node)
