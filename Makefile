@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus
+.PHONY: run test lint typecheck unit e2e bench venv prometheus kwok
 
 venv: $(VENV)/.installed
 
@@ -31,8 +31,12 @@ unit: venv
 # Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
 # cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
 # few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md.
-e2e: venv prometheus
+e2e: venv prometheus kwok
 	$(BIN)/pytest -p no:xdist -m e2e
+
+# KWOK v0.8.0 (the e2e test nodes' kubelet), built once into ~/.cache/kdra/kwok by hack/k8s/kwok/build.sh.
+kwok:
+	bash hack/k8s/kwok/build.sh >/dev/null
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:
