@@ -153,12 +153,11 @@ def register(subparsers: Any) -> None:
 def _scheduler(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
-    from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.session import KubeEvictor, KubeStatusWriter
-    from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES, KubeStore
+    from kdra.kube.scheduler import default_identity
+    from kdra.kube.session import start_session_scheduler
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
-    from kdra.scheduler.session import GangQueueOptions, GangQueues
+    from kdra.scheduler.session import GangQueueOptions
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
@@ -210,7 +209,6 @@ def _scheduler(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise InputError(f"{flag} must not be negative")
-    store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=args.resync).start()
     # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
     options = GangQueueOptions(
         placement=args.placement,
@@ -219,14 +217,15 @@ def _scheduler(args: argparse.Namespace) -> int:
         preempt=not args.no_preempt,
         stale_gang_grace=args.stale_gang_grace,
     )
-    gq = GangQueues(
-        store,
+    store, gq, sched = start_session_scheduler(
+        client,
+        config,
         options,
-        evictor=KubeEvictor(store, args.scheduler_name, identity),
-        status=KubeStatusWriter(store, args.scheduler_name, identity),
+        identity=identity,
+        bind_workers=args.bind_workers,
+        resync=args.resync,
+        preemption_wait=args.preemption_wait,
     )
-    sched = KubeScheduler(store, gq.config(config), identity=identity, bind_workers=args.bind_workers)
-    sched.victim_wait = args.preemption_wait
     metrics = None
     groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
     print(

@@ -41,6 +41,7 @@ class BindJob:
     gone: bool = False  # the pod no longer exists or is bound elsewhere: do not retry it
     scheduled_event: Obj | None = None  # posted after binding (kube-scheduler's "Scheduled" Event)
     allocated_uids: set[str] = field(default_factory=set)  # claims this job allocated (not only reserved)
+    finalized: list[Obj] = field(default_factory=list)  # claims it put the delete-protection finalizer on
     rolled_back: bool = False
 
     def run(self, client: KubeClient) -> BindJob:
@@ -69,8 +70,8 @@ class BindJob:
 
         def step() -> None:
             for claim, alloc in self.allocate:
-                self.written.append(self._allocate(client, claim, alloc, ref))
                 self.allocated_uids.add(claim["metadata"].get("uid", ""))
+                self.written.append(self._allocate(client, claim, alloc, ref))
             for claim in self.reserve:
                 self.written.append(self._reserve(client, claim, ref))
 
@@ -94,7 +95,9 @@ class BindJob:
         that is pending again, and the session releases it when the gang still cannot be placed."""
         uid = self.pi.uid
         out = []
-        for claim in self.written:
+        written = {c["metadata"].get("uid") for c in self.written}
+        half = [c for c in self.finalized if c["metadata"].get("uid") not in written]  # finalizer, no status
+        for claim in [*self.written, *half]:
             meta = claim["metadata"]
             mine = meta.get("uid", "") in self.allocated_uids
 
@@ -154,6 +157,7 @@ class BindJob:
             return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
 
         cur = self._retry(client, claim, finalizer)
+        self.finalized.append(cur)  # rolled back too if the status write below fails
 
         def status(cur: Obj) -> Obj | None:
             st = cur.get("status") or {}

@@ -591,29 +591,30 @@ class KubeClient:
             body["deleteOptions"] = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
         self.request("POST", resource_path("Pod", namespace, pod, "eviction"), body, retry_429=False)
 
-    def served_version(self, group: str, plural: str, prefer: tuple[str, ...] = ()) -> str | None:
+    def served_version(
+        self, group: str, plural: str, prefer: tuple[str, ...] = (), cache: dict[str, Any] | None = None
+    ) -> str | None:
         """The group/version under which the API server serves `plural` of `group` (discovery): its
         preferred version when that has the resource, else the first of `prefer`, else any; None when the
-        group or the resource is not served (a CRD that is not installed, a feature gate that is off)."""
-        try:
-            info = self.request("GET", f"/apis/{group}")
-        except NotFoundError:
-            return None
-        if not isinstance(info, dict):
+        group or the resource is not served (a CRD that is not installed, a feature gate that is off).
+        `cache` (a dict the caller keeps) shares the discovery documents between calls."""
+        cache = {} if cache is None else cache
+        if "/apis" not in cache:
+            cache["/apis"] = self.request("GET", "/apis")
+        info = next((g for g in (cache["/apis"] or {}).get("groups") or [] if g.get("name") == group), None)
+        if not info:
             return None
         versions = [str(v.get("version")) for v in info.get("versions") or [] if v.get("version")]
         preferred = str((info.get("preferredVersion") or {}).get("version") or "")
-        order = [v for v in (preferred, *prefer) if v in versions] + versions
-        seen: set[str] = set()
+        order = list(dict.fromkeys([v for v in (preferred, *prefer) if v in versions] + versions))
         for version in order:
-            if version in seen:
-                continue
-            seen.add(version)
-            try:
-                res = self.request("GET", f"/apis/{group}/{version}")
-            except NotFoundError:
-                continue
-            if any(r.get("name") == plural for r in (res or {}).get("resources") or []):
+            path = f"/apis/{group}/{version}"
+            if path not in cache:
+                try:
+                    cache[path] = self.request("GET", path)
+                except NotFoundError:
+                    cache[path] = {}
+            if any(r.get("name") == plural for r in (cache[path] or {}).get("resources") or []):
                 return f"{group}/{version}"
         return None
 

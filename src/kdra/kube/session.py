@@ -202,3 +202,35 @@ class KubeEvictor:
 def _reason(e: StoreError) -> str:
     msg = str((e.status or {}).get("message") or e)
     return msg
+
+
+def start_session_scheduler(
+    client: Any,
+    config: Any = None,
+    options: Any = None,
+    *,
+    identity: str | None = None,
+    bind_workers: int = 16,
+    resync: float = 0.0,
+    preemption_wait: float = 120.0,
+) -> tuple[KubeStore, Any, Any]:
+    """`kdra scheduler`'s stack: informers (the scheduler's kinds and the session's sources), the session
+    with the Kubernetes seams, and the KubeScheduler running its actions. Returns (store, session,
+    scheduler); the caller steps the scheduler and stops the store."""
+    from kdra.kube.scheduler import KubeScheduler, default_identity
+    from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES
+    from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.scheduler.session import GangQueues
+
+    config = config or SchedulerConfig(scheduler_name="kdra")
+    identity = identity or default_identity()
+    store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=resync).start()
+    gq = GangQueues(
+        store,
+        options,
+        evictor=KubeEvictor(store, config.scheduler_name, identity),
+        status=KubeStatusWriter(store, config.scheduler_name, identity),
+    )
+    sched = KubeScheduler(store, gq.config(config), identity=identity, bind_workers=bind_workers)
+    sched.victim_wait = preemption_wait
+    return store, gq, sched

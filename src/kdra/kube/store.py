@@ -264,8 +264,9 @@ class KubeStore(Store):
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> KubeStore:
         """List every source (filling the cache, no events delivered) and start watching from there."""
+        cache: dict[str, Any] = {}  # one discovery read for all sources
         for sid, src in self.sources.items():
-            api_version = self.discover(src) if src.optional else None
+            api_version = self.discover(src, cache) if src.optional else None
             rv = ""
             if api_version is not None or not src.optional:
                 items, rv = self.client.list_with_version(src.kind, api_version=api_version)
@@ -285,10 +286,10 @@ class KubeStore(Store):
             r.start()
         return self
 
-    def discover(self, src: Source) -> str | None:
+    def discover(self, src: Source, cache: dict[str, Any] | None = None) -> str | None:
         """The group/version the API server serves `src` in, or None."""
         try:
-            return self.client.served_version(src.api_group, src.plural, src.prefer)
+            return self.client.served_version(src.api_group, src.plural, src.prefer, cache)
         except StoreError as e:
             log.info("discovery of %s: %s", src.id, e)
             return None
