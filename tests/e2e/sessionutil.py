@@ -113,20 +113,17 @@ def gpu_fleet(kube: KubeClient, pools: Iterable[Mapping[str, Any]]) -> Iterator[
         f.delete()
 
 
-def gpu_template(name: str, namespace: str, count: int = 1, device_class: str = GPU_CLASS) -> Obj:
+def gpu_template(
+    name: str, namespace: str, count: int = 1, device_class: str = GPU_CLASS, selector: str | None = None
+) -> Obj:
+    req: Obj = {"deviceClassName": device_class, "count": count}
+    if selector:
+        req["selectors"] = [{"cel": {"expression": selector}}]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "spec": {
-                "devices": {
-                    "requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": device_class, "count": count}}
-                    ]
-                }
-            }
-        },
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": req}]}}},
     }
 
 
@@ -138,7 +135,7 @@ def gpu_pod(
     *,
     group: str | None = None,
     queue: str | None = None,
-    priority: int | None = None,
+    priority_class: str | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     scheduler: str = "kdra",
@@ -165,8 +162,8 @@ def gpu_pod(
         ],
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
     }
-    if priority is not None:
-        spec["priority"] = priority
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -286,3 +283,32 @@ def session_scheduler(cp: ControlPlane, log: Path, *extra: str) -> KdraProcess:
 def cleanup(kube: KubeClient, namespace: str) -> None:
     for p in kube.list("Pod", namespace):
         force_delete(kube, "Pod", p["metadata"]["name"], namespace)
+
+
+def priority_class(kube: KubeClient, name: str, value: int) -> str:
+    """A PriorityClass (cluster-wide, shared by the tests that use the same name)."""
+    with contextlib.suppress(AlreadyExistsError):
+        kube.create(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "preemptionPolicy": "PreemptLowerPriority",
+            }
+        )
+    return name
+
+
+def node_devices(kube: KubeClient, namespace: str) -> dict[str, int]:
+    """node -> devices allocated to the namespace's claims there."""
+    out: dict[str, int] = {}
+    for c in kube.list("ResourceClaim", namespace):
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            node = r["pool"]
+            out[node] = out.get(node, 0) + 1
+    return out
+
+
+TERMINATE_SLOWLY = {"pod-delete.stage.kwok.x-k8s.io/delay": "4s"}  # KWOK finishes the pod 4 s after delete

@@ -6,6 +6,7 @@ placements as `kdra simulate` on the same objects. Every test ends with the inde
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,16 +15,20 @@ from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane
 
 from .sessionutil import (
+    TERMINATE_SLOWLY,
     allocated_claims,
     bound,
     cleanup,
     condition,
     create_all,
+    devices_of,
     events_for,
     gpu_fleet,
     gpu_pod,
     gpu_template,
     pod_group,
+    priority_class,
+    queue,
     scheduled_message,
     session_scheduler,
     settled,
@@ -81,6 +86,275 @@ def test_gang_binds_all_together_or_waits_holding_nothing(
             assert pg["status"]["phase"] == "Scheduled" and pg["status"]["scheduled"] == 4
             assert len(allocated_claims(kube, namespace)) == 4
             assert not settled(kube, namespace)
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+
+
+def wait_for_claims(kube: KubeClient, namespace: str, n: int) -> None:
+    """Every pod's template claim exists (so the first session sees all pods, as a simulation does)."""
+    wait(
+        lambda: (
+            sum(
+                bool((p.get("status") or {}).get("resourceClaimStatuses"))
+                for p in kube.list("Pod", namespace)
+            )
+            >= n
+        ),
+        60,
+        f"claims of {n} pods",
+    )
+
+
+def per_queue(kube: KubeClient, namespace: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in bound(kube, namespace):
+        q = name.split("-", 1)[0]
+        out[q] = out.get(q, 0) + 1
+    return out
+
+
+def test_two_queues_share_a_fleet_three_to_one_and_say_so(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Weights 3:1 on 16 GPUs, 16 one-GPU pods each: 12 and 4, written to each Queue's status with why its
+    jobs wait. When queue a needs only 4, the fair share is recomputed and b gets 12."""
+    qa, qb = f"{namespace}-a", f"{namespace}-b"
+    gpus = "deviceclass/gpu.nvidia.com"
+    kube.create(queue(qa, resources={gpus: {"quota": 0, "overQuotaWeight": 3}}))
+    kube.create(queue(qb, resources={gpus: {"quota": 0, "overQuotaWeight": 1}}))
+    with gpu_fleet(kube, [{"name": "a", "count": 2, "accelerator": {"model": H100, "count": 8}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        create_all(
+            kube,
+            [gpu_pod(f"a-{i}", namespace, "one", fleet.prefix, queue=qa) for i in range(16)]
+            + [gpu_pod(f"b-{i}", namespace, "one", fleet.prefix, queue=qb) for i in range(16)],
+        )
+        wait_for_claims(kube, namespace, 32)
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            wait(lambda: per_queue(kube, namespace) == {"a": 12, "b": 4}, 90, "12 and 4 GPUs", log=proc.log)
+
+            def status_says(q: str, allocated: str, fair: str) -> bool:
+                st = kube.get("Queue", q).get("status") or {}
+                return (
+                    st.get("allocated", {}).get(gpus) == allocated
+                    and st.get("fairShare", {}).get(gpus) == fair
+                    and condition(kube.get("Queue", q), "JobsWaiting").get("status") == "True"
+                )
+
+            wait(lambda: status_says(qa, "12", "12") and status_says(qb, "4", "4"), 30, "the Queues' status")
+            st = kube.get("Queue", qb)["status"]
+            assert st["pendingJobs"] == 12 and condition(kube.get("Queue", qb), "JobsWaiting")["message"], st
+
+            # Queue a now needs only 4 GPUs: the fair share follows, b takes what a let go.
+            keep = {f"a-{i}" for i in sorted(int(n.split("-")[1]) for n in bound(kube, namespace, "a-"))[:4]}
+            for i in range(16):
+                if f"a-{i}" not in keep:
+                    kube.delete("Pod", f"a-{i}", namespace, missing_ok=True)
+            wait(lambda: per_queue(kube, namespace) == {"a": 4, "b": 12}, 90, "4 and 12 GPUs", log=proc.log)
+            wait(lambda: status_says(qb, "12", "12"), 30, "queue b's status")
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+            for q in (qa, qb):
+                kube.delete("Queue", q, missing_ok=True)
+
+
+def test_queue_under_its_deserved_quota_reclaims_from_one_over_it(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """b borrowed all 8 GPUs while a was idle; a (quota 4) arrives and reclaims 4: b's victims are evicted
+    through the Eviction API and terminate gracefully, a's pods wait for their devices (nominated), then
+    bind."""
+    qa, qb = f"{namespace}-a", f"{namespace}-b"
+    gpus = "deviceclass/gpu.nvidia.com"
+    kube.create(queue(qa, resources={gpus: {"quota": 4}}))
+    kube.create(queue(qb, resources={gpus: {"quota": 4}}))
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 8}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            slow = TERMINATE_SLOWLY
+            create_all(
+                kube,
+                [
+                    gpu_pod(f"b-{i}", namespace, "one", fleet.prefix, queue=qb, annotations=slow)
+                    for i in range(8)
+                ],
+            )
+            wait(lambda: per_queue(kube, namespace) == {"b": 8}, 60, "b on all 8 GPUs", log=proc.log)
+            create_all(kube, [gpu_pod(f"a-{i}", namespace, "one", fleet.prefix, queue=qa) for i in range(4)])
+            nominated = wait(
+                lambda: [
+                    p["status"]["nominatedNodeName"]
+                    for p in kube.list("Pod", namespace)
+                    if p["metadata"]["name"].startswith("a-")
+                    and (p.get("status") or {}).get("nominatedNodeName")
+                ],
+                60,
+                "a's pods nominated while b's victims terminate",
+                0.1,
+                proc.log,
+            )
+            assert set(nominated) == set(fleet.nodes)
+            wait(lambda: per_queue(kube, namespace) == {"a": 4, "b": 4}, 60, "4 and 4", log=proc.log)
+            victims = [
+                e
+                for e in kube.list("Event", namespace)
+                if e["reason"] == "Preempted" and "reclaimed by queue" in e["message"]
+            ]
+            assert len({e["involvedObject"]["name"] for e in victims}) == 4, victims
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+            for q in (qa, qb):
+                kube.delete("Queue", q, missing_ok=True)
+
+
+def test_higher_priority_pods_preempt_pods_holding_mig_partitions_and_whole_gpus(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """An A100 in dynamic MIG mode, a low-priority pod on a 3g.20gb partition; an H100, a low-priority pod
+    on the whole GPU. High-priority pods asking for the whole A100 (7g.40gb) and the H100 preempt them;
+    while the victims terminate (slowly), a new pod asking for a 1g.5gb partition must not get what is
+    being freed, and afterwards it says why it waits."""
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    pools = [
+        {
+            "name": "a100",
+            "count": 1,
+            "accelerator": {"model": "A100-40GB", "count": 1, "mig": {"mode": "dynamic"}},
+        },
+        {"name": "h100", "count": 1, "accelerator": {"model": H100, "count": 1}},
+    ]
+    profile = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+    with gpu_fleet(kube, pools) as fleet:
+        a100, h100 = fleet.nodes
+        kube.create(gpu_template("whole", namespace, 1))
+        for name, prof in (("mig7g", "7g.40gb"), ("mig3g", "3g.20gb"), ("mig1g", "1g.5gb")):
+            kube.create(gpu_template(name, namespace, 1, "mig.nvidia.com", profile.format(prof)))
+        slow = TERMINATE_SLOWLY
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            create_all(
+                kube,
+                [
+                    gpu_pod(
+                        "low-whole", namespace, "whole", fleet.prefix, priority_class=low, annotations=slow
+                    ),
+                    gpu_pod(
+                        "low-mig", namespace, "mig3g", fleet.prefix, priority_class=low, annotations=slow
+                    ),
+                ],
+            )
+            wait(
+                lambda: bound(kube, namespace) == {"low-whole": h100, "low-mig": a100},
+                60,
+                "the low-priority pods bound",
+                log=proc.log,
+            )
+            create_all(
+                kube,
+                [
+                    gpu_pod("high-mig", namespace, "mig7g", fleet.prefix, priority_class=high),
+                    gpu_pod("high-whole", namespace, "whole", fleet.prefix, priority_class=high),
+                ],
+            )
+
+            def nominated() -> dict[str, str]:
+                return {
+                    p["metadata"]["name"]: p["status"]["nominatedNodeName"]
+                    for p in kube.list("Pod", namespace)
+                    if (p.get("status") or {}).get("nominatedNodeName")
+                }
+
+            wait(
+                lambda: nominated() == {"high-mig": a100, "high-whole": h100},
+                60,
+                "the preemptors nominated",
+                0.1,
+                proc.log,
+            )
+            kube.create(gpu_pod("late", namespace, "mig1g", fleet.prefix, priority_class=low))
+            deadline = time.monotonic() + 60
+            while set(bound(kube, namespace)) != {"high-mig", "high-whole"}:
+                assert "late" not in bound(kube, namespace), "the late pod took devices freed for a preemptor"
+                assert time.monotonic() < deadline, proc.log()
+                time.sleep(0.1)
+            devs = devices_of(kube, namespace)
+            assert devs["high-whole"] == [f"{h100}/gpu-0"], devs
+            assert len(devs["high-mig"]) == 1 and "mig-7g40gb" in devs["high-mig"][0], devs
+            for victim in ("low-whole", "low-mig"):
+                ev = events_for(kube, namespace, victim, "Pod")
+                assert any(e["reason"] == "Preempted" and "preempted by pod" in e["message"] for e in ev), ev
+            wait(lambda: scheduled_message(kube, namespace, "late"), 30, "the late pod explained")
+            assert "late" not in bound(kube, namespace)
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+
+
+def test_pod_disruption_budget_blocks_the_eviction_and_the_preemptor_says_so(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 1}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "keep", "namespace": namespace},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
+            }
+        )
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            kube.create(
+                gpu_pod(
+                    "serving", namespace, "one", fleet.prefix, priority_class=low, labels={"app": "serving"}
+                )
+            )
+            wait(
+                lambda: bound(kube, namespace) == {"serving": fleet.nodes[0]},
+                60,
+                "the protected pod",
+                log=proc.log,
+            )
+            wait(
+                lambda: (
+                    (kube.get("PodDisruptionBudget", "keep", namespace).get("status") or {}).get(
+                        "currentHealthy"
+                    )
+                    == 1
+                ),
+                60,
+                "the budget to count the running pod",
+            )
+            kube.create(gpu_pod("high", namespace, "one", fleet.prefix, priority_class=high))
+            msg = wait(
+                lambda: (
+                    "disruption budget" in scheduled_message(kube, namespace, "high")
+                    and scheduled_message(kube, namespace, "high")
+                ),
+                60,
+                "the preemptor to say the budget protects its victim",
+                log=proc.log,
+            )
+            assert "eviction of pod" in msg and f"{namespace}/serving" in msg, msg
+            assert bound(kube, namespace) == {"serving": fleet.nodes[0]}
+            assert not condition(kube.get("Pod", "serving", namespace), "DisruptionTarget")
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
         finally:
             proc.stop()
             cleanup(kube, namespace)

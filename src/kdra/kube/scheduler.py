@@ -153,6 +153,7 @@ class KubeScheduler(Scheduler):
         self.group_binds = 0
         self._holders: dict[tuple[str, str, str], set[str]] = {}  # device -> claims allocated it in the API
         self._claim_devices: dict[str, tuple[tuple[str, str], list[tuple[str, str, str]]]] = {}
+        self._counter_sets: tuple[Any, dict[tuple[str, str, str], tuple[tuple[str, ...], ...]]] | None = None
         cfg = config or SchedulerConfig()
         super().__init__(
             store,
@@ -328,9 +329,12 @@ class KubeScheduler(Scheduler):
         self._submit(unit)
 
     def _held_elsewhere(self, jobs: list[BindJob]) -> dict[str, tuple[str, str]]:
-        """Claims still allocated, in the API, devices these binds are about to allocate: the binder holds
-        the devices for them (they stay assumed) and writes only once those claims are gone. A co-sharer of
-        a shareable device is only waited for when kdra counts it as released (an evicted victim's)."""
+        """Claims still allocated, in the API, what these binds are about to allocate: the binder holds it
+        for them (it stays assumed) and writes only once those claims are gone. "What" is physical: the
+        same device, or a device drawing on the same shared counters (a MIG partition and the whole GPU, or
+        another partition of it). Evicted victims' claims (which kdra already counts as released) are waited
+        for on both; another claim on the very same device only if it cannot be shared."""
+        mine: set[tuple[str, ...]] = set()
         out: dict[str, tuple[str, str]] = {}
         for job in jobs:
             for claim, alloc in job.allocate:
@@ -339,11 +343,29 @@ class KubeScheduler(Scheduler):
                     if r.get("adminAccess"):
                         continue
                     key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                    mine |= self._physical(key)
+                    if r.get("shareID"):
+                        continue
                     for holder in self._holders.get(key, ()):
-                        if holder == own or (r.get("shareID") and holder not in self.dra.released):
-                            continue
-                        out[holder] = self._claim_devices[holder][0]
+                        if holder != own:
+                            out[holder] = self._claim_devices[holder][0]
+        for uid in self.dra.released:
+            held = self._claim_devices.get(uid)
+            if held is not None and uid not in out and any(mine & self._physical(k) for k in held[1]):
+                out[uid] = held[0]
         return out
+
+    def _physical(self, key: tuple[str, str, str]) -> set[tuple[str, ...]]:
+        """A device and the counter sets it draws on, as comparable tokens."""
+        index = self.dra.index
+        if self._counter_sets is None or self._counter_sets[0] is not index:
+            table: dict[tuple[str, str, str], tuple[tuple[str, ...], ...]] = {}
+            for sl in index.slices:
+                for d in sl.devices:
+                    if d.consumes:
+                        table[d.key] = tuple(("counters", d.driver, d.pool, cs) for cs, _ in d.consumes)
+            self._counter_sets = (index, table)
+        return {("device", *key), *self._counter_sets[1].get(key, ())}
 
     def _on_cache_event(self, kind: str, ev: WatchEvent) -> None:
         if kind == "ResourceClaim":

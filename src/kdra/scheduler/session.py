@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.cluster.store import Obj, Store, WatchEvent
 from kdra.errors import InputError
+from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.framework import (
     EV_POD_DELETE,
     SUCCESS,
@@ -432,9 +433,8 @@ class GangQueues:
     def _pod_usage(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> Vector:
         assert self.sched is not None
         out = pod_core_usage(requests)
-        ctrl = self.sched.controller
         ns = pod["metadata"].get("namespace") or "default"
-        names = ctrl.claim_names(pod) if ctrl is not None else []
+        names = pod_claim_names(pod)
         assumed = self.sched.dra.assumed
         for name in names:
             claim = self.sched.cache.claims.get((ns, name))
@@ -699,11 +699,10 @@ class GangQueues:
         assert self.sched is not None
         if job.gang is None:
             return []
-        ctrl = self.sched.controller
         out: list[str] = []
         for m in job.members:
             held = []
-            for name in self._claim_names(m.pod) if ctrl is None else ctrl.claim_names(m.pod):
+            for name in pod_claim_names(m.pod):
                 claim = self.sched.cache.claims.get((m.namespace, name))
                 st = (claim or {}).get("status") or {}
                 rf = st.get("reservedFor") or []
@@ -717,17 +716,6 @@ class GangQueues:
             if held:
                 out.extend(f"{m.namespace}/{n}" for n in self.sched.release_claims(m, held))
         return out
-
-    @staticmethod
-    def _claim_names(pod: Mapping[str, Any]) -> list[str]:
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
-        names = []
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name, _ = pod_claim_name(pod, entry)
-            if name:
-                names.append(name)
-        return names
 
     def _time_out(self, job: Job, timeout: float, results: list[CycleResult]) -> None:
         assert self.sched is not None and job.gang is not None
@@ -1340,6 +1328,8 @@ class Preempt(_GQAction):
                     return True
                 if trials >= gq.options.max_victim_trials:
                     break
+        if trials == 0 and cands and self._preempt_on_a_node(job, session, cands):
+            return True
         if protected:
             prev = gq.reasons.get(job.key, "")
             note = (
@@ -1347,6 +1337,35 @@ class Preempt(_GQAction):
                 "are within preemptMinRuntime"
             )
             gq.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, session.results)
+        return False
+
+
+    def _preempt_on_a_node(self, job: Job, session: Session, cands: Sequence[RunningJob]) -> bool:
+        """When no set of victims covers the job's need class by class (a MIG partition and a full GPU are
+        different DeviceClasses of one physical GPU), look node by node, as kube-scheduler's
+        DefaultPreemption does: the fewest lowest-priority victims on one node whose removal lets the job
+        fit there. Single-pod jobs; a victim gang is evicted whole."""
+        gq = self.gq
+        assert gq.sched is not None
+        if job.gang is not None:
+            return False
+        assigned = gq.sched.cache.assigned
+        on_node: dict[str, list[RunningJob]] = {}
+        for v in cands:
+            for node in sorted({assigned[u] for u in v.pods if u in assigned}):
+                on_node.setdefault(node, []).append(v)
+        trials = 0
+        for node in sorted(on_node, key=lambda n: (len(on_node[n]), n)):
+            victims = on_node[node]  # already lowest priority, newest first
+            for k in range(1, len(victims) + 1):
+                if trials >= gq.options.max_victim_trials:
+                    return False
+                trials += 1
+                if gq.try_with_victims(
+                    job, victims[:k], f"preempted by {job.label} (priority {job.priority})", session.results
+                ):
+                    gq.reasons.pop(job.key, None)
+                    return True
         return False
 
 

@@ -5,7 +5,8 @@ and returns every violation of what must hold whatever crashed, paused or raced:
 
 - **double allocation**: no device is in two claims' results, unless the slice marks it
   `allowMultipleAllocations` and the shares' `consumedCapacity` stay within its capacity (results with
-  `adminAccess: true` do not count);
+  `adminAccess: true` do not count); and the devices allocated from a pool draw no more from its shared
+  counters (`sharedCounters`, e.g. a GPU's MIG partitions and the whole GPU) than the counter sets hold;
 - **bound pods hold their claims**: every pod bound to a node (and not terminal) has each of its claims
   allocated, reserved for it (`status.reservedFor` carries its uid) and allocated for its node
   (`status.allocation.nodeSelector` admits the node);
@@ -128,6 +129,53 @@ def double_allocations(
     return out
 
 
+def counter_overuse(
+    claims: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
+) -> list[Violation]:
+    """Allocated devices that together consume more of a pool's shared counters than it has."""
+    slices = list(slices)
+    have: dict[tuple[str, str, str, str], Quantity] = {}
+    draws: dict[tuple[str, str, str], list[tuple[str, str, Quantity]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for cs in spec.get("sharedCounters") or []:
+            for n, c in (cs.get("counters") or {}).items():
+                have[(driver, pool, cs.get("name", ""), n)] = Quantity.parse((c or {}).get("value", "0"))
+        for d in spec.get("devices") or []:
+            for cc in d.get("consumesCounters") or []:
+                for n, c in (cc.get("counters") or {}).items():
+                    draws.setdefault((driver, pool, d.get("name", "")), []).append(
+                        (cc.get("counterSet", ""), n, Quantity.parse((c or {}).get("value", "0")))
+                    )
+    if not have:
+        return []
+    used: dict[tuple[str, str, str, str], Quantity] = {}
+    who: dict[tuple[str, str, str, str], set[str]] = {}
+    for c in claims:
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            if r.get("adminAccess"):
+                continue
+            driver, pool = r.get("driver", ""), r.get("pool", "")
+            for cs, n, q in draws.get((driver, pool, r.get("device", "")), ()):
+                k = (driver, pool, cs, n)
+                used[k] = used.get(k, Quantity.parse(0)) + q
+                who.setdefault(k, set()).add(_name(c))
+    out = []
+    for k, total in sorted(used.items()):
+        limit = have.get(k)
+        if limit is not None and total > limit:
+            out.append(
+                Violation(
+                    "double-allocation",
+                    f"counter set {k[0]}/{k[1]}/{k[2]}",
+                    f"{k[3]}: devices allocated draw {total} of {limit} ({', '.join(sorted(who[k]))})",
+                )
+            )
+    return out
+
+
 def check_cluster(
     client: Lister,
     namespace: str | None = None,
@@ -143,7 +191,7 @@ def check_cluster(
     all_claims = ns_claims if namespace is None else client.list("ResourceClaim")
     slices = client.list("ResourceSlice")
     nodes = {n["metadata"]["name"]: n for n in client.list("Node")}
-    out = double_allocations(all_claims, slices)
+    out = double_allocations(all_claims, slices) + counter_overuse(all_claims, slices)
 
     live = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in pods}
     by_uid = {p["metadata"].get("uid"): p for p in pods}
