@@ -77,10 +77,9 @@ class GpuFleet:
         nodes = [o for o in objs if o["kind"] == "Node"]
 
         def node(o: Obj) -> None:
-            status = o.get("status")
-            created = self.kube.create({k: v for k, v in o.items() if k != "status"})
-            if status:
-                self.kube.patch("Node", created["metadata"]["name"], {"status": status}, subresource="status")
+            # With its status (capacity, Ready) in the create: KWOK initialises a node it first sees
+            # without them with its own defaults (1k CPUs).
+            self.kube.create(o)
 
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(node, nodes))

@@ -26,6 +26,7 @@ from .sessionutil import (
     gpu_fleet,
     gpu_pod,
     gpu_template,
+    node_devices,
     pod_group,
     priority_class,
     queue,
@@ -353,6 +354,97 @@ def test_pod_disruption_budget_blocks_the_eviction_and_the_preemptor_says_so(
             assert "eviction of pod" in msg and f"{namespace}/serving" in msg, msg
             assert bound(kube, namespace) == {"serving": fleet.nodes[0]}
             assert not condition(kube.get("Pod", "serving", namespace), "DisruptionTarget")
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+
+
+def test_required_rack_gangs_land_in_one_rack_each_and_a_third_says_why_it_waits(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Two racks of 2 nodes x 4 GPUs. Gangs of 4 x 2 GPUs that require one kdra.dev/rack: each takes a
+    whole rack (spread by upstream scoring they would straddle both); a third names the level that is full."""
+    pool = {
+        "name": "a",
+        "count": 4,
+        "topology": {"nodesPerRack": 2},
+        "accelerator": {"model": H100, "count": 4},
+    }
+    with gpu_fleet(kube, [pool]) as fleet:
+        racks = {
+            n["metadata"]["name"]: n["metadata"]["labels"]["kdra.dev/rack"]
+            for n in kube.list("Node")
+            if n["metadata"]["name"] in fleet.nodes
+        }
+        kube.create(gpu_template("two", namespace, 2))
+        for g in ("g1", "g2", "g3"):
+            kube.create(
+                pod_group(g, namespace, 4, topologyConstraint={"requiredTopologyLevel": "kdra.dev/rack"})
+            )
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            for g in ("g1", "g2"):
+                create_all(
+                    kube, [gpu_pod(f"{g}-{i}", namespace, "two", fleet.prefix, group=g) for i in range(4)]
+                )
+                wait(lambda g=g: len(bound(kube, namespace, f"{g}-")) == 4, 60, f"{g} bound", log=proc.log)
+            used = {g: {racks[n] for n in bound(kube, namespace, f"{g}-").values()} for g in ("g1", "g2")}
+            assert len(used["g1"]) == 1 and len(used["g2"]) == 1 and used["g1"] != used["g2"], used
+            create_all(
+                kube, [gpu_pod(f"g3-{i}", namespace, "two", fleet.prefix, group="g3") for i in range(4)]
+            )
+            msg = wait(lambda: scheduled_message(kube, namespace, "g3-0"), 60, "g3 explained", log=proc.log)
+            assert "no kdra.dev/rack has room for 4 members" in msg, msg
+            assert not bound(kube, namespace, "g3-")
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+
+
+def test_fragmentation_placement_keeps_an_8_gpu_node_whole_where_upstream_does_not(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Four 1-GPU pods on two 8-GPU nodes. Placement chosen by a SchedulingShard (fragmentation-aware, 8-GPU
+    jobs expected): one node stays whole. Placement `upstream` by flag: the pods spread, no node is whole."""
+    shard = {
+        "apiVersion": "kdra.dev/v1alpha1",
+        "kind": "SchedulingShard",
+        "metadata": {"name": f"{namespace}-shard"},
+        "spec": {"placementStrategy": {"gpu": "fragmentation"}, "fragmentationShapes": {"1": 3, "8": 1}},
+    }
+    with gpu_fleet(kube, [{"name": "a", "count": 2, "accelerator": {"model": H100, "count": 8}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(shard)
+        try:
+            proc = session_scheduler(control_plane, tmp_path / "frag.log")
+            try:
+                create_all(kube, [gpu_pod(f"f-{i}", namespace, "one", fleet.prefix) for i in range(4)])
+                wait(lambda: len(bound(kube, namespace, "f-")) == 4, 60, "4 pods bound", log=proc.log)
+                assert "placement fragmentation" in proc.log()
+                per_node = node_devices(kube, namespace)
+                assert sorted(per_node.values()) == [4], per_node  # the other node has all 8 free
+            finally:
+                proc.stop()
+        finally:
+            kube.delete("SchedulingShard", shard["metadata"]["name"], missing_ok=True)
+        for i in range(4):
+            kube.delete("Pod", f"f-{i}", namespace)
+        wait(
+            lambda: not kube.list("Pod", namespace) and not allocated_claims(kube, namespace),
+            60,
+            "the first pods gone (KWOK finishes them) and their claims released",
+        )
+        proc = session_scheduler(control_plane, tmp_path / "upstream.log", "--placement", "upstream")
+        try:
+            create_all(kube, [gpu_pod(f"u-{i}", namespace, "one", fleet.prefix) for i in range(4)])
+            wait(lambda: len(bound(kube, namespace, "u-")) == 4, 60, "4 pods bound", log=proc.log)
+            per_node = node_devices(kube, namespace)
+            assert "placement upstream" in proc.log(), proc.log()
+            assert len(per_node) == 2, (per_node, proc.log())  # both used: neither takes an 8-GPU job
             problems = settled(kube, namespace)
             assert not problems, [str(p) for p in problems]
         finally:
