@@ -6,16 +6,19 @@ placements as `kdra simulate` on the same objects. Every test ends with the inde
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
 import pytest
 
-from kdra.kube.client import KubeClient
+from kdra.cluster.store import AlreadyExistsError
+from kdra.kube.client import KubeClient, resource_path
 from kdra.testing.controlplane import ControlPlane
 
 from .sessionutil import (
     TERMINATE_SLOWLY,
+    GpuFleet,
     allocated_claims,
     bound,
     cleanup,
@@ -450,3 +453,289 @@ def test_fragmentation_placement_keeps_an_8_gpu_node_whole_where_upstream_does_n
         finally:
             proc.stop()
             cleanup(kube, namespace)
+
+
+def test_simulate_and_the_live_cluster_make_the_same_placements(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """One small deterministic workload (a queue, a gang that needs one rack, whole GPUs and MIG partitions)
+    through `kdra simulate`'s Simulation and through `kdra scheduler` on the live cluster: the same node and
+    the same devices for every pod."""
+    from kdra.sim.engine import DRA, Simulation
+    from kdra.sim.workload import build_workload
+
+    from .sessionutil import fleet_spec, render_fleet
+
+    prefix = f"c{namespace[-6:]}"
+    pools = [
+        {
+            "name": "h100",
+            "count": 3,
+            "topology": {"nodesPerRack": 1},
+            "accelerator": {"model": H100, "count": 4},
+        },
+        {
+            "name": "a100",
+            "count": 1,
+            "accelerator": {"model": "A100-40GB", "count": 2, "mig": {"mode": "dynamic"}},
+        },
+    ]
+    fleet_objs = render_fleet(fleet_spec(prefix, pools))
+    q = f"{namespace}-team"
+    profile = "device.attributes['gpu.nvidia.com'].profile == '{}'"
+    objs = [
+        queue(q, resources={"deviceclass/gpu.nvidia.com": {"quota": 6, "limit": 7}}),
+        gpu_template("one", namespace, 1),
+        gpu_template("two", namespace, 2),
+        gpu_template("mig3g", namespace, 1, "mig.nvidia.com", profile.format("3g.20gb")),
+        gpu_template("mig1g", namespace, 1, "mig.nvidia.com", profile.format("1g.5gb")),
+        pod_group(
+            "train", namespace, 2, queue=q, topologyConstraint={"requiredTopologyLevel": "kdra.dev/rack"}
+        ),
+        *[gpu_pod(f"train-{i}", namespace, "two", prefix, group="train") for i in range(2)],
+        *[gpu_pod(f"one-{i}", namespace, "one", prefix, queue=q) for i in range(5)],
+        *[gpu_pod(f"mig-{i}", namespace, "mig3g" if i % 2 else "mig1g", prefix, queue=q) for i in range(5)],
+    ]
+    # kdra simulate: the same objects in memory.
+    from kdra.scheduler.scheduler import SchedulerConfig
+
+    config = SchedulerConfig(scheduler_name="kdra")  # the pods' schedulerName
+    sim = Simulation(fleet_objs, build_workload(objs), DRA, config=config, dra_objects=fleet_objs)
+    sim.run()
+    store = sim.store
+    claims = {c["metadata"]["name"]: c for c in store.list("ResourceClaim", namespace)}
+
+    def sim_devices(pod: dict) -> list[str]:
+        out = []
+        for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+            alloc = (claims[st["resourceClaimName"]].get("status") or {}).get("allocation") or {}
+            out.extend(f"{r['pool']}/{r['device']}" for r in alloc["devices"]["results"])
+        return sorted(out)
+
+    simulated = {
+        p["metadata"]["name"]: (
+            p["spec"].get("nodeName"),
+            sim_devices(p) if p["spec"].get("nodeName") else [],
+        )
+        for p in store.list("Pod", namespace)
+    }
+    assert sum(1 for n, _ in simulated.values() if n) >= 8, simulated  # the case is not trivial
+
+    fleet = GpuFleet(kube, fleet_spec(prefix, pools)).create(fleet_objs)
+    try:
+        create_all(kube, objs)
+        wait_for_claims(kube, namespace, len(simulated))
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            expected = {n for n, (node, _) in simulated.items() if node}
+            wait(
+                lambda: set(bound(kube, namespace)) == expected, 60, "the simulated pods bound", log=proc.log
+            )
+            time.sleep(2)  # nothing else binds
+            devs = devices_of(kube, namespace)
+            placed = bound(kube, namespace)
+            live = {name: (placed.get(name), devs[name] if name in placed else []) for name in simulated}
+            assert live == simulated
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+    finally:
+        fleet.delete()
+        kube.delete("Queue", q, missing_ok=True)
+
+
+VOLCANO_PODGROUP_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "PodGroup",
+            "plural": "podgroups",
+            "singular": "podgroup",
+            "listKind": "PodGroupList",
+        },
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def upstream_gang(version: str, name: str, namespace: str, min_count: int) -> list[dict]:
+    """A Workload with one gang template and the PodGroup made from it, in the version the API serves."""
+    group = "scheduling.k8s.io"
+    gang = {"gang": {"minCount": min_count}}
+    workload = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": gang}]},
+    }
+    if version == "v1alpha2":  # 1.36
+        ref = {"podGroupTemplateRef": {"workload": {"workloadName": name, "podGroupTemplateName": "workers"}}}
+    else:  # v1beta1, 1.37
+        ref = {"workloadRef": {"workloadName": name, "templateName": "workers"}}
+    pg = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": f"{name}-workers", "namespace": namespace},
+        "spec": {**ref, "schedulingPolicy": gang},
+    }
+    return [workload, pg]
+
+
+def test_upstream_workload_and_volcano_pod_groups_are_gangs(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """scheduling.k8s.io's Workload/PodGroup (in the version this control plane serves) and a Volcano
+    PodGroup (its CRD installed here; KAI's is not, and is simply absent): members wait until minCount
+    exist, then bind together; the PodGroups' conditions say so."""
+    version = kube.served_version("scheduling.k8s.io", "podgroups")
+    assert version is not None, "the test control plane serves the Workload API (GenericWorkload)"
+    version = version.split("/")[1]
+    with contextlib.suppress(AlreadyExistsError):
+        kube.create(VOLCANO_PODGROUP_CRD)
+    wait(
+        lambda: kube.served_version("scheduling.volcano.sh", "podgroups"),
+        30,
+        "the Volcano PodGroup CRD served",
+    )
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 8}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        create_all(kube, upstream_gang(version, "wl", namespace, 3), workers=1)
+        vc = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "vc", "namespace": namespace},
+            "spec": {"minMember": 2},
+        }
+        kube.create(vc)  # the path follows its apiVersion
+
+        def upstream_pod(i: int) -> dict:
+            p = gpu_pod(f"wl-{i}", namespace, "one", fleet.prefix)
+            p["spec"]["schedulingGroup"] = {"podGroupName": "wl-workers"}
+            return p
+
+        def volcano_pod(i: int) -> dict:
+            return gpu_pod(
+                f"vc-{i}", namespace, "one", fleet.prefix, annotations={"scheduling.k8s.io/group-name": "vc"}
+            )
+
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            create_all(kube, [upstream_pod(0), upstream_pod(1), volcano_pod(0)])
+            wait(
+                lambda: (
+                    "2 of minCount 3 pods exist" in scheduled_message(kube, namespace, "wl-0")
+                    and "1 of minCount 2 pods exist" in scheduled_message(kube, namespace, "vc-0")
+                ),
+                60,
+                "the members to wait for the rest",
+                log=proc.log,
+            )
+            assert "PodGroup.scheduling.volcano.sh" in proc.log() and "scheduling.run.ai" not in proc.log()
+            assert bound(kube, namespace) == {}
+            create_all(kube, [upstream_pod(2), volcano_pod(1)])
+            wait(lambda: len(bound(kube, namespace)) == 5, 60, "both gangs bound", log=proc.log)
+            ctype = "PodGroupScheduled" if version == "v1alpha2" else "PodGroupInitiallyScheduled"
+            path = resource_path(
+                "PodGroup", namespace, "wl-workers", api_version=f"scheduling.k8s.io/{version}"
+            )
+            wait(
+                lambda: condition(kube.request("GET", path), ctype).get("status") == "True",
+                30,
+                f"the upstream PodGroup's {ctype}",
+            )
+            vc_path = resource_path("PodGroup", namespace, "vc", api_version="scheduling.volcano.sh/v1beta1")
+            wait(
+                lambda: condition(kube.request("GET", vc_path), "PodGroupScheduled").get("status") == "True",
+                30,
+                "the Volcano PodGroup's condition",
+            )
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+            kube.delete("CustomResourceDefinition", "podgroups.scheduling.volcano.sh", missing_ok=True)
+
+
+def test_invalid_pod_group_and_queues_are_reported_on_the_objects_and_the_rest_schedules(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Objects the API server accepts (their CRD schemas are loose) but kdra cannot use: a PodGroup whose
+    scheduleTimeout is not a duration, a Queue naming a parent that does not exist, one with a negative
+    quota. Each gets a condition and a Warning Event naming object, field and rule; their pods wait saying
+    so; everything else is scheduled."""
+    orphan, negative = f"{namespace}-orphan", f"{namespace}-negative"
+    gpus = "deviceclass/gpu.nvidia.com"
+    kube.create(queue(orphan, parentQueue=f"{namespace}-nope"))
+    kube.create(queue(negative, resources={gpus: {"quota": -5}}))
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(pod_group("bad", namespace, 1, scheduleTimeout="soon"))
+        create_all(
+            kube,
+            [
+                gpu_pod("bad-0", namespace, "one", fleet.prefix, group="bad"),
+                gpu_pod("orphan-0", namespace, "one", fleet.prefix, queue=orphan),
+                gpu_pod("negative-0", namespace, "one", fleet.prefix, queue=negative),
+                gpu_pod("ok-0", namespace, "one", fleet.prefix),
+            ],
+        )
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+            wait(lambda: set(bound(kube, namespace)) == {"ok-0"}, 60, "the valid pod bound", log=proc.log)
+            want = {
+                "bad-0": f"PodGroup {namespace}/bad: spec.scheduleTimeout: Invalid value: 'soon'",
+                "orphan-0": f"Queue {orphan}: spec.parentQueue: Not found: '{namespace}-nope'",
+                "negative-0": f"Queue {negative}: spec.resources[{gpus}].quota: Invalid value: -5",
+            }
+            for pod, text in want.items():
+                wait(
+                    lambda pod=pod, text=text: text in scheduled_message(kube, namespace, pod),
+                    30,
+                    f"{pod} explained",
+                )
+            pg = condition(kube.get("PodGroup", "bad", namespace), "PodGroupScheduled")
+            assert pg.get("reason") == "InvalidSpec" and want["bad-0"] in pg["message"], pg
+            assert any(
+                e["reason"] == "InvalidSpec" and e["type"] == "Warning"
+                for e in events_for(kube, namespace, "bad")
+            )
+            for q, text in ((orphan, want["orphan-0"]), (negative, want["negative-0"])):
+                valid = wait(
+                    lambda q=q: condition(kube.get("Queue", q), "Valid"), 30, f"Queue {q}'s condition"
+                )
+                assert (
+                    valid["status"] == "False"
+                    and valid["reason"] == "InvalidSpec"
+                    and text in valid["message"]
+                )
+                assert any(e["reason"] == "InvalidSpec" for e in events_for(kube, "default", q, "Queue"))
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+            for q in (orphan, negative):
+                kube.delete("Queue", q, missing_ok=True)
