@@ -1339,7 +1339,6 @@ class Preempt(_GQAction):
             gq.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, session.results)
         return False
 
-
     def _preempt_on_a_node(self, job: Job, session: Session, cands: Sequence[RunningJob]) -> bool:
         """When no set of victims covers the job's need class by class (a MIG partition and a full GPU are
         different DeviceClasses of one physical GPU), look node by node, as kube-scheduler's
