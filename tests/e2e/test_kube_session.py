@@ -398,8 +398,8 @@ def test_required_rack_gangs_land_in_one_rack_each_and_a_third_says_why_it_waits
             create_all(
                 kube, [gpu_pod(f"g3-{i}", namespace, "two", fleet.prefix, group="g3") for i in range(4)]
             )
-            msg = wait(lambda: scheduled_message(kube, namespace, "g3-0"), 60, "g3 explained", log=proc.log)
-            assert "no kdra.dev/rack has room for 4 members" in msg, msg
+            text = "no kdra.dev/rack has room for 4 members"
+            wait(lambda: text in scheduled_message(kube, namespace, "g3-0"), 60, "g3 explained", log=proc.log)
             assert not bound(kube, namespace, "g3-")
             problems = settled(kube, namespace)
             assert not problems, [str(p) for p in problems]

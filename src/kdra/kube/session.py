@@ -109,7 +109,34 @@ class KubeEvictor:
         self.component = component
         self.instance = instance
         self.evictions = 0
-        self.refusals = 0
+        self.refused = 0  # evictions refused (dry runs included)
+
+    def _dry_run(self, pods: Sequence[Obj], fallback: set[str]) -> dict[str, str]:
+        """Dry-run evictions (the API server checks the budgets, nothing is evicted); pods the Eviction
+        API is not allowed for go to `fallback`."""
+        refused = {}
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            try:
+                self.store.client.evict(
+                    meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"), dry_run=True
+                )
+            except NotFoundError:
+                continue
+            except StoreError as e:
+                if e.code in EVICTION_NOT_ALLOWED:
+                    fallback.add(key)
+                    continue
+                refused[key] = _reason(e)
+        return refused
+
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        refused = self._dry_run(pods, set())
+        self.refused += len(refused)
+        return refused
 
     def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
         client = self.store.client
@@ -124,22 +151,9 @@ class KubeEvictor:
             live.append(pod)
         fallback: set[str] = set()
         if dry_run_first:
-            for pod in live:
-                meta = pod["metadata"]
-                key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-                try:
-                    client.evict(
-                        meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"), dry_run=True
-                    )
-                except NotFoundError:
-                    continue
-                except StoreError as e:
-                    if e.code in EVICTION_NOT_ALLOWED:
-                        fallback.add(key)
-                        continue
-                    out.refused[key] = _reason(e)
+            out.refused = self._dry_run(live, fallback)
             if out.refused:
-                self.refusals += len(out.refused)
+                self.refused += len(out.refused)
                 return out
         for pod in live:
             meta = pod["metadata"]
@@ -164,7 +178,7 @@ class KubeEvictor:
                 continue
             except StoreError as e:
                 out.refused[key] = _reason(e)
-                self.refusals += 1
+                self.refused += 1
                 continue
             self.evictions += 1
             out.evicted.append(key)

@@ -42,6 +42,10 @@ class EvictionOutcome:
 
 
 class Evictor(Protocol):
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        """Which of `pods` would not be evicted now, and why (a dry run: nothing is evicted)."""
+        ...
+
     def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
         """Evict `pods` (all or, where the world refuses some, as many as it accepts); `message` says who
         wanted it and why. With `dry_run_first`, nothing is evicted unless every pod would be."""
@@ -68,6 +72,9 @@ class StoreEvictor:
         self.store = store
         self.format_time = format_time or virtual
         self.now = 0.0
+
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        return {}
 
     def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
         from kdra.scheduler.preemption import evict

@@ -947,7 +947,9 @@ class GangQueues:
             add(j.usage, u.usage)
         return list(jobs.values())
 
-    def evict_jobs(self, victims: Sequence[RunningJob], why: str) -> EvictionOutcome:
+    def evict_jobs(
+        self, victims: Sequence[RunningJob], why: str, *, dry_run_first: bool = True
+    ) -> EvictionOutcome:
         """Evict the victims' pods through the evictor seam (all of them or, where it refuses one, none
         if it can tell in advance); evicted pods stop counting for their queues at once."""
         pods, uids = [], {}
@@ -958,7 +960,7 @@ class GangQueues:
                 if pod is not None:
                     pods.append(pod)
                     uids[name] = uid
-        outcome = self.evictor.evict(pods, why)
+        outcome = self.evictor.evict(pods, why, dry_run_first=dry_run_first)
         for name in outcome.evicted:
             self.evicted.append(name)
             self._unaccount(uids.get(name, ""))
@@ -972,14 +974,25 @@ class GangQueues:
         victims' devices are released; the binder holds them for it meanwhile). A refused eviction (a
         PodDisruptionBudget) frees nothing: the job's binds are cancelled and it says why."""
         assert self.sched is not None
+        pods = []
+        for v in victims:
+            for name in v.names:
+                ns, pname = name.split("/", 1)
+                pod = self.store.try_get("Pod", pname, ns)
+                if pod is not None:
+                    pods.append(pod)
+        refusals = self.evictor.refusals(pods)  # a dry run first: what a budget protects is not a victim
+        if refusals:
+            self._explain_refusals(job, why, refusals, results)
+            return False
         trial = VirtualEviction(self.sched, victims)
         got: list[CycleResult] = []
         refused: EvictionOutcome | None = None
         with self.sched.bind_group(job.label) as group:
             placed = self.try_job(job, got, final=False)
             if placed:
-                outcome = self.evict_jobs(victims, why)
-                if not outcome.ok:
+                outcome = self.evict_jobs(victims, why, dry_run_first=False)
+                if not outcome.ok:  # a race with the dry run (a budget changed): keep nothing of it
                     refused = outcome
                     group.cancel("a victim's eviction was refused")
         if placed and refused is None:
@@ -987,15 +1000,17 @@ class GangQueues:
             return True
         trial.restore()
         if refused is not None:
-            notes = "; ".join(f"eviction of pod {n} refused: {w}" for n, w in sorted(refused.refused.items()))
-            prev = self.reasons.get(job.key, "")
-            self.park(
-                job,
-                (prev + "\n" if prev else "") + f"{why.split(' for ')[0]}: {notes}",
-                QUEUE_PLUGIN,
-                results,
-            )
+            self._explain_refusals(job, why, refused.refused, results)
         return False
+
+    def _explain_refusals(
+        self, job: Job, why: str, refused: Mapping[str, str], results: list[CycleResult]
+    ) -> None:
+        """The job waits; its pods say which victim's eviction was refused and the API's reason."""
+        notes = "; ".join(f"eviction of pod {n} refused: {w}" for n, w in sorted(refused.items()))
+        prev = self.reasons.get(job.key, "")
+        what = why.split(" for ")[0]
+        self.park(job, (prev + "\n" if prev else "") + f"{what}: {notes}", QUEUE_PLUGIN, results)
 
     # -- gangs running below their minimum -------------------------------------------------------------
 
@@ -1080,10 +1095,23 @@ class GangQueues:
         if self.now - self._queue_status_at < self.options.status_interval:
             return
         self._queue_status_at = self.now
-        waiting: dict[str, list[str]] = {}
-        for job in self.failed:
-            if job.key in self.reasons:
-                waiting.setdefault(job.queue, []).append(self.reasons[job.key].split("\n", 1)[0])
+        # Every pending job of the queue (not only those tried this session), with the latest reason.
+        assert self.sched is not None
+        jobs: dict[str, dict[str, str]] = {}
+        for uid, pi in self.sched.queue.pods.items():
+            gk = self.gangs.gang_of(uid)
+            key = gk if gk is not None else f"pod:{uid}"
+            q = self.job_queue(pi.pod, self.gangs.spec(gk) if gk is not None else None)
+            reason = self.reasons.get(key) or ""
+            if key not in jobs.setdefault(q, {}) or reason:
+                jobs[q][key] = reason.split("\n", 1)[0]
+        waiting: dict[str, list[str]] = {
+            q: [r or "not tried yet" for _k, r in sorted(js.items(), key=lambda kv: (not kv[1], kv[0]))]
+            for q, js in jobs.items()
+        }
+        pending = {k for js in jobs.values() for k in js}
+        for key in [k for k in self.reasons if k not in pending]:
+            del self.reasons[key]  # jobs that are gone (their pods deleted, bound, timed out)
         for row in self.queue_report():
             name = row["queue"]
             obj = self.queue_objs.get(name)
