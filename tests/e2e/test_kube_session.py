@@ -641,12 +641,16 @@ def test_upstream_workload_and_volcano_pod_groups_are_gangs(
             )
 
         proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        path = resource_path("PodGroup", namespace, "wl-workers", api_version=f"scheduling.k8s.io/{version}")
+        ctype = "PodGroupScheduled" if version == "v1alpha2" else "PodGroupInitiallyScheduled"
         try:
             create_all(kube, [upstream_pod(0), upstream_pod(1), volcano_pod(0)])
             wait(
                 lambda: (
-                    "2 of minCount 3 pods exist" in scheduled_message(kube, namespace, "wl-0")
-                    and "1 of minCount 2 pods exist" in scheduled_message(kube, namespace, "vc-0")
+                    "fewer than minCount 3 pods exist" in scheduled_message(kube, namespace, "wl-0")
+                    and "fewer than minCount 2 pods exist" in scheduled_message(kube, namespace, "vc-0")
+                    and "2 of minCount 3 pods exist"
+                    in condition(kube.request("GET", path), ctype).get("message", "")
                 ),
                 60,
                 "the members to wait for the rest",
@@ -656,10 +660,6 @@ def test_upstream_workload_and_volcano_pod_groups_are_gangs(
             assert bound(kube, namespace) == {}
             create_all(kube, [upstream_pod(2), volcano_pod(1)])
             wait(lambda: len(bound(kube, namespace)) == 5, 60, "both gangs bound", log=proc.log)
-            ctype = "PodGroupScheduled" if version == "v1alpha2" else "PodGroupInitiallyScheduled"
-            path = resource_path(
-                "PodGroup", namespace, "wl-workers", api_version=f"scheduling.k8s.io/{version}"
-            )
             wait(
                 lambda: condition(kube.request("GET", path), ctype).get("status") == "True",
                 30,

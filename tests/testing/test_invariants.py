@@ -142,3 +142,44 @@ def test_partial_gang() -> None:
     b["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": "gang waits"}]}
     assert rules([*world(), group, a, b, claim("ca", "n1", "gpu-0", ["a"])]) == ["partial-gang"]
     assert rules([*world(), group, b]) == []
+
+
+def test_devices_drawing_more_than_a_counter_set_holds_are_a_double_allocation() -> None:
+    """A MIG-shaped pool: the whole GPU and two halves draw on one counter set; the whole GPU and one half
+    allocated at once overuse it, the two halves do not."""
+    from kdra.testing.invariants import counter_overuse
+
+    def dev(name: str, mem: str) -> dict:
+        return {
+            "name": name,
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": mem}}}],
+        }
+
+    slices = [
+        {
+            "spec": {
+                "driver": "d",
+                "pool": {"name": "n"},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+            }
+        },
+        {
+            "spec": {
+                "driver": "d",
+                "pool": {"name": "n"},
+                "devices": [dev("whole", "80Gi"), dev("a", "40Gi"), dev("b", "40Gi")],
+            }
+        },
+    ]
+
+    def claim(name: str, device: str) -> dict:
+        result = {"request": "r", "driver": "d", "pool": "n", "device": device}
+        return {
+            "metadata": {"name": name, "namespace": "ns"},
+            "status": {"allocation": {"devices": {"results": [result]}}},
+        }
+
+    assert counter_overuse([claim("x", "a"), claim("y", "b")], slices) == []
+    found = counter_overuse([claim("x", "whole"), claim("y", "a")], slices)
+    assert [(v.rule, v.object) for v in found] == [("double-allocation", "counter set d/n/gpu-0")]
+    assert "120Gi of 80Gi" in found[0].message and "ns/x" in found[0].message

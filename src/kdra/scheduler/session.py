@@ -605,7 +605,16 @@ class GangQueues:
 
     # -- placing a job ---------------------------------------------------------------------------
 
-    def park(self, job: Job, message: str, plugin: str, results: list[CycleResult]) -> None:
+    def park(
+        self,
+        job: Job,
+        message: str,
+        plugin: str,
+        results: list[CycleResult],
+        group_message: str | None = None,
+    ) -> None:
+        """The job's pods wait with `message` (PodScheduled, and an Event when it changed); its group object
+        says `group_message` (default the same)."""
         assert self.sched is not None
         self.reasons[job.key] = message
         st = Status(Code.UNSCHEDULABLE, (message.split("\n", 1)[0],), plugin)
@@ -615,7 +624,7 @@ class GangQueues:
         gang = job.gang
         if gang is not None and gang.obj is not None and gang.key not in self.timed_out:
             reason = "Unschedulable" if plugin == GANG_PLUGIN else "QueueWait"
-            self._set_group_condition(gang, "False", reason, message)
+            self._set_group_condition(gang, "False", reason, group_message or message)
 
     def admit(self, job: Job, fair: Mapping[str, Vector]) -> str | None:
         """Queue checks before placing: limit (queue and parents), deserved quota for non-preemptible."""
@@ -653,11 +662,15 @@ class GangQueues:
             have = len(self.gangs.members.get(gang.key, ()))
             if have < gang.min_count:
                 if final:
+                    # The pods' text does not count the members: it would change with every member that
+                    # arrives, rewriting every waiting member's condition and Event each time (O(n^2)
+                    # writes on a live cluster); the group object counts them.
                     self.park(
                         job,
-                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
+                        f"{job.label} waits for members: fewer than minCount {gang.min_count} pods exist",
                         GANG_PLUGIN,
                         results,
+                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
                     )
                 return False
             first = self.first_attempt.setdefault(gang.key, self.now)
