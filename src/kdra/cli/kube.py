@@ -285,6 +285,8 @@ def _scheduler(args: argparse.Namespace) -> int:
             profile.disable()
             profile.dump_stats(os.environ["KDRA_PROFILE"])
         sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
+        if os.environ.get("KDRA_STATS"):  # figures for benchmarks, written at exit
+            _write_stats(os.environ["KDRA_STATS"], sched, client)
         if endpoint is not None:
             endpoint.shutdown()
             endpoint.server_close()
@@ -292,6 +294,26 @@ def _scheduler(args: argparse.Namespace) -> int:
         if elector is not None:
             elector.stop(release=code == 0)
     return code
+
+
+def _write_stats(path: str, sched: Any, client: Any) -> None:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stats = {
+        "sessions": sched.sessions,
+        "session_cpu_s": round(sched.session_cpu, 3),
+        "cycles": sched.cycles,
+        "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "api_requests": client.requests,
+        "api_writes": client.writes,
+        "bind_failures": sched.bind_failures,
+    }
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(stats, f)
+    except OSError as e:
+        print(f"KDRA_STATS={path}: {e.strerror or e}", file=sys.stderr)
 
 
 # -- explain --------------------------------------------------------------------------------------------

@@ -394,6 +394,7 @@ class KubeClient:
         self._ssl_lock = threading.Lock()
         self._local = threading.local()
         self.requests = 0  # counted, for benchmarks
+        self.writes = 0  # of which writes (attempts sent)
         self.retried = 0  # requests sent again after a connection failure or a retryable status
         self.stale_connections = 0  # kept-alive connections found closed (or idle too long) before reuse
         # Called with (method, path) immediately before every write is sent; raising FencedError stops it.
@@ -540,6 +541,8 @@ class KubeClient:
                 self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
             headers, token = self._headers(ctype)
             self.requests += 1
+            if method != "GET":
+                self.writes += 1
             t0 = time.monotonic()
             own = timeout is not None
             conn, reused = (self._connect(timeout), False) if own else self._pooled()

@@ -209,6 +209,8 @@ class Scheduler:
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self.node_evaluations = 0
+        self.sessions = 0  # run() calls, and the CPU seconds of the calling thread in them (benchmarks)
+        self.session_cpu = 0.0
         # Called after every scheduling attempt with its result and wall seconds (kdra exporter's
         # scheduler_attempt_duration histogram); empty by default, so attempts are not timed.
         self.attempt_observers: list[Callable[[CycleResult, float], None]] = []
@@ -307,9 +309,12 @@ class Scheduler:
 
     def run(self, now: float | None = None) -> list[CycleResult]:
         """Run every action once over the current state; returns what each scheduled pod got."""
+        t0 = time.thread_time()
         session = Session(self, self.clock() if now is None else now)
         for action in self.actions:
             action.execute(session)
+        self.sessions += 1
+        self.session_cpu += time.thread_time() - t0
         return session.results
 
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
