@@ -739,3 +739,50 @@ def test_invalid_pod_group_and_queues_are_reported_on_the_objects_and_the_rest_s
             cleanup(kube, namespace)
             for q in (orphan, negative):
                 kube.delete("Queue", q, missing_ok=True)
+
+
+def test_kwok_runs_the_pods_kdra_binds_jobs_complete_and_nodes_heartbeat(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """KWOK is the test nodes' kubelet: a Job's pods bound by kdra run and complete (the Job too, and
+    their claims are released), a deleted pod terminates without a force delete, the node renews its Lease."""
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 2}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        pod = gpu_pod(
+            "x", namespace, "one", fleet.prefix, annotations={"pod-complete.stage.kwok.x-k8s.io/delay": "1s"}
+        )
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": namespace},
+            "spec": {
+                "completions": 2,
+                "parallelism": 2,
+                "template": {
+                    "metadata": {"annotations": pod["metadata"]["annotations"]},
+                    "spec": dict(pod["spec"], restartPolicy="Never"),
+                },
+            },
+        }
+        kube.create(job)
+        kube.create(gpu_pod("deleted", namespace, "one", fleet.prefix))
+        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
+        try:
+
+            def job_complete() -> bool:
+                conds = (kube.get("Job", "train", namespace).get("status") or {}).get("conditions") or []
+                return any(c["type"] == "Complete" and c["status"] == "True" for c in conds)
+
+            wait(job_complete, 90, "the Job to complete", log=proc.log)
+            wait(lambda: "deleted" in bound(kube, namespace), 60, "the third pod bound", log=proc.log)
+            assert kube.get("Pod", "deleted", namespace)["status"]["phase"] == "Running"
+            kube.delete("Pod", "deleted", namespace)  # graceful: KWOK finishes it
+            wait(lambda: kube.try_get("Pod", "deleted", namespace) is None, 60, "the deleted pod gone")
+            wait(lambda: not allocated_claims(kube, namespace), 60, "the claims released")
+            lease = kube.get("Lease", fleet.nodes[0], "kube-node-lease")
+            assert lease["spec"].get("renewTime"), lease
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
