@@ -16,8 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kdra.errors import InputError
 from kdra.fleets.render import (
     FleetPublisher,
@@ -66,11 +64,9 @@ def bundled_names() -> list[str]:
 
 
 def _load_yaml(text: str, source: str) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as e:
-        raise InputError(f"{source}: not valid YAML: {e}") from None
+    from kdra.api.load import load_documents
+
+    docs = load_documents(text, source)
     if len(docs) != 1:
         raise InputError(f"{source}: expected exactly one Fleet document, found {len(docs)}")
     return docs[0]
