@@ -61,6 +61,38 @@ def gates_text(args: argparse.Namespace) -> str:
     return ",".join(value) if isinstance(value, list) else str(value)
 
 
+def add_limit_args(p: argparse.ArgumentParser, *, nodes: bool = True, pods: bool = False) -> None:
+    """--max-nodes / --max-pods: lift the bounds that stop a typo from running for hours."""
+    from kdra.fleets.spec import MAX_NODES
+    from kdra.sim.workload import MAX_PODS
+
+    if nodes:
+        p.add_argument(
+            "--max-nodes",
+            type=int,
+            default=MAX_NODES,
+            metavar="N",
+            help=f"refuse fleets of more nodes (default {MAX_NODES:,})",
+        )
+    if pods:
+        p.add_argument(
+            "--max-pods",
+            type=int,
+            default=MAX_PODS,
+            metavar="N",
+            help=f"refuse workloads of more pods (default {MAX_PODS:,})",
+        )
+
+
+def limits(args: argparse.Namespace) -> dict[str, int]:
+    out = {}
+    for flag in ("max_nodes", "max_pods"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            out[flag] = positive_int("--" + flag.replace("_", "-"), int(value))
+    return out
+
+
 def positive_int(flag: str, value: int, minimum: int = 1) -> int:
     if value < minimum:
         raise InputError(f"{flag}: Invalid value: {value}: must be at least {minimum}")
