@@ -29,18 +29,24 @@ class NameInfo:
         """The fully qualified name, as matchAttribute/distinctAttribute take it."""
         return self.name if "/" in self.name else f"{driver}/{self.name}"
 
-    def cel(self, driver: str) -> str:
+    def cel(self, driver: str, guard: bool = False) -> str:
+        """A selector matching the example value. `guard`: not every device of the type has the name, and a
+        selector that reads a missing key is a runtime error that fails the whole allocation, so test for
+        it first."""
         domain, _, ident = self.qualified(driver).rpartition("/")
+        where = "capacity" if self.kind == "capacity" else "attributes"
+        ref = f'device.{where}["{domain}"].{ident}'
         if self.kind == "capacity":
-            return f'device.capacity["{domain}"].{ident}.compareTo(quantity("{self.example}")) >= 0'
-        ref = f'device.attributes["{domain}"].{ident}'
-        if self.kind == "string":
-            return f"{ref} == {json.dumps(self.example)}"
-        if self.kind == "version":
-            return f'{ref}.compareTo(semver("{self.example}")) >= 0'
-        return f"{ref} == {self.example}"
+            expr = f'{ref}.compareTo(quantity("{self.example}")) >= 0'
+        elif self.kind == "string":
+            expr = f"{ref} == {json.dumps(self.example)}"
+        elif self.kind == "version":
+            expr = f'{ref}.compareTo(semver("{self.example}")) >= 0'
+        else:
+            expr = f"{ref} == {self.example}"
+        return f'"{ident}" in device.{where}["{domain}"] && {expr}' if guard else expr
 
-    def to_dict(self, driver: str) -> dict[str, Any]:
+    def to_dict(self, driver: str, of: int = 0) -> dict[str, Any]:
         return {
             "name": self.name,
             "qualifiedName": self.qualified(driver),
@@ -48,7 +54,7 @@ class NameInfo:
             "example": self.example,
             "devices": self.devices,
             "distinctValues": len(self.values),
-            "cel": self.cel(driver),
+            "cel": self.cel(driver, guard=self.devices < of),
         }
 
 
@@ -65,8 +71,12 @@ class DeviceType:
             "driver": self.driver,
             "type": self.type,
             "devices": self.devices,
-            "attributes": [a.to_dict(self.driver) for a in sorted(self.attributes.values(), key=_order)],
-            "capacity": [c.to_dict(self.driver) for c in sorted(self.capacity.values(), key=_order)],
+            "attributes": [
+                a.to_dict(self.driver, self.devices) for a in sorted(self.attributes.values(), key=_order)
+            ],
+            "capacity": [
+                c.to_dict(self.driver, self.devices) for c in sorted(self.capacity.values(), key=_order)
+            ],
         }
 
 

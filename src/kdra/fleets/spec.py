@@ -273,11 +273,16 @@ def _version(ctx: _Ctx, path: str, v: object) -> str:
 
 
 def _quantity(ctx: _Ctx, path: str, v: object) -> str:
+    """A Kubernetes quantity, checked with the API's own parser (its wording in the message)."""
+    from kdra.api.quantity import parse_quantity_any
+
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ctx.err(path, f"Invalid value: {v!r}: must be a quantity such as 64 or 512Gi")
     try:
-        q = parse_quantity(v)
-    except ValueError as e:
+        q = parse_quantity_any(v)
+    except (ValueError, TypeError) as e:
         raise ctx.err(path, f"Invalid value: {v!r}: {e}") from None
-    if q < 0:
+    if q.sign() < 0:
         raise ctx.err(path, f"Invalid value: {v!r}: must be greater than or equal to 0")
     return str(v)
 
