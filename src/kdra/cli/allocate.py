@@ -2,7 +2,8 @@
 
 The contract (issue 2, scope 6) that other tools and checks rely on:
 
-    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-o yaml|json|table]
+    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-n NS | -A]
+                  [--validate strict|warn|ignore] [-o yaml|json|table|wide|name] [--nodes N | -v]
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
 List's top-level `explanation` field); 2 invalid input or usage; 3 an allocation error in upstream's sense.
@@ -32,7 +33,9 @@ EPILOG = """\
 inputs:
   Any mix of Node, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate and Pod objects, as
   multi-document YAML, JSON or `kind: List` (what `kubectl get -o yaml` prints). `-f -` reads stdin; a folder
-  is read recursively. Everything is validated with the API server's rules first.
+  is read recursively. Everything is validated with the API server's rules first, unknown fields included
+  (--validate=strict, the default; warn or ignore to relax). -n NS allocates only that namespace's claims
+  and pods (objects without a namespace are in NS).
 
 what is allocated:
   ResourceClaims that already have status.allocation count as in use (devices, counters, capacity).
@@ -44,12 +47,15 @@ what is allocated:
 nodes:
   Node objects when given; otherwise the nodes named by the ResourceSlices' nodeName fields (a
   label-less Node each). With --node only that node is tried; otherwise nodes in name order and the
-  first node that fits wins.
+  first node that fits wins. A pod's nodeSelector, required node affinity, tolerations, nodeName and
+  cpu/memory requests rule nodes out as kube-scheduler's filters do (a Node without status.allocatable is
+  not checked for resources).
 
 output:
   The newly allocated ResourceClaims with status.allocation, as a v1 List (-o yaml, -o json) or a
-  kubectl-like table (-o table). When something does not fit, the List also carries a top-level
-  `explanation` field (structured) and the explanation is printed on stderr.
+  kubectl-like table (-o table, -o wide with more columns), or -o name. When something does not fit, the
+  explanation is printed on stderr: the nodes grouped by reason, then the 3 nearest nodes in full (--nodes N,
+  -v for all); the List also carries it in a top-level `explanation` field (structured).
 
 exit codes:
   0 allocated; 1 valid input that does not fit; 2 invalid input or usage; 3 allocation error
