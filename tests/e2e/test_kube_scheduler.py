@@ -111,7 +111,7 @@ def test_unschedulable_pod_gets_condition_and_event_with_explanation(
     assert "cannot allocate all claims" in cond["message"]
     # kdra's explanation: which request and how many devices it could not get.
     assert "node " in cond["message"] and "dev" in cond["message"]
-    # kube-scheduler's line first, then the nodes grouped by reason (kdra.allocator.summary), then the nearest.
+    # kube-scheduler's line first, then the nodes grouped by reason (allocator.summary), then the nearest.
     lines = cond["message"].splitlines()
     assert lines[0].startswith("0/") and "nodes are available" in lines[0]
     assert lines[1].startswith("0/") and " nodes: " in lines[1] and "have fewer than 5" in lines[1]
