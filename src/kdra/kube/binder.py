@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,25 +211,31 @@ class BindJob:
 
 @dataclass
 class GroupBindJob:
-    """The binding cycles of a gang's members, in two phases (see the module docstring)."""
+    """The binding cycles of a gang's members, in two phases (see the module docstring). With `pool`, the
+    members' writes of each phase run side by side (a gang of 16 would otherwise pay 64 round trips in
+    a row); the phases themselves stay in order."""
 
     jobs: list[BindJob]
     error: str = ""  # phase one failed: nothing is bound, what was written is rolled back
+    pool: Executor | None = None  # for the members' writes; never the pool this job runs on
+
+    def _each(self, step: Any) -> list[Any]:
+        if self.pool is None or len(self.jobs) == 1:
+            return [step(job) for job in self.jobs]
+        return list(self.pool.map(step, self.jobs))
 
     def run(self, client: KubeClient) -> GroupBindJob:
         try:
-            for job in self.jobs:
-                if not job.write_claims(client):
-                    self.error = f"member {job.pi.key}: {job.error}"
-                    break
-            if self.error:
+            written = self._each(lambda job: job.write_claims(client))
+            failed = next((job for job, ok in zip(self.jobs, written, strict=True) if not ok), None)
+            if failed is not None:
+                self.error = f"member {failed.pi.key}: {failed.error}"
+                self._each(lambda job: job.rollback(client))
                 for job in self.jobs:
-                    job.rollback(client)
                     if not job.error:
                         job.error = f"gang binding rolled back: {self.error}"
                 return self
-            for job in self.jobs:
-                job.bind_pod(client)
+            self._each(lambda job: job.bind_pod(client))
         except Exception as e:  # a worker must always report back
             self.error = f"{type(e).__name__}: {e}"
             for job in self.jobs:

@@ -140,6 +140,8 @@ class KubeScheduler(Scheduler):
         self._deferred: dict[str, tuple[list[Any], list[Any]]] = {}
         self._done: queue.Queue[BindJob] = queue.Queue()
         self._pool = ThreadPoolExecutor(bind_workers, "kdra-bind") if bind_workers else None
+        # A gang's members write and bind side by side here (not on _pool, where their GroupBindJob runs).
+        self._member_pool = ThreadPoolExecutor(bind_workers, "kdra-bind-member") if bind_workers else None
         self.max_inflight = 4 * max(1, bind_workers)
         self.bind_failures = 0
         self.identity = identity or default_identity()
@@ -317,7 +319,9 @@ class KubeScheduler(Scheduler):
                 job.error = f"binding cancelled: {group.cancelled}"
                 self._finish_one(job, time.time())
             return
-        unit: BindJob | GroupBindJob = jobs[0] if len(jobs) == 1 else GroupBindJob(jobs)
+        unit: BindJob | GroupBindJob = (
+            jobs[0] if len(jobs) == 1 else GroupBindJob(jobs, pool=self._member_pool)
+        )
         if len(jobs) > 1:
             self.group_binds += 1
         waits = self._held_elsewhere(jobs)
@@ -471,8 +475,10 @@ class KubeScheduler(Scheduler):
     def close(self, wait: bool = True) -> None:
         """Let running binding cycles finish."""
         if self._pool is not None:
-            self._pool.shutdown(wait=wait)
+            self._pool.shutdown(wait=wait)  # group jobs finish first: they wait on the member pool
             self.finish_binds(time.time())
+        if self._member_pool is not None:
+            self._member_pool.shutdown(wait=wait)
 
     # -- the loop --------------------------------------------------------------------------------------
     def next_timeout(self, now: float, ceiling: float = 1.0) -> float:
