@@ -140,7 +140,7 @@ def test_claims_held_by_pending_members_are_released_when_the_gang_cannot_be_pla
     allocated and reserved for a pending pod; if the gang cannot be placed now, the claim goes back."""
     store = MemoryStore()
     fleet(store, 1, gpus=4)
-    sched, gq = scheduler(store)
+    sched, _gq = scheduler(store)
     store.create(pod_group("g", 3))
     gang_pods(store, "g", 3, gpus=2)  # 6 GPUs wanted, 4 there
     claims = sorted(store.list("ResourceClaim"), key=lambda c: c["metadata"]["name"])
@@ -167,7 +167,6 @@ def test_claims_held_by_pending_members_are_released_when_the_gang_cannot_be_pla
     assert bound(store, "g-") == {}
     assert not [c for c in store.list("ResourceClaim") if (c.get("status") or {}).get("allocation")]
     assert "released the claims its pending members held" in condition(store, owner["name"])
-    del gq
 
 
 def test_a_queue_naming_a_missing_parent_is_reported_and_its_jobs_wait() -> None:

@@ -10,7 +10,11 @@ What changes from the embedded mode, and nothing else:
   unreserved and retried after backoff instead of crashing the loop;
 - an unschedulable pod gets its PodScheduled=False condition through a strategic-merge patch (no
   conflict with the kubelet-side writers) and a FailedScheduling Event, both carrying kdra's
-  explanation, the Event only when the text changed.
+  explanation, the Event only when the text changed;
+- the binder seam of the scheduling session (kdra.scheduler.session, given as the config's actions): the
+  binds a job decides are committed as one group (`_commit_group`): a gang as one two-phase
+  `GroupBindJob` (kdra.kube.binder), and binds whose devices other claims still hold in the API (an
+  evicted victim's, until it terminates) parked, assumed and nominated, until those claims are gone.
 """
 
 from __future__ import annotations

@@ -91,15 +91,13 @@ class CycleResult:
 class BindGroup:
     """Binds the session commits together (a gang's members, or a preemptor placed over victims).
 
-    `cancel()` drops binds that were decided but not yet made (a victim's eviction was refused);
-    `wait_for` names claims (uid -> namespace, name) whose allocations must be gone before the group's claims
-    are written (the victims' devices, still allocated while the victims terminate)."""
+    `cancel()` drops binds that were decided but not yet made (a victim's eviction was refused). The binder
+    decides how the group is committed: in memory each bind was made when decided; KubeScheduler writes a
+    gang in two phases and holds back binds whose devices other claims still hold in the API."""
 
     name: str
     pods: list[tuple[PodInfo, str]] = field(default_factory=list)
     cancelled: str = ""
-    wait_for: dict[str, tuple[str, str]] = field(default_factory=dict)
-    nominate: bool = False  # set status.nominatedNodeName on the pods while they wait
 
     def cancel(self, why: str) -> None:
         self.cancelled = why or "cancelled"
