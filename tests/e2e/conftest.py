@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
+from kdra.testing.controlplane import ControlPlane, ControlPlaneConfig, ensure_binaries, force_delete
 
 E2E_DIR = Path(__file__).parent
 
@@ -46,7 +46,8 @@ def control_plane(
     else:
         bin_dir = ensure_binaries(sys.stderr)
     work = tmp_path_factory.mktemp("controlplane")
-    cp = ControlPlane(bin_dir, work)
+    # The audit log is what fault tests read to see who wrote what, and when (kdra.testing.invariants).
+    cp = ControlPlane(bin_dir, work, ControlPlaneConfig(audit_log=True))
     cp.start()
     sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
     try:

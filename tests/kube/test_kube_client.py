@@ -432,6 +432,73 @@ def test_leader_release_hands_over_at_once(server: FakeServer) -> None:
     assert b.try_acquire_or_renew()
 
 
+def test_fence_refuses_every_write_once_the_lease_deadline_passed(server: FakeServer) -> None:
+    """A paused leader (here: one that stops renewing) wakes up with writes in hand: from the deadline
+    on, none is sent, whichever thread sends it; its own Lease writes still pass, and on_lost runs once."""
+    leases = FakeLeases(server)
+
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        h.reply(200, node("a", 2))
+
+    server.routes[("PUT", "/api/v1/nodes/a")] = ok
+    client = client_for(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.4, "retry_period": 0.1}
+    a = LeaderElector(client, "kdra", "kube-system", "a", **kw).install_fence()
+    lost: list[str] = []
+    a.on_lost.append(lambda: lost.append(threading.current_thread().name))
+    with pytest.raises(FencedError, match="does not hold the leader lease"):
+        client.update(node("a", 1))  # a standby writes nothing but its Lease
+    assert a.try_acquire_or_renew()  # the Lease is created (POST) and held, fence or not
+    client.update(node("a", 1))
+    time.sleep(0.5)  # no renewal within the renew deadline
+    sent = len([r for r in server.log if r[1] == "/api/v1/nodes/a"])
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            client.update(node("a", 1))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 4 and all(isinstance(e, FencedError) for e in errors)
+    assert len([r for r in server.log if r[1] == "/api/v1/nodes/a"]) == sent  # nothing reached the server
+    assert a.lost and lost and len(lost) == 1
+    assert a.fenced_writes == 5
+    assert not a.try_acquire_or_renew()  # a lost leadership is not taken up again by this process
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
+
+
+def test_leader_thread_notices_the_deadline_and_stops_campaigning(server: FakeServer) -> None:
+    FakeLeases(server)
+    client = client_for(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.3, "retry_period": 0.1}
+    a = LeaderElector(client, "kdra", "kube-system", "a", **kw).install_fence()
+    done = threading.Event()
+    a.on_lost.append(done.set)
+    a.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not a.is_leader and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert a.is_leader
+        # Renewals are answered with 503 from now on: the thread itself notices the deadline.
+        server.routes[("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kdra")] = (
+            lambda h, q, b: h.reply(503, {"kind": "Status", "reason": "ServiceUnavailable"})
+        )
+        assert done.wait(3)
+        assert a.lost
+        assert a._thread is not None
+        a._thread.join(2)
+        assert not a._thread.is_alive()
+    finally:
+        a.stop(release=False)
+
+
 # -- the binding cycle --------------------------------------------------------------------------------
 
 

@@ -39,13 +39,21 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace) -> Any:
+def make_client(args: argparse.Namespace, component: str = "") -> Any:
+    """The client for the command's flags; `component` ("scheduler/host_pid") goes into the User-Agent,
+    so the API server's audit log tells replicas apart."""
+    from kdra import __version__
     from kdra.kube.client import KubeClient
 
     if args.kube_api_qps < 0 or args.kube_api_burst < 1:
         raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
+    agent = f"kdra/{__version__}" + (f" ({component})" if component else "")
     return KubeClient.from_kubeconfig(
-        args.kubeconfig, context=args.context, qps=args.kube_api_qps, burst=args.kube_api_burst
+        args.kubeconfig,
+        context=args.context,
+        qps=args.kube_api_qps,
+        burst=args.kube_api_burst,
+        user_agent=agent,
     )
 
 
@@ -145,8 +153,8 @@ def _scheduler(args: argparse.Namespace) -> int:
         from kdra.observe.server import parse_listen
 
         metrics_address = parse_listen(args.metrics_listen)
-    client = make_client(args)
     identity = args.identity or default_identity()
+    client = make_client(args, f"scheduler/{identity}")
     stopping = {"flag": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -156,16 +164,29 @@ def _scheduler(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     elector = None
+    sched: KubeScheduler | None = None
     if args.leader_elect:
-        elector = LeaderElector(
-            client,
-            args.leader_elect_resource_name or args.scheduler_name,
-            args.leader_elect_resource_namespace,
-            identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        ).start()
+        # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
+        # binding workers in the rate limiter.
+        lease_client = make_client(args, f"scheduler/{identity}; leader-election")
+        try:
+            elector = LeaderElector(
+                lease_client,
+                args.leader_elect_resource_name or args.scheduler_name,
+                args.leader_elect_resource_namespace,
+                identity,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+        except ValueError as e:
+            raise InputError(f"--leader-elect-renew-deadline: {e}") from None
+        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
+        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
+        # binding pool at once, from the elector's thread, while the loop may still be asleep.
+        elector.install_fence(client)
+        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+        elector.start()
         print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
         while not elector.is_leader:
             if stopping["flag"]:
@@ -200,10 +221,15 @@ def _scheduler(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
         while not stopping["flag"]:
-            if elector is not None and not elector.is_leader:
-                # Exit at once, as kube-scheduler does: binding cycles still running must not write
-                # after another replica may have taken over.
-                print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
+            if elector is not None and elector.lost:
+                # Exit at once, as kube-scheduler does (the fence already refuses every write).
+                sched.stop_binding()
+                print(
+                    f"kdra scheduler {identity}: leader lease lost, exiting "
+                    f"({elector.fenced_writes} writes refused)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(1)
             for r in sched.step(wait=0.5):
                 if r.node:

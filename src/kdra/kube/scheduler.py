@@ -132,6 +132,7 @@ class KubeScheduler(Scheduler):
         self.bind_timeout = bind_timeout
         self.events_posted = 0
         self._event_text: dict[str, str] = {}
+        self.stopped = False  # leadership ended: nothing more is scheduled or bound (stop_binding)
         super().__init__(
             store,
             config,
@@ -164,6 +165,9 @@ class KubeScheduler(Scheduler):
 
     # -- the cycle -------------------------------------------------------------------------------------
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        if self.stopped:  # the rest of a batch after leadership ended: decide nothing
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, ("not leading",)), "not leading")
         try:
             return super().schedule_one(pi, now)
         except (_BindFailed, StoreError) as e:
@@ -177,6 +181,8 @@ class KubeScheduler(Scheduler):
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         deferred = self._deferred.pop(pi.uid, None)
+        if self.stopped:
+            raise _BindFailed(f"binding {pi.key}: this scheduler no longer leads")
         if deferred is not None and self._pool is not None:
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
             job.scheduled_event = pod_event(
@@ -187,11 +193,16 @@ class KubeScheduler(Scheduler):
                 self.config.scheduler_name,
                 self.identity,
             )
+            try:
+                fut = self._pool.submit(job.run, self.kstore.client)
+            except RuntimeError:  # the pool was shut down meanwhile (stop_binding, another thread)
+                raise _BindFailed(f"binding {pi.key}: this scheduler no longer leads") from None
             self.inflight[pi.uid] = job
-            fut = self._pool.submit(job.run, self.kstore.client)
             done = self._done
 
-            def report(_f: Any, job: BindJob = job) -> None:
+            def report(f: Any, job: BindJob = job) -> None:
+                if f.cancelled():  # never ran (stop_binding): nothing was written
+                    job.error = "binding cycle cancelled: this scheduler no longer leads"
                 done.put(job)
 
             fut.add_done_callback(report)
@@ -304,6 +315,14 @@ class KubeScheduler(Scheduler):
             self.queue.add(pi, now)
             self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
 
+    def stop_binding(self) -> None:
+        """Leadership ended (any thread may call this): binding cycles not started yet never start and the
+        loop schedules nothing more. Cycles already running are stopped by the client's write fence at
+        their next write (kdra.kube.leader)."""
+        self.stopped = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
     def close(self, wait: bool = True) -> None:
         """Let running binding cycles finish."""
         if self._pool is not None:
@@ -330,7 +349,7 @@ class KubeScheduler(Scheduler):
         self.kstore.process_events(timeout=self.next_timeout(now, wait))
         now = time.time()
         self.finish_binds(now)
-        if len(self.inflight) >= self.max_inflight:
+        if self.stopped or len(self.inflight) >= self.max_inflight:
             return []
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)
