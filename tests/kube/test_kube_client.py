@@ -559,6 +559,86 @@ def test_bind_job_retries_claim_writes_on_conflict_then_binds(server: FakeServer
     assert job.written[-1]["metadata"]["resourceVersion"] == "10"
 
 
+def _claim_server(server: FakeServer, live: dict[str, Any], on_status: Any) -> list[tuple[str, int]]:
+    """GET and PUT (metadata, status) of ResourceClaim ns/c1 with resourceVersion preconditions;
+    `on_status(body)` may answer a status PUT itself (returns a code) before it is applied."""
+    base = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1"
+    answers: list[tuple[str, int]] = []
+
+    def put(h: Handler, body: Any, sub: str) -> None:
+        if body["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]:
+            answers.append((sub, 409))
+            h.reply(409, {"kind": "Status", "reason": "Conflict"})
+            return
+        code = on_status(body) if sub == "status" else 200
+        live.update(body)
+        live["metadata"] = dict(
+            body["metadata"], resourceVersion=str(int(body["metadata"]["resourceVersion"]) + 1)
+        )
+        answers.append((sub, code))
+        if code >= 500:  # committed, but the answer says otherwise (a 504 "context canceled")
+            h.reply(code, {"kind": "Status", "reason": "Timeout", "message": "context canceled"})
+        else:
+            h.reply(code, live)
+
+    server.routes[("GET", base)] = lambda h, q, b: h.reply(200, live)
+    server.routes[("PUT", base)] = lambda h, q, b: put(h, b, "")
+    server.routes[("PUT", base + "/status")] = lambda h, q, b: put(h, b, "status")
+    server.routes[("POST", "/api/v1/namespaces/ns/pods/p/binding")] = lambda h, q, b: h.reply(201, {})
+    return answers
+
+
+def _c1(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c1", "namespace": "ns", "uid": "cu", "resourceVersion": rv},
+        "spec": {},
+        "status": status or {},
+    }
+
+
+def test_bind_job_treats_a_committed_write_that_answered_504_as_written(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    live = _c1("8")
+    answers = _claim_server(server, live, lambda body: 504)
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    alloc = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
+    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), alloc)], []).run(client_for(server))
+    assert not job.error, job.error
+    assert answers == [("", 200), ("status", 504)]  # re-read after the 504: ours, nothing written again
+    assert live["status"]["allocation"] == alloc
+
+
+def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    theirs = {"devices": {"results": [{"driver": "d", "pool": "n2", "device": "y", "request": "r"}]}}
+    live = _c1("8")
+    answers = _claim_server(server, live, lambda body: 200)
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    ref = {"resource": "pods", "name": "p", "uid": "pu"}
+    mine = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
+    # Someone else allocates after kdra's finalizer write: kdra's status PUT conflicts.
+    live["status"] = {}
+    orig = server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")]
+
+    def finalizer_then_meddle(h: Handler, q: Any, body: Any) -> None:
+        orig(h, q, body)
+        live["status"] = {"allocation": theirs, "reservedFor": [ref]}
+        live["metadata"] = dict(live["metadata"], resourceVersion="20")
+
+    server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")] = finalizer_then_meddle
+    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), mine)], []).run(client_for(server))
+    assert "allocated meanwhile by someone else (d/n2/y)" in job.error
+    assert answers == [("", 200), ("status", 409)]  # re-read, decided, not written again
+    assert live["status"]["allocation"] == theirs
+    assert not any(p.endswith("/binding") for _m, p, _q, _b in server.log)
+
+
 def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:
     from kdra.kube.binder import BindJob
     from kdra.scheduler.podinfo import PodInfo

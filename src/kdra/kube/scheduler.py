@@ -312,8 +312,11 @@ class KubeScheduler(Scheduler):
             if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
                 continue
             pi = PodInfo(current)
+            pi.attempts, pi.initial_attempt = job.pi.attempts, job.pi.initial_attempt  # backoff grows
             self.queue.add(pi, now)
-            self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
+            # As kube-scheduler's binding-cycle failure handler: SchedulerError condition and Event, and
+            # the pod retried after backoff.
+            self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (job.error,)), job.error, set(), None)
 
     def stop_binding(self) -> None:
         """Leadership ended (any thread may call this): binding cycles not started yet never start and the
