@@ -24,11 +24,12 @@ import socket
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
+from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
-from kdra.kube.client import UnavailableError
+from kdra.kube.client import FencedError, UnavailableError
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
@@ -83,6 +84,24 @@ class _BindFailed(Exception):
     pass
 
 
+# Backoff of a pending pod's status writes (condition and Event) that failed: 1 s doubling to 30 s.
+STATUS_RETRY_INITIAL = 1.0
+STATUS_RETRY_MAX = 30.0
+
+
+@dataclass
+class _PendingStatus:
+    """Why a pod is pending, still to be written to its PodScheduled condition and Event."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    text: str
+    attempts: int = 0
+    due: float = 0.0
+
+
 class KubeDynamicResources(DynamicResources):
     """DynamicResources whose PreBind, with asynchronous binding, only records what to write (the
     binding cycle writes it, kdra.kube.binder) and otherwise reports API errors as an error status."""
@@ -132,6 +151,7 @@ class KubeScheduler(Scheduler):
         self.bind_timeout = bind_timeout
         self.events_posted = 0
         self._event_text: dict[str, str] = {}
+        self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
         self.stopped = False  # leadership ended: nothing more is scheduled or bound (stop_binding)
         super().__init__(
             store,
@@ -153,8 +173,12 @@ class KubeScheduler(Scheduler):
         return prof
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
-        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         uid = ev.object["metadata"].get("uid", "")
+        if ev.type == "DELETED" or (ev.object.get("spec") or {}).get("nodeName"):
+            # Nothing more to explain about it (kept otherwise: ~1 KB per pod deleted while pending).
+            self._event_text.pop(uid, None)
+            self._status_retry.pop(uid, None)
+        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         if (
             ev.type != "DELETED"
             and uid in self.inflight
@@ -243,36 +267,79 @@ class KubeScheduler(Scheduler):
         if len(text) > MAX_MESSAGE:
             text = text[: MAX_MESSAGE - 20] + "\n... (truncated)"
         reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
-        current = self.store.try_get("Pod", pi.name, pi.namespace)
-        if current is not None and not (current.get("spec") or {}).get("nodeName"):
-            conds = (current.get("status") or {}).get("conditions") or []
-            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
-            try:
-                if old is None or old.get("message") != text or old.get("reason") != reason:
-                    cond = {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": text,
-                        "lastTransitionTime": now_rfc3339(),
-                    }
-                    self.kstore._written(
-                        "Pod",
-                        self.kstore.client.patch(
-                            "Pod",
-                            pi.name,
-                            {"status": {"conditions": [cond]}},
-                            pi.namespace,
-                            "status",
-                            patch_type="strategic",
-                        ),
-                    )
-                if self._event_text.get(pi.uid) != text:
-                    self._post_event(current, "FailedScheduling", text)
-                    self._event_text[pi.uid] = text
-            except StoreError as e:
-                log.info("recording why %s is unschedulable: %s", pi.key, e)
+        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text)
+        self._status_retry.pop(pi.uid, None)
+        self._record_status(pending, now)
         return CycleResult(pi.key, None, st, message, explanation)
+
+    def _record_status(self, ps: _PendingStatus, now: float) -> None:
+        """Write why a pod is pending (PodScheduled=False, then the FailedScheduling Event when the text
+        changed). A write that fails is never dropped: it is tried again with backoff (step) until it
+        lands, the pod is gone or bound, or a newer explanation replaces it; only a write the API server
+        refuses as invalid, or one fenced off, is given up (with a warning)."""
+        current = self.store.try_get("Pod", ps.name, ps.namespace)
+        if (
+            current is None
+            or current["metadata"].get("uid") != ps.uid
+            or (current.get("spec") or {}).get("nodeName")
+            or current["metadata"].get("deletionTimestamp")
+        ):
+            return
+        conds = (current.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        try:
+            if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
+                cond = {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": ps.reason,
+                    "message": ps.text,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+                current = self.kstore._written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        ps.name,
+                        {"status": {"conditions": [cond]}},
+                        ps.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            if self._event_text.get(ps.uid) != ps.text:
+                self._post_event(current, "FailedScheduling", ps.text)
+                self._event_text[ps.uid] = ps.text
+        except (NotFoundError, FencedError):
+            return  # the pod is gone, or this replica no longer leads
+        except InvalidObjectError as e:
+            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, e)
+            return
+        except StoreError as e:
+            ps.attempts += 1
+            ps.due = now + min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (ps.attempts - 1))
+            self._status_retry[ps.uid] = ps
+            log.warning(
+                "recording why %s/%s is pending (attempt %d; again in %.0fs): %s",
+                ps.namespace,
+                ps.name,
+                ps.attempts,
+                ps.due - now,
+                e,
+            )
+            return
+        if ps.attempts:
+            log.info(
+                "recorded why %s/%s is pending after %d failed attempts", ps.namespace, ps.name, ps.attempts
+            )
+
+    def retry_status_writes(self, now: float) -> int:
+        """Try again the pending-pod status writes whose backoff ran out; returns how many were tried."""
+        due = [ps for ps in self._status_retry.values() if ps.due <= now]
+        for ps in due:
+            del self._status_retry[ps.uid]
+            self._record_status(ps, now)
+        return len(due)
 
     def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
         self.kstore.client.create(
@@ -340,6 +407,9 @@ class KubeScheduler(Scheduler):
         if self.queue._active:
             return 0.0
         wake = self.queue.next_wakeup()
+        if self._status_retry:
+            retry = min(ps.due for ps in self._status_retry.values())
+            wake = retry if wake is None else min(wake, retry)
         if wake is None:
             return ceiling
         return max(0.0, min(ceiling, wake - now))
@@ -354,5 +424,7 @@ class KubeScheduler(Scheduler):
         self.finish_binds(now)
         if self.stopped or len(self.inflight) >= self.max_inflight:
             return []
+        if self._status_retry:
+            self.retry_status_writes(now)
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)
