@@ -275,6 +275,8 @@ def is_namespaced(kind: str) -> bool:
     return RESOURCES[kind][2] if kind in RESOURCES else True
 
 
+IDLE_CONNECTION_SECONDS = 30.0
+
 # -- the client -----------------------------------------------------------------------------------------
 
 
@@ -323,8 +325,16 @@ class KubeClient:
 
     def _conn(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        now = time.monotonic()
+        # The API server closes keep-alive connections idle for about 90 s; a request sent on one it is
+        # closing fails with an EOF and, for a write, cannot be safely retried. So an idle connection is
+        # replaced before it gets that old (client-go's transport does the same with IdleConnTimeout).
+        if conn is not None and now - getattr(self._local, "used", now) > IDLE_CONNECTION_SECONDS:
+            self._drop_conn()
+            conn = None
         if conn is None:
             conn = self._local.conn = self._connect(self.timeout)
+        self._local.used = now
         return conn
 
     def _drop_conn(self) -> None:
