@@ -156,7 +156,7 @@ class DraState:
         self._ext_classes: dict[str, str] | None = None
         # Devices in use by allocated and assumed claims (exclusive ones in `state.dedicated`).
         self.state = AllocatedState()
-        self.spec_keys: dict[tuple[str, str], str] = {}
+        self.spec_keys: dict[str, str] = {}  # claim uid -> claim_spec_key (a claim's spec is immutable)
         cache.dra = self
         for claim in list(cache.claims.values()):
             self.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
@@ -287,6 +287,8 @@ class DraState:
         elif prev is not None:
             del self.allocated[uid]
             self._mark(prev, -1)
+        if ev.type == "DELETED":
+            self.spec_keys.pop(uid, None)
 
     def assume(self, claim: Obj, allocation: Obj) -> None:
         """Reserve: the allocation is decided but not written yet (in-flight)."""

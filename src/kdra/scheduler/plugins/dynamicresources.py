@@ -98,7 +98,10 @@ class DynamicResources(
     def __init__(self, store: Store, dra: DraState) -> None:
         self.store = store
         self.dra = dra
-        self._results: dict[tuple[Hashable, int, int, int], Any] = {}
+        # (pod signature, node idx) -> (node generation, cache epoch, allocations Filter found): only the
+        # latest answer per node is kept, so the table is bounded by signatures x nodes, not by how often
+        # nodes changed (every allocation on a node changes its generation).
+        self._results: dict[tuple[Hashable, int], tuple[int, int, Any]] = {}
 
     # -- PreEnqueue ------------------------------------------------------------------------------
 
@@ -172,13 +175,13 @@ class DynamicResources(
         return SUCCESS
 
     def _spec_key(self, claim: Obj) -> str:
-        meta = claim["metadata"]
-        k = (meta.get("uid", ""), meta.get("resourceVersion", ""))
-        key = self.dra.spec_keys.get(k)
+        # A claim's spec is immutable: one key per claim uid (dropped with the claim, DraState.on_claim).
+        uid = claim["metadata"].get("uid", "")
+        if not uid:
+            return claim_spec_key(claim)
+        key = self.dra.spec_keys.get(uid)
         if key is None:
-            if len(self.dra.spec_keys) > 200_000:
-                self.dra.spec_keys.clear()
-            key = self.dra.spec_keys[k] = claim_spec_key(claim)
+            key = self.dra.spec_keys[uid] = claim_spec_key(claim)
         return key
 
     def _check_classes(self, claim: Obj) -> Status:
@@ -281,18 +284,24 @@ class DynamicResources(
         return SUCCESS
 
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
-        if len(self._results) > 100_000:
+        if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh
             self._results.clear()
-        self._results[(pc.signature, ni.idx, ni.generation, self.dra.cache.epoch)] = allocations
+        self._results[(pc.signature, ni.idx)] = (ni.generation, self.dra.cache.epoch, allocations)
+
+    def _remembered(self, pc: _PodClaims, ni: NodeInfo) -> Any:
+        got = self._results.get((pc.signature, ni.idx))
+        if got is None or got[0] != ni.generation or got[1] != self.dra.cache.epoch:
+            return None
+        return got[2]
 
     def allocations_for(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> list[Obj] | None:
         pc: _PodClaims = state[STATE_KEY]
-        got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+        got = self._remembered(pc, ni)
         if got is None:
             st = self.filter(state, pi, ni)
             if not st.ok:
                 return None
-            got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+            got = self._remembered(pc, ni)
         return list(got) if got is not None else []
 
     # -- Score (prioritized list) ----------------------------------------------------------------
