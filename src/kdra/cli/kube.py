@@ -90,6 +90,19 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
+    s.add_argument(
+        "--owned-nodes",
+        default=None,
+        metavar="SELECTOR",
+        help="partition with kube-scheduler: place pods only on the nodes this label selector matches "
+        "(taint them kdra.dev/scheduler=<scheduler name>:NoSchedule to keep kube-scheduler off)",
+    )
+    s.add_argument(
+        "--owned-device-classes",
+        default=None,
+        metavar="NAME,...",
+        help="partition with kube-scheduler: allocate only claims whose requests name these DeviceClasses",
+    )
     s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
@@ -134,6 +147,7 @@ def register(subparsers: Any) -> None:
 def _scheduler(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
+    from kdra.kube.partition import Partition, startup_warnings
     from kdra.kube.scheduler import KubeScheduler, default_identity
     from kdra.kube.store import SCHEDULER_KINDS, KubeStore
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
@@ -145,6 +159,7 @@ def _scheduler(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     gates = FeatureGates.parse(args.feature_gates or "")
+    partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
     )
@@ -197,7 +212,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
-    sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
+    sched = KubeScheduler(
+        store, config, identity=identity, bind_workers=args.bind_workers, partition=partition
+    )
+    for warning in startup_warnings(partition, args.scheduler_name, sched.dra.index, sched.cache.nodes):
+        print(f"kdra scheduler {identity}: warning: {warning}", file=sys.stderr, flush=True)
     metrics = None
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "

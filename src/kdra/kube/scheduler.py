@@ -30,9 +30,11 @@ from typing import Any
 from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
 from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
+from kdra.scheduler.plugins.basic import TaintToleration
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
@@ -137,8 +139,10 @@ class KubeScheduler(Scheduler):
         batch: int = 64,
         bind_timeout: float = 60.0,
         bind_workers: int = 16,
+        partition: Partition | None = None,
     ) -> None:
         self.kstore = store
+        self.partition = partition or Partition()
         # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
         self.bind_workers = bind_workers
         self.inflight: dict[str, BindJob] = {}
@@ -160,6 +164,11 @@ class KubeScheduler(Scheduler):
             run_controllers=False,
             clock=time.time,
         )
+        from kdra.kube.conflicts import ConflictDetector
+
+        # Devices in more claims than they can serve (another scheduler, a stale write): reported and
+        # kdra's side repaired (kdra.kube.conflicts).
+        self.conflicts = ConflictDetector(self)
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
@@ -168,8 +177,10 @@ class KubeScheduler(Scheduler):
             if type(p) is DynamicResources:
                 p = KubeDynamicResources(self.store, self.dra)
                 p.sched = self
+            elif isinstance(p, TaintToleration):  # the taint that reserves nodes for this scheduler
+                p.implied = (owner_toleration(self.config.scheduler_name),)
             plugins.append(p)
-        prof.plugins = plugins
+        prof.plugins = plugins + self.partition.plugins()  # after DynamicResources: it reads its claims
         return prof
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
@@ -422,7 +433,10 @@ class KubeScheduler(Scheduler):
         self.kstore.process_events(timeout=self.next_timeout(now, wait))
         now = time.time()
         self.finish_binds(now)
-        if self.stopped or len(self.inflight) >= self.max_inflight:
+        if self.stopped:
+            return []
+        self.conflicts.step()
+        if len(self.inflight) >= self.max_inflight:
             return []
         if self._status_retry:
             self.retry_status_writes(now)

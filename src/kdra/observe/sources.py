@@ -32,6 +32,10 @@ def attach_scheduler(state: FleetState, scheduler: Any) -> None:
         state.observe_attempt(outcome, seconds)
 
     scheduler.attempt_observers.append(observe)
+    conflicts = getattr(scheduler, "conflicts", None)  # kdra.kube.conflicts, in Kubernetes mode
+    if conflicts is not None:
+        state.set_conflicts(len(conflicts.conflicts), conflicts.detected_total, conflicts.repaired_total)
+        conflicts.observers.append(state.set_conflicts)
 
 
 def serve_beside_scheduler(store: Store, scheduler: Any, address: tuple[str, int]) -> Any:

@@ -81,7 +81,8 @@ AUDIT_POLICY = """{
     {"level": "None", "verbs": ["get", "list", "watch"]},
     {"level": "Metadata", "resources": [
       {"group": "", "resources": ["pods", "pods/binding", "pods/status", "events"]},
-      {"group": "resource.k8s.io", "resources": ["resourceclaims", "resourceclaims/status"]},
+      {"group": "resource.k8s.io",
+       "resources": ["resourceclaims", "resourceclaims/status", "devicetaintrules"]},
       {"group": "coordination.k8s.io", "resources": ["leases"]}
     ]},
     {"level": "None"}
@@ -371,9 +372,9 @@ class ControlPlaneConfig:
     extra_apiserver_args: tuple[str, ...] = ()
     extra_scheduler_args: tuple[str, ...] = ()
     extra_controller_manager_args: tuple[str, ...] = ()
-    # Write an audit log of every write to pods, bindings, ResourceClaims, Events and Leases (metadata
-    # level, JSON lines in <work dir>/logs/audit.log): the independent record of who wrote what when,
-    # which fault tests read (kdra.testing.invariants.audit_events). Reads are not logged.
+    # Write an audit log of every write to pods, bindings, ResourceClaims, DeviceTaintRules, Events and
+    # Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record of who
+    # wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not logged.
     audit_log: bool = False
 
     def feature_gates_arg(self) -> str:
