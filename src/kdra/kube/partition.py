@@ -162,12 +162,12 @@ class OwnedDeviceClasses(PreFilterPlugin):
 
 def reachable_by_others(
     partition: Partition, scheduler_name: str, index: Any, nodes: Iterable[NodeInfo]
-) -> tuple[set[tuple[str, str, str]], set[str], set[str]]:
-    """(devices both kdra and kube-scheduler may allocate, the other DeviceClasses that select them, the
-    nodes they are on). kdra: devices of its classes (every class without a class partition) on its
-    nodes (every node without a node partition). kube-scheduler: devices of the other classes (every
-    class without a class partition) on nodes without kdra's taint; network-attached devices (no
-    nodeName) count on both sides."""
+) -> tuple[set[tuple[str, str, str]], set[str], set[str], int]:
+    """(devices both kdra and kube-scheduler may allocate, the other DeviceClasses that select them,
+    the nodes they are on, how many devices kdra may allocate). kdra: devices of its classes (every class
+    without a class partition) on its nodes (every node without a node partition). kube-scheduler:
+    devices of the other classes (every class without a class partition) on nodes without kdra's taint;
+    network-attached devices (no nodeName) count on both sides."""
     node_list = list(nodes)
     kdra_nodes = {n.name for n in node_list if partition.nodes is None or partition.nodes.matches(n.labels)}
     other_nodes = {n.name for n in node_list if not has_owner_taint(n.taints, scheduler_name)}
@@ -189,7 +189,7 @@ def reachable_by_others(
                 via.add(c)
                 if d.slice.node_name:
                     where.add(d.slice.node_name)
-    return both, via, where
+    return both, via, where, len(kdra_devices)
 
 
 def _few(names: Iterable[str], n: int = 5) -> str:
@@ -221,20 +221,21 @@ def startup_warnings(
         missing = sorted(partition.classes - set(index.classes))
         if missing:
             out.append(f"--owned-device-classes: DeviceClass {_few(missing)} does not exist (yet)")
-    both, via, where = reachable_by_others(partition, scheduler_name, index, node_list)
+    both, via, where, mine = reachable_by_others(partition, scheduler_name, index, node_list)
     if both:
+        share = f"{len(both)} of the {mine} devices kdra allocates"
         if partition.empty:
             out.append(
-                "no partition with kube-scheduler (--owned-nodes, --owned-device-classes): it can allocate "
-                f"all {len(both)} devices kdra allocates; conflicts are reported "
-                "(kdra_conflicting_allocations) and kdra's side repaired, not prevented"
+                f"no partition with kube-scheduler (--owned-nodes, --owned-device-classes): it can allocate "
+                f"{share}; conflicts are reported (kdra_conflicting_allocations) and kdra's side repaired, "
+                "not prevented"
             )
         elif partition.classes is not None:
             out.append(
-                f"kube-scheduler can allocate {len(both)} devices kdra allocates through DeviceClass(es) "
-                f"{_few(via)}, which select devices of kdra's classes"
+                f"kube-scheduler can allocate {share} through DeviceClass(es) {_few(via)}, which select "
+                "devices of kdra's classes"
                 + (f" on nodes without the taint {taint} ({_few(where)})" if where else "")
             )
         elif not out:
-            out.append(f"kube-scheduler can allocate {len(both)} devices kdra allocates, on {_few(where)}")
+            out.append(f"kube-scheduler can allocate {share}, on {_few(where)}")
     return out
