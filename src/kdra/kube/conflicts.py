@@ -115,14 +115,14 @@ class _Held:
 class ConflictDetector:
     sched: KubeScheduler
     repair: bool = True
-    holders: dict[DeviceKey, dict[str, Mapping[str, Any]]] = field(default_factory=dict)  # -> uid -> result
+    # device -> claim uid -> the claim's results for that device (several: shares of one device)
+    holders: dict[DeviceKey, dict[str, list[Mapping[str, Any]]]] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)  # claim uid -> what it holds
     conflicts: dict[DeviceKey, frozenset[str]] = field(default_factory=dict)  # now over-allocated
     detected_total: int = 0
     repaired_total: int = 0
     observers: list[Callable[[int, int, int], None]] = field(default_factory=list)
     _dirty: set[DeviceKey] = field(default_factory=set)
-    _reported: set[tuple[DeviceKey, frozenset[str]]] = field(default_factory=set)
     _pending_repair: set[str] = field(default_factory=set)  # claim uids of kdra's side still to repair
     # claim uid -> (namespace, claim, pod, node): deallocated, its bound pod waiting for a free device
     _stranded: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
@@ -178,11 +178,13 @@ class ConflictDetector:
         results = _results(claim)
         if not results and old is None:
             return
-        keys = []
+        keys: dict[DeviceKey, None] = {}
         for r in results:
             key = (str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", "")))
-            self.holders.setdefault(key, {})[uid] = r
-            keys.append(key)
+            if key not in keys:
+                self.holders.setdefault(key, {})[uid] = []
+                keys[key] = None
+            self.holders[key][uid].append(r)
             self._dirty.add(key)
         if keys:
             self.held[uid] = _Held(claim, tuple(keys))
@@ -202,9 +204,10 @@ class ConflictDetector:
         if dev is None or not dev.allow_multi:
             return True  # an exclusive device (or one no slice publishes any more) in two claims
         used: dict[str, Quantity] = {}
-        for r in hs.values():
-            for cap, q in (r.get("consumedCapacity") or {}).items():
-                used[cap] = used.get(cap, Quantity.parse(0)) + Quantity.parse(q)
+        for results in hs.values():
+            for r in results:
+                for cap, q in (r.get("consumedCapacity") or {}).items():
+                    used[cap] = used.get(cap, Quantity.parse(0)) + Quantity.parse(q)
         for cap, total in used.items():
             have = (dev.capacity_raw.get(cap) or {}).get("value")
             if have is not None and total > Quantity.parse(have):
@@ -260,9 +263,6 @@ class ConflictDetector:
         return f"ResourceClaim {_claim_key(claim)} ({who or 'no pod'})"
 
     def _new_conflict(self, key: DeviceKey, uids: frozenset[str]) -> None:
-        if (key, uids) in self._reported:
-            return
-        self._reported.add((key, uids))
         self.detected_total += 1
         claims = [self.held[u].claim for u in sorted(uids, key=lambda u: _claim_key(self.held[u].claim))]
         text = f"device {'/'.join(key)} is allocated to more claims than it can serve: " + "; ".join(
