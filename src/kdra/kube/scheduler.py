@@ -30,6 +30,7 @@ from typing import Any
 from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
 from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.memory import HeapTrimmer
 from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
@@ -169,6 +170,7 @@ class KubeScheduler(Scheduler):
         # Devices in more claims than they can serve (another scheduler, a stale write): reported and
         # kdra's side repaired (kdra.kube.conflicts).
         self.conflicts = ConflictDetector(self)
+        self.trimmer = HeapTrimmer()  # memory back to the system after a burst went (kdra.kube.memory)
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
@@ -438,6 +440,8 @@ class KubeScheduler(Scheduler):
         self.conflicts.step()
         if len(self.inflight) >= self.max_inflight:
             return []
+        idle = not self.inflight and not self.queue._active
+        self.trimmer.note(sum(self.kstore.count(k) for k in self.kstore.kinds), idle)
         if self._status_retry:
             self.retry_status_writes(now)
         self.queue.flush_unschedulable_leftover(now)

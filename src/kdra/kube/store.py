@@ -9,6 +9,8 @@ Threading: reflector threads only fetch; everything that changes the cache and e
 in the thread that calls `process_events()` or writes through the store (the scheduler's loop), so the
 scheduler above sees the single-threaded, ordered store it was written against.
 
+Cached objects lose metadata.managedFields on the way in (as kube-scheduler's informers strip them).
+
 Writes go to the API server and their results are applied to the cache at once and delivered to
 handlers as events (as MemoryStore does; client-go's scheduler gets the same effect from its assume
 cache). The watch later brings the same resourceVersion, which is then skipped: an event whose
@@ -56,6 +58,15 @@ SCHEDULER_KINDS: tuple[str, ...] = (
 )
 
 Key = tuple[str, str]
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop metadata.managedFields, as kube-scheduler's informers do: often half an object's size, and
+    nothing here reads it (an update that omits it leaves it as it is on the server)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def _key(kind: str, obj: Obj) -> Key:
@@ -107,7 +118,7 @@ class Reflector(threading.Thread):
                         self.rv = str(rv)
                     if etype == "BOOKMARK":
                         continue
-                    store._events.put(("event", self.kind, etype, obj))
+                    store._events.put(("event", self.kind, etype, strip_managed_fields(obj)))
                     backoff = 0.2
             except ExpiredError:
                 log.info("watch %s: resourceVersion %s expired, relisting", self.kind, self.rv)
@@ -135,6 +146,8 @@ class Reflector(threading.Thread):
 
     def relist(self) -> None:
         items, rv = self.store.client.list_with_version(self.kind)
+        for obj in items:
+            strip_managed_fields(obj)
         self.rv = rv
         self.last_relist = time.monotonic()
         self.relists += 1
@@ -176,7 +189,7 @@ class KubeStore(Store):
             items, rv = self.client.list_with_version(kind)
             table = self._objects[kind]
             for obj in items:
-                table[_key(kind, obj)] = obj
+                table[_key(kind, strip_managed_fields(obj))] = obj
             self._rv = max(self._rv, rv_int(rv))
             self.reflectors[kind] = Reflector(
                 self, kind, rv, relist_period=self.relist_period, watch_timeout=self.watch_timeout
@@ -270,6 +283,7 @@ class KubeStore(Store):
             self._pending.clear()
 
     def _written(self, kind: str, obj: Obj) -> Obj:
+        strip_managed_fields(obj)
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", RESOURCES[kind][0])
         if kind in self._objects:
