@@ -140,6 +140,8 @@ class LeaderElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.lost:  # woken at the deadline without a renewal: on_lost runs now, not after a GET
+                return
             self.try_acquire_or_renew()
             if self.lost:
                 return  # on_lost ran; this process does not campaign again

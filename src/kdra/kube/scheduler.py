@@ -30,6 +30,7 @@ from typing import Any
 from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
 from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.explain import unschedulable_messages
 from kdra.kube.memory import HeapTrimmer
 from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
@@ -42,7 +43,7 @@ from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, Sch
 
 log = logging.getLogger("kdra.kube.scheduler")
 
-MAX_MESSAGE = 8 * 1024  # condition and Event messages: the explanation is cut here
+MAX_MESSAGE = 8 * 1024  # the PodScheduled message limit (kdra.kube.explain builds the messages)
 
 
 def now_rfc3339() -> str:
@@ -100,7 +101,8 @@ class _PendingStatus:
     name: str
     uid: str
     reason: str
-    text: str
+    text: str  # the condition's message
+    event_text: str  # the Event's (cut to what an Event holds)
     attempts: int = 0
     due: float = 0.0
 
@@ -276,11 +278,9 @@ class KubeScheduler(Scheduler):
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
     ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
-        text = message if explanation is None else f"{message}\n{explanation}"
-        if len(text) > MAX_MESSAGE:
-            text = text[: MAX_MESSAGE - 20] + "\n... (truncated)"
+        text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
-        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text)
+        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text, event_text)
         self._status_retry.pop(pi.uid, None)
         self._record_status(pending, now)
         return CycleResult(pi.key, None, st, message, explanation)
@@ -321,7 +321,7 @@ class KubeScheduler(Scheduler):
                     ),
                 )
             if self._event_text.get(ps.uid) != ps.text:
-                self._post_event(current, "FailedScheduling", ps.text)
+                self._post_event(current, "FailedScheduling", ps.event_text)
                 self._event_text[ps.uid] = ps.text
         except (NotFoundError, FencedError):
             return  # the pod is gone, or this replica no longer leads
