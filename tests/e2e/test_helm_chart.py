@@ -44,8 +44,8 @@ RARE: dict[tuple[str, str, str], str] = {
     ("get", "resourceclaims", ""): "KubeStore.refresh re-reads a claim after a 409",
     ("create", "resourceclaims", ""): "extended-resource claims (KEP-5004), as kube-scheduler creates them",
     ("update", "resourceclaims", "binding"): "authorization only: 1.36 checks it on status.allocation writes",
-    ("create", "devicetaintrules", ""): "kdra.kube.conflicts quarantines a device it released from a conflict",
-    ("delete", "devicetaintrules", ""): "kdra.kube.conflicts ends a quarantine once no claim holds the device",
+    ("create", "devicetaintrules", ""): "kdra.kube.conflicts quarantines a device released from a conflict",
+    ("delete", "devicetaintrules", ""): "kdra.kube.conflicts ends a quarantine once no claim holds it",
 }
 
 
