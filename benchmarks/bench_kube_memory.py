@@ -9,13 +9,16 @@ the pods are gone, per round.
 
 Two ways to run kdra:
 - default: `kdra scheduler` as users run it, a process of its own; RSS from /proc/<pid>/status.
-- `--in-process`: the same KubeStore and KubeScheduler on a thread of this process, with tracemalloc
-  tracing, and after each round the source lines whose live allocations grew most since the end of the
-  first round (the leak hunt; tracing slows kdra and adds its own memory, so these RSS figures are not
-  comparable with the default's).
+- `--in-process`: the same KubeStore and KubeScheduler on a thread of this process; after each round also
+  CPython's small-object allocator: arenas held and the bytes in use in them (what a trim cannot give
+  back is the difference: free blocks in arenas that still hold a live object).
+- `--trace` (implies --in-process): with tracemalloc, and after each round the source lines whose live
+  allocations grew most since before the first round: what the rounds left behind (the leak hunt;
+  tracing slows kdra and adds its own memory, so these RSS figures are not comparable with the
+  default's).
 
 Usage: python benchmarks/bench_kube_memory.py [--nodes 100] [--devices 12] [--pods 1000] [--rounds 3]
-       [--qps 500] [--burst 1000] [--in-process [--top 15]]
+       [--qps 500] [--burst 1000] [--in-process] [--trace [--top 15]]
 
 Sized to take a few minutes on the shared 2-core machine; the issue's figures were 3 rounds of 5,000
 pods (--nodes 500 --devices 10 --pods 5000).
@@ -124,6 +127,43 @@ def one_round(kube: KubeClient, n: int, pods: int, settled: Callable[[], bool]) 
     return {"scheduled_s": scheduled, "total_s": time.time() - t0}
 
 
+def traced_snapshot() -> Any:
+    return tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen *>")]
+    )
+
+
+def pymalloc_stats() -> str:
+    """Arenas CPython's small-object allocator holds and the bytes in use in them
+    (sys._debugmallocstats, which writes to the C stderr: read back through a temporary file)."""
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        saved = os.dup(2)
+        try:
+            sys.stderr.flush()
+            os.dup2(tmp.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        text = tmp.read().decode(errors="replace")
+    got: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.rpartition("=")
+        value = value.strip().replace(",", "")
+        if line.startswith("# ") and value.isdigit():
+            got[key.strip("# ").strip()] = int(value)
+        elif "bytes/arena" in line and value.isdigit():
+            got["arena bytes"] = int(value)
+    held = got.get("arena bytes", 0) / 2**20
+    used = got.get("bytes in allocated blocks", 0) / 2**20
+    free = got.get("bytes in available blocks", 0) / 2**20
+    return (
+        f"pymalloc: {got.get('arenas allocated current', 0)} arenas, {held:.0f} MiB held, "
+        f"{used:.0f} MiB in live objects, {free:.0f} MiB free in them"
+    )
+
+
 class InProcess:
     """KubeStore + KubeScheduler on a thread of this process (the loop `kdra scheduler` runs)."""
 
@@ -165,9 +205,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--qps", type=int, default=500)
     ap.add_argument("--burst", type=int, default=1000)
-    ap.add_argument("--in-process", action="store_true", help="run kdra here, with tracemalloc")
-    ap.add_argument("--top", type=int, default=15, help="--in-process: growth lines to print per round")
+    ap.add_argument("--in-process", action="store_true", help="run kdra here and report pymalloc's arenas")
+    ap.add_argument("--trace", action="store_true", help="run kdra here, with tracemalloc")
+    ap.add_argument("--top", type=int, default=15, help="--trace: growth lines to print per round")
     args = ap.parse_args()
+    args.in_process = args.in_process or args.trace
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     config = ControlPlaneConfig(kube_api_qps=args.qps, kube_api_burst=args.burst, verbosity=1)
     with (
@@ -184,7 +226,9 @@ def main() -> int:
         )
         kube.create(claim_template("one", NS, fleet.device_class))
         kube.create(claim_template("too-many", NS, fleet.device_class, count=args.devices + 1))
-        where = "in this process, traced" if args.in_process else "as a process"
+        where = "as a process"
+        if args.in_process:
+            where = "in this process" + (", traced" if args.trace else "")
         print(
             f"{args.nodes} nodes x {args.devices} devices; {args.rounds} rounds of {args.pods} pods "
             f"({args.pods // 10} of them unschedulable); kdra {where}",
@@ -194,13 +238,14 @@ def main() -> int:
         proc: KdraProcess | None = None
         baseline: Any = None
         if args.in_process:
-            tracemalloc.start(8)
+            if args.trace:
+                tracemalloc.start(8)
             inproc = InProcess(cp.kubeconfig, args.qps, args.burst)
             pid, settled = os.getpid(), inproc.settled
         else:
             proc = KdraProcess(
                 cp,
-                ["scheduler", "--kube-api-qps", str(args.qps), "--kube-api-burst", str(args.burst)],
+                ["scheduler", "--kube-api-qps", str(args.qps), "--kube-api-burst", str(args.burst), "-v"],
                 Path(work) / "kdra.log",
             )
             pid = proc.pid
@@ -212,6 +257,9 @@ def main() -> int:
             sampler = Sampler(pid)
             sampler.start()
             print(f"start: RSS {rss_kb(pid) / 1024:.0f} MiB", flush=True)
+            if args.trace:  # what the rounds leave behind is what grew since here
+                gc.collect()
+                baseline = traced_snapshot()
             rows = []
             for n in range(1, args.rounds + 1):
                 sampler.take()
@@ -221,36 +269,29 @@ def main() -> int:
                     gc.collect()
                 after = rss_kb(pid)
                 rows.append((n, peak, after, t))
+                if inproc is not None:
+                    trims = inproc.sched.trimmer.trims
+                else:
+                    assert proc is not None
+                    trims = proc.log_path.read_text(errors="replace").count("gave freed memory back")
                 print(
                     f"round {n}: peak RSS {peak / 1024:.0f} MiB, after deletion {after / 1024:.0f} MiB "
-                    f"(scheduled in {t['scheduled_s']:.0f}s, round {t['total_s']:.0f}s)",
+                    f"(scheduled in {t['scheduled_s']:.0f}s, round {t['total_s']:.0f}s; "
+                    f"heap trims so far: {trims})",
                     flush=True,
                 )
                 if inproc is not None:
-                    snap = tracemalloc.take_snapshot().filter_traces(
-                        [
-                            tracemalloc.Filter(False, tracemalloc.__file__),
-                            tracemalloc.Filter(False, "<frozen *>"),
-                        ]
-                    )
-                    if baseline is None:
-                        baseline = snap
-                        current, _peak = tracemalloc.get_traced_memory()
-                        print(
-                            f"  traced now {current / 2**20:.1f} MiB (baseline for the next rounds)",
-                            flush=True,
+                    print(f"  {pymalloc_stats()}", flush=True)
+                if args.trace:
+                    snap = traced_snapshot()
+                    for stat in snap.compare_to(baseline, "traceback")[: args.top]:
+                        if stat.size_diff <= 0:
+                            continue
+                        frames = " <- ".join(  # innermost first: where it was allocated, who asked
+                            f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
+                            for f in list(stat.traceback)[::-1][:5]
                         )
-                    else:
-                        for stat in snap.compare_to(baseline, "traceback")[: args.top]:
-                            if stat.size_diff <= 0:
-                                continue
-                            frames = " <- ".join(  # innermost first: where it was allocated, who asked
-                                f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
-                                for f in list(stat.traceback)[::-1][:5]
-                            )
-                            print(
-                                f"  +{stat.size_diff / 1024:8.1f} KiB {stat.count_diff:+7d} blocks  {frames}"
-                            )
+                        print(f"  +{stat.size_diff / 1024:8.1f} KiB {stat.count_diff:+7d} blocks  {frames}")
             grew = rows[-1][2] - rows[0][2]
             print(
                 "RSS per round (MiB): peak "

@@ -5,8 +5,10 @@ for reuse, so the resident set of `kdra scheduler` stayed at its peak after the 
 deleted. `HeapTrimmer` watches how many objects the scheduler's informers cache; when that number has
 fallen well below its peak since the last trim and the scheduling loop is idle, it runs a full garbage
 collection and glibc's `malloc_trim(0)`, which returns free pages from every heap arena to the system.
-Memory that CPython's own small-object allocator still holds in partly used arenas stays (that is
-fragmentation, not a leak). Elsewhere than glibc `trim()` only collects.
+Before that, the scheduler drops what it derived for the pods that went (Filter answers per pod shape and
+node): those entries were allocated among the pods' objects and would keep CPython's small-object arenas
+from being freed. What CPython still holds in partly used arenas stays (fragmentation, not a leak).
+Elsewhere than glibc `trim()` only collects.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ctypes.util
 import gc
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("kdra.kube.memory")
@@ -52,7 +55,7 @@ class HeapTrimmer:
     since the last trim, by at least `minimum` objects, the loop is idle, and `interval` seconds passed
     since the last trim."""
 
-    def __init__(self, *, drop: float = 0.25, minimum: int = 2000, interval: float = 30.0) -> None:
+    def __init__(self, *, drop: float = 0.25, minimum: int = 500, interval: float = 30.0) -> None:
         self.drop = drop
         self.minimum = minimum
         self.interval = interval
@@ -60,7 +63,9 @@ class HeapTrimmer:
         self.last = 0.0
         self.trims = 0
 
-    def note(self, objects: int, idle: bool) -> bool:
+    def note(self, objects: int, idle: bool, drop_caches: Callable[[], None] | None = None) -> bool:
+        """`drop_caches` runs first: what was derived for the pods that went (their answers per node)
+        would otherwise keep the memory pages it shares with them."""
         self.peak = max(self.peak, objects)
         if not idle or self.peak - objects < max(self.minimum, self.drop * self.peak):
             return False
@@ -68,6 +73,8 @@ class HeapTrimmer:
         if self.trims and now - self.last < self.interval:
             return False
         t0 = time.perf_counter()
+        if drop_caches is not None:
+            drop_caches()
         trim()
         self.trims += 1
         self.last = now

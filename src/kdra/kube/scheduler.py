@@ -193,6 +193,17 @@ class KubeScheduler(Scheduler):
             # Nothing more to explain about it (kept otherwise: ~1 KB per pod deleted while pending).
             self._event_text.pop(uid, None)
             self._status_retry.pop(uid, None)
+        if ev.type == "DELETED":  # nor to wait for: a claim it waited for may never come
+            from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+            ns = ev.object["metadata"].get("namespace", "default")
+            for entry in (ev.object.get("spec") or {}).get("resourceClaims") or []:
+                name, _ = pod_claim_name(ev.object, entry)
+                waiting = self._waiting_claims.get((ns, name or ""))
+                if waiting is not None:
+                    waiting.discard(uid)
+                    if not waiting:
+                        del self._waiting_claims[(ns, name or "")]
         # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         if (
             ev.type != "DELETED"
@@ -398,6 +409,13 @@ class KubeScheduler(Scheduler):
             # the pod retried after backoff.
             self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (job.error,)), job.error, set(), None)
 
+    def drop_caches(self) -> None:
+        """Forget answers derived for pods (per pod shape and node): rebuilt on demand by the next pods."""
+        self._sig.clear()
+        for p in self.profile.plugins:
+            if isinstance(p, DynamicResources):
+                p._results.clear()
+
     def stop_binding(self) -> None:
         """Leadership ended (any thread may call this): binding cycles not started yet never start and the
         loop schedules nothing more. Cycles already running are stopped by the client's write fence at
@@ -441,7 +459,7 @@ class KubeScheduler(Scheduler):
         if len(self.inflight) >= self.max_inflight:
             return []
         idle = not self.inflight and not self.queue._active
-        self.trimmer.note(sum(self.kstore.count(k) for k in self.kstore.kinds), idle)
+        self.trimmer.note(sum(self.kstore.count(k) for k in self.kstore.kinds), idle, self.drop_caches)
         if self._status_retry:
             self.retry_status_writes(now)
         self.queue.flush_unschedulable_leftover(now)
