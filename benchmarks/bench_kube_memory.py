@@ -280,13 +280,15 @@ def main() -> int:
                     f"heap trims so far: {trims})",
                     flush=True,
                 )
-                if inproc is not None:
+                if inproc is not None and not args.trace:  # tracing hides pymalloc's arenas
                     print(f"  {pymalloc_stats()}", flush=True)
                 if args.trace:
                     snap = traced_snapshot()
-                    for stat in snap.compare_to(baseline, "traceback")[: args.top]:
-                        if stat.size_diff <= 0:
-                            continue
+                    stats = snap.compare_to(baseline, "traceback")
+                    grown = [st for st in stats if st.size_diff > 0]
+                    net = sum(st.size_diff for st in stats)
+                    print(f"  traced memory since before round 1: {net / 1024:+.0f} KiB", flush=True)
+                    for stat in grown[: args.top]:
                         frames = " <- ".join(  # innermost first: where it was allocated, who asked
                             f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}"
                             for f in list(stat.traceback)[::-1][:5]
