@@ -55,8 +55,9 @@ def control_plane(
         bin_dir = ensure_binaries(sys.stderr)
         kwok = ensure_kwok(sys.stderr)
     work = tmp_path_factory.mktemp("controlplane")
-    # KWOK is every test node's kubelet (nodes made with kubelet=False have none).
-    cp = ControlPlane(bin_dir, work, ControlPlaneConfig(kwok=True, kwok_binary=kwok))
+    # KWOK is every test node's kubelet (nodes made with kubelet=False have none); the audit log is what
+    # fault tests read to see who wrote what, and when (kdra.testing.invariants).
+    cp = ControlPlane(bin_dir, work, ControlPlaneConfig(kwok=True, kwok_binary=kwok, audit_log=True))
     cp.start()
     sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
     try:

@@ -176,6 +176,15 @@ class KdraProcess:
         except OSError:
             return ""
 
+    def freeze(self) -> None:
+        """SIGSTOP the whole process (every thread at once), as a VM pause or a frozen cgroup does."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no lease release, no clean-up (a crash)."""
         if self.running():
@@ -187,6 +196,7 @@ class KdraProcess:
         if self.running():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen process only gets SIGTERM once thawed
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

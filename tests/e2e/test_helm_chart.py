@@ -48,6 +48,8 @@ RARE: dict[tuple[str, str, str], str] = {
     ("delete", "pods", ""): "eviction's fallback where the Eviction API is not allowed (as kube-scheduler)",
     ("patch", "podgroups", "status"): "the session writes PodGroup status (kdra, upstream, KAI, Volcano)",
     ("patch", "queues", "status"): "the session writes kdra Queue status",
+    ("create", "devicetaintrules", ""): "kdra.kube.conflicts quarantines a device released from a conflict",
+    ("delete", "devicetaintrules", ""): "kdra.kube.conflicts ends a quarantine once no claim holds it",
 }
 
 

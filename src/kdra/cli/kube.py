@@ -42,8 +42,11 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace, **kw: Any) -> Any:
-    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them)."""
+def make_client(args: argparse.Namespace, component: str = "", **kw: Any) -> Any:
+    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them);
+    `component` ("scheduler/<identity>") goes into the User-Agent, so the API server's audit log tells
+    replicas apart."""
+    from kdra import __version__
     from kdra.kube.client import KubeClient
 
     qps = getattr(args, "kube_api_qps", None)
@@ -53,6 +56,8 @@ def make_client(args: argparse.Namespace, **kw: Any) -> Any:
             raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
         kw.setdefault("qps", qps)
         kw.setdefault("burst", burst)
+    if component:
+        kw.setdefault("user_agent", f"kdra/{__version__} ({component})")
     return KubeClient.from_config(
         getattr(args, "kubeconfig", None), context=getattr(args, "context", None), **kw
     )
@@ -90,6 +95,19 @@ def register(subparsers: Any) -> None:
         default=16,
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
+    )
+    s.add_argument(
+        "--owned-nodes",
+        default=None,
+        metavar="SELECTOR",
+        help="partition with kube-scheduler: place pods only on the nodes this label selector matches "
+        "(taint them kdra.dev/scheduler=<scheduler name>:NoSchedule to keep kube-scheduler off)",
+    )
+    s.add_argument(
+        "--owned-device-classes",
+        default=None,
+        metavar="NAME,...",
+        help="partition with kube-scheduler: allocate only claims whose requests name these DeviceClasses",
     )
     add_gates_arg(s)
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
@@ -190,7 +208,8 @@ def register(subparsers: Any) -> None:
 def _scheduler(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
-    from kdra.kube.scheduler import default_identity
+    from kdra.kube.partition import Partition, startup_warnings
+    from kdra.kube.scheduler import KubeScheduler, default_identity
     from kdra.kube.session import start_session_scheduler
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
@@ -204,6 +223,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     from kdra.cli.common import gates_text
 
     gates = FeatureGates.parse(gates_text(args))
+    partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
     )
@@ -215,13 +235,12 @@ def _scheduler(args: argparse.Namespace) -> int:
 
         address = parse_listen(args.metrics_listen, "--metrics-listen")
         options = serving_options(args)
-    client = make_client(args)
-    if args.metrics_listen:
         try:  # before the lease: probes of a standby are answered too
             endpoint = SchedulerEndpoint(address, options)
         except OSError as exc:
             raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
+    client = make_client(args, f"scheduler/{identity}")
     stopping = {"flag": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -231,16 +250,29 @@ def _scheduler(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     elector = None
+    sched: KubeScheduler | None = None
     if args.leader_elect:
-        elector = LeaderElector(
-            client,
-            args.leader_elect_resource_name or args.scheduler_name,
-            args.leader_elect_resource_namespace,
-            identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        ).start()
+        # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
+        # binding workers in the rate limiter.
+        lease_client = make_client(args, f"scheduler/{identity}; leader-election")
+        try:
+            elector = LeaderElector(
+                lease_client,
+                args.leader_elect_resource_name or args.scheduler_name,
+                args.leader_elect_resource_namespace,
+                identity,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+        except ValueError as e:
+            raise InputError(f"--leader-elect-renew-deadline: {e}") from None
+        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
+        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
+        # binding pool at once, from the elector's thread, while the loop may still be asleep.
+        elector.install_fence(client)
+        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+        elector.start()
         if endpoint is not None:
             endpoint.elector = elector
             endpoint.role = "standby"
@@ -277,8 +309,11 @@ def _scheduler(args: argparse.Namespace) -> int:
         bind_workers=args.bind_workers,
         resync=args.resync,
         preemption_wait=args.preemption_wait,
+        partition=partition,
     )
     groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
+    for warning in startup_warnings(partition, args.scheduler_name, sched.dra.index, sched.cache.nodes):
+        print(f"kdra scheduler {identity}: warning: {warning}", file=sys.stderr, flush=True)
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
         f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
@@ -297,10 +332,15 @@ def _scheduler(args: argparse.Namespace) -> int:
         if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
             endpoint.attach(store, sched)
         while not stopping["flag"]:
-            if elector is not None and not elector.is_leader:
-                # Exit at once, as kube-scheduler does: binding cycles still running must not write
-                # after another replica may have taken over.
-                print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
+            if elector is not None and elector.lost:
+                # Exit at once, as kube-scheduler does (the fence already refuses every write).
+                sched.stop_binding()
+                print(
+                    f"kdra scheduler {identity}: leader lease lost, exiting "
+                    f"({elector.fenced_writes} writes refused)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(1)
             if endpoint is not None:
                 endpoint.tick()

@@ -26,7 +26,7 @@ from typing import Any
 
 from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, copy_for_update
 from kdra.kube.client import KubeClient, UnavailableError
-from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, MAX_RESERVED_FOR
+from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, claim_status_for_pod
 from kdra.scheduler.podinfo import PodInfo
 
 
@@ -136,22 +136,46 @@ class BindJob:
 
     @staticmethod
     def _retry(client: KubeClient, claim: Obj, write: Any) -> Obj:
-        """write(current) -> new object, or None when nothing needs writing; conflicts re-read."""
+        """write(current) -> new object, or None when nothing needs writing. A conflict re-reads the claim
+        and decides again; so does a write whose outcome is unknown (503/504, a broken connection): it
+        may have committed, and the re-read tells (every write here is conditional on the
+        resourceVersion, so repeating one that did commit only conflicts)."""
         cur = claim
-        for attempt in range(6):
+        unknown = 0
+        for attempt in range(8):
             try:
                 out = write(cur)
                 return cur if out is None else out
             except ConflictError:
-                if attempt == 5:
+                if attempt == 7:
                     raise
-                meta = claim["metadata"]
-                cur = client.get("ResourceClaim", meta["name"], meta.get("namespace"))
+            except UnavailableError:
+                unknown += 1
+                if unknown > 3 or attempt == 7:
+                    raise
+                time.sleep(0.2 * 2**unknown)
+            meta = claim["metadata"]
+            cur = client.get("ResourceClaim", meta["name"], meta.get("namespace"))
         raise AssertionError("unreachable")
 
     def _allocate(self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str]) -> Obj:
+        return self._write_claim(client, claim, alloc, ref, allocate=True)
+
+    def _reserve(self, client: KubeClient, claim: Obj, ref: dict[str, str]) -> Obj:
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        return self._write_claim(client, claim, alloc, ref, allocate=False)
+
+    def _write_claim(
+        self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str], *, allocate: bool
+    ) -> Obj:
+        """The finalizer (when allocating), then status; after every (re-)read the claim is checked
+        (claim_status_for_pod), as the loop's PreBind does: ours already is left alone, someone else's
+        change fails the binding cycle (ClaimChangedError) and the pod is retried."""
+
         def finalizer(cur: Obj) -> Obj | None:
-            if DELETE_PROTECTION_FINALIZER in (cur["metadata"].get("finalizers") or []):
+            if claim_status_for_pod(cur, ref, alloc, allocate=allocate) is None:
+                return None
+            if not allocate or DELETE_PROTECTION_FINALIZER in (cur["metadata"].get("finalizers") or []):
                 return None
             upd = copy_for_update(cur)
             upd["metadata"].setdefault("finalizers", []).append(DELETE_PROTECTION_FINALIZER)
@@ -161,36 +185,14 @@ class BindJob:
         self.finalized.append(cur)  # rolled back too if the status write below fails
 
         def status(cur: Obj) -> Obj | None:
-            st = cur.get("status") or {}
-            if st.get("allocation") and st["allocation"] != alloc:
-                raise StoreError(f"ResourceClaim {cur['metadata']['name']} was allocated meanwhile")
-            rf = list(st.get("reservedFor") or [])
-            if st.get("allocation") and any(r.get("uid") == ref["uid"] for r in rf):
+            new_st = claim_status_for_pod(cur, ref, alloc, allocate=allocate)
+            if new_st is None:
                 return None
             upd = copy_for_update(cur)
-            new_st = dict(upd.get("status") or {})
-            new_st["allocation"] = alloc
-            new_st["reservedFor"] = [*rf, dict(ref)]
             upd["status"] = new_st
             return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status")
 
         return self._retry(client, cur, status)
-
-    def _reserve(self, client: KubeClient, claim: Obj, ref: dict[str, str]) -> Obj:
-        def status(cur: Obj) -> Obj | None:
-            st = cur.get("status") or {}
-            rf = list(st.get("reservedFor") or [])
-            if any(r.get("uid") == ref["uid"] for r in rf):
-                return None
-            if not st.get("allocation"):
-                raise StoreError(f"ResourceClaim {cur['metadata']['name']} was deallocated meanwhile")
-            if len(rf) >= MAX_RESERVED_FOR:
-                raise StoreError(f"resourceclaim {cur['metadata']['name']}: reservedFor is full")
-            upd = copy_for_update(cur)
-            upd["status"] = dict(st, reservedFor=[*rf, dict(ref)])
-            return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status")
-
-        return self._retry(client, claim, status)
 
     def _bind(self, client: KubeClient) -> None:
         deadline = time.monotonic() + self.bind_timeout

@@ -32,13 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.cluster.clock import WallClock
-from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
+from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob, GroupBindJob
-from kdra.kube.client import UnavailableError
+from kdra.kube.client import FencedError, UnavailableError
 from kdra.kube.explain import unschedulable_messages
+from kdra.kube.memory import HeapTrimmer
+from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
+from kdra.scheduler.plugins.basic import TaintToleration
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.scheduler import AllocateAction, BindGroup, CycleResult, Scheduler, SchedulerConfig
@@ -101,6 +104,25 @@ class _Parked:
     name: str
 
 
+# Backoff of a pending pod's status writes (condition and Event) that failed: 1 s doubling to 30 s.
+STATUS_RETRY_INITIAL = 1.0
+STATUS_RETRY_MAX = 30.0
+
+
+@dataclass
+class _PendingStatus:
+    """Why a pod is pending, still to be written to its PodScheduled condition and Event."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    text: str  # the condition's message
+    event_text: str  # the Event's (cut to what an Event holds)
+    attempts: int = 0
+    due: float = 0.0
+
+
 class KubeDynamicResources(DynamicResources):
     """DynamicResources whose PreBind, with asynchronous binding, only records what to write (the
     binding cycle writes it, kdra.kube.binder) and otherwise reports API errors as an error status."""
@@ -136,8 +158,10 @@ class KubeScheduler(Scheduler):
         batch: int = 64,
         bind_timeout: float = 60.0,
         bind_workers: int = 16,
+        partition: Partition | None = None,
     ) -> None:
         self.kstore = store
+        self.partition = partition or Partition()
         # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
         self.bind_workers = bind_workers
         self.inflight: dict[str, BindJob] = {}
@@ -158,10 +182,10 @@ class KubeScheduler(Scheduler):
         self.parked: list[_Parked] = []
         self.victim_wait = 120.0  # seconds a preemptor waits for its victims' devices before retrying
         self.group_binds = 0
-        self._holders: dict[tuple[str, str, str], set[str]] = {}  # device -> claims allocated it in the API
-        self._claim_devices: dict[str, tuple[tuple[str, str], list[tuple[str, str, str]]]] = {}
         self._counter_sets: tuple[Any, dict[tuple[str, str, str], tuple[tuple[str, ...], ...]]] | None = None
         cfg = config or SchedulerConfig()
+        self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
+        self.stopped = False  # leadership ended: nothing more is scheduled or bound (stop_binding)
         super().__init__(
             store,
             cfg,
@@ -170,9 +194,12 @@ class KubeScheduler(Scheduler):
             run_controllers=False,
             clock=WallClock(),
         )
-        self.cache.listeners.append(self._on_cache_event)
-        for claim in list(self.cache.claims.values()):
-            self._index_claim(claim)
+        from kdra.kube.conflicts import ConflictDetector
+
+        # Devices in more claims than they can serve (another scheduler, a stale write): reported and
+        # kdra's side repaired (kdra.kube.conflicts).
+        self.conflicts = ConflictDetector(self)
+        self.trimmer = HeapTrimmer()  # memory back to the system after a burst went (kdra.kube.memory)
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
@@ -181,13 +208,30 @@ class KubeScheduler(Scheduler):
             if type(p) is DynamicResources:
                 p = KubeDynamicResources(self.store, self.dra)
                 p.sched = self
+            elif isinstance(p, TaintToleration):  # the taint that reserves nodes for this scheduler
+                p.implied = (owner_toleration(self.config.scheduler_name),)
             plugins.append(p)
-        prof.plugins = plugins
+        prof.plugins = plugins + self.partition.plugins()  # after DynamicResources: it reads its claims
         return prof
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
-        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         uid = ev.object["metadata"].get("uid", "")
+        if ev.type == "DELETED" or (ev.object.get("spec") or {}).get("nodeName"):
+            # Nothing more to explain about it (kept otherwise: ~1 KB per pod deleted while pending).
+            self._event_text.pop(uid, None)
+            self._status_retry.pop(uid, None)
+        if ev.type == "DELETED":  # nor to wait for: a claim it waited for may never come
+            from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+            ns = ev.object["metadata"].get("namespace", "default")
+            for entry in (ev.object.get("spec") or {}).get("resourceClaims") or []:
+                name, _ = pod_claim_name(ev.object, entry)
+                waiting = self._waiting_claims.get((ns, name or ""))
+                if waiting is not None:
+                    waiting.discard(uid)
+                    if not waiting:
+                        del self._waiting_claims[(ns, name or "")]
+        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         if (
             ev.type != "DELETED"
             and uid in self.inflight
@@ -198,6 +242,9 @@ class KubeScheduler(Scheduler):
 
     # -- the cycle -------------------------------------------------------------------------------------
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        if self.stopped:  # the rest of a batch after leadership ended: decide nothing
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, ("not leading",)), "not leading")
         try:
             return super().schedule_one(pi, now)
         except (_BindFailed, StoreError) as e:
@@ -211,6 +258,8 @@ class KubeScheduler(Scheduler):
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         deferred = self._deferred.pop(pi.uid, None)
+        if self.stopped:
+            raise _BindFailed(f"binding {pi.key}: this scheduler no longer leads")
         if deferred is not None and (self._pool is not None or self._group is not None):
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
             job.scheduled_event = pod_event(
@@ -225,7 +274,11 @@ class KubeScheduler(Scheduler):
             if self._group is not None:
                 self._group_jobs.append(job)  # committed with its group (_commit_group)
                 return
-            self._submit(job)
+            try:
+                self._submit(job)
+            except _BindFailed:
+                self.inflight.pop(pi.uid, None)
+                raise
             return
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
@@ -261,36 +314,79 @@ class KubeScheduler(Scheduler):
         self.queue.add_unschedulable(pi, now, plugins)
         text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
-        current = self.store.try_get("Pod", pi.name, pi.namespace)
-        if current is not None and not (current.get("spec") or {}).get("nodeName"):
-            conds = (current.get("status") or {}).get("conditions") or []
-            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
-            try:
-                if old is None or old.get("message") != text or old.get("reason") != reason:
-                    cond = {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": text,
-                        "lastTransitionTime": now_rfc3339(),
-                    }
-                    self.kstore._written(
-                        "Pod",
-                        self.kstore.client.patch(
-                            "Pod",
-                            pi.name,
-                            {"status": {"conditions": [cond]}},
-                            pi.namespace,
-                            "status",
-                            patch_type="strategic",
-                        ),
-                    )
-                if self._event_text.get(pi.uid) != text:
-                    self._post_event(current, "FailedScheduling", event_text)
-                    self._event_text[pi.uid] = text
-            except StoreError as e:
-                log.info("recording why %s is unschedulable: %s", pi.key, e)
+        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text, event_text)
+        self._status_retry.pop(pi.uid, None)
+        self._record_status(pending, now)
         return CycleResult(pi.key, None, st, message, explanation)
+
+    def _record_status(self, ps: _PendingStatus, now: float) -> None:
+        """Write why a pod is pending (PodScheduled=False, then the FailedScheduling Event when the text
+        changed). A write that fails is never dropped: it is tried again with backoff (step) until it
+        lands, the pod is gone or bound, or a newer explanation replaces it; only a write the API server
+        refuses as invalid, or one fenced off, is given up (with a warning)."""
+        current = self.store.try_get("Pod", ps.name, ps.namespace)
+        if (
+            current is None
+            or current["metadata"].get("uid") != ps.uid
+            or (current.get("spec") or {}).get("nodeName")
+            or current["metadata"].get("deletionTimestamp")
+        ):
+            return
+        conds = (current.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        try:
+            if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
+                cond = {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": ps.reason,
+                    "message": ps.text,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+                current = self.kstore._written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        ps.name,
+                        {"status": {"conditions": [cond]}},
+                        ps.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            if self._event_text.get(ps.uid) != ps.text:
+                self._post_event(current, "FailedScheduling", ps.event_text)
+                self._event_text[ps.uid] = ps.text
+        except (NotFoundError, FencedError):
+            return  # the pod is gone, or this replica no longer leads
+        except InvalidObjectError as e:
+            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, e)
+            return
+        except StoreError as e:
+            ps.attempts += 1
+            ps.due = now + min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (ps.attempts - 1))
+            self._status_retry[ps.uid] = ps
+            log.warning(
+                "recording why %s/%s is pending (attempt %d; again in %.0fs): %s",
+                ps.namespace,
+                ps.name,
+                ps.attempts,
+                ps.due - now,
+                e,
+            )
+            return
+        if ps.attempts:
+            log.info(
+                "recorded why %s/%s is pending after %d failed attempts", ps.namespace, ps.name, ps.attempts
+            )
+
+    def retry_status_writes(self, now: float) -> int:
+        """Try again the pending-pod status writes whose backoff ran out; returns how many were tried."""
+        due = [ps for ps in self._status_retry.values() if ps.due <= now]
+        for ps in due:
+            del self._status_retry[ps.uid]
+            self._record_status(ps, now)
+        return len(due)
 
     def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
         self.kstore.client.create(
@@ -299,17 +395,32 @@ class KubeScheduler(Scheduler):
         self.events_posted += 1
 
     def _submit(self, unit: BindJob | GroupBindJob) -> None:
-        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one."""
+        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one.
+        _BindFailed when the pool was shut down (stop_binding, from another thread)."""
         done = self._done
         if self._pool is None:
             done.put(unit.run(self.kstore.client))  # type: ignore[arg-type]
             return
-        fut = self._pool.submit(unit.run, self.kstore.client)
+        try:
+            fut = self._pool.submit(unit.run, self.kstore.client)
+        except RuntimeError:
+            raise _BindFailed("binding: this scheduler no longer leads") from None
 
-        def report(_f: Any, unit: BindJob | GroupBindJob = unit) -> None:
+        def report(f: Any, unit: BindJob | GroupBindJob = unit) -> None:
+            if f.cancelled():  # never ran (stop_binding): nothing was written
+                for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                    job.error = job.error or "binding cycle cancelled: this scheduler no longer leads"
             done.put(unit)  # type: ignore[arg-type]
 
         fut.add_done_callback(report)
+
+    def _submit_or_fail(self, unit: BindJob | GroupBindJob, jobs: list[BindJob]) -> None:
+        try:
+            self._submit(unit)
+        except _BindFailed as e:
+            for job in jobs:
+                job.error = str(e)
+                self._finish_one(job, time.time())
 
     def _commit_group(self, group: BindGroup) -> None:
         """Binds decided in the group: cancelled (forgotten, pods retried), parked until the devices they
@@ -333,16 +444,23 @@ class KubeScheduler(Scheduler):
             self.parked.append(_Parked(unit, jobs, waits, time.monotonic() + self.victim_wait, group.name))
             self._nominate(jobs)
             return
-        self._submit(unit)
+        self._submit_or_fail(unit, jobs)
 
     def _held_elsewhere(self, jobs: list[BindJob]) -> dict[str, tuple[str, str]]:
         """Claims still allocated, in the API, what these binds are about to allocate: the binder holds it
         for them (it stays assumed) and writes only once those claims are gone. "What" is physical: the
         same device, or a device drawing on the same shared counters (a MIG partition and the whole GPU, or
         another partition of it). Evicted victims' claims (which kdra already counts as released) are waited
-        for on both; another claim on the very same device only if it cannot be shared."""
+        for on both; another claim on the very same device only if it cannot be shared. Which claim holds
+        which device in the API is the conflict detector's index (kdra.kube.conflicts)."""
+        holders, held = self.conflicts.holders, self.conflicts.held
         mine: set[tuple[str, ...]] = set()
         out: dict[str, tuple[str, str]] = {}
+
+        def name(uid: str) -> tuple[str, str]:
+            meta = held[uid].claim["metadata"]
+            return (meta.get("namespace") or "default", meta.get("name", ""))
+
         for job in jobs:
             for claim, alloc in job.allocate:
                 own = claim["metadata"].get("uid", "")
@@ -353,13 +471,13 @@ class KubeScheduler(Scheduler):
                     mine |= self._physical(key)
                     if r.get("shareID"):
                         continue
-                    for holder in self._holders.get(key, ()):
-                        if holder != own:
-                            out[holder] = self._claim_devices[holder][0]
+                    for holder in holders.get(key, {}):
+                        if holder != own and holder in held:
+                            out[holder] = name(holder)
         for uid in self.dra.released:
-            held = self._claim_devices.get(uid)
-            if held is not None and uid not in out and any(mine & self._physical(k) for k in held[1]):
-                out[uid] = held[0]
+            h = held.get(uid)
+            if h is not None and uid not in out and any(mine & self._physical(k) for k in h.devices):
+                out[uid] = name(uid)
         return out
 
     def _physical(self, key: tuple[str, str, str]) -> set[tuple[str, ...]]:
@@ -373,33 +491,6 @@ class KubeScheduler(Scheduler):
                         table[d.key] = tuple(("counters", d.driver, d.pool, cs) for cs, _ in d.consumes)
             self._counter_sets = (index, table)
         return {("device", *key), *self._counter_sets[1].get(key, ())}
-
-    def _on_cache_event(self, kind: str, ev: WatchEvent) -> None:
-        if kind == "ResourceClaim":
-            self._index_claim(ev.object, deleted=ev.type == "DELETED")
-
-    def _index_claim(self, claim: Obj, deleted: bool = False) -> None:
-        uid = claim["metadata"].get("uid", "")
-        old = self._claim_devices.pop(uid, None)
-        if old is not None:
-            for key in old[1]:
-                held = self._holders.get(key)
-                if held is not None:
-                    held.discard(uid)
-                    if not held:
-                        del self._holders[key]
-        alloc = (claim.get("status") or {}).get("allocation")
-        if deleted or not alloc:
-            return
-        keys = [
-            (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-            for r in (alloc.get("devices") or {}).get("results") or []
-            if not r.get("adminAccess")
-        ]
-        meta = claim["metadata"]
-        self._claim_devices[uid] = ((meta.get("namespace") or "default", meta.get("name", "")), keys)
-        for key in keys:
-            self._holders.setdefault(key, set()).add(uid)
 
     def _nominate(self, jobs: list[BindJob]) -> None:
         """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims."""
@@ -425,9 +516,9 @@ class KubeScheduler(Scheduler):
             return
         still = []
         for p in self.parked:
-            if not any(uid in self._claim_devices for uid in p.waits):
+            if not any(uid in self.conflicts.held for uid in p.waits):
                 log.info("binding %s: the devices it takes are released", p.name)
-                self._submit(p.unit)
+                self._submit_or_fail(p.unit, p.jobs)
             elif time.monotonic() > p.deadline:
                 held = ", ".join(f"{ns}/{n}" for ns, n in sorted(p.waits.values()))
                 for job in p.jobs:
@@ -473,8 +564,27 @@ class KubeScheduler(Scheduler):
         if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
             return
         pi = PodInfo(current)
+        pi.attempts, pi.initial_attempt = job.pi.attempts, job.pi.initial_attempt  # backoff grows
         self.queue.add(pi, now)
-        self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
+        # As kube-scheduler's binding-cycle failure handler: SchedulerError condition and Event, and
+        # the pod retried after backoff.
+        self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (job.error,)), job.error, set(), None)
+
+    def drop_caches(self) -> None:
+        """Forget answers derived for pods (per pod shape and node): rebuilt on demand by the next pods."""
+        self._sig.clear()
+        for p in self.profile.plugins:
+            if isinstance(p, DynamicResources):
+                p._results.clear()
+
+    def stop_binding(self) -> None:
+        """Leadership ended (any thread may call this): binding cycles not started yet never start and the
+        loop schedules nothing more. Cycles already running are stopped by the client's write fence at
+        their next write (kdra.kube.leader)."""
+        self.stopped = True
+        for pool in (self._pool, self._member_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self, wait: bool = True) -> None:
         """Let running binding cycles finish."""
@@ -492,6 +602,9 @@ class KubeScheduler(Scheduler):
         if self.queue._active:
             return 0.0
         wake = self.queue.next_wakeup()
+        if self._status_retry:
+            retry = min(ps.due for ps in self._status_retry.values())
+            wake = retry if wake is None else min(wake, retry)
         if wake is None:
             return ceiling
         return max(0.0, min(ceiling, wake - now))
@@ -505,7 +618,14 @@ class KubeScheduler(Scheduler):
         now = time.time()
         self.release_parked()
         self.finish_binds(now)
+        if self.stopped:
+            return []
+        self.conflicts.step()
         if len(self.inflight) - sum(len(p.jobs) for p in self.parked) >= self.max_inflight:
             return []
+        idle = not self.inflight and not self.queue._active
+        self.trimmer.note(sum(self.kstore.count(k) for k in self.kstore.kinds), idle, self.drop_caches)
+        if self._status_retry:
+            self.retry_status_writes(now)
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)

@@ -227,6 +227,7 @@ def start_session_scheduler(
     bind_workers: int = 16,
     resync: float = 0.0,
     preemption_wait: float = 120.0,
+    partition: Any = None,
 ) -> tuple[KubeStore, Any, Any]:
     """`kdra scheduler`'s stack: informers (the scheduler's kinds and the session's sources), the session
     with the Kubernetes seams, and the KubeScheduler running its actions. Returns (store, session,
@@ -245,6 +246,8 @@ def start_session_scheduler(
         evictor=KubeEvictor(store, config.scheduler_name, identity),
         status=KubeStatusWriter(store, config.scheduler_name, identity),
     )
-    sched = KubeScheduler(store, gq.config(config), identity=identity, bind_workers=bind_workers)
+    sched = KubeScheduler(
+        store, gq.config(config), identity=identity, bind_workers=bind_workers, partition=partition
+    )
     sched.victim_wait = preemption_wait
     return store, gq, sched

@@ -9,6 +9,8 @@ Threading: reflector threads only fetch; everything that changes the cache and e
 in the thread that calls `process_events()` or writes through the store (the scheduler's loop), so the
 scheduler above sees the single-threaded, ordered store it was written against.
 
+Cached objects lose metadata.managedFields on the way in (as kube-scheduler's informers strip them).
+
 Writes go to the API server and their results are applied to the cache at once and delivered to
 handlers as events (as MemoryStore does; client-go's scheduler gets the same effect from its assume
 cache). The watch later brings the same resourceVersion, which is then skipped: an event whose
@@ -65,6 +67,15 @@ SCHEDULER_KINDS: tuple[str, ...] = (
 )
 
 Key = tuple[str, str]
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop metadata.managedFields, as kube-scheduler's informers do: often half an object's size, and
+    nothing here reads it (an update that omits it leaves it as it is on the server)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class Reflector(threading.Thread):
                         self.rv = str(rv)
                     if etype == "BOOKMARK":
                         continue
-                    store._events.put(("event", self.source.id, etype, obj))
+                    store._events.put(("event", self.source.id, etype, strip_managed_fields(obj)))
                     backoff = 0.2
             except NotFoundError:
                 if not self.source.optional:
@@ -219,6 +230,8 @@ class Reflector(threading.Thread):
 
     def relist(self) -> None:
         items, rv = self.store.client.list_with_version(self.kind, api_version=self.api_version)
+        for obj in items:
+            strip_managed_fields(obj)
         self.rv = rv
         self.last_relist = time.monotonic()
         self.relists += 1
@@ -272,7 +285,7 @@ class KubeStore(Store):
                 items, rv = self.client.list_with_version(src.kind, api_version=api_version)
                 table = self._objects[sid]
                 for obj in items:
-                    table[_key(src.kind, obj)] = obj
+                    table[_key(src.kind, strip_managed_fields(obj))] = obj
                 self._rv = max(self._rv, rv_int(rv))
             self.reflectors[sid] = Reflector(
                 self,
@@ -401,6 +414,7 @@ class KubeStore(Store):
         return None
 
     def _written(self, kind: str, obj: Obj) -> Obj:
+        strip_managed_fields(obj)
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", RESOURCES[kind][0])
         sid = self._source_for(kind, obj)

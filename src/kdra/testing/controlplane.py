@@ -80,6 +80,25 @@ def resolve_gates(base: Mapping[str, bool], overrides: Mapping[str, bool]) -> di
     return merged
 
 
+# Metadata-level audit events for writes only (the request stage dropped: one event per request, at
+# ResponseComplete, with the response code), for the objects a scheduler writes.
+AUDIT_POLICY = """{
+  "apiVersion": "audit.k8s.io/v1",
+  "kind": "Policy",
+  "omitStages": ["RequestReceived"],
+  "rules": [
+    {"level": "None", "verbs": ["get", "list", "watch"]},
+    {"level": "Metadata", "resources": [
+      {"group": "", "resources": ["pods", "pods/binding", "pods/status", "events"]},
+      {"group": "resource.k8s.io",
+       "resources": ["resourceclaims", "resourceclaims/status", "devicetaintrules"]},
+      {"group": "coordination.k8s.io", "resources": ["leases"]}
+    ]},
+    {"level": "None"}
+  ]
+}
+"""
+
 DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
 
 SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
@@ -389,6 +408,10 @@ class ControlPlaneConfig:
     # The upstream Workload API (scheduling.k8s.io Workload/PodGroup, GenericWorkload), in the version this
     # control plane serves it: v1alpha2 on 1.36, v1beta1 on 1.37.
     workload_api: bool = True
+    # Write an audit log of every write to pods, bindings, ResourceClaims, DeviceTaintRules, Events and
+    # Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record of who
+    # wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not logged.
+    audit_log: bool = False
 
     def feature_gates_arg(self) -> str:
         return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.feature_gates.items()))
@@ -405,6 +428,7 @@ class ControlPlane:
         self.certs: Certs | None = None
         self.server = ""
         self.kubeconfig = self.work_dir / "kubeconfig"
+        self.audit_log = self.work_dir / "logs" / "audit.log"  # with ControlPlaneConfig(audit_log=True)
         self.etcd_port = 0
         self.apiserver_port = 0
         self.kcm_port = 0
@@ -467,6 +491,15 @@ class ControlPlane:
         self.components["etcd"].start()
         self._wait_http(f"{etcd_url}/health", "etcd", deadline, component="etcd")
 
+        audit_args: list[str] = []
+        if cfg.audit_log:
+            policy = self.work_dir / "audit-policy.json"
+            policy.write_text(AUDIT_POLICY)
+            audit_args = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
         apiserver = [
             str(b / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
@@ -490,6 +523,7 @@ class ControlPlane:
             f"--feature-gates={gates}",
             f"--runtime-config={','.join(cfg.runtime_config)}",
             f"--v={cfg.verbosity}",
+            *audit_args,
             *cfg.extra_apiserver_args,
         ]
         self._add("kube-apiserver", apiserver)

@@ -79,6 +79,9 @@
 - apiGroups: [kai.scheduler]
   resources: [topologies, schedulingshards]
   verbs: [list, watch]
+- apiGroups: [resource.k8s.io]
+  resources: [devicetaintrules]
+  verbs: [list, create, delete]
 {{- end -}}
 
 {{- define "kdra.rules.kdra-scheduler-leader-election" -}}
