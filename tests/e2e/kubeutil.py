@@ -31,6 +31,7 @@ class DeviceFleet:
     devices: int
     driver: str = "dev.kdra.test"
     node_names: list[str] = field(default_factory=list)
+    kubelet: bool = True  # KWOK runs the pods bound to these nodes (False: nothing does)
 
     @property
     def device_class(self) -> str:
@@ -48,7 +49,7 @@ class DeviceFleet:
         self.node_names = [f"{self.prefix}-n{i:03d}" for i in range(self.nodes)]
 
         def one(name: str) -> None:
-            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix})
+            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix}, kubelet=self.kubelet)
             self.kube.create(
                 {
                     "apiVersion": "resource.k8s.io/v1",

@@ -41,7 +41,9 @@ PER_SCHEDULER = 24
 
 @pytest.fixture
 def fleet(kube: KubeClient) -> Iterator[DeviceFleet]:
-    f = DeviceFleet(kube, f"cf-{uuid.uuid4().hex[:5]}", nodes=4, devices=32).create()
+    # Kubelet-less nodes: kdra repairs its side of a conflict only while its pod is not running, and KWOK
+    # would run it at once.
+    f = DeviceFleet(kube, f"cf-{uuid.uuid4().hex[:5]}", nodes=4, devices=32, kubelet=False).create()
     yield f
     f.delete()
 
