@@ -264,3 +264,25 @@ def test_scheduling_shard_turns_on_the_search_and_a_device_preference() -> None:
     _gang(s, "pair", 2, "whole-or-half")
     sched.run(0)
     assert set(bound(s, "pair")) == {"pair-0", "pair-1"}
+
+
+def test_a_shard_device_preference_wins_over_the_flag_and_the_flag_applies_without_one() -> None:
+    """`kdra scheduler --device-preference spread` puts it in the SchedulerConfig; a SchedulingShard's
+    devicePreference wins (as its other fields win over flags); without a shard the flag applies."""
+    from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+    from kdra.scheduler.session import GangQueueOptions, GangQueues
+
+    flag = SchedulerConfig(device_preference="spread")
+    s = _world_138765()
+    gq = GangQueues(s, GangQueueOptions())
+    assert Scheduler(s, gq.config(flag)).dra.preference.name == "spread"
+    s.create(
+        {
+            "apiVersion": "kdra.dev/v1alpha1",
+            "kind": "SchedulingShard",
+            "metadata": {"name": "default"},
+            "spec": {"devicePreference": "binpack"},
+        }
+    )
+    gq = GangQueues(s, GangQueueOptions())
+    assert Scheduler(s, gq.config(flag)).dra.preference.name == "binpack"

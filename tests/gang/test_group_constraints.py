@@ -271,6 +271,6 @@ def test_a_gang_whose_podgroup_is_invalid_says_so() -> None:
     sched.run(0)
     assert bound(s, "job") == {}
     assert (
-        "its PodGroup is invalid: PodGroup default/job: spec.deviceConstraints[0].matchAttribute"
+        "its group object is invalid: PodGroup default/job: spec.deviceConstraints[0].matchAttribute"
         in condition(s, "job-0")
     )
