@@ -286,3 +286,15 @@ def test_a_shard_device_preference_wins_over_the_flag_and_the_flag_applies_witho
     )
     gq = GangQueues(s, GangQueueOptions())
     assert Scheduler(s, gq.config(flag)).dra.preference.name == "binpack"
+
+
+def test_a_member_whose_devices_the_search_moved_keeps_no_stale_preference_record() -> None:
+    """With a device preference on, the record of what decided pair-0's devices (taken whole at Reserve)
+    is dropped when the search gives it a half: no event may claim first fit chose its devices."""
+    s = _world_138765()
+    sched, _gq = scheduler(s, gang_device_search=True, device_preference="fragmentation")
+    _gang(s, "pair", 2, "whole-or-half")
+    sched.run(0)
+    assert set(bound(s, "pair")) == {"pair-0", "pair-1"}
+    assert "default/pair-0" not in sched.dra.choices
+    assert sched.dra.choices["default/pair-1"]["chosen"]["devices"][0].endswith("dev-0-half-1")

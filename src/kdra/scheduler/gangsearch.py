@@ -109,10 +109,13 @@ class GangSearch:
         new = {c["metadata"].get("uid", ""): a for c, a in zip(claims, out.allocations, strict=False)}
         changed = 0
         self._restore = held
-        for st, allocs in held:
+        for m, (st, allocs) in zip(members, held, strict=True):
             updated = [(c, new[c["metadata"].get("uid", "")]) for c, _a in allocs]
             if updated != allocs:
                 changed += 1
+                # The device preference's record compared the devices it no longer holds: drop it, the
+                # group condition says the search decided.
+                dra.choices.pop(m.key, None)
             st["dra_allocations"] = updated
             for claim, alloc in updated:
                 dra.assume(claim, alloc)
