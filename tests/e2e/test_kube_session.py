@@ -786,3 +786,107 @@ def test_kwok_runs_the_pods_kdra_binds_jobs_complete_and_nodes_heartbeat(
         finally:
             proc.stop()
             cleanup(kube, namespace)
+
+
+def _partitionable_slices(node: str, driver: str) -> list[dict]:
+    """kubernetes#138765's device on `node`: published whole and as two halves sharing a counter set."""
+    pool = {"name": f"{node}-{driver}", "generation": 1, "resourceSliceCount": 2}
+    devices = [
+        {
+            "name": "dev-0" if size == "whole" else f"dev-0-half-{size[-1]}",
+            "attributes": {"size": {"string": "whole" if size == "whole" else "half"}},
+            "consumesCounters": [
+                {
+                    "counterSet": "dev-0-counters",
+                    "counters": {"units": {"value": "2" if size == "whole" else "1"}},
+                }
+            ],
+        }
+        for size in ("whole", "half0", "half1")
+    ]
+    counters = {"sharedCounters": [{"name": "dev-0-counters", "counters": {"units": {"value": "2"}}}]}
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{driver}-{part}"},
+            "spec": {"driver": driver, "nodeName": node, "pool": dict(pool), **spec},
+        }
+        for part, spec in (("counters", counters), ("devices", {"devices": devices}))
+    ]
+
+
+def test_gang_device_search_and_a_device_preference_by_flag_place_kubernetes_138765(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """kubernetes#138765 on a live cluster: a 2-member gang whose claims ask for a whole partitionable
+    device or else half of one, on one device. `kdra scheduler --gang-device-search --device-preference
+    fragmentation`: the first member's whole device is re-assigned to a half, both bind, the PodGroup
+    says the search did it, the second member's Scheduled Event says what decided its devices."""
+    driver = f"{namespace}.example.com"
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": driver},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+    def sub(size: str) -> dict:
+        expr = f'device.attributes["{driver}"].size == "{size}"'
+        return {"name": size, "deviceClassName": driver, "selectors": [{"cel": {"expression": expr}}]}
+
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "whole-or-half", "namespace": namespace},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "dev", "firstAvailable": [sub("whole"), sub("half")]}]}
+            }
+        },
+    }
+    with gpu_fleet(kube, [{"name": "p", "count": 1, "accelerator": {"model": H100, "count": 1}}]) as fleet:
+        (node,) = fleet.nodes
+        slices = _partitionable_slices(node, driver)
+        kube.create(cls)
+        try:
+            create_all(kube, [*slices, template, pod_group("pair", namespace, 2)], workers=1)
+            proc = session_scheduler(
+                control_plane,
+                tmp_path / "search.log",
+                "--gang-device-search",
+                "--device-preference",
+                "fragmentation",
+            )
+            try:
+                members = [
+                    gpu_pod(f"pair-{i}", namespace, "whole-or-half", fleet.prefix, group="pair")
+                    for i in range(2)
+                ]
+                create_all(kube, members)
+                wait(lambda: len(bound(kube, namespace)) == 2, 60, "both members bound", log=proc.log)
+                assert sorted(
+                    d.rsplit("/", 1)[-1] for ds in devices_of(kube, namespace).values() for d in ds
+                ) == [
+                    "dev-0-half-0",
+                    "dev-0-half-1",
+                ], devices_of(kube, namespace)
+                cond = condition(kube.get("PodGroup", "pair", namespace), "PodGroupScheduled")
+                assert cond.get("status") == "True", cond
+                assert "re-assigned 1 member(s)' devices" in cond.get("message", ""), cond
+                notes = [
+                    e["message"]
+                    for i in range(2)
+                    for e in events_for(kube, namespace, f"pair-{i}", "Pod")
+                    if e.get("reason") == "Scheduled"
+                ]
+                assert any("fragmentation preference" in n for n in notes), notes
+                problems = settled(kube, namespace)
+                assert not problems, [str(p) for p in problems]
+            finally:
+                proc.stop()
+                cleanup(kube, namespace)
+        finally:
+            for s in slices:
+                kube.delete("ResourceSlice", s["metadata"]["name"], missing_ok=True)
+            kube.delete("DeviceClass", driver, missing_ok=True)
