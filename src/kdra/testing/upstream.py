@@ -13,8 +13,9 @@ Several pods are scheduled one after another, each after the previous one's verd
 of the case uses go first, in a pod of their own.
 
 Feature gates: kube-scheduler and kube-controller-manager are restarted with the case's gates when they
-differ from the last case's (the API server keeps its own gates). Gates locked in 1.36 cannot be turned
-off; a case asking for that gets them listed in `UpstreamResult.ignored_gates`.
+differ from the last case's (the API server keeps its own gates). Gates locked in the control plane's
+release (`ControlPlane.release.locked_gates`) cannot be turned off; a case asking for that, and using the
+feature, gets them listed in `UpstreamResult.ignored_gates`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import LOCKED_GATES, ControlPlane, create_node, force_delete
+from kdra.testing.controlplane import ControlPlane, K8sRelease, create_node, force_delete, k8s_release
 from kdra.testing.wait import wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
@@ -38,28 +39,36 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 POD_NAME = "upstream-case"
 
 
-# 1.36 defaults of the gates that decide which of upstream's allocator implementations kube-scheduler uses.
-_ALLOCATOR_GATE_DEFAULTS = {
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "DRAConsumableCapacity": True,
-}
+# Allocator features beyond what upstream's "stable" allocator supports (it supports admin access,
+# prioritized list, partitionable devices, device taints), split by the implementation that supports
+# them: "incubating" (1.36 and 1.37), else "experimental".
+_INCUBATING_GATES = ("DRAConsumableCapacity", "DRAFractionalCapacityRange")
+_EXPERIMENTAL_GATES = (
+    "DRAListTypeAttributes",
+    "DRAOptionalNodeOperations",
+    "DRADerivedAttributes",
+    "DRADeviceCompatibilityGroups",
+)
 
 
-def scheduler_allocator(gates: Mapping[str, bool]) -> str:
-    """Which implementation of k8s.io/dynamic-resource-allocation/structured kube-scheduler 1.36 picks
-    for these (effective) gates: the first of stable, incubating, experimental that supports every
-    enabled feature (structured.NewAllocator; features from the DynamicResources plugin).
+def scheduler_allocator(gates: Mapping[str, bool], release: K8sRelease | None = None) -> str:
+    """Which implementation of k8s.io/dynamic-resource-allocation/structured kube-scheduler picks for
+    these (effective) gates on `release` (default: the selected one): the first of stable, incubating,
+    experimental that supports every enabled feature (structured.NewAllocator; features from the
+    DynamicResources plugin).
 
     This matters for comparisons: "stable" walks ResourceSlices in the scheduler's informer order,
     which is not deterministic, so with it only fit/no-fit is comparable, not which devices were
-    picked; "incubating" sorts pools and slices by name."""
+    picked; "incubating" and "experimental" sort pools and slices by name."""
+    defaults = (release or k8s_release()).allocator_gate_defaults
 
     def on(g: str) -> bool:
-        return bool(gates.get(g, _ALLOCATOR_GATE_DEFAULTS.get(g, False)))
+        return bool(gates.get(g, defaults.get(g, False)))
 
+    if any(on(g) for g in _EXPERIMENTAL_GATES):
+        return "experimental"
     binding_and_status = on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus")
-    if binding_and_status or on("DRAConsumableCapacity"):
+    if binding_and_status or any(on(g) for g in _INCUBATING_GATES):
         return "incubating"
     return "stable"
 
@@ -99,12 +108,33 @@ class UpstreamResult:
         return out
 
 
-def _uses_admin_access(obj: Any) -> bool:
+def _has_key(obj: Any, key: str, value: Any = None) -> bool:
+    """Whether `key` occurs anywhere in obj (with `value`, when given; any non-empty value otherwise)."""
     if isinstance(obj, dict):
-        return obj.get("adminAccess") is True or any(_uses_admin_access(v) for v in obj.values())
+        if key in obj and (obj[key] == value if value is not None else bool(obj[key])):
+            return True
+        return any(_has_key(v, key, value) for v in obj.values())
     if isinstance(obj, list):
-        return any(_uses_admin_access(v) for v in obj)
+        return any(_has_key(v, key, value) for v in obj)
     return False
+
+
+# Where a case uses the feature of a gate: a locked gate the case asks off changes its verdict only then.
+_GATE_USES: dict[str, Any] = {
+    "DRAAdminAccess": lambda objs: _has_key(objs, "adminAccess", True),
+    "DRAPrioritizedList": lambda objs: _has_key(objs, "firstAvailable"),
+    "DRAExtendedResource": lambda objs: (
+        _has_key(objs, "extendedResourceName") or any(o.get("kind") == "Pod" for o in objs)
+    ),
+    # Off, it also switches binding conditions off (their dependency) and with them the allocator's
+    # DeviceBindingAndStatus feature.
+    "DRAResourceClaimDeviceStatus": lambda objs: _has_key(objs, "bindingConditions"),
+}
+
+
+def _uses_gate(gate: str, objects: list[Obj]) -> bool:
+    uses = _GATE_USES.get(gate)
+    return True if uses is None else bool(uses(objects))
 
 
 def _pod_for(claim_names: list[str], node: str | None) -> Obj:
@@ -173,9 +203,7 @@ def run_upstream_case(
     objects = list(objects)
     # A locked gate asked off only matters where the case uses its feature.
     ignored: dict[str, bool] = {
-        k: v
-        for k, v in gates.items()
-        if k in LOCKED_GATES and not v and (k != "DRAAdminAccess" or _uses_admin_access(objects))
+        k: v for k, v in gates.items() if k in cp.release.locked_gates and not v and _uses_gate(k, objects)
     }
     cp.set_feature_gates(gates)
 
@@ -197,7 +225,7 @@ def run_upstream_case(
                 raise
             result = UpstreamResult(scheduled=False, invalid=str(e.status.get("message", e)))
         result.ignored_gates = ignored
-        result.allocator = scheduler_allocator(cp.scheduler_feature_gates)
+        result.allocator = scheduler_allocator(cp.scheduler_feature_gates, cp.release)
         result.seconds = time.monotonic() - t0
         return result
     finally:
