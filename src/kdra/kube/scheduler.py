@@ -34,7 +34,13 @@ from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduler import (
+    AllocateAction,
+    CycleResult,
+    Scheduler,
+    SchedulerConfig,
+    claim_with_allocation,
+)
 
 log = logging.getLogger("kdra.kube.scheduler")
 
@@ -171,7 +177,9 @@ class KubeScheduler(Scheduler):
             # and lands on the same node (their node selector); if the pod is gone, the controller
             # manager releases them.
             log.warning("scheduling %s: %s", pi.key, e)
+            node = self.cache.assigned.get(pi.uid, "")
             self.cache.forget(pi.uid)
+            self.released(pi.pod, node)  # parked pods may fit in what it held (queueing hints)
             self.queue.add_unschedulable(pi, now, set())
             return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
@@ -287,12 +295,16 @@ class KubeScheduler(Scheduler):
                 continue
             self.bind_failures += 1
             log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+            node = self.cache.assigned.get(uid, "")
             self.cache.forget(uid)
             written = {o["metadata"].get("uid") for o in job.written}
-            for claim, _ in job.allocate:
+            freed = []
+            for claim, alloc in job.allocate:
                 cuid = claim["metadata"].get("uid", "")
                 if cuid not in written:
                     self.dra.forget_assumed(cuid)
+                    freed.append(claim_with_allocation(claim, alloc))
+            self.released(job.pi.pod, node, freed)  # parked pods may fit in what it held
             if job.gone:
                 continue
             current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)

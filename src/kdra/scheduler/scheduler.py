@@ -18,7 +18,7 @@ import contextlib
 import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from kdra.scheduler.framework import (
     EV_NODE_UPDATE,
     EV_POD_DELETE,
     EV_SLICE_CHANGE,
+    ClusterEvent,
     Code,
     CycleState,
     FilterPlugin,
@@ -75,6 +76,9 @@ class SchedulerConfig:
     # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
     # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
     actions: Sequence[Action] | None = None
+    # Queueing hints (kdra.scheduler.queue): parked pods are retried only on events that may help them.
+    # False: on every event their plugins registered for, and every 5 minutes (as before; for tests).
+    queueing_hints: bool = True
 
 
 @dataclass
@@ -93,6 +97,23 @@ class WaitingPod:
     pi: PodInfo
     node: str
     state: CycleState
+
+
+def _claim_keys(pi: PodInfo) -> list[tuple[str, str]]:
+    """(namespace, claim name) of every claim the pod references (known so far)."""
+    from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+    out = []
+    for entry in pi.claim_refs:
+        name, _ = pod_claim_name(pi.pod, entry)
+        if name:
+            out.append((pi.namespace, name))
+    return out
+
+
+def claim_with_allocation(claim: Obj, allocation: Obj) -> Obj:
+    """The claim as it would read with `allocation` written (for events about an in-flight allocation)."""
+    return {**claim, "status": {**(claim.get("status") or {}), "allocation": allocation}}
 
 
 class _SigEntry:
@@ -172,6 +193,9 @@ class Scheduler:
             sort_key,
             pre_enqueue=self.profile.at(PreEnqueuePlugin),
             plugin_events={p.name: p.events for p in self.profile.plugins},
+            plugins=self.profile.plugins,
+            park_keys=_claim_keys,
+            use_hints=self.config.queueing_hints,
         )
         if actions is None:
             actions = self.config.actions
@@ -232,14 +256,25 @@ class Scheduler:
             new_rf = (
                 len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
             )
+            new = None if ev.type == "DELETED" else ev.object
+            change = ClusterEvent(EV_CLAIM_CHANGE, ev.old, new)
             if (old_alloc and not new_alloc) or new_rf < old_rf:
-                self.queue.on_event(EV_CLAIM_CHANGE, now)
+                self.queue.on_event(change, now)  # devices or a reservedFor slot freed: anyone may gain
+            else:  # any other change matters to the pods that use this claim (upstream's PreQueueingHint)
+                parked = self.queue.parked_with(key)
+                if parked:
+                    self.queue.on_event(change, now, uids=parked)
         elif ev.kind == "Node":
-            self.queue.on_event(EV_NODE_ADD if ev.type == "ADDED" else EV_NODE_UPDATE, now)
-        elif ev.kind == "ResourceSlice":
-            self.queue.on_event(EV_SLICE_CHANGE, now)
-        elif ev.kind == "DeviceClass":
-            self.queue.on_event(EV_CLASS_CHANGE, now)
+            name = ev.object["metadata"].get("name", "")
+            if ev.type == "ADDED":
+                self.queue.on_event(ClusterEvent(EV_NODE_ADD, None, ev.object, node=name), now)
+            else:
+                new = None if ev.type == "DELETED" else ev.object
+                self.queue.on_event(ClusterEvent(EV_NODE_UPDATE, ev.old, new, node=name), now)
+        elif ev.kind in ("ResourceSlice", "DeviceClass"):
+            new = None if ev.type == "DELETED" else ev.object
+            name = EV_SLICE_CHANGE if ev.kind == "ResourceSlice" else EV_CLASS_CHANGE
+            self.queue.on_event(ClusterEvent(name, ev.old, new), now)
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
         pod = ev.object
@@ -248,7 +283,7 @@ class Scheduler:
         if ev.type == "DELETED" or is_terminal(pod):
             self.queue.delete(uid)
             if node:
-                self.queue.on_event(EV_POD_DELETE, now)
+                self.queue.on_event(ClusterEvent(EV_POD_DELETE, pod, None, node=node), now)
             return
         if node or not self._responsible(pod) or pod["metadata"].get("deletionTimestamp"):
             self.queue.delete(uid)
@@ -265,6 +300,31 @@ class Scheduler:
             return
         self.queue.add(PodInfo(pod), now)
         self._track_gated(uid)
+
+    def _undo(
+        self,
+        state: CycleState,
+        pi: PodInfo,
+        node: str,
+        plugins: Sequence[ReservePlugin] | None = None,
+        assumed: bool = True,
+    ) -> None:
+        """Unreserve (in reverse order), forget the assumed pod, and tell the queue what was given back."""
+        allocations = list(state.get("dra_allocations") or [])
+        for q in reversed(self._reserve if plugins is None else plugins):
+            q.unreserve(state, pi, node)
+        if assumed:
+            self.cache.forget(pi.uid)
+        self.released(pi.pod, node, [claim_with_allocation(c, a) for c, a in allocations])
+
+    def released(self, pod: Mapping[str, Any], node: str, claims: Iterable[Obj] = ()) -> None:
+        """Resources the scheduler had assumed were given back without an API event (a failed Permit,
+        PreBind or binding): tell the queue, as the deletion of an assigned pod and the deallocation of its
+        claims would, so that pods parked behind them are retried."""
+        now = self.clock()
+        self.queue.on_event(ClusterEvent(EV_POD_DELETE, pod, None, node=node), now)
+        for claim in claims:
+            self.queue.on_event(ClusterEvent(EV_CLAIM_CHANGE, claim, None), now)
 
     def _track_gated(self, uid: str) -> None:
         item = self.queue.gated.get(uid)
@@ -320,8 +380,7 @@ class Scheduler:
         for i, rp in enumerate(self._reserve):
             st = rp.reserve(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve[: i + 1]):
-                    q.unreserve(state, pi, node)
+                self._undo(state, pi, node, self._reserve[: i + 1], assumed=False)
                 return self._fail(pi, now, st.with_plugin(rp.name), st.message, set(), st.explanation)
         self.cache.assume(pi, node)
         for pp in self._permit:
@@ -330,16 +389,12 @@ class Scheduler:
                 self.waiting[pi.uid] = WaitingPod(pi, node, state)
                 return CycleResult(pi.key, None, st.with_plugin(pp.name), "waiting on permit")
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(pp.name), st.message, {pp.name}, st.explanation)
         for bp in self._pre_bind:
             st = bp.pre_bind(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
@@ -353,9 +408,7 @@ class Scheduler:
         for bp in self._pre_bind:
             st = bp.pre_bind(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
@@ -366,9 +419,7 @@ class Scheduler:
     ) -> CycleResult:
         """Permit rejected a waiting pod: release its reservation and park it as unschedulable."""
         wp = self.waiting.pop(uid)
-        for q in reversed(self._reserve):
-            q.unreserve(wp.state, wp.pi, wp.node)
-        self.cache.forget(uid)
+        self._undo(wp.state, wp.pi, wp.node)
         plugins = {status.plugin} if status.plugin else set()
         return self._fail(wp.pi, now, status, message, plugins, explanation)
 

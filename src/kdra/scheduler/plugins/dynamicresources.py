@@ -16,7 +16,7 @@ from typing import Any
 
 from kdra.cluster.store import Obj, Store, clone
 from kdra.errors import AllocationError
-from kdra.scheduler.cache import claim_key
+from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
@@ -33,6 +33,7 @@ from kdra.scheduler.framework import (
     EV_POD_DELETE,
     EV_SLICE_CHANGE,
     SUCCESS,
+    ClusterEvent,
     CycleState,
     FilterPlugin,
     PreBindPlugin,
@@ -45,6 +46,7 @@ from kdra.scheduler.framework import (
     unschedulable,
 )
 from kdra.scheduler.plugins.basic import default_normalize
+from kdra.scheduler.plugins.dra_hints import DraHints
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 
 STATE_KEY = "DynamicResources"
@@ -87,11 +89,21 @@ class DynamicResources(
         {EV_NODE_ADD, EV_NODE_UPDATE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_POD_DELETE}
     )
     weight = 2  # KEP-4816 suggests 2 for prioritized-list scoring
+    exact_hints = True  # kdra.scheduler.plugins.dra_hints
 
     def __init__(self, store: Store, dra: DraState) -> None:
         self.store = store
         self.dra = dra
         self._results: dict[tuple[Hashable, int, int, int], Any] = {}
+        self._hints: DraHints | None = None
+
+    def bind_cache(self, cache: SchedulerCache) -> None:
+        super().bind_cache(cache)
+        self._hints = DraHints(cache, self.dra.features)
+
+    def queueing_hint(self, event: ClusterEvent, pi: PodInfo) -> bool:
+        """See kdra.scheduler.plugins.dra_hints."""
+        return self._hints.may_help(event, pi) if self._hints is not None else True
 
     # -- PreEnqueue ------------------------------------------------------------------------------
 
