@@ -679,3 +679,37 @@ def test_shared_claim_is_allocated_once_and_reserved_for_both_pods(
         {"resource": "pods", "name": "worker-0", "uid": "uid-0"},
         {"resource": "pods", "name": "worker-1", "uid": "uid-1"},
     ]
+
+
+def test_stored_class_is_evaluated_not_revalidated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 item 9: a DeviceClass read back from a cluster (it has a resourceVersion) is evaluated as
+    kube-scheduler does, in the StoredExpressions environment, not validated again as a new object. The
+    same selector written fresh is rejected like the API server rejects it: joining a literal list has an
+    unbounded estimated cost, though it is cheap to run."""
+    expr = '["gpu", "nvidia", "com"].join(".") == device.driver'
+    fresh = CLASS.replace('device.driver == "gpu.nvidia.com"', json.dumps(expr))
+    stored = fresh.replace("  name: gpu.nvidia.com\n", '  name: gpu.nvidia.com\n  resourceVersion: "4211"\n')
+    code, _, err = run_text(docs(fresh, SLICE, claim()), tmp_path, capsys, monkeypatch)
+    assert code == 2, err
+    assert "DeviceClass gpu.nvidia.com" in err and "too complex, exceeds cost limit" in err
+    code, out, err = run_text(docs(stored, SLICE, claim()), tmp_path, capsys, monkeypatch, "-o", "json")
+    assert code == 0, err
+    results = json.loads(out)["items"][0]["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-0"]
+
+
+def test_api_servers_cost_limit_is_kdras(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 300 x 300 nested comprehension is accepted by kube-apiserver (estimated 634,211 of 1,000,000), so
+    kdra accepts it too; 380 x 380 (1,016,131) is rejected by both."""
+    for size, accepted in ((300, True), (380, False)):
+        lst = "[" + ",".join(str(i) for i in range(size)) + "]"
+        expr = f"{lst}.all(x, {lst}.all(y, x + y >= 0))"
+        code, _, err = run_text(docs(CLASS, SLICE, selector_claim(expr)), tmp_path, capsys, monkeypatch)
+        if accepted:
+            assert code == 0, err
+        else:
+            assert code == 2 and "too complex, exceeds cost limit" in err, err

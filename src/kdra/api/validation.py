@@ -1784,14 +1784,21 @@ def validate(
     namespace_labels: dict[str, Any] | None = None,
 ) -> list[FieldError]:
     """Validate one object as kube-apiserver 1.36 would on create; [] when valid or of a kind kdra
-    does not validate.
+    does not validate. Objects with a metadata.resourceVersion were stored by an API server: their CEL
+    selectors are not compiled again (as upstream's validation of stored expressions).
 
     cel=False skips compiling selectors (length limits still apply). list_type_attributes is the
     DRAListTypeAttributes gate (off in 1.36: list-typed attribute fields are dropped, as the API
     server drops them). namespace_labels, when known, are the labels of the object's namespace: the
     API server only allows adminAccess in namespaces labelled resource.kubernetes.io/admin-access=true.
     """
-    v = _V(cel_compile=cel, list_type_attributes=list_type_attributes)
+    # A stored object (it has a resourceVersion: the API server accepted it) keeps its CEL expressions
+    # unchecked, as the API server's validation does for stored expressions (opts.stored in
+    # pkg/apis/resource/validation): they are evaluated in the StoredExpressions environment, not
+    # re-validated, so a limit or declaration that changed since cannot reject what the cluster holds.
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    stored = isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+    v = _V(cel_compile=cel and not stored, list_type_attributes=list_type_attributes)
     if not isinstance(obj, dict):
         v.invalid("<root>", OMIT, "must be an object")
         return v.errs

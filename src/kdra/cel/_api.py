@@ -142,7 +142,9 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
         raise CELCompileError(f"must evaluate to bool or the unknown type, not {shown}", expression)
     from kdra.cel._cost import estimate
 
-    return Program(expression, c.fn, comp.nslots, t, list_type_attributes, estimate(ast, env))
+    return Program(
+        expression, c.fn, comp.nslots, t, list_type_attributes, estimate(ast, env, comp.types, expression)
+    )
 
 
 @lru_cache(maxsize=4096)
