@@ -8,12 +8,16 @@ Slices are compiled into `SliceEntry`/`DeviceEntry` objects once per slice versi
 `SliceCache` keyed by uid (or name) plus resourceVersion when the object has one, the object itself
 otherwise, and reused only for the same object or equal content (keys collide across stores). CEL
 selector results are memoised on the `DeviceEntry`, keyed by the selector list, so re-evaluating a
-class or request selector for a device is a dict lookup.
+class or request selector for a device is a dict lookup; expensive results are also kept by device
+content, so republishing a slice does not re-run them. `cel_budget` bounds the new CEL work of one
+scheduling attempt (CelBudgetExhausted), so that one user's expensive selectors cannot stall everyone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -658,10 +662,76 @@ class AllocatorIndex:
         return NodeView(name, pools, devices, device_pool, node_ok, all_ok)
 
 
+# ---------------------------------------------------------------------------------------------
+# Bounded CEL work (issue 18: one user's expensive selectors must not stall everyone)
+# ---------------------------------------------------------------------------------------------
+
+# A result that took at least this much CEL work (cost units, plus one per evaluation) is also kept by
+# device content, so that a slice published again with the same devices (a new resourceVersion, a pool
+# generation bump) does not pay for it twice. Cheap results are not worth the fingerprint.
+EXPENSIVE_RESULT_UNITS = 10_000
+_MAX_EXPENSIVE_RESULTS = 100_000
+_expensive_results: dict[tuple[Any, ...], SelectorResult] = {}
+_expensive_selectors: set[tuple[tuple[str, ...], bool, bool]] = set()
+
+
+class CelBudgetExhausted(Exception):
+    """The CEL work allowed for this scheduling attempt is used up. Raised only between devices, after
+    the result of the device just evaluated was memoised, so the next attempt starts where this one
+    stopped; caches built from a partial walk are not kept by their builders."""
+
+    def __init__(self, budget: CelBudget) -> None:
+        super().__init__(f"CEL budget of {budget.limit:,} units used up")
+        self.budget = budget
+
+
+class CelBudget:
+    """The CEL work (cost units, plus one per evaluation) one scheduling attempt may spend on selector
+    results that are not memoised yet; memoised results are free."""
+
+    __slots__ = ("evaluations", "limit", "spent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.evaluations = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+
+_budget: ContextVar[CelBudget | None] = ContextVar("kdra_cel_budget", default=None)
+
+
+@contextmanager
+def cel_budget(limit: int | None) -> Iterator[CelBudget | None]:
+    """Bound the new CEL work done inside the block (None: unbounded); see CelBudgetExhausted."""
+    if limit is None:
+        yield None
+        return
+    budget = CelBudget(limit)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def _fingerprint(dev: DeviceEntry) -> str:
+    import json
+
+    return json.dumps(
+        [dev.driver, dev.attributes, dev.capacity_raw, dev.allow_multi], sort_keys=True, default=str
+    )
+
+
 def evaluate_selectors(
     dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False
 ) -> SelectorResult:
-    """MATCH, the index of the first false selector, or the first error; memoised per device."""
+    """MATCH, the index of the first false selector, or the first error; memoised per device (and, when
+    expensive, per device content). Inside `cel_budget`, a result not memoised yet is charged to the
+    budget, and CelBudgetExhausted is raised once it is used up (after memoising this device's result)."""
     if not exprs:
         return MATCH
     key = (exprs, consumable, list_types)
@@ -669,9 +739,20 @@ def evaluate_selectors(
     cached = matches.get(key)
     if cached is not None:
         return cached
+    budget = _budget.get()
+    if budget is not None and budget.exhausted:
+        raise CelBudgetExhausted(budget)
+    content_key: tuple[Any, ...] | None = None
+    if key in _expensive_selectors:
+        content_key = (key, _fingerprint(dev))
+        known = _expensive_results.get(content_key)
+        if known is not None:
+            matches[key] = known
+            return known
     if len(matches) >= MAX_CACHED_SELECTOR_SETS:
         matches.clear()  # bounded memory when many distinct selector lists come and go
     result: SelectorResult = MATCH
+    units = 0
     for i, expr in enumerate(exprs):
         try:
             # kube-scheduler compiles stored selectors in the StoredExpressions environment.
@@ -682,12 +763,24 @@ def evaluate_selectors(
             result = SelectorError(i, True, str(exc))
             break
         try:
-            ok = program.matches(dev.cel_input())
+            ok, cost = program.evaluate(dev.cel_input())
         except CELRuntimeError as exc:
+            units += 1 + exc.cost
             result = SelectorError(i, False, str(exc))
             break
+        units += 1 + cost
         if not ok:
             result = i
             break
     matches[key] = result
+    if units >= EXPENSIVE_RESULT_UNITS:
+        _expensive_selectors.add(key)
+        if len(_expensive_results) >= _MAX_EXPENSIVE_RESULTS:
+            _expensive_results.clear()
+        _expensive_results[content_key or (key, _fingerprint(dev))] = result
+    if budget is not None:
+        budget.spent += units
+        budget.evaluations += 1
+        if budget.exhausted:
+            raise CelBudgetExhausted(budget)
     return result

@@ -28,9 +28,10 @@ class CELCompileError(InputError):
 class CELRuntimeError(AllocationError):
     """Evaluation failed for one device; str() is cel-go's error text (e.g. 'no such key: foo')."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, cost: int = 0) -> None:
         super().__init__(message)
         self.message = message
+        self.cost = cost  # runtime cost spent before the error
 
 
 def _display(src: str, pos: int, message: str) -> str:
@@ -87,6 +88,11 @@ class Program:
 
     def matches(self, device: CelDevice) -> bool:
         """True/False for this device; CELRuntimeError (cel-go wording) for any evaluation error."""
+        return self.evaluate(device)[0]
+
+    def evaluate(self, device: CelDevice) -> tuple[bool, int]:
+        """matches() and the runtime cost it took (cost units, the budget CEL_SELECTOR_EXPRESSION_MAX_COST
+        bounds); a CELRuntimeError carries its cost in `.cost`."""
         if device.attributes is None:
             device.prepare()
         err = device._err_lists if self._lists else device._err_scalar
@@ -98,14 +104,15 @@ class Program:
         try:
             r = self._fn(frame)
         except EvalError as e:
-            raise CELRuntimeError(e.message) from None
+            raise CELRuntimeError(e.message, CEL_SELECTOR_EXPRESSION_MAX_COST - frame[1]) from None
         except RecursionError:
             raise CELRuntimeError("max recursion depth exceeded") from None
+        cost = CEL_SELECTOR_EXPRESSION_MAX_COST - frame[1]
         if r is True or r is False:
-            return r
+            return r, cost
         tn = type_of(r).name
         detail = _CONVERSION.get(tn, f"type conversion error from '{tn}' to 'bool'")
-        raise CELRuntimeError(f"CEL result of type {tn} could not be converted to bool: {detail}")
+        raise CELRuntimeError(f"CEL result of type {tn} could not be converted to bool: {detail}", cost)
 
     def __repr__(self) -> str:
         return f"Program({self.expression!r})"

@@ -145,6 +145,7 @@ class KubeScheduler(Scheduler):
             run_controllers=False,
             clock=time.time,
         )
+        self.yield_on_cel_budget = True  # take in watch events between chunks of expensive CEL work
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()

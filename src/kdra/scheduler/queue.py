@@ -140,6 +140,16 @@ class SchedulingQueue:
         """The pod in flight was bound."""
         self.delete(uid)
 
+    def requeue(self, pi: PodInfo, now: float) -> None:
+        """Back to activeQ at once, behind the pods already waiting there, without counting the attempt:
+        the cycle was cut short (its CEL budget ran out) and goes on where it stopped."""
+        if self.pods.get(pi.uid) is not pi:
+            return
+        self.unschedulable.pop(pi.uid, None)
+        pi.attempts = max(0, pi.attempts - 1)
+        pi.queued_at = now
+        self._push_active(pi, now)
+
     def add_unschedulable(self, pi: PodInfo, now: float, plugins: set[str]) -> None:
         """The cycle failed: park the pod until an event may help (or in backoff after an error)."""
         if self.pods.get(pi.uid) is not pi:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator.features import FeatureGates
+from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController
@@ -79,6 +80,14 @@ class SchedulerConfig:
     # Queueing hints (kdra.scheduler.queue): parked pods are retried only on events that may help them.
     # False: on every event their plugins registered for, and every 5 minutes (as before; for tests).
     queueing_hints: bool = True
+    # CEL work (cost units, plus one per evaluation) on selector results not memoised yet that one
+    # scheduling attempt, and one run of the actions, may spend (kdra.allocator.index.cel_budget). An
+    # attempt that runs out goes back to the queue behind the pods waiting now and continues where it
+    # stopped; an attempt always gets at least `cel_attempt_floor`. None: unbounded. One 300 x 300 nested
+    # comprehension costs ~0.9 million units per device (~60-80 ms on a 2-core machine).
+    cel_attempt_budget: int | None = 2_000_000
+    cel_run_budget: int | None = 6_000_000
+    cel_attempt_floor: int = 100_000
 
 
 @dataclass
@@ -160,6 +169,8 @@ class AllocateAction(Action):
         sched = session.scheduler
         n = 0
         while self.max_pods is None or n < self.max_pods:
+            if n and sched.yield_on_cel_budget and sched.cel_run_spent_up():
+                break  # let the loop take in new events; the next run goes on
             pi = sched.queue.pop(session.now)
             if pi is None:
                 break
@@ -213,6 +224,11 @@ class Scheduler:
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self.node_evaluations = 0
+        self.cel_deferrals = 0  # attempts cut short by their CEL budget
+        self.cel_run_spent = 0  # CEL units spent on new selector results in the current run
+        # Kubernetes mode: end a run once its CEL budget is spent, so that watch events (new pods) are
+        # taken in before the expensive pod continues. The embedded mode has no events meanwhile.
+        self.yield_on_cel_budget = False
         # Called after every scheduling attempt with its result and wall seconds (kdra exporter's
         # scheduler_attempt_duration histogram); empty by default, so attempts are not timed.
         self.attempt_observers: list[Callable[[CycleResult, float], None]] = []
@@ -343,6 +359,7 @@ class Scheduler:
     def run(self, now: float | None = None) -> list[CycleResult]:
         """Run every action once over the current state; returns what each scheduled pod got."""
         session = Session(self, self.clock() if now is None else now)
+        self.cel_run_spent = 0
         for action in self.actions:
             action.execute(session)
         return session.results
@@ -357,23 +374,51 @@ class Scheduler:
             observe(result, elapsed)
         return result
 
+    def cel_run_spent_up(self) -> bool:
+        limit = self.config.cel_run_budget
+        return limit is not None and self.cel_run_spent >= limit
+
+    def _cel_limit(self) -> int | None:
+        cfg = self.config
+        if cfg.cel_attempt_budget is None:
+            return None
+        left = cfg.cel_attempt_budget
+        if cfg.cel_run_budget is not None:
+            left = min(left, cfg.cel_run_budget - self.cel_run_spent)
+        return max(cfg.cel_attempt_floor, left)
+
     def _schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
         self.cycles += 1
         pi.last_attempt = now
         state = CycleState()
-        for p in self._pre_filter:
-            st = p.pre_filter(state, pi)
-            if not st.ok:
-                st = st.with_plugin(p.name)
-                return self._fail(
-                    pi,
-                    now,
-                    st,
-                    f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
-                    {p.name},
-                    st.explanation,
-                )
-        node, statuses = self._find_node(state, pi)
+        failed: tuple[Status, str] | None = None
+        node: str | None = None
+        statuses: dict[int, tuple[int, Status | None, int]] = {}
+        try:
+            with cel_budget(self._cel_limit()) as budget:
+                try:
+                    for p in self._pre_filter:
+                        st = p.pre_filter(state, pi)
+                        if not st.ok:
+                            failed = (st.with_plugin(p.name), p.name)
+                            break
+                    if failed is None:
+                        node, statuses = self._find_node(state, pi)
+                finally:
+                    if budget is not None:
+                        self.cel_run_spent += budget.spent
+        except CelBudgetExhausted as exc:
+            return self._defer(state, pi, now, exc.budget)
+        if failed is not None:
+            st, plugin = failed
+            return self._fail(
+                pi,
+                now,
+                st,
+                f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
+                {plugin},
+                st.explanation,
+            )
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
         ni = self.cache.node_by_name[node]
@@ -400,6 +445,24 @@ class Scheduler:
         self.queue.done(pi.uid)
         del ni
         return CycleResult(pi.key, node, Status())
+
+    def _defer(self, state: CycleState, pi: PodInfo, now: float, budget: CelBudget) -> CycleResult:
+        """The attempt used up its CEL budget: say so on the pod (once: the text does not change) and put
+        it back at the end of activeQ; what was evaluated stays memoised, so the next attempt goes on."""
+        entry: _SigEntry | None = state.get("_sig_entry")
+        if entry is not None:
+            entry.epoch = -1  # its node walk was cut short: walk again (cheap, the results are memoised)
+        self.cel_deferrals += 1
+        limit = self.config.cel_attempt_budget or budget.limit  # the configured figure: a stable text
+        msg = (
+            f"0/{len(self.cache.nodes)} nodes are available: the CEL selectors of its claims are expensive "
+            f"to evaluate; kdra spends at most {limit:,} cost units on new selector results per "
+            "scheduling attempt, so that other pods keep being scheduled, and goes on with the next attempt."
+        )
+        st = Status(Code.UNSCHEDULABLE, (msg,), DynamicResources.name)
+        result = self._fail(pi, now, st, msg, {DynamicResources.name}, None)
+        self.queue.requeue(pi, now)
+        return result
 
     def allow_waiting(self, uid: str, now: float) -> CycleResult:
         """Permit approved a waiting pod: PreBind and bind it as schedule_one would have."""
