@@ -23,16 +23,17 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in their own serial pytest run because
-# they share one real control plane (a session fixture, which xdist would start once per worker).
+# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in `make e2e`.
 unit: venv
 	$(BIN)/pytest -n 2 -m "not e2e"
 
-# Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
-# cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
-# few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md.
+# Builds kube-apiserver/-controller-manager/-scheduler and etcd of Kubernetes 1.37 (KDRA_K8S_VERSION) and of
+# 1.36 (for the differential corpus, E2E_CORPUS_VERSIONS) on first use (hack/k8s/build.sh, cached in
+# ~/.cache/kdra/k8s/<version>), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
+# few elsewhere, e.g. tests/fleets) in parallel lanes: hack/e2e.sh, docs/kubernetes-mode.md.
+E2E_FREE_WORKERS ?= 1
 e2e: venv prometheus
-	$(BIN)/pytest -p no:xdist -m e2e
+	BIN=$(BIN) E2E_FREE_WORKERS=$(E2E_FREE_WORKERS) hack/e2e.sh
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:

@@ -1,10 +1,17 @@
 """Fixtures for the Kubernetes-mode (e2e) tests: one real control plane per pytest session.
 
-The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36 on 127.0.0.1)
-is built on first use by hack/k8s/build.sh (binaries cached in ~/.cache/kdra/k8s/<version>) and
-started once per session. Run these tests serially (`make e2e`, or `pytest -m e2e -p no:xdist`):
-under xdist each worker would start a control plane of its own. A failed build makes every e2e test
-error with the build's output; unit tests are unaffected.
+The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler; Kubernetes 1.37, or
+1.36 with KDRA_K8S_VERSION=1.36, on 127.0.0.1) is built on first use by hack/k8s/build.sh (binaries cached
+in ~/.cache/kdra/k8s/<version>) and started once per session. `make e2e` runs the tests in several
+pytest processes (lanes) that all attach to one plane started by `python -m kdra.testing.shared_plane`
+(environment KDRA_E2E_CONTROL_PLANE); without it (`pytest -p no:xdist tests/e2e/...`) the session starts
+its own. A failed build makes every e2e test error with the build's output; unit tests are unaffected.
+
+Markers: `e2e_serial` for tests that restart the API server or etcd (they get a plane of their own, after
+the lanes); `e2e_lane(name="kube-scheduler")` for tests that use kube-scheduler or create cluster-scoped
+objects with well-known names; `e2e_lane(name="kdra-scheduler")` for tests that run `kdra scheduler` under
+the default scheduler name or lease. Tests of one lane run one after another; lanes, and the unmarked
+tests (a lane of their own), run side by side (hack/e2e.sh, docs/kubernetes-mode.md "Parallel e2e").
 
 Environment: KDRA_K8S_BIN_DIR (prebuilt binaries, skip the build), KDRA_E2E_KEEP=1 (keep the work
 directory with logs, certificates and kubeconfig after the session).
@@ -23,6 +30,7 @@ import pytest
 
 from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
+from kdra.testing.shared_plane import AttachedControlPlane
 
 E2E_DIR = Path(__file__).parent
 
@@ -38,6 +46,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
+    attached = AttachedControlPlane.from_env()
+    if attached is not None:
+        yield attached
+        return
     capman = request.config.pluginmanager.getplugin("capturemanager")
     # Show the (possibly long) build's progress on the terminal instead of capturing it.
     if capman is not None:

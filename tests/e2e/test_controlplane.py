@@ -13,7 +13,7 @@ from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import ControlPlane, create_node, gates_arg, resolve_gates
 from kdra.testing.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
 DRIVER = "gpu.example.com"
 

@@ -733,6 +733,31 @@ class ControlPlane:
             KubeConfig(server=self.server, token=self.certs.token, ca_file=str(self.certs.ca_cert)), qps=0
         )
 
+    def metrics(self, component: str = "kube-scheduler") -> dict[str, float]:
+        """A component's Prometheus metrics (`name{labels}` -> value), read with the admin token."""
+        import ssl
+        import urllib.request
+
+        port = {"kube-scheduler": self.scheduler_port, "kube-controller-manager": self.kcm_port}.get(
+            component, self.apiserver_port
+        )
+        assert self.certs is not None
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the components serve self-signed certificates
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.certs.token}"}
+        )
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    out[name] = float(value)
+        return out
+
     def check_alive(self) -> None:
         for c in self.components.values():
             c.check_alive()

@@ -162,6 +162,19 @@ def _pod_for(claim_names: list[str], node: str | None) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD_NAME}, "spec": spec}
 
 
+# The case's Nodes carry this label and a NoSchedule taint with it, and the case's pods select and
+# tolerate it: kube-scheduler places them only there, and no other scheduler's pods (other tests running
+# beside the case on the same control plane) land there. No other label or taint of the case changes.
+CASE_KEY = "kdra.test/upstream-case"
+
+
+def _confine(pod: Obj, ns: str) -> None:
+    spec = pod.setdefault("spec", {})
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), CASE_KEY: ns}
+    toleration = {"key": CASE_KEY, "operator": "Equal", "value": ns, "effect": "NoSchedule"}
+    spec["tolerations"] = [*(spec.get("tolerations") or []), toleration]
+
+
 def _strip(obj: Obj, namespace: str | None) -> Obj:
     o = copy.deepcopy(obj)
     md = o.setdefault("metadata", {})
@@ -230,6 +243,7 @@ def run_upstream_case(
         return result
     finally:
         cleanup(client, ns, created)
+        wait_binding_cycles_done(cp)  # one metrics read when nothing waits in PreBind
 
 
 def _run(
@@ -262,7 +276,11 @@ def _run(
     for name in sorted(nodes):
         n = nodes[name]
         capacity = (n.get("status") or {}).get("capacity")
-        create_node(client, name, labels=(n.get("metadata") or {}).get("labels"), capacity=capacity)
+        labels = {**((n.get("metadata") or {}).get("labels") or {}), CASE_KEY: ns}
+        create_node(client, name, labels=labels, capacity=capacity)
+        client.patch(
+            "Node", name, {"spec": {"taints": [{"key": CASE_KEY, "value": ns, "effect": "NoSchedule"}]}}
+        )
         created.append(("Node", name, None))
     for kind in ("DeviceClass", "ResourceSlice", "DeviceTaintRule"):
         for o in by_kind.get(kind, []):
@@ -304,6 +322,7 @@ def _run(
     for pod in pods:
         pod["metadata"]["namespace"] = ns
         pod.pop("status", None)
+        _confine(pod, ns)
         one = _schedule_pod(client, pod, ns, timeout, settle)
         total.pods[pod["metadata"]["name"]] = one
         total.allocations.update(one.allocations)
@@ -419,6 +438,22 @@ def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle:
                         if f.get("key") == "metadata.name" and f.get("values"):
                             result.node = f["values"][0]
     return result
+
+
+BINDING_GOROUTINES = 'scheduler_goroutines{operation="binding"}'
+
+
+def wait_binding_cycles_done(cp: ControlPlane, timeout: float = 30.0) -> None:
+    """Wait until kube-scheduler has no binding cycle running. A pod that waited in PreBind for binding
+    conditions keeps its claim's in-flight allocation in kube-scheduler until the wait notices that the
+    pod was deleted, at its next 5-second poll (seen with 1.37: the next case, reusing the device names,
+    was then unschedulable)."""
+
+    def idle() -> bool:
+        return cp.metrics("kube-scheduler").get(BINDING_GOROUTINES, 0.0) == 0.0
+
+    with contextlib.suppress(OSError):
+        wait_for(idle, timeout, "kube-scheduler's binding cycles to finish", interval=0.2)
 
 
 def cleanup(
