@@ -29,7 +29,12 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
+from kdra.testing.controlplane import (
+    ControlPlane,
+    ensure_binaries,
+    ensure_default_service_account,
+    force_delete,
+)
 from kdra.testing.shared_plane import AttachedControlPlane
 
 E2E_DIR = Path(__file__).parent
@@ -81,10 +86,8 @@ def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
     """A fresh namespace per test, its pods force-deleted afterwards (no kubelet finishes them)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # The service-account controller creates the namespace's default ServiceAccount; pods wait for it.
-    from kdra.testing.wait import wait_for
-
-    wait_for(lambda: kube.get("ServiceAccount", "default", name), 60, f"ServiceAccount {name}/default")
+    # Pods are refused until the namespace's default ServiceAccount exists (made here, not waited for).
+    ensure_default_service_account(kube, name)
     yield name
     for pod in kube.list("Pod", name):
         force_delete(kube, "Pod", pod["metadata"]["name"], name)

@@ -860,6 +860,22 @@ def create_node(
     return updated
 
 
+def ensure_default_service_account(client: KubeClient, namespace: str) -> None:
+    """Create the namespace's `default` ServiceAccount instead of waiting for kube-controller-manager's
+    service-account controller (pods are refused until it exists; under load the controller takes
+    seconds). Whoever comes second gets AlreadyExists, which is fine."""
+    from kdra.cluster.store import AlreadyExistsError
+
+    with contextlib.suppress(AlreadyExistsError):
+        client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": namespace},
+            }
+        )
+
+
 def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> None:
     """Delete with grace period 0 (pods bound to kubelet-less nodes never finish terminating otherwise)."""
     with contextlib.suppress(StoreError):

@@ -30,7 +30,14 @@ from typing import Any
 
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import ControlPlane, K8sRelease, create_node, force_delete, k8s_release
+from kdra.testing.controlplane import (
+    ControlPlane,
+    K8sRelease,
+    create_node,
+    ensure_default_service_account,
+    force_delete,
+    k8s_release,
+)
 from kdra.testing.wait import wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
@@ -314,7 +321,7 @@ def _run(
     if loose or not pods:
         pods.insert(0, _pod_for(loose, node))
     # Pods are refused until the namespace's default ServiceAccount exists.
-    wait_for(lambda: client.get("ServiceAccount", "default", ns), 60, f"ServiceAccount {ns}/default")
+    ensure_default_service_account(client, ns)
     if sync_delay > 0:
         time.sleep(sync_delay)
 
