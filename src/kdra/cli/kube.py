@@ -90,6 +90,21 @@ def register(subparsers: Any) -> None:
         default=None,
         help="also serve kdra exporter's metrics (and the scheduling-attempt histogram) from this scheduler",
     )
+    s.add_argument(
+        "--cel-attempt-budget",
+        type=int,
+        default=2_000_000,
+        metavar="UNITS",
+        help="CEL cost units one scheduling attempt may spend on selector results not evaluated before; a "
+        "pod that needs more waits behind the others and goes on later (default 2,000,000; 0: unbounded)",
+    )
+    s.add_argument(
+        "--cel-run-budget",
+        type=int,
+        default=4_000_000,
+        metavar="UNITS",
+        help="the same for one batch of attempts, after which new events are taken in (default 4,000,000)",
+    )
     s.add_argument("-v", "--verbose", action="count", default=0)
     s.set_defaults(func=_scheduler)
 
@@ -138,7 +153,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     gates = FeatureGates.parse(args.feature_gates or "")
     config = SchedulerConfig(
-        scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
+        scoring=ScoringStrategy(type=args.scoring),
+        features=gates,
+        scheduler_name=args.scheduler_name,
+        cel_attempt_budget=args.cel_attempt_budget or None,
+        cel_run_budget=args.cel_run_budget or None,
     )
     metrics_address = None
     if args.metrics_listen:

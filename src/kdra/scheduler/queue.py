@@ -106,10 +106,11 @@ class SchedulingQueue:
                 return
         self._push_active(pi, now)
 
-    def _push_active(self, pi: PodInfo, now: float) -> None:
+    def _push_active(self, pi: PodInfo, now: float, continuing: bool = False) -> None:
+        # A continuing pod (its attempt ran out of CEL budget) sorts after every other active pod.
         self._seq += 1
         pi.seq = self._seq
-        heapq.heappush(self._active, (*self._sort_key(pi), self._seq, pi.uid))
+        heapq.heappush(self._active, (continuing, *self._sort_key(pi), self._seq, pi.uid))
         self._where[pi.uid] = "active"
 
     def delete(self, uid: str) -> None:
@@ -141,14 +142,14 @@ class SchedulingQueue:
         self.delete(uid)
 
     def requeue(self, pi: PodInfo, now: float) -> None:
-        """Back to activeQ at once, behind the pods already waiting there, without counting the attempt:
-        the cycle was cut short (its CEL budget ran out) and goes on where it stopped."""
+        """Back to activeQ at once, without counting the attempt, but behind every pod that is or becomes
+        active meanwhile: the cycle was cut short (its CEL budget ran out) and goes on where it stopped
+        when nobody else is waiting."""
         if self.pods.get(pi.uid) is not pi:
             return
         self.unschedulable.pop(pi.uid, None)
         pi.attempts = max(0, pi.attempts - 1)
-        pi.queued_at = now
-        self._push_active(pi, now)
+        self._push_active(pi, now, continuing=True)
 
     def add_unschedulable(self, pi: PodInfo, now: float, plugins: set[str]) -> None:
         """The cycle failed: park the pod until an event may help (or in backoff after an error)."""

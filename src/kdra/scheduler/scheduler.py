@@ -86,7 +86,7 @@ class SchedulerConfig:
     # stopped; an attempt always gets at least `cel_attempt_floor`. None: unbounded. One 300 x 300 nested
     # comprehension costs ~0.9 million units per device (~60-80 ms on a 2-core machine).
     cel_attempt_budget: int | None = 2_000_000
-    cel_run_budget: int | None = 6_000_000
+    cel_run_budget: int | None = 4_000_000
     cel_attempt_floor: int = 100_000
 
 
