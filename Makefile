@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus
+.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap
 
 venv: $(VENV)/.installed
 
@@ -30,9 +30,11 @@ unit: venv
 # Builds kube-apiserver/-controller-manager/-scheduler and etcd of Kubernetes 1.37 (KDRA_K8S_VERSION) and of
 # 1.36 (for the differential corpus, E2E_CORPUS_VERSIONS) on first use (hack/k8s/build.sh, cached in
 # ~/.cache/kdra/k8s/<version>), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
-# few elsewhere, e.g. tests/fleets) in parallel lanes: hack/e2e.sh, docs/kubernetes-mode.md.
+# few elsewhere, e.g. tests/fleets) in parallel lanes: hack/e2e.sh, docs/kubernetes-mode.md. The chart tests
+# build helm on first use (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root
+# filesystem (hack/image/rootfs.sh, ~/.cache/kdra/image), with Debian's debootstrap, installed when missing.
 E2E_FREE_WORKERS ?= 1
-e2e: venv prometheus
+e2e: venv prometheus debootstrap
 	BIN=$(BIN) E2E_FREE_WORKERS=$(E2E_FREE_WORKERS) hack/e2e.sh
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
@@ -40,6 +42,11 @@ prometheus:
 	@command -v prometheus >/dev/null || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq prometheus; \
 		else sudo apt-get update -qq && sudo apt-get install -y -qq prometheus; fi; }
+
+debootstrap:
+	@command -v debootstrap >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq debootstrap; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq debootstrap; fi; }
 
 test: lint typecheck unit e2e
 

@@ -130,7 +130,7 @@ def test_kubeconfig_token_and_inline_data(tmp_path: Path) -> None:
     assert kc.server == "https://127.0.0.1:6443"
     assert kc.bearer_token() == "abc"
     assert kc.namespace == "team"
-    assert kc.ca_file and Path(kc.ca_file).read_bytes() == b"not a real CA"
+    assert kc.ca_data == b"not a real CA" and kc.ca_file is None  # kept in memory, no file written
     assert KubeConfig.load(path, context="y").namespace == "default"
 
 
@@ -200,6 +200,29 @@ def test_write_fence_stops_writes_before_they_are_sent(server: FakeServer) -> No
         c.update(node("a", 1))
     assert c.get("Node", "a")["metadata"]["name"] == "a"  # reads are never fenced
     assert [m for m, p, _, _ in server.log] == ["PUT", "GET"]  # the fenced PUT never reached the server
+
+
+def test_idle_keepalive_connection_is_replaced_before_the_server_drops_it(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kdra.kube.client as client_mod
+
+    ports: list[int] = []
+
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        ports.append(h.client_address[1])
+        h.reply(200, node("a", 1))
+
+    server.routes[("GET", "/api/v1/nodes/a")] = ok
+    monkeypatch.setattr(client_mod, "IDLE_CONNECTION_SECONDS", 0.2)
+    monkeypatch.setattr(Handler, "protocol_version", "HTTP/1.1")  # keep-alive, as the API server
+    c = client_for(server)
+    c.get("Node", "a")
+    c.get("Node", "a")
+    time.sleep(0.3)
+    c.get("Node", "a")
+    assert ports[0] == ports[1]  # kept alive while busy
+    assert ports[2] != ports[1]  # a fresh connection after idling
 
 
 def test_unreachable_server_is_unavailable() -> None:

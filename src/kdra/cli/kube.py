@@ -2,8 +2,8 @@
 
 kdra scheduler --kubeconfig FILE [--scheduler-name kdra] [--kube-api-qps N --kube-api-burst N]
                [--leader-elect] [--leader-elect-lease-duration S ...]
-kdra explain POD [-n NAMESPACE] --kubeconfig FILE [-o text|json]
-kdra export --kubeconfig FILE -o FILE [-n NAMESPACE]
+kdra explain [POD] [-n NAMESPACE | -A] --kubeconfig FILE [-o text|json] [--nodes N | -v]
+kdra export --kubeconfig FILE [--output-file FILE] [-o yaml|json] [-n NAMESPACE | -A]
 """
 
 from __future__ import annotations
@@ -17,19 +17,22 @@ import sys
 import time
 from typing import Any
 
+from kdra.cli.common import add_gates_arg, add_namespace_args
 from kdra.errors import InputError
+
+KUBECONFIG_HELP = (
+    "kubeconfig file (default, as kubectl and client-go: $KUBECONFIG, merged; the in-cluster config in a "
+    "pod; ~/.kube/config)"
+)
 
 
 def add_kube_args(
     p: argparse.ArgumentParser, *, required: bool = True, qps: float = 50, burst: int = 100
 ) -> None:
-    p.add_argument(
-        "--kubeconfig",
-        default=os.environ.get("KUBECONFIG") if required else None,
-        required=required and not os.environ.get("KUBECONFIG"),
-        metavar="FILE",
-        help="kubeconfig of the cluster (default: $KUBECONFIG)",
-    )
+    """--kubeconfig/--context (every command finds its cluster by the same loading rules, see
+    kdra.kube.kubeconfig; `required` is kept for callers and means nothing more) and the client's rate
+    limit."""
+    p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
     p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     p.add_argument(
         "--kube-api-qps", type=float, default=qps, metavar="N", help=f"client QPS (default {qps:g})"
@@ -39,13 +42,19 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace) -> Any:
+def make_client(args: argparse.Namespace, **kw: Any) -> Any:
+    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them)."""
     from kdra.kube.client import KubeClient
 
-    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
-        raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
-    return KubeClient.from_kubeconfig(
-        args.kubeconfig, context=args.context, qps=args.kube_api_qps, burst=args.kube_api_burst
+    qps = getattr(args, "kube_api_qps", None)
+    burst = getattr(args, "kube_api_burst", None)
+    if qps is not None and burst is not None:
+        if qps < 0 or burst < 1:
+            raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
+        kw.setdefault("qps", qps)
+        kw.setdefault("burst", burst)
+    return KubeClient.from_config(
+        getattr(args, "kubeconfig", None), context=getattr(args, "context", None), **kw
     )
 
 
@@ -82,13 +91,14 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
-    s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    add_gates_arg(s)
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         default=None,
-        help="also serve kdra exporter's metrics (and the scheduling-attempt histogram) from this scheduler",
+        help="serve /metrics (kdra exporter's metrics and the scheduling-attempt histogram), /healthz and "
+        "/readyz (informers synced, leader or standby) here, from start-up (default: not served)",
     )
     s.add_argument(
         "--cel-attempt-budget",
@@ -105,21 +115,34 @@ def register(subparsers: Any) -> None:
         metavar="UNITS",
         help="the same for one batch of attempts, after which new events are taken in (default 4,000,000)",
     )
+    from kdra.cli.serving import add_serving_args
+
+    add_serving_args(s)
     s.add_argument("-v", "--verbose", action="count", default=0)
     s.set_defaults(func=_scheduler)
 
     e = subparsers.add_parser(
         "explain",
-        help="say why a pod's claims do not fit, per node, on a live cluster",
-        description="Explain, per node, which selector, counter, taint or constraint stopped which device "
-        "for a pending pod's ResourceClaims (read-only).",
+        help="say why a pod does not fit: nodes grouped by reason, then the nearest nodes, on a live cluster",
+        description="Explain why a pod does or does not fit: every node is checked as kube-scheduler's "
+        "filters would (selectors, affinity, taints, resources), then for its ResourceClaims by kdra's "
+        "allocator; the nodes are grouped by reason, and the nearest ones shown in full (which selector, "
+        "counter, taint or constraint stopped which device). Without POD, every pending pod of the "
+        "namespace (-A: of every namespace). Read-only.",
     )
-    e.add_argument("pod", metavar="POD")
-    e.add_argument("-n", "--namespace", default=None)
+    e.add_argument("pod", metavar="POD", nargs="?", default=None)
+    add_namespace_args(e, "pending pods")
     add_kube_args(e)
-    e.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    add_gates_arg(e)
     e.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    e.add_argument("--nodes", type=int, default=10, help="nodes to detail in text output (default 10)")
+    e.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="nearest nodes to detail after the summary (default 3)",
+    )
+    e.add_argument("-v", "--verbose", action="store_true", help="detail every node")
     e.set_defaults(func=_explain)
 
     x = subparsers.add_parser(
@@ -129,9 +152,23 @@ def register(subparsers: Any) -> None:
         "ResourceClaimTemplates and Pods (read-only) as a v1 List.",
     )
     add_kube_args(x)
-    x.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write ('-': stdout)")
-    x.add_argument("-n", "--namespace", default=None, help="only this namespace's claims, templates and pods")
-    x.add_argument("--format", choices=("yaml", "json"), default=None, help="default: by the file's suffix")
+    x.add_argument(
+        "--output-file",
+        dest="output_file",
+        default=None,
+        metavar="FILE",
+        help="file to write (default '-': stdout)",
+    )
+    x.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="yaml|json",
+        help="output format (default: by the file's suffix, else yaml); `-o FILE` is the deprecated "
+        "spelling of --output-file FILE",
+    )
+    add_namespace_args(x, "claims, templates and pods")
+    x.add_argument("--format", choices=("yaml", "json"), default=None, help=argparse.SUPPRESS)
     x.set_defaults(func=_export)
 
 
@@ -151,7 +188,9 @@ def _scheduler(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    gates = FeatureGates.parse(args.feature_gates or "")
+    from kdra.cli.common import gates_text
+
+    gates = FeatureGates.parse(gates_text(args))
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring),
         features=gates,
@@ -159,12 +198,20 @@ def _scheduler(args: argparse.Namespace) -> int:
         cel_attempt_budget=args.cel_attempt_budget or None,
         cel_run_budget=args.cel_run_budget or None,
     )
-    metrics_address = None
+    endpoint = None
     if args.metrics_listen:
+        from kdra.cli.serving import serving_options
         from kdra.observe.server import parse_listen
+        from kdra.observe.sources import SchedulerEndpoint
 
-        metrics_address = parse_listen(args.metrics_listen)
+        address = parse_listen(args.metrics_listen, "--metrics-listen")
+        options = serving_options(args)
     client = make_client(args)
+    if args.metrics_listen:
+        try:  # before the lease: probes of a standby are answered too
+            endpoint = SchedulerEndpoint(address, options)
+        except OSError as exc:
+            raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
     stopping = {"flag": False}
 
@@ -185,6 +232,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             renew_deadline=args.leader_elect_renew_deadline,
             retry_period=args.leader_elect_retry_period,
         ).start()
+        if endpoint is not None:
+            endpoint.elector = elector
+            endpoint.role = "standby"
         print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
         while not elector.is_leader:
             if stopping["flag"]:
@@ -192,11 +242,12 @@ def _scheduler(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(0.1)
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
+        if endpoint is not None:
+            endpoint.role = "starting"
     store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
     sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
-    metrics = None
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
         f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
@@ -211,19 +262,16 @@ def _scheduler(args: argparse.Namespace) -> int:
         profile = cProfile.Profile()
         profile.enable()
     try:
-        if metrics_address is not None:  # issue 9: the exporter beside the scheduler (kdra.observe)
-            from kdra.observe.sources import serve_beside_scheduler
-
-            try:
-                metrics = serve_beside_scheduler(store, sched, metrics_address)
-            except OSError as exc:
-                raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
+        if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
+            endpoint.attach(store, sched)
         while not stopping["flag"]:
             if elector is not None and not elector.is_leader:
                 # Exit at once, as kube-scheduler does: binding cycles still running must not write
                 # after another replica may have taken over.
                 print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
                 os._exit(1)
+            if endpoint is not None:
+                endpoint.tick()
             for r in sched.step(wait=0.5):
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
@@ -232,9 +280,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             profile.disable()
             profile.dump_stats(os.environ["KDRA_PROFILE"])
         sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
-        if metrics is not None:
-            metrics.shutdown()
-            metrics.server_close()
+        if endpoint is not None:
+            endpoint.shutdown()
+            endpoint.server_close()
         store.stop()
         if elector is not None:
             elector.stop(release=code == 0)
@@ -246,41 +294,83 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
+    from kdra.cli.common import gates_text, namespace_filter, positive_int
     from kdra.kube.explain import explain_pod
 
+    positive_int("--nodes", args.nodes, 0)
     client = make_client(args)
-    ns = args.namespace or client.config.namespace
-    gates = FeatureGates.parse(args.feature_gates or "")
-    report = explain_pod(client, args.pod, ns, gates)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    only_ns = namespace_filter(args)
+    gates = FeatureGates.parse(gates_text(args))
+    shown = None if args.verbose else args.nodes
+    if args.pod:
+        if args.all_namespaces:
+            raise InputError("-A/--all-namespaces: Forbidden: a pod is named; give its namespace with -n")
+        targets = [(only_ns or client.config.namespace, args.pod)]
     else:
-        sys.stdout.write(report.text(max_nodes=args.nodes))
-    return 0 if report.fits or report.bound else 1
+        pending = client.list(
+            "Pod", None if only_ns is None and args.all_namespaces else only_ns or client.config.namespace
+        )
+        targets = [
+            (p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+            for p in pending
+            if not (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        if not targets:
+            where = (
+                "any namespace" if args.all_namespaces else f"namespace {only_ns or client.config.namespace}"
+            )
+            print(f"No pending pods in {where}", file=sys.stderr)
+            return 0
+    reports = [explain_pod(client, name, ns, gates) for ns, name in targets]
+    if args.output == "json":
+        docs = [r.to_dict(shown) for r in reports]
+        sys.stdout.write(json.dumps(docs[0] if args.pod else docs, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write("\n".join(r.text(max_nodes=shown) for r in reports))
+    return 0 if all(r.fits or r.bound for r in reports) else 1
 
 
 # -- export ---------------------------------------------------------------------------------------------
 
+_FORMATS = ("yaml", "json")
+
 
 def _export(args: argparse.Namespace) -> int:
     from kdra.api.load import dump_json, dump_yaml
+    from kdra.cli.common import namespace_filter
     from kdra.kube.export import export_objects
 
+    target = args.output_file
+    fmt = args.format
+    if args.output is not None:
+        if args.output in _FORMATS:
+            fmt = args.output
+        elif target is None:  # the old spelling: -o FILE
+            print(
+                f"Warning: `-o {args.output}` as the file to write is deprecated; use --output-file "
+                f"{args.output} (-o is the output format, yaml or json)",
+                file=sys.stderr,
+            )
+            target = args.output
+        else:
+            raise InputError(f"-o/--output: Unsupported value: {args.output!r}: supported values: yaml, json")
+    target = target or "-"
     client = make_client(args)
-    objs = export_objects(client, args.namespace)
-    fmt = args.format or ("json" if args.output.endswith(".json") else "yaml")
+    objs = export_objects(client, namespace_filter(args))
+    fmt = fmt or ("json" if target.endswith(".json") else "yaml")
     text = dump_json(objs) if fmt == "json" else dump_yaml(objs)
-    if args.output == "-":
+    if target == "-":
         sys.stdout.write(text)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
+            with open(target, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
-            raise InputError(f"-o {args.output}: {e.strerror or e}") from None
+            raise InputError(f"--output-file {target}: {e.strerror or e}") from None
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1
         summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-        print(f"wrote {summary or 'nothing'} to {args.output}", file=sys.stderr)
+        print(f"wrote {summary or 'nothing'} to {target}", file=sys.stderr)
     return 0
