@@ -35,7 +35,7 @@ from kdra.testing.controlplane import (
     ensure_default_service_account,
     force_delete,
 )
-from kdra.testing.shared_plane import AttachedControlPlane
+from kdra.testing.shared_plane import AttachedControlPlane, session_config
 
 E2E_DIR = Path(__file__).parent
 
@@ -63,7 +63,7 @@ def control_plane(
     else:
         bin_dir = ensure_binaries(sys.stderr)
     work = tmp_path_factory.mktemp("controlplane")
-    cp = ControlPlane(bin_dir, work)
+    cp = ControlPlane(bin_dir, work, session_config())
     cp.start()
     sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
     try:

@@ -45,6 +45,13 @@ from kdra.testing.controlplane import (
 STATE_ENV = "KDRA_E2E_CONTROL_PLANE"
 
 
+def session_config() -> ControlPlaneConfig:
+    """The configuration of the e2e session's control plane: the same whether one pytest process starts
+    it (tests/e2e/conftest.py) or `shared_plane` starts it for every lane. Options the session's tests
+    rely on (an audit log, KWOK, ...) belong here, so both ways get them."""
+    return ControlPlaneConfig()
+
+
 def _state(cp: ControlPlane, sock: Path) -> dict[str, Any]:
     assert cp.certs is not None
     return {
@@ -200,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give the command to run after --")
     bin_dir = ensure_binaries(sys.stderr, args.version)
     work = Path(tempfile.mkdtemp(prefix="kdra-e2e-plane-"))
-    cp = ControlPlane(bin_dir, work)
+    cp = ControlPlane(bin_dir, work, session_config())
     sock = work / "control.sock"
     server: _Server | None = None
     # SIGTERM (CI cancelling the job) unwinds like Ctrl-C: the plane is stopped in `finally`.
