@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap
+.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -33,9 +33,14 @@ unit: venv
 # few elsewhere, e.g. tests/fleets) in parallel lanes: hack/e2e.sh, docs/kubernetes-mode.md. The chart tests
 # build helm on first use (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root
 # filesystem (hack/image/rootfs.sh, ~/.cache/kdra/image), with Debian's debootstrap, installed when missing.
+# KWOK (hack/k8s/kwok/build.sh, ~/.cache/kdra/kwok) is the test nodes' kubelet.
 E2E_FREE_WORKERS ?= 1
-e2e: venv prometheus debootstrap
+e2e: venv prometheus debootstrap kwok
 	BIN=$(BIN) E2E_FREE_WORKERS=$(E2E_FREE_WORKERS) hack/e2e.sh
+
+# KWOK v0.8.0 (the e2e test nodes' kubelet), built once into ~/.cache/kdra/kwok by hack/k8s/kwok/build.sh.
+kwok:
+	bash hack/k8s/kwok/build.sh >/dev/null
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:

@@ -38,6 +38,7 @@ from kdra.testing.controlplane import (
     ControlPlaneConfig,
     ControlPlaneError,
     ensure_binaries,
+    ensure_kwok,
     k8s_release,
     remove_tree,
 )
@@ -45,11 +46,13 @@ from kdra.testing.controlplane import (
 STATE_ENV = "KDRA_E2E_CONTROL_PLANE"
 
 
-def session_config() -> ControlPlaneConfig:
+def session_config(kwok_binary: Path | None = None) -> ControlPlaneConfig:
     """The configuration of the e2e session's control plane: the same whether one pytest process starts
     it (tests/e2e/conftest.py) or `shared_plane` starts it for every lane. Options the session's tests
-    rely on (an audit log, KWOK, ...) belong here, so both ways get them."""
-    return ControlPlaneConfig()
+    rely on belong here, so both ways get them: KWOK is every test node's kubelet (nodes made with
+    kubelet=False have none); the audit log is what fault tests read to see who wrote what, and when
+    (kdra.testing.invariants); the Workload API is on (ControlPlaneConfig's default)."""
+    return ControlPlaneConfig(kwok=True, kwok_binary=kwok_binary, audit_log=True)
 
 
 def _state(cp: ControlPlane, sock: Path) -> dict[str, Any]:
@@ -66,6 +69,7 @@ def _state(cp: ControlPlane, sock: Path) -> dict[str, Any]:
             "apiserver": cp.apiserver_port,
             "kcm": cp.kcm_port,
             "scheduler": cp.scheduler_port,
+            "kwok": cp.kwok_port,
         },
         "feature_gates": cp.config.feature_gates,
         "socket": str(sock),
@@ -143,6 +147,7 @@ class AttachedControlPlane(ControlPlane):
         ports = state["ports"]
         self.etcd_port, self.apiserver_port = int(ports["etcd"]), int(ports["apiserver"])
         self.kcm_port, self.scheduler_port = int(ports["kcm"]), int(ports["scheduler"])
+        self.kwok_port = int(ports.get("kwok", 0))
 
     @classmethod
     def from_env(cls) -> AttachedControlPlane | None:
@@ -206,8 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cmd:
         ap.error("give the command to run after --")
     bin_dir = ensure_binaries(sys.stderr, args.version)
+    kwok = ensure_kwok(sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="kdra-e2e-plane-"))
-    cp = ControlPlane(bin_dir, work, session_config())
+    cp = ControlPlane(bin_dir, work, session_config(kwok))
     sock = work / "control.sock"
     server: _Server | None = None
     # SIGTERM (CI cancelling the job) unwinds like Ctrl-C: the plane is stopped in `finally`.
