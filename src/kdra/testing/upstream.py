@@ -182,6 +182,47 @@ def _confine(pod: Obj, ns: str) -> None:
     spec["tolerations"] = [*(spec.get("tolerations") or []), toleration]
 
 
+# DeviceClasses are cluster-scoped and cases use well-known names (gpu.nvidia.com) that tests in other lanes
+# create too: each case's classes, and every reference to a class in its claims, templates and pods'
+# implicit extended resources, get the case namespace as a suffix. Allocation results carry no class name,
+# so verdicts and devices are unchanged.
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def case_class_name(name: str, ns: str) -> str:
+    return f"{name}.{ns}"
+
+
+def _rename_classes(obj: Obj, ns: str) -> Obj:
+    o = copy.deepcopy(obj)
+    kind = o.get("kind")
+    if kind == "DeviceClass":
+        md = o.setdefault("metadata", {})
+        md["name"] = case_class_name(md.get("name", ""), ns)
+        return o
+    spec = o.get("spec") or {}
+    if kind == "ResourceClaimTemplate":
+        spec = spec.get("spec") or {}
+    if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        for req in (spec.get("devices") or {}).get("requests") or []:
+            for sub in [req, req.get("exactly") or {}, *(req.get("firstAvailable") or [])]:
+                if sub.get("deviceClassName"):
+                    sub["deviceClassName"] = case_class_name(sub["deviceClassName"], ns)
+    if kind == "DeviceTaintRule":
+        sel = spec.get("deviceSelector") or {}
+        if sel.get("deviceClassName"):  # v1beta2's selector field
+            sel["deviceClassName"] = case_class_name(sel["deviceClassName"], ns)
+    if kind == "Pod":
+        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            res = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                amounts = res.get(part) or {}
+                for name in [n for n in amounts if n.startswith(IMPLICIT_EXTENDED_PREFIX)]:
+                    cls = name[len(IMPLICIT_EXTENDED_PREFIX) :]
+                    amounts[IMPLICIT_EXTENDED_PREFIX + case_class_name(cls, ns)] = amounts.pop(name)
+    return o
+
+
 def _strip(obj: Obj, namespace: str | None) -> Obj:
     o = copy.deepcopy(obj)
     md = o.setdefault("metadata", {})
@@ -265,7 +306,7 @@ def _run(
 ) -> UpstreamResult:
     by_kind: dict[str, list[Obj]] = {}
     for o in objects:
-        by_kind.setdefault(o["kind"], []).append(o)
+        by_kind.setdefault(o["kind"], []).append(_rename_classes(o, ns))
     unknown = set(by_kind) - {*CLUSTER_SCOPED_ORDER, "ResourceClaim", "ResourceClaimTemplate", "Pod"}
     if unknown:
         raise ValueError(f"run_upstream_case cannot create kinds {sorted(unknown)}")
