@@ -16,13 +16,13 @@ HOSTILE = (
 )
 
 
-def world(budget: int | None) -> tuple[MemoryStore, Scheduler]:
+def world(budget: int | None, tag: str = "") -> tuple[MemoryStore, Scheduler]:
     s = MemoryStore()
     for i in range(4):
         s.create(node(f"n{i}"))
         sl = gpu_slice(f"n{i}", count=8)
         for dev in sl["spec"]["devices"]:  # every device different, as real GPUs (uuids) are
-            dev["attributes"]["uuid"] = {"string": f"GPU-n{i}-{dev['name']}"}
+            dev["attributes"]["uuid"] = {"string": f"GPU{tag}-n{i}-{dev['name']}"}
         s.create(sl)
     s.create(device_class("gpu"))
     hostile = device_class("hostile")
@@ -97,3 +97,36 @@ def test_a_republished_slice_does_not_pay_for_expensive_results_again() -> None:
     # The new slice version's 8 devices are new DeviceEntries, but their content is unchanged.
     assert s.get("Pod", "slow-1", "default")["spec"].get("nodeName")
     assert budget.spent < 8 * 50_000, budget.spent
+
+
+def test_the_session_puts_expensive_jobs_last_and_ends_a_run_whose_budget_is_spent() -> None:
+    """The scheduling session (gangs and queues: what kdra scheduler runs) drains the queue into jobs:
+    jobs cut short by their CEL budget go after every other job, a run that spent its CEL budget puts the
+    jobs it did not try back (Kubernetes mode, so new pods are taken in), and a cut-short job is no
+    reason to reclaim or preempt."""
+    from kdra.scheduler.session import GangQueueOptions, GangQueues
+
+    s, _ = world(budget=None, tag="-session")  # devices no other test evaluated (content memo)
+    gq = GangQueues(s, GangQueueOptions())
+    config = SchedulerConfig(cel_attempt_budget=300_000, cel_run_budget=400_000, cel_attempt_floor=1)
+    sch = Scheduler(s, gq.config(config))
+    sch.yield_on_cel_budget = True
+    # The expensive pods come first and are being worked on when the ordinary ones arrive; the ordinary
+    # pods' names sort after theirs, so only the continuing order puts them first.
+    for i in range(2):
+        s.create(pod(f"slow-{i}", template_name="slow"))
+    bound_in: dict[str, int] = {}  # pod -> its place in the order of bindings
+    for run in range(40):
+        if run == 1:
+            for i in range(10):
+                s.create(pod(f"x{i}", template_name="one"))
+        for r in sch.run(float(run)):
+            if r.node:
+                bound_in.setdefault(r.pod.split("/")[1], len(bound_in))
+        if len(bound_in) == 12:
+            break
+    assert len(bound_in) == 12, bound_in
+    last_ordinary = max(bound_in[f"x{i}"] for i in range(10))
+    assert last_ordinary < min(bound_in["slow-0"], bound_in["slow-1"]), bound_in
+    assert sch.cel_deferrals >= 2
+    assert not gq.evicted

@@ -110,6 +110,7 @@ class SchedulingQueue:
         # A continuing pod (its attempt ran out of CEL budget) sorts after every other active pod.
         self._seq += 1
         pi.seq = self._seq
+        pi.continuing = continuing
         heapq.heappush(self._active, (continuing, *self._sort_key(pi), self._seq, pi.uid))
         self._where[pi.uid] = "active"
 
@@ -150,6 +151,14 @@ class SchedulingQueue:
         self.unschedulable.pop(pi.uid, None)
         pi.attempts = max(0, pi.attempts - 1)
         self._push_active(pi, now, continuing=True)
+
+    def put_back(self, pi: PodInfo, now: float) -> None:
+        """A popped pod that was not tried (its batch ended early): back to activeQ where it was, the
+        attempt not counted."""
+        if self.pods.get(pi.uid) is not pi or self._where.get(pi.uid) != "inflight":
+            return
+        pi.attempts = max(0, pi.attempts - 1)
+        self._push_active(pi, now, continuing=pi.continuing)
 
     def add_unschedulable(self, pi: PodInfo, now: float, plugins: set[str]) -> None:
         """The cycle failed: park the pod until an event may help (or in backoff after an error)."""

@@ -406,7 +406,8 @@ class Scheduler:
         limit = self.config.cel_run_budget
         return limit is not None and self.cel_run_spent >= limit
 
-    def _cel_limit(self) -> int | None:
+    def cel_limit(self) -> int | None:
+        """The CEL budget of the next attempt: the attempt budget within what is left of the run's."""
         cfg = self.config
         if cfg.cel_attempt_budget is None:
             return None
@@ -423,7 +424,7 @@ class Scheduler:
         node: str | None = None
         statuses: dict[int, tuple[int, Status | None, int]] = {}
         try:
-            with cel_budget(self._cel_limit()) as budget:
+            with cel_budget(self.cel_limit()) as budget:
                 try:
                     for p in self._pre_filter:
                         st = p.pre_filter(state, pi)
