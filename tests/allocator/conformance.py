@@ -58,8 +58,8 @@ def allocated_claims(case: dict[str, Any]) -> list[dict[str, Any]]:
     return claims
 
 
-def run_case(case: dict[str, Any], **kwargs: Any) -> Any:
-    features = FeatureGates.only(case.get("features") or [])
+def run_case(case: dict[str, Any], version: str = "1.36", **kwargs: Any) -> Any:
+    features = FeatureGates.only(case.get("features") or [], version)
     classes = {c["metadata"]["name"]: c for c in case.get("deviceClasses") or []}
     allocator = Allocator(
         classes, case.get("resourceSlices") or [], allocated_claims(case), features, **kwargs

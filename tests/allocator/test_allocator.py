@@ -141,21 +141,29 @@ def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:
     assert "bw: needs 4G, 2G of 10G left" in str(out.explanation)
 
 
-def test_distinct_attribute_remembers_one_value_per_request_like_1_36() -> None:
+def test_distinct_attribute_remembers_one_value_per_request_in_1_36_and_every_device_in_1_37() -> None:
     # kube-scheduler 1.36 compares a new device only with the last device of each request, so three
-    # devices with values 0, 1, 0 satisfy distinctAttribute for one request with count 3.
+    # devices with values 0, 1, 0 satisfy distinctAttribute for one request with count 3; 1.37 compares
+    # with every device, so they do not.
     devs = [device("gpu-0", numa=0), device("gpu-1", numa=1), device("gpu-2", numa=0)]
     c = claim("c", request("r", 3), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}])
     for prune in (True, False):
-        out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates(), prune=prune).allocate(node(), [c])
+        v136 = FeatureGates.for_version("1.36")
+        out = Allocator(CLASSES, [slice_("s", devs)], [], v136, prune=prune).allocate(node(), [c])
         assert results(out) == [("r", "gpu-0"), ("r", "gpu-1"), ("r", "gpu-2")]
-    # Across requests with one device each it is pairwise.
+        v137 = FeatureGates.for_version("1.37")
+        out = Allocator(CLASSES, [slice_("s", devs)], [], v137, prune=prune).allocate(node(), [c])
+        assert out.allocations is None
+    # Across requests with one device each it is pairwise in both.
     c2 = claim(
         "c", request("a"), request("b"), request("d"), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}]
     )
-    out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [c2])
-    assert out.allocations is None
-    assert "distinctAttribute" in str(out.explanation)
+    for version in ("1.36", "1.37"):
+        out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates.for_version(version)).allocate(
+            node(), [c2]
+        )
+        assert out.allocations is None
+        assert "distinctAttribute" in str(out.explanation)
 
 
 def test_counter_demand_prunes_and_explains() -> None:

@@ -427,14 +427,18 @@ class MatchAttribute(_Constraint):
 class DistinctAttribute(_Constraint):
     """The attribute's values differ across the devices of the named requests.
 
-    Faithful to kube-scheduler 1.36, which remembers one value per request name (the device added
-    last; removing a device forgets the request's entry): each new device is compared with those
-    values only, so with count > 1 a device is not compared with every earlier device of its own
-    request. Later Kubernetes versions compare with all devices (dra-semantics.md section 4)."""
+    kube-scheduler 1.36 remembers one value per request name (the device added last; removing a device
+    forgets the request's entry), so with count > 1 a device is not compared with every earlier device
+    of its own request. 1.37 compares each new device with every device added before
+    (`per_request=False`)."""
 
-    def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
+    def __init__(
+        self, request_names: Sequence[str], attribute: str, list_types: bool, per_request: bool = False
+    ) -> None:
         super().__init__(request_names, attribute, list_types)
-        self.values: dict[str, tuple[str, Any] | None] = {}
+        self.per_request = per_request
+        self.values: dict[str, tuple[str, Any] | None] = {}  # 1.36: per request name
+        self.stack: list[tuple[str, Any] | None] = []  # 1.37: every device added
 
     def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if self.request_names and not self.applies(rd):
@@ -443,26 +447,33 @@ class DistinctAttribute(_Constraint):
         if raw is None:
             return False
         av = attribute_value(raw)
+        earlier = self.values.values() if self.per_request else self.stack
         if self.list_types:
             if av is None:
                 return False
             new = _as_set(av)
-            for old in self.values.values():
+            for old in earlier:
                 if old is not None and _intersect(new, _as_set(old)) is not None:
                     return False
         else:
-            for old in self.values.values():
+            for old in earlier:
                 if av is None or av[0].endswith("s"):
                     return False  # upstream: unknown (or list) value type cannot be compared
                 if old is not None and old[0] == av[0] and old[1] == av[1]:
                     return False
-        self.values[rd.base_name] = av
+        if self.per_request:
+            self.values[rd.base_name] = av
+        else:
+            self.stack.append(av)
         return True
 
     def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
         if self.request_names and not self.applies(rd):
             return
-        self.values.pop(rd.base_name, None)
+        if self.per_request:
+            self.values.pop(rd.base_name, None)
+        else:
+            self.stack.pop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,7 +515,7 @@ class AllocationOutcome:
     do not fit on the node. `explanation` says why: only on failure, and computed on first access
     (`lazy_explanation` hands it on without computing it)."""
 
-    __slots__ = ("_explanation", "allocations", "lazy_explanation", "node", "steps")
+    __slots__ = ("_explanation", "allocations", "gave_up", "lazy_explanation", "node", "steps")
 
     def __init__(
         self,
@@ -514,10 +525,12 @@ class AllocationOutcome:
         steps: int = 0,
         *,
         lazy_explanation: LazyExplanation | None = None,
+        gave_up: bool = False,
     ) -> None:
         self.node = node
         self.allocations = allocations
         self.steps = steps
+        self.gave_up = gave_up  # the search budget ran out: not proven not to fit
         self._explanation = explanation
         self.lazy_explanation = lazy_explanation
 
@@ -633,7 +646,9 @@ class Allocator:
             err.invalid_pools = {p.id: p.invalid_reason for p in view.pools if p.invalid}
             err.lazy_explanation = lazy
             raise err
-        return AllocationOutcome(view.node_name, None, steps=run.steps, lazy_explanation=lazy)
+        return AllocationOutcome(
+            view.node_name, None, steps=run.steps, lazy_explanation=lazy, gave_up=ok is None
+        )
 
     def explain(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> LazyExplanation:
         """Why `claims` do not fit on `node` under the current state, computed on first use: for a
@@ -765,14 +780,21 @@ class _Run:
                         self.requests[(ci, ri, si)] = rd
                         if min_req is None or rd.num_devices < min_req:
                             min_req = rd.num_devices
-                    min_per_claim += min_req or 0
+                    min_req = min_req or 0
                 else:
                     rd = ReqData(exactly or {"name": name}, None, ci, ri, 0)
                     rd.name = name
                     rd.admin = bool((exactly or {}).get("adminAccess"))
                     self._validate_request(rd, ref, admin_set=(exactly or {}).get("adminAccess") is not None)
                     self.requests[(ci, ri, 0)] = rd
-                    min_per_claim += rd.num_devices
+                    min_req = rd.num_devices
+                if not f.v1_36 and min_req > ALLOCATION_RESULTS_MAX_SIZE - min_per_claim:
+                    # 1.37 checks the limit request by request, before validating the next one.
+                    raise AllocationError(
+                        f"claim {ref}, request {name}: adding {min_req} devices exceeds the claim limit of "
+                        f"{ALLOCATION_RESULTS_MAX_SIZE}, with {min_per_claim} already accounted for"
+                    )
+                min_per_claim += min_req
             if min_per_claim > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(
                     f"claim {ref}: number of requested devices {min_per_claim} exceeds the claim limit of "
@@ -783,9 +805,11 @@ class _Run:
                 names = c.get("requests") or []
                 if c.get("matchAttribute") is not None:
                     constraints.append(MatchAttribute(names, c["matchAttribute"], f.list_type_attributes))
-                elif c.get("distinctAttribute") is not None:
+                elif c.get("distinctAttribute") is not None and f.variant != "stable":
                     constraints.append(
-                        DistinctAttribute(names, c["distinctAttribute"], f.list_type_attributes)
+                        DistinctAttribute(
+                            names, c["distinctAttribute"], f.list_type_attributes, per_request=f.v1_36
+                        )
                     )
                 else:
                     raise AllocationError(
@@ -851,27 +875,43 @@ class _Run:
                         rd, dev, self.view.all_node_ok.get(id(dev), True), raise_errors=True
                     ):
                         continue
-                    if consumable and check_capacity(
-                        rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None
-                    ):
+                    # 1.36 leaves out devices without enough capacity left; 1.37 only those whose
+                    # capacity could never serve the request (the rest make All fail when reached).
+                    allocated = self.state.consumed.get(dev.key) if self.features.v1_36 else None
+                    if consumable and check_capacity(rd.capacity_requests, dev.capacity, allocated, None):
                         continue
                     rd.all_devices.append((dev, pi))
 
     # -- selection --------------------------------------------------------------------------------
-    def _selector_error(self, rd: ReqData, err: SelectorError, is_class: bool) -> AllocationError:
-        kind = "CEL compile error" if err.compile_error else "CEL runtime error"
+    def _selector_error(
+        self, rd: ReqData, err: SelectorError, is_class: bool, dev: DeviceEntry
+    ) -> AllocationError:
+        """selectorsMatch's error text. 1.37 names the device of a runtime error and adds a hint to
+        "no such key" (cel.EnhanceRuntimeError)."""
         who = f"class {rd.class_name}" if is_class else f"claim {claim_ref(self.claims[rd.claim_index])}"
-        return AllocationError(f"{who}: selector #{err.index}: {kind}: {err.message}")
+        if err.compile_error:
+            return AllocationError(f"{who}: selector #{err.index}: CEL compile error: {err.message}")
+        if self.features.v1_36:
+            return AllocationError(f"{who}: selector #{err.index}: CEL runtime error: {err.message}")
+        message = err.message
+        if "no such key:" in message:
+            message += (
+                ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                "with has() for optional fields"
+            )
+        return AllocationError(
+            f"{who}: selector #{err.index} on device {dev.id}: CEL runtime error: {message}"
+        )
 
     def _selectable(self, rd: ReqData, dev: DeviceEntry, node_ok: bool, raise_errors: bool) -> bool | str:
         """isSelectable: True, False, or (raise_errors=False) the error text to raise when reached."""
         if not self.features.device_binding_and_status and dev.binding_conditions:
             return False
         consumable = self.features.consumable_capacity
-        lists = self.features.list_type_attributes
+        lists = self.features.cel_list_type_attributes
         res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
         if isinstance(res, SelectorError):
-            exc = self._selector_error(rd, res, True)
+            exc = self._selector_error(rd, res, True, dev)
             if raise_errors:
                 raise exc
             return str(exc)
@@ -879,7 +919,7 @@ class _Run:
             return False
         res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
         if isinstance(res, SelectorError):
-            exc = self._selector_error(rd, res, False)
+            exc = self._selector_error(rd, res, False, dev)
             if raise_errors:
                 raise exc
             return str(exc)
@@ -901,13 +941,13 @@ class _Run:
             rd.class_selectors,
             rd.request_selectors,
             f.consumable_capacity,
-            f.list_type_attributes,
+            f.cel_list_type_attributes,
             f.device_binding_and_status,
         )
         entry = view.candidates.get(key)
         if entry is None:
             shared: list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]] = []
-            lists = f.list_type_attributes
+            lists = f.cel_list_type_attributes
             consumable = f.consumable_capacity
             gate_binding = not f.device_binding_and_status
             for dev, pi, ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
@@ -935,7 +975,7 @@ class _Run:
             cands = cast(list[tuple[DeviceEntry, int, str | None]], shared)  # no error entries: reuse
         else:
             cands = [
-                (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else None)
+                (dev, pi, str(self._selector_error(rd, err[0], err[1], dev)) if err is not None else None)
                 for dev, pi, err in shared
             ]
         rd.candidates = cands
@@ -946,7 +986,15 @@ class _Run:
         return key in self.state.dedicated or bool(self.allocating.get(key))
 
     def capacity_in_use(self, key: DeviceKey) -> bool:
-        return key in self.state.consumed or key in self.allocating_capacity
+        """Whether a shareable device already has a share (its counters are then already taken). 1.37
+        also counts a persisted share that reported no consumedCapacity."""
+        return key in self.allocating_capacity or self.shared_in_state(key)
+
+    def shared_in_state(self, key: DeviceKey) -> bool:
+        """The allocated state holds a share of the device (deviceCapacityInUse without this run)."""
+        if key in self.state.consumed:
+            return True
+        return not self.features.v1_36 and key in self.state.shared
 
     def capacity_fits(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if (
@@ -973,7 +1021,7 @@ class _Run:
         if dev.consumes:
             if not f.partitionable_devices:
                 return "counters"
-            if not (f.consumable_capacity and dev.allow_multi and dev.key in self.state.consumed):
+            if not (f.consumable_capacity and dev.allow_multi and self.shared_in_state(dev.key)):
                 avail, broken = self.owner.available_counters(self.view.pools[pi])
                 if broken:
                     return "counters"
@@ -1149,8 +1197,13 @@ class _Run:
             counts: dict[Any, int] = {}
             for dev in devices.values():
                 raw = dev.attribute(c.attribute)
-                av = attribute_value(raw) if raw is not None else None
+                if raw is None:
+                    continue
+                av = attribute_value(raw)
                 if av is None:
+                    # No value upstream can compare: as the first device of a distinctAttribute it still
+                    # passes, so count it as a value of its own.
+                    counts[("?", id(dev))] = 1
                     continue
                 if c.list_types:
                     for v in _as_set(av)[1]:
@@ -1161,8 +1214,13 @@ class _Run:
             if isinstance(c, MatchAttribute):
                 if max(counts.values(), default=0) < need:
                     return False
-            elif all(rd.num_devices == 1 for rd in covered) and len(counts) < need:
-                # Only then is 1.36's distinctAttribute pairwise (it keeps one value per request).
+            elif (
+                isinstance(c, DistinctAttribute)
+                and len(counts) < need
+                and (not c.per_request or all(rd.num_devices == 1 for rd in covered))
+            ):
+                # Pairwise distinct values: always in 1.37, in 1.36 only with one device per request (it
+                # keeps one value per request).
                 return False
         return True
 
@@ -1370,7 +1428,7 @@ class _Run:
             if r.rd.admin:
                 item["adminAccess"] = True
             if r.rd.tolerations:
-                item["tolerations"] = [dict(t) for t in r.rd.tolerations]
+                item["tolerations"] = [_defaulted_toleration(t) for t in r.rd.tolerations]
             if f.device_binding_and_status:
                 if r.dev.binding_conditions:
                     item["bindingConditions"] = list(r.dev.binding_conditions)
@@ -1401,22 +1459,37 @@ class _Run:
                 entry.update({k: v for k, v in c.items() if k not in ("source", "requests")})
                 config.append(entry)
             class_ranges[cname] = (start, len(config))
+        v1_36 = f.v1_36
         for c in spec_devices.get("config") or []:
             names = c.get("requests") or []
             body = {k: v for k, v in c.items() if k != "requests"}
             if not names:
                 config.append({"source": "FromClaim", **body})
                 continue
+            # 1.36 adds the config once per request it names (a config naming two requests appears
+            # twice); 1.37 once.
             for ri, request in enumerate(requests):
                 if request.get("name") in names:
                     config.append({"source": "FromClaim", "requests": list(names), **body})
+                    if v1_36:
+                        continue
                     break
                 rd0 = self.requests[(ci, ri, 0)]
                 if rd0.parent_name is None:
                     continue
                 if self._selected(ci, ri).full_name in names:
                     config.append({"source": "FromClaim", "requests": list(names), **body})
-                    break
+                    if not v1_36:
+                        break
+        if not v1_36:
+            # 1.37: a config that applies to every request gets no list ("empty means all").
+            for entry in config:
+                names = entry.get("requests")
+                if names and all(
+                    request.get("name") in names or self._selected(ci, ri).full_name in names
+                    for ri, request in enumerate(requests)
+                ):
+                    del entry["requests"]
         allocation: dict[str, Any] = {"devices": {"results": results}}
         if config:
             allocation["devices"]["config"] = config
@@ -1492,6 +1565,15 @@ def request_candidates(run: _Run, rd: ReqData) -> tuple[list[tuple[DeviceEntry, 
             continue
         usable.append((dev, pi))
     return usable, errors
+
+
+def _defaulted_toleration(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's toleration as the API server stores it (operator defaults to Equal), which is what
+    upstream copies into the result."""
+    out = dict(t)
+    if not out.get("operator"):
+        out["operator"] = "Equal"
+    return out
 
 
 def _add_requirements(src: Iterable[Mapping[str, Any]], dst: list[dict[str, Any]]) -> None:

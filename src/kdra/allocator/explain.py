@@ -333,7 +333,7 @@ def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
             program = compile_selector(
                 part,
                 consumable_capacity=f.consumable_capacity,
-                list_type_attributes=f.list_type_attributes,
+                list_type_attributes=f.cel_list_type_attributes,
                 stored_expressions=True,
             )
             if not program.matches(dev.cel_input()):
@@ -346,7 +346,7 @@ def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
 def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestExplanation, list[DeviceEntry]]:
     f = run.features
     consumable = f.consumable_capacity
-    lists = f.list_type_attributes
+    lists = f.cel_list_type_attributes
     from kdra.allocator.allocator import blocking_taint
     from kdra.allocator.index import evaluate_selectors
 

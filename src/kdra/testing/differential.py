@@ -1,0 +1,466 @@
+"""Differential test: kdra's allocator against the real one (kdra.testing.oracle) on random worlds.
+
+For every seed, `kdra.testing.worlds.random_world(seed)` is run under each supported Kubernetes version,
+in-process through kdra's `Allocator` and through that version's oracle, with `kdra allocate`'s
+contract: groups (one pod's claims each) in turn, nodes in name order, the first node that fits wins and
+its devices are in use for the next group; "invalid resource pools were encountered" rules out one node;
+any other error ends the world. The answers must agree: outcome per group, the error text, which nodes
+failed with invalid pools, and where upstream is deterministic (not its "stable" allocator, which walks
+pools in Go map order) the node and every allocation field except shareID.
+
+`python -m kdra.testing.differential --n 100000` runs many; a disagreement is shrunk (objects removed
+while it persists) and with `--save DIR` written as a scenario-corpus case (tests/scenarios format)
+with the oracle's answer as the expectation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kdra.allocator import Allocator, FeatureGates, NodeAllocationError
+from kdra.allocator.features import SUPPORTED_VERSIONS
+from kdra.errors import AllocationError
+from kdra.testing.oracle import Oracle
+from kdra.testing.worlds import World, random_world
+
+Obj = dict[str, Any]
+RESULT_KEYS = (
+    "request",
+    "driver",
+    "pool",
+    "device",
+    "adminAccess",
+    "tolerations",
+    "bindingConditions",
+    "bindingFailureConditions",
+    "consumedCapacity",
+)
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def features_for(world: World, version: str) -> FeatureGates:
+    return FeatureGates(world.gates(version), version)  # type: ignore[arg-type]
+
+
+def oracle_case(world: World, version: str, case_id: str) -> Obj:
+    return {
+        "id": case_id,
+        "gates": world.gates(version),
+        "nodes": sorted(world.nodes, key=_name),
+        "deviceClasses": world.classes,
+        "resourceSlices": world.slices,
+        "allocatedClaims": world.allocated,
+        "groups": world.groups,
+    }
+
+
+def run_kdra(world: World, features: FeatureGates) -> list[Obj]:
+    """kdra's answers in the oracle's shape (kdra allocate's loop, in-process)."""
+    classes = {_name(c): c for c in world.classes}
+    in_use = list(world.allocated)
+    nodes = sorted(world.nodes, key=_name)
+    answers: list[Obj] = []
+    for group in world.groups:
+        allocator = Allocator(classes, world.slices, in_use, features)
+        ans: Obj = {"outcome": "unschedulable"}
+        node_errors: dict[str, str] = {}
+        steps = 0
+        gave_up: list[str] = []
+        stop = False
+        for node in nodes:
+            try:
+                outcome = allocator.allocate(node, group)
+            except NodeAllocationError as err:
+                node_errors[_name(node)] = str(err)
+                continue
+            except AllocationError as err:
+                ans = {"outcome": "error", "node": _name(node), "error": str(err)}
+                stop = True
+                break
+            steps += outcome.steps
+            if outcome.allocations is None:
+                if outcome.gave_up:
+                    gave_up.append(_name(node))
+                continue
+            ans = {"outcome": "allocation", "node": _name(node), "allocations": outcome.allocations}
+            for claim, allocation in zip(group, outcome.allocations, strict=True):
+                done = copy.copy(claim)
+                done["status"] = {"allocation": allocation}
+                in_use.append(done)
+            break
+        if node_errors and ans["outcome"] != "error":
+            ans["nodeErrors"] = node_errors
+        if gave_up and ans["outcome"] == "unschedulable":
+            ans["gaveUp"] = gave_up
+        ans["steps"] = steps
+        answers.append(ans)
+        if stop:
+            break
+    return answers
+
+
+def _norm_allocation(alloc: Obj) -> Obj:
+    devices = alloc.get("devices") or {}
+    results = []
+    for r in devices.get("results") or []:
+        results.append({k: r[k] for k in RESULT_KEYS if r.get(k) not in (None, [], {}, False)})
+    out: Obj = {"results": results}
+    if devices.get("config"):
+        out["config"] = devices["config"]
+    if alloc.get("nodeSelector"):
+        out["nodeSelector"] = alloc["nodeSelector"]
+    return json.loads(json.dumps(out, sort_keys=True))
+
+
+def compare(kdra: Sequence[Obj], oracle: Obj) -> str | None:
+    """None when the answers agree, else a one-line signature of the first difference (its class)."""
+    deterministic = oracle.get("variant") != "stable"
+    groups = oracle.get("groups") or []
+    if oracle.get("fatal"):
+        return f"oracle fatal: {oracle['fatal']}"
+    for i, want in enumerate(groups):
+        if i >= len(kdra):
+            return f"group {i}: kdra stopped early"
+        got = kdra[i]
+        wo, go = want["outcome"], got["outcome"]
+        if wo == "timeout":
+            return None  # inconclusive: upstream gave up (kube-scheduler: "timed out")
+        if not deterministic and i > 0:
+            return None  # later groups depend on which devices the stable allocator happened to pick
+        if wo != go:
+            extra = " (kdra gave up)" if got.get("gaveUp") else ""
+            return f"group {i}: outcome kdra={go}{extra} upstream={wo}"
+        if wo == "error" and got.get("error") != want.get("error"):
+            if not deterministic:
+                return None
+            return f"group {i}: error text kdra={got.get('error')!r} upstream={want.get('error')!r}"
+        if sorted(got.get("nodeErrors") or {}) != sorted(want.get("nodeErrors") or {}) and deterministic:
+            return (
+                f"group {i}: invalid-pool nodes kdra={sorted(got.get('nodeErrors') or {})} "
+                f"upstream={sorted(want.get('nodeErrors') or {})}"
+            )
+        if wo == "allocation" and deterministic:
+            if got.get("node") != want.get("node"):
+                return f"group {i}: node kdra={got.get('node')} upstream={want.get('node')}"
+            ka = [_norm_allocation(a) for a in got.get("allocations") or []]
+            oa = [_norm_allocation(a) for a in want.get("allocations") or []]
+            if ka != oa:
+                return f"group {i}: allocation differs ({_diff_kind(ka, oa)})"
+    if len(kdra) > len(groups):
+        return f"kdra went on after upstream stopped at group {len(groups) - 1}"
+    return None
+
+
+def _diff_kind(ka: list[Obj], oa: list[Obj]) -> str:
+    for a, b in zip(ka, oa, strict=False):
+        ra, rb = a.get("results") or [], b.get("results") or []
+        if [(r["driver"], r["pool"], r["device"]) for r in ra] != [
+            (r["driver"], r["pool"], r["device"]) for r in rb
+        ]:
+            return "devices"
+        for x, y in zip(ra, rb, strict=False):
+            for k in RESULT_KEYS:
+                if x.get(k) != y.get(k):
+                    return f"result field {k}"
+        for k in ("config", "nodeSelector"):
+            if a.get(k) != b.get(k):
+                return k
+    return "claims"
+
+
+# ---------------------------------------------------------------------------------------------------
+# shrinking
+# ---------------------------------------------------------------------------------------------------
+
+
+def _items(world: World, path: tuple[Any, ...]) -> list[Any]:
+    """The list at `path`: a World attribute, then keys and indexes into it."""
+    node: Any = getattr(world, path[0])
+    for key in path[1:]:
+        node = node[key]
+    return node if isinstance(node, list) else []
+
+
+def _without(world: World, path: tuple[Any, ...], i: int) -> World:
+    w = world.copy()
+    del _items(w, path)[i]
+    return w
+
+
+def _candidates(world: World) -> Iterable[World]:
+    """Smaller variants of `world`, coarse first: whole groups, nodes, in-use claims, slices and classes,
+    then claims, devices, constraints and configs, requests, and gate overrides."""
+    paths: list[tuple[Any, ...]] = [("groups",), ("nodes",), ("allocated",), ("slices",), ("classes",)]
+    paths += [("groups", gi) for gi in range(len(world.groups))]
+    paths += [("slices", si, "spec", "devices") for si in range(len(world.slices))]
+    for path in paths:
+        n = len(_items(world, path))
+        if path[0] == "groups" and len(path) == 2 and n <= 1:
+            continue  # an empty group says nothing
+        for i in range(n - 1, -1, -1):
+            yield _without(world, path, i)
+    for gi, group in enumerate(world.groups):
+        for ci, claim in enumerate(group):
+            devices = claim["spec"]["devices"]
+            for key in ("constraints", "config"):
+                if devices.get(key):
+                    v = world.copy()
+                    del v.groups[gi][ci]["spec"]["devices"][key]
+                    yield v
+            requests = ("groups", gi, ci, "spec", "devices", "requests")
+            if len(devices["requests"]) > 1:
+                for ri in range(len(devices["requests"]) - 1, -1, -1):
+                    yield _without(world, requests, ri)
+    for gate in list(world.gate_overrides):
+        v = world.copy()
+        del v.gate_overrides[gate]
+        yield v
+
+
+def shrink(world: World, still_fails: Callable[[World], bool], budget: int = 400) -> World:
+    """Greedy: keep the first smaller variant that still fails, until none does (or the budget ends)."""
+    tries = 0
+    improved = True
+    while improved and tries < budget:
+        improved = False
+        for cand in _candidates(world):
+            tries += 1
+            try:
+                failing = still_fails(cand)
+            except Exception:
+                failing = False
+            if failing:
+                world = cand
+                improved = True
+                break
+            if tries >= budget:
+                break
+    return world
+
+
+# ---------------------------------------------------------------------------------------------------
+# corpus cases
+# ---------------------------------------------------------------------------------------------------
+
+
+def corpus_case(world: World, version: str, answer: Obj, signature: str) -> Obj:
+    """The world as a tests/scenarios case: claims of the first group loose, later groups as Pods."""
+    objects: list[Obj] = [*sorted(world.nodes, key=_name), *world.classes, *world.slices, *world.allocated]
+    for gi, group in enumerate(world.groups):
+        objects.extend(group)
+        if gi == 0:
+            continue
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"pod-{gi}", "namespace": "default"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                    "resourceClaims": [
+                        {"name": f"c{ci}", "resourceClaimName": _name(c)} for ci, c in enumerate(group)
+                    ],
+                },
+            }
+        )
+    expect: Obj
+    groups = answer.get("groups") or []
+    failed = next((g for g in groups if g["outcome"] != "allocation"), None)
+    if failed is None:
+        expect = {"allocation": {}}
+        for group, g in zip(world.groups, groups, strict=True):
+            for claim, alloc in zip(group, g["allocations"], strict=True):
+                norm = _norm_allocation(alloc)
+                entry: Obj = {"results": norm["results"], "nodeSelector": norm.get("nodeSelector")}
+                if "config" in norm:
+                    entry["config"] = norm["config"]
+                expect["allocation"][_name(claim)] = entry
+    elif failed["outcome"] == "error":
+        expect = {"error": failed["error"]}
+    else:
+        expect = {"unschedulable": True}
+        if failed.get("nodeErrors"):
+            expect["explanationContains"] = ["invalid resource pools were encountered"]
+    digest = hashlib.sha256(json.dumps([objects, version], sort_keys=True).encode()).hexdigest()[:10]
+    case: Obj = {
+        "name": f"diff-{version.replace('.', '-')}-{digest}",
+        "description": f"Found by the differential test (seed {world.seed}, Kubernetes {version}): "
+        f"{signature}. Expectation recorded from the real allocator (kdra.testing.oracle).",
+        "cites": [
+            f"k8s.io/dynamic-resource-allocation/structured ({answer.get('variant')} allocator, "
+            f"Kubernetes {version})"
+        ],
+        "kubernetesVersion": version,
+    }
+    if world.gate_overrides:
+        case["featureGates"] = {k: v for k, v in world.gates(version).items() if k in world.gate_overrides}
+    case["objects"] = objects
+    case["expect"] = expect
+    return case
+
+
+# ---------------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    cases: Counter[str] = field(default_factory=Counter)  # per version
+    agree: Counter[str] = field(default_factory=Counter)
+    inconclusive: Counter[str] = field(default_factory=Counter)
+    classes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (version, signature)
+    examples: dict[tuple[str, str], int] = field(default_factory=dict)  # first seed per class
+    kdra_seconds: float = 0.0
+    oracle_seconds: float = 0.0
+    failures: list[tuple[int, str, str]] = field(default_factory=list)  # (seed, version, signature)
+
+    def summary(self) -> str:
+        lines = []
+        for v in sorted(self.cases):
+            lines.append(
+                f"Kubernetes {v}: {self.cases[v]} cases, {self.agree[v]} agree, "
+                f"{self.inconclusive[v]} inconclusive (upstream timed out), "
+                f"{self.cases[v] - self.agree[v] - self.inconclusive[v]} disagree"
+            )
+        for (v, sig), n in self.classes.most_common():
+            lines.append(f"  {v} x{n}: {sig} (e.g. seed {self.examples[(v, sig)]})")
+        lines.append(
+            f"kdra {self.kdra_seconds:.1f} s CPU in-process, oracle {self.oracle_seconds:.1f} s wall"
+        )
+        return "\n".join(lines)
+
+
+def _signature(sig: str) -> str:
+    """The class of a difference: the signature without group numbers and quoted details."""
+    import re
+
+    s = re.sub(r"^group \d+: ", "", sig)
+    s = re.sub(r"'[^']*'", "'…'", s)
+    s = re.sub(r"\[[^\]]*\]", "[…]", s)
+    return s
+
+
+def run(
+    seeds: Iterable[int],
+    versions: Sequence[str] = SUPPORTED_VERSIONS,
+    *,
+    oracles: dict[str, Oracle] | None = None,
+    save: Path | None = None,
+    shrink_failures: bool = True,
+    batch: int = 500,
+    log: Callable[[str], None] | None = None,
+) -> Report:
+    report = Report()
+    own = oracles is None
+    oracles = oracles or {v: Oracle(v) for v in versions}
+    seeds = list(seeds)
+    try:
+        for start in range(0, len(seeds), batch):
+            chunk = [random_world(s) for s in seeds[start : start + batch]]
+            for version in versions:
+                t0 = time.perf_counter()
+                answers = list(oracles[version].run(oracle_case(w, version, f"{w.seed}") for w in chunk))
+                report.oracle_seconds += time.perf_counter() - t0
+                for world, answer in zip(chunk, answers, strict=True):
+                    report.cases[version] += 1
+                    c0 = time.process_time()
+                    try:
+                        got = run_kdra(world, features_for(world, version))
+                    except Exception as exc:  # a crash is a disagreement too
+                        got = [{"outcome": f"crash {type(exc).__name__}: {exc}"}]
+                    report.kdra_seconds += time.process_time() - c0
+                    sig = compare(got, answer)
+                    if sig is None:
+                        if any(g["outcome"] == "timeout" for g in answer.get("groups") or []):
+                            report.inconclusive[version] += 1
+                        else:
+                            report.agree[version] += 1
+                        continue
+                    cls = _signature(sig)
+                    report.classes[(version, cls)] += 1
+                    report.examples.setdefault((version, cls), world.seed)
+                    report.failures.append((world.seed, version, sig))
+                    if log:
+                        log(f"seed {world.seed} Kubernetes {version}: {sig}")
+                    if save is not None and report.classes[(version, cls)] <= 3:
+                        _save(world, version, oracles[version], sig, save, shrink_failures, log)
+    finally:
+        if own:
+            for o in oracles.values():
+                o.close()
+    return report
+
+
+def check_world(world: World, version: str, oracle: Oracle) -> tuple[str | None, Obj, list[Obj]]:
+    answer = oracle.run_one(oracle_case(world, version, str(world.seed)))
+    got = run_kdra(world, features_for(world, version))
+    return compare(got, answer), answer, got
+
+
+def _save(
+    world: World,
+    version: str,
+    oracle: Oracle,
+    sig: str,
+    folder: Path,
+    do_shrink: bool,
+    log: Callable[[str], None] | None,
+) -> Path:
+    cls = _signature(sig)
+
+    def still_fails(w: World) -> bool:
+        s, _, _ = check_world(w, version, oracle)
+        return s is not None and _signature(s) == cls
+
+    small = shrink(world, still_fails) if do_shrink else world
+    s, answer, _ = check_world(small, version, oracle)
+    case = corpus_case(small, version, answer, s or sig)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{case['name']}.yaml"
+    path.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
+    if log:
+        log(f"  saved {path}")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m kdra.testing.differential", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--n", type=int, default=2000, help="worlds to generate (each runs under every version)")
+    p.add_argument("--seed", type=int, default=0, help="first seed")
+    p.add_argument("--version", action="append", choices=SUPPORTED_VERSIONS, help="only these versions")
+    p.add_argument("--save", type=Path, help="shrink disagreements and save them as corpus cases here")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    versions = args.version or list(SUPPORTED_VERSIONS)
+    t0 = time.perf_counter()
+    report = run(
+        range(args.seed, args.seed + args.n),
+        versions,
+        save=args.save,
+        log=None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True)),
+    )
+    print(report.summary())
+    print(f"{time.perf_counter() - t0:.1f} s wall")
+    return 0 if not report.failures else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
