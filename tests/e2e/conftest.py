@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
-from kdra.testing.kube import KubeClient
 
 E2E_DIR = Path(__file__).parent
 
@@ -70,11 +70,11 @@ def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # The service-account controller creates the namespace's default ServiceAccount; pods wait for it.
-    from kdra.testing.kube import wait_for
+    from kdra.testing.wait import wait_for
 
     wait_for(lambda: kube.get("ServiceAccount", "default", name), 60, f"ServiceAccount {name}/default")
     yield name
     for pod in kube.list("Pod", name):
         force_delete(kube, "Pod", pod["metadata"]["name"], name)
-    kube.delete("Namespace", name)
+    kube.delete("Namespace", name, missing_ok=True)
     control_plane.check_alive()

@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kdra.cluster.store import StoreError
+from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete
-from kdra.testing.kube import KubeClient, KubeError, Obj
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -68,12 +69,12 @@ class DeviceFleet:
 
     def delete(self, workers: int = 1) -> None:
         def one(name: str) -> None:
-            self.kube.delete("ResourceSlice", f"{name}-{self.driver}")
-            self.kube.delete("Node", name)
+            self.kube.delete("ResourceSlice", f"{name}-{self.driver}", missing_ok=True)
+            self.kube.delete("Node", name, missing_ok=True)
 
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, self.node_names))
-        self.kube.delete("DeviceClass", self.device_class)
+        self.kube.delete("DeviceClass", self.device_class, missing_ok=True)
 
 
 def claim_template(name: str, namespace: str, device_class: str, count: int = 1) -> Obj:
@@ -140,7 +141,7 @@ def allocated_devices(kube: KubeClient, namespace: str | None = None) -> list[tu
 def wait_until(fn: object, timeout: float, what: str, interval: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(KubeError, OSError):
+        with contextlib.suppress(StoreError, OSError):
             if fn():  # type: ignore[operator]
                 return
         if time.monotonic() > deadline:
@@ -218,7 +219,7 @@ def restart_apiserver(cp: ControlPlane, down: float = 2.0, timeout: float = 90.0
     deadline = time.monotonic() + timeout
     while True:
         cp.check_alive()
-        with contextlib.suppress(KubeError, OSError):
+        with contextlib.suppress(StoreError, OSError):
             if client.request("GET", "/readyz", timeout=5) == "ok":
                 return
         if time.monotonic() > deadline:

@@ -202,6 +202,29 @@ def test_write_fence_stops_writes_before_they_are_sent(server: FakeServer) -> No
     assert [m for m, p, _, _ in server.log] == ["PUT", "GET"]  # the fenced PUT never reached the server
 
 
+def test_idle_keepalive_connection_is_replaced_before_the_server_drops_it(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kdra.kube.client as client_mod
+
+    ports: list[int] = []
+
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        ports.append(h.client_address[1])
+        h.reply(200, node("a", 1))
+
+    server.routes[("GET", "/api/v1/nodes/a")] = ok
+    monkeypatch.setattr(client_mod, "IDLE_CONNECTION_SECONDS", 0.2)
+    monkeypatch.setattr(Handler, "protocol_version", "HTTP/1.1")  # keep-alive, as the API server
+    c = client_for(server)
+    c.get("Node", "a")
+    c.get("Node", "a")
+    time.sleep(0.3)
+    c.get("Node", "a")
+    assert ports[0] == ports[1]  # kept alive while busy
+    assert ports[2] != ports[1]  # a fresh connection after idling
+
+
 def test_unreachable_server_is_unavailable() -> None:
     srv = FakeServer()
     url = srv.url

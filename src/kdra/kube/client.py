@@ -116,8 +116,8 @@ def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
     else:
         cls = ApiError
     err = cls(msg)
-    setattr(err, "code", code)  # noqa: B010 - the store's error classes carry no HTTP fields
-    setattr(err, "status", status)  # noqa: B010
+    err.code = code
+    err.status = status
     return err
 
 
@@ -275,6 +275,8 @@ def is_namespaced(kind: str) -> bool:
     return RESOURCES[kind][2] if kind in RESOURCES else True
 
 
+IDLE_CONNECTION_SECONDS = 30.0
+
 # -- the client -----------------------------------------------------------------------------------------
 
 
@@ -323,8 +325,16 @@ class KubeClient:
 
     def _conn(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        now = time.monotonic()
+        # The API server closes keep-alive connections idle for about 90 s; a request sent on one it is
+        # closing fails with an EOF and, for a write, cannot be safely retried. So an idle connection is
+        # replaced before it gets that old (client-go's transport does the same with IdleConnTimeout).
+        if conn is not None and now - getattr(self._local, "used", now) > IDLE_CONNECTION_SECONDS:
+            self._drop_conn()
+            conn = None
         if conn is None:
             conn = self._local.conn = self._connect(self.timeout)
+        self._local.used = now
         return conn
 
     def _drop_conn(self) -> None:
@@ -351,9 +361,11 @@ class KubeClient:
         *,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> Any:
         """One API call; connection failures on a reused connection are retried on a fresh one, and
-        reads (and 429s) are retried a few times with backoff. Raises the store's errors."""
+        reads (and 429s) are retried a few times with backoff. Raises the store's errors. JSON bodies
+        come back decoded, others (`/readyz`'s `ok`) as text. `timeout` uses a connection of its own."""
         url = self.prefix + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
@@ -365,13 +377,16 @@ class KubeClient:
             if method != "GET" and self.write_fence is not None:
                 self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
             self.requests += 1
-            conn = self._conn()
+            conn = self._conn() if timeout is None else self._connect(timeout)
             try:
                 conn.request(method, url, body=data, headers=headers)
                 resp = conn.getresponse()
                 raw = resp.read()
             except (OSError, http.client.HTTPException) as e:
-                self._drop_conn()
+                if timeout is None:
+                    self._drop_conn()
+                else:
+                    conn.close()
                 attempt += 1
                 # A write may have reached the server before the connection broke; only retry writes
                 # when the connection failed before sending (refused) or on the first stale keep-alive.
@@ -386,6 +401,8 @@ class KubeClient:
                     raise UnavailableError(f"{method} {path}: {type(e).__name__}: {e}") from None
                 time.sleep(min(2.0, 0.1 * 2**attempt))
                 continue
+            if timeout is not None:
+                conn.close()
             if resp.status >= 400:
                 try:
                     status = json.loads(raw)
@@ -402,7 +419,10 @@ class KubeClient:
                 raise err
             if not raw:
                 return None
-            return json.loads(raw)
+            try:
+                return json.loads(raw)
+            except ValueError:
+                return raw.decode(errors="replace")
 
     # -- objects ---------------------------------------------------------------------------------------
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
@@ -501,6 +521,10 @@ class KubeClient:
         if isinstance(result, dict) and result.get("kind") not in (None, "Status"):
             return result
         return None
+
+    def delete_collection(self, kind: str, namespace: str | None = None, **params: str) -> None:
+        """DELETE on the collection (`labelSelector=...` narrows it)."""
+        self.request("DELETE", resource_path(kind, namespace), params=params or None)
 
     def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
         """pods/binding: what a scheduler does instead of writing spec.nodeName."""

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kdra.testing.kube import KubeClient, KubeError, Obj, wait_for
+from kdra.cluster.store import StoreError
+from kdra.kube.client import KubeClient, KubeConfig, Obj
+from kdra.testing.wait import wait_for
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 
@@ -578,7 +580,10 @@ class ControlPlane:
     def client(self) -> KubeClient:
         if self.certs is None:
             raise ControlPlaneError("control plane not started")
-        return KubeClient(self.server, self.certs.token, str(self.certs.ca_cert))
+        # Unthrottled: tests and harnesses create hundreds of objects at once.
+        return KubeClient(
+            KubeConfig(server=self.server, token=self.certs.token, ca_file=str(self.certs.ca_cert)), qps=0
+        )
 
     def check_alive(self) -> None:
         for c in self.components.values():
@@ -684,8 +689,8 @@ def create_node(
 
 def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> None:
     """Delete with grace period 0 (pods bound to kubelet-less nodes never finish terminating otherwise)."""
-    with contextlib.suppress(KubeError):
-        client.delete(kind, name, namespace, grace_period=0)
+    with contextlib.suppress(StoreError):
+        client.delete(kind, name, namespace, grace_period=0, missing_ok=True)
 
 
 @contextlib.contextmanager
