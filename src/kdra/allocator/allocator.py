@@ -272,6 +272,7 @@ class ReqData:
         "class_selectors",
         "count",
         "has_capacity",
+        "last_error",
         "mode",
         "name",
         "num_devices",
@@ -313,6 +314,7 @@ class ReqData:
             self.capacity_requests = reqs
         self.all_devices: list[tuple[DeviceEntry, int]] = []
         self.candidates: list[tuple[DeviceEntry, int, str | None]] | None = None
+        self.last_error: int | None = None  # index of the last candidate with a selector error
         self.selected_sub = 0
 
     @property
@@ -422,6 +424,18 @@ class MatchAttribute(_Constraint):
         self.num -= 1
         if self.list_types:
             del self.stack[self.num :]
+
+    def value_matches(self, dev: DeviceEntry) -> bool:
+        """Whether `add` would accept the device now (the constraint already holds a device)."""
+        raw = dev.attribute(self.attribute)
+        if raw is None:
+            return False
+        av = attribute_value(raw)
+        if av is None:
+            return False
+        if self.list_types:
+            return _intersect(self.stack[-1], _as_set(av)) is not None
+        return not av[0].endswith("s") and self.first is not None and self.first == av
 
 
 class DistinctAttribute(_Constraint):
@@ -597,7 +611,7 @@ class Allocator:
         self._share_id = share_id
         # Available counters per pool (counter sets minus what allocated devices consume), computed once
         # per state version.
-        self._available: dict[int, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
+        self._available: dict[Any, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
         self._available_version = self.state.version
 
     @classmethod
@@ -696,12 +710,17 @@ class Allocator:
 
     # -- counters ---------------------------------------------------------------------------------
     def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
-        """(available counters per set, whether any is already negative) for a pool."""
+        """(available counters per set, whether any is already negative) for a pool.
+
+        Kubernetes 1.36 keys these by pool name alone: the first pool of a name whose counters are
+        looked at decides them for every pool of that name (another driver's included), as long as the
+        state does not change (upstream: for the Allocator's life, one scheduling cycle)."""
         if self._available_version != self.state.version:
             self._available.clear()
             self._available_version = self.state.version
-        hit = self._available.get(id(pool))
-        if hit is not None and hit[2] is pool:
+        key: Any = ("name", pool.name) if self.features.v1_36 else id(pool)
+        hit = self._available.get(key)
+        if hit is not None and (hit[2] is pool or self.features.v1_36):
             return hit[0], hit[1]
         avail = {name: dict(counters) for name, counters in (pool.counter_sets or {}).items()}
         state = self.state
@@ -718,8 +737,13 @@ class Allocator:
                             if cname in cs:
                                 cs[cname] -= amount
         broken = any(v < 0 for cs in avail.values() for v in cs.values())
-        self._available[id(pool)] = (avail, broken, pool)
+        self._available[key] = (avail, broken, pool)
         return avail, broken
+
+    def counters_exact(self, pool: Pool) -> bool:
+        """Whether pruning may use this pool's counters: not in 1.36 when another driver has a pool of
+        the same name with counters (which of them decides the shared counters depends on search order)."""
+        return not (self.features.v1_36 and pool.name in self.index.pool_names_shared_by_drivers())
 
 
 class _Run:
@@ -737,10 +761,13 @@ class _Run:
         self.results: list[list[_Result]] = [[] for _ in claims]
         self.allocating: dict[DeviceKey, set[int]] = {}
         self.allocating_capacity: dict[DeviceKey, dict[str, int]] = {}
-        self.remaining: dict[int, dict[str, dict[str, int]]] = {}  # per pool, counters left in this run
+        # Counters left in this run, per pool (1.36: per pool name, see Allocator.available_counters).
+        self.remaining: dict[Any, dict[str, dict[str, int]]] = {}
         self.steps = 0
         self.budget = owner.max_steps
         self.validated = False
+        self._claim_prunable: dict[int, bool] = {}
+        self._error_free_after: dict[tuple[int, int], bool] = {}
 
     # -- validation (upstream: the loop at the top of Allocate and validateDeviceRequest) ----------
     def validate(self) -> None:
@@ -1021,8 +1048,11 @@ class _Run:
         if dev.consumes:
             if not f.partitionable_devices:
                 return "counters"
-            if not (f.consumable_capacity and dev.allow_multi and self.shared_in_state(dev.key)):
-                avail, broken = self.owner.available_counters(self.view.pools[pi])
+            pool = self.view.pools[pi]
+            if not (
+                f.consumable_capacity and dev.allow_multi and self.shared_in_state(dev.key)
+            ) and self.owner.counters_exact(pool):
+                avail, broken = self.owner.available_counters(pool)
                 if broken:
                     return "counters"
                 for set_name, counters in dev.consumes:
@@ -1037,15 +1067,19 @@ class _Run:
         return ""
 
     # -- counters ---------------------------------------------------------------------------------
+    def _counter_key(self, pi: int) -> Any:
+        return self.view.pools[pi].name if self.features.v1_36 else pi
+
     def _reserve_counters(self, dev: DeviceEntry, pi: int) -> bool:
         pool = self.view.pools[pi]
-        rem = self.remaining.get(pi)
+        key = self._counter_key(pi)
+        rem = self.remaining.get(key)
         if rem is None:
             avail, broken = self.owner.available_counters(pool)
             if broken:
                 return False
             rem = {name: dict(c) for name, c in avail.items()}
-            self.remaining[pi] = rem
+            self.remaining[key] = rem
         ok = True
         touched: list[tuple[dict[str, int], str, int]] = []
         for set_name, counters in dev.consumes:
@@ -1065,7 +1099,7 @@ class _Run:
         return ok
 
     def _release_counters(self, dev: DeviceEntry, pi: int) -> None:
-        rem = self.remaining[pi]
+        rem = self.remaining[self._counter_key(pi)]
         for set_name, counters in dev.consumes:
             cs = rem.get(set_name)
             if cs is None:
@@ -1100,7 +1134,7 @@ class _Run:
         demand: dict[tuple[int, str, str], int] = {}  # (pool, counter set, counter) -> least consumption
         for ci, claim in enumerate(self.claims):
             reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
-            single: list[tuple[ReqData, list[DeviceEntry]]] = []
+            per_request: list[list[tuple[ReqData, list[DeviceEntry]]]] = []
             for ri in range(len(reqs)):
                 subs: list[ReqData] = []
                 si = 0
@@ -1108,17 +1142,19 @@ class _Run:
                     subs.append(self.requests[(ci, ri, si)])
                     si += 1
                 feasible = False
+                alts: list[tuple[ReqData, list[DeviceEntry]]] = []
                 for rd in subs:
                     if rd.mode == "All":
                         feasible = True
+                        alts.append((rd, [d for d, _ in rd.all_devices]))
                         continue
                     usable, errors = request_candidates(self, rd)
                     if errors:
                         return False
                     if len(usable) >= rd.num_devices:
                         feasible = True
+                    alts.append((rd, [d for d, _ in usable]))
                     if len(subs) == 1:
-                        single.append((rd, [d for d, _ in usable]))
                         self._add_counter_demand(rd, usable, demand)
                     if len(subs) == 1 and not rd.admin:
                         if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
@@ -1129,9 +1165,12 @@ class _Run:
                         total += rd.num_devices
                 if not feasible:
                     return True
-            if not self._constraints_satisfiable(ci, single):
+                per_request.append(alts)
+            if not self._constraints_satisfiable(ci, per_request):
                 return True
         for (pi, set_name, cname), amount in demand.items():
+            if not self.owner.counters_exact(self.view.pools[pi]):
+                continue
             avail, _ = self.owner.available_counters(self.view.pools[pi])
             if amount > avail.get(set_name, {}).get(cname, amount):
                 return True
@@ -1172,28 +1211,41 @@ class _Run:
             if least > 0:
                 demand[key] = demand.get(key, 0) + least
 
-    def _constraints_satisfiable(self, ci: int, single: list[tuple[ReqData, list[DeviceEntry]]]) -> bool:
+    def _constraints_satisfiable(
+        self, ci: int, per_request: list[list[tuple[ReqData, list[DeviceEntry]]]]
+    ) -> bool:
         """Necessary condition per constraint: enough usable devices share a value (matchAttribute) or
-        have different values (distinctAttribute) for the requests it covers. Constraints that cover a
-        request with alternatives (firstAvailable) or in All mode are left to the search."""
+        have different values (distinctAttribute) for the requests it covers. `per_request` holds, per
+        request of the claim, its alternatives (one unless firstAvailable) with their usable devices.
+        A request counts with the fewest devices any of its alternatives takes (none if some
+        alternative is not covered); constraints over a request in All mode are left to the search."""
         constraints = self.constraints[ci]
         if not constraints:
             return True
-        by_name = {rd.full_name: (rd, devs) for rd, devs in single}
-        all_requests = [rd for rd in self.requests.values() if rd.claim_index == ci]
         for c in constraints:
-            covered = [rd for rd in all_requests if c.applies(rd)]
-            if not covered or any(rd.full_name not in by_name or rd.mode == "All" for rd in covered):
-                continue
-            need = sum(rd.num_devices for rd in covered)
-            if need < 2:
-                continue
+            contributions: list[int] = []
             devices: dict[int, DeviceEntry] = {}
-            for rd in covered:
-                for dev in by_name[rd.full_name][1]:
-                    devices[id(dev)] = dev
-            if self.features.consumable_capacity and any(d.allow_multi for d in devices.values()):
-                continue  # one shared device may serve several requests
+            skip = False
+            for alts in per_request:
+                covered = [(rd, devs) for rd, devs in alts if c.applies(rd)]
+                if not covered:
+                    continue
+                if any(rd.mode == "All" for rd, _ in alts):
+                    skip = True
+                    break
+                for _, devs in covered:
+                    for dev in devs:
+                        devices[id(dev)] = dev
+                contributions.append(0 if len(covered) < len(alts) else min(rd.num_devices for rd, _ in alts))
+            need = sum(contributions)
+            if skip or need < 2:
+                continue
+            if (
+                isinstance(c, MatchAttribute)
+                and self.features.consumable_capacity
+                and any(d.allow_multi for d in devices.values())
+            ):
+                continue  # one shared device may serve several requests (a distinct value only one)
             counts: dict[Any, int] = {}
             for dev in devices.values():
                 raw = dev.attribute(c.attribute)
@@ -1214,14 +1266,16 @@ class _Run:
             if isinstance(c, MatchAttribute):
                 if max(counts.values(), default=0) < need:
                     return False
-            elif (
-                isinstance(c, DistinctAttribute)
-                and len(counts) < need
-                and (not c.per_request or all(rd.num_devices == 1 for rd in covered))
-            ):
-                # Pairwise distinct values: always in 1.37, in 1.36 only with one device per request (it
-                # keeps one value per request).
-                return False
+            elif isinstance(c, DistinctAttribute):
+                # 1.37 compares every pair of devices. 1.36 keeps one value per request, so the values
+                # the requests end with are pairwise distinct, and a request with several devices
+                # needs two values at least (consecutive devices are compared).
+                if c.per_request:
+                    need = sum(1 for n in contributions if n > 0)
+                    if any(n > 1 for n in contributions):
+                        need = max(need, 2)
+                if len(counts) < need:
+                    return False
         return True
 
     def _step(self) -> None:
@@ -1286,6 +1340,11 @@ class _Run:
         dedicated = self.state.dedicated
         allocating = self.allocating
         consumable = self.features.consumable_capacity
+        # Exact cut: fewer candidates left than devices still needed, and none of them could raise an
+        # error when reached (upstream would scan them and fail).
+        prune = self.owner.prune and self._prunable(ci)
+        if prune and len(cands) - start < rd.num_devices - di and self._last_error(rd) < start:
+            return False
         for k in range(start, len(cands)):
             self.steps += 1
             dev, pi, err = cands[k]
@@ -1303,6 +1362,9 @@ class _Run:
             undo = self.allocate_device(rd, dev, pi, must=False)
             if undo is None:
                 continue
+            if prune and self._match_dead_end(rd, ri, di, k):
+                undo()
+                continue
             try:
                 done = self.allocate_one(ci, ri, si, di + 1, in_sub, k + 1)
             except _MaxSizeExceeded:
@@ -1312,6 +1374,114 @@ class _Run:
                 return True
             undo()
         return False
+
+    # -- exact pruning during the search ----------------------------------------------------------
+    # A cut is allowed only where upstream's search, continuing from the same point, would neither
+    # find an allocation nor raise an error; the search order is untouched, so the first allocation
+    # found (the answer) is the same.
+
+    def _last_error(self, rd: ReqData) -> int:
+        """Index of the last candidate whose selectors fail to evaluate (-1 if none)."""
+        last = rd.last_error
+        if last is None:
+            last = -1
+            for k, (_, _, err) in enumerate(self.candidates(rd)):
+                if err:
+                    last = k
+            rd.last_error = last
+        return last
+
+    def _prunable(self, ci: int) -> bool:
+        """Cuts inside claim `ci` cannot change which errors upstream reports or how it backtracks:
+        the claim can never exceed the result limit (upstream's aggressive backtracking), and no request
+        is in All mode (its constraint error)."""
+        ok = self._claim_prunable.get(ci)
+        if ok is None:
+            total = 0
+            ok = True
+            ri = 0
+            while (ci, ri, 0) in self.requests:
+                most = 0
+                si = 0
+                while (ci, ri, si) in self.requests:
+                    alt = self.requests[(ci, ri, si)]
+                    if alt.mode == "All":
+                        ok = False
+                    most = max(most, alt.num_devices)
+                    si += 1
+                total += most
+                ri += 1
+            ok = ok and total <= ALLOCATION_RESULTS_MAX_SIZE
+            self._claim_prunable[ci] = ok
+        return ok
+
+    def _later_requests_error_free(self, ci: int, ri: int) -> bool:
+        key = (ci, ri)
+        ok = self._error_free_after.get(key)
+        if ok is None:
+            ok = True
+            r = ri + 1
+            while ok and (ci, r, 0) in self.requests:
+                si = 0
+                while (ci, r, si) in self.requests:
+                    if self._last_error(self.requests[(ci, r, si)]) >= 0:
+                        ok = False
+                        break
+                    si += 1
+                r += 1
+            self._error_free_after[key] = ok
+        return ok
+
+    def _match_dead_end(self, rd: ReqData, ri: int, di: int, k: int) -> bool:
+        """After `rd` took candidate `k` as its device `di`: whether some matchAttribute constraint of
+        the claim, whose value is now fixed, leaves too few devices with that value for the rest of its
+        requests in this claim (this request's later candidates and the later requests without
+        alternatives), counting only devices not in use. Devices that allow multiple allocations could
+        serve several requests, so their presence disables the cut."""
+        ci = rd.claim_index
+        constraints = self.constraints[ci]
+        if not constraints or self._last_error(rd) > k or not self._later_requests_error_free(ci, ri):
+            return False
+        for c in constraints:
+            if not isinstance(c, MatchAttribute) or c.num == 0 or not c.applies(rd):
+                continue
+            needs: list[tuple[ReqData, int, int]] = []
+            if rd.num_devices - di - 1 > 0:
+                needs.append((rd, rd.num_devices - di - 1, k + 1))
+            r = ri + 1
+            while (ci, r, 0) in self.requests:
+                later = self.requests[(ci, r, 0)]
+                if later.parent_name is None and later.mode != "All" and c.applies(later):
+                    needs.append((later, later.num_devices, 0))
+                r += 1
+            if not needs:
+                continue
+            union: set[int] = set()
+            total = 0
+            for req, need, start in needs:
+                supply = 0
+                for dev, _, _ in self.candidates(req)[start:]:
+                    if self._taken_for(req, dev):
+                        continue
+                    if not c.value_matches(dev):
+                        continue
+                    if self.features.consumable_capacity and dev.allow_multi:
+                        return False
+                    supply += 1
+                    union.add(id(dev))
+                if supply < need:
+                    return True
+                total += need
+            if len(union) < total:
+                return True
+        return False
+
+    def _taken_for(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        key = dev.key
+        if rd.admin:
+            holders = self.allocating.get(key)
+            return bool(holders and rd.claim_index in holders)
+        return key in self.state.dedicated or bool(self.allocating.get(key))
 
     def allocate_device(
         self, rd: ReqData, dev: DeviceEntry, pi: int, must: bool

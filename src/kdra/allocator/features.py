@@ -18,11 +18,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kdra.api.versions import DEFAULT_VERSION, SUPPORTED_VERSIONS, KubernetesVersion, check_version
 from kdra.errors import InputError
 
-KubernetesVersion = Literal["1.36", "1.37"]
-SUPPORTED_VERSIONS: tuple[KubernetesVersion, ...] = ("1.36", "1.37")
-DEFAULT_VERSION: KubernetesVersion = "1.37"
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_VERSION",
+    "DEPENDENCIES",
+    "GATES",
+    "SUPPORTED_VERSIONS",
+    "FeatureGates",
+    "GateSpec",
+    "KubernetesVersion",
+    "check_version",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +119,6 @@ DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {
 DEFAULTS: dict[str, dict[str, bool]] = {v: {n: s.default for n, s in g.items()} for v, g in GATES.items()}
 DEFAULTS_1_36 = DEFAULTS["1.36"]
 DEFAULTS_1_37 = DEFAULTS["1.37"]
-
-
-def check_version(version: str) -> KubernetesVersion:
-    """The version itself, or InputError naming the supported ones."""
-    for v in SUPPORTED_VERSIONS:
-        if version == v:
-            return v
-    raise InputError(
-        f"unsupported Kubernetes version {version!r} (supported: {', '.join(SUPPORTED_VERSIONS)})"
-    )
 
 
 @dataclass(frozen=True)

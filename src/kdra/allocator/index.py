@@ -588,6 +588,19 @@ class AllocatorIndex:
         self._views: dict[Any, NodeView] = {}
         self._class_selectors: dict[str, tuple[str, ...]] = {}
         self._class_devices: dict[str, dict[str | None, list[DeviceEntry]]] = {}
+        self._shared_pool_names: frozenset[str] | None = None
+
+    def pool_names_shared_by_drivers(self) -> frozenset[str]:
+        """Pool names that more than one driver uses for a pool with shared counters (Kubernetes 1.36
+        keys counters by pool name alone, so such pools share them)."""
+        names = self._shared_pool_names
+        if names is None:
+            drivers: dict[str, set[str]] = {}
+            for s in self.slices:
+                if s.shared_counters:
+                    drivers.setdefault(s.pool, set()).add(s.driver)
+            names = self._shared_pool_names = frozenset(n for n, d in drivers.items() if len(d) > 1)
+        return names
 
     def class_selectors(self, class_name: str) -> tuple[str, ...]:
         sel = self._class_selectors.get(class_name)

@@ -2,7 +2,8 @@
 
 The contract (issue 2, scope 6) that other tools and checks rely on:
 
-    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-o yaml|json|table]
+    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--kubernetes-version 1.36|1.37]
+                  [--feature-gates Gate=bool,...] [-o yaml|json|table]
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
 List's top-level `explanation` field); 2 invalid input or usage; 3 an allocation error in upstream's sense.
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kdra.cli.gates import add_gate_flags, gates_from_args
 from kdra.errors import AllocationError, InputError, KdraError
 
 SUPPORTED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod")
@@ -61,7 +63,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "allocate",
         help="allocate devices to ResourceClaims as kube-scheduler would, and explain failures",
-        description="Allocate devices to ResourceClaims as kube-scheduler 1.36's DRA plugin would.",
+        description="Allocate devices to ResourceClaims as kube-scheduler's DRA plugin would "
+        "(Kubernetes 1.37 by default, or --kubernetes-version 1.36).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -79,12 +82,7 @@ def register(subparsers: Any) -> None:
         help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
     )
     parser.add_argument("--node", metavar="NAME", help="try only this node")
-    parser.add_argument(
-        "--feature-gates",
-        default="",
-        metavar="Gate=bool,...",
-        help="override Kubernetes 1.36 feature-gate defaults, e.g. DRAConsumableCapacity=false",
-    )
+    add_gate_flags(parser)
     parser.add_argument(
         "-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="output format"
     )
@@ -248,11 +246,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from kdra.allocator import AllocationOutcome, Allocator
-    from kdra.allocator.features import FeatureGates
     from kdra.api.templates import instantiate_template, is_claim_for_pod
     from kdra.api.validation import validate_objects
 
-    gates = FeatureGates.parse(args.feature_gates or "")
+    gates = gates_from_args(args)
     if bool(args.files) == bool(getattr(args, "kubeconfig", None)):
         raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig FILE")
     if args.files:
@@ -269,6 +266,7 @@ def _run(args: argparse.Namespace) -> int:
     validate_objects(
         objs + [o for o in loaded if o.get("kind") in IGNORED_KINDS],
         list_type_attributes=True,
+        features=gates,
     )
 
     by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in SUPPORTED_KINDS}

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from kdra.cli.gates import add_gate_flags, gates_from_args
+
 EPILOG = """\
 render prints, as multi-document YAML (or a v1 List in JSON) that `kdra allocate` and kubectl accept:
   the DeviceClasses of the vendors present, then for each node its Node (status capacity/allocatable: cpu,
@@ -48,6 +50,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-dra", action="store_true", help="omit ResourceSlices and DeviceClasses")
     r.add_argument("--no-validate", action="store_true", help="skip API validation of the rendered objects")
     r.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    add_gate_flags(r, feature_gates=False)
     r.set_defaults(func=_render)
 
     d = sub.add_parser("describe", help="a per-pool summary of a fleet")
@@ -71,12 +74,15 @@ def _render(args: argparse.Namespace) -> int:
     from kdra.fleets import iter_render, load_fleet
 
     fleet = load_fleet(args.fleet)
-    objs: Iterable[dict[str, Any]] = iter_render(fleet, dra=not args.no_dra, legacy=args.legacy)
+    features = gates_from_args(args)
+    objs: Iterable[dict[str, Any]] = iter_render(
+        fleet, dra=not args.no_dra, legacy=args.legacy, kubernetes_version=features.version
+    )
     if not args.no_validate:
         from kdra.api.validation import validate_objects
 
         objs = list(objs)
-        validate_objects(objs)
+        validate_objects(objs, features=features)
     out = sys.stdout
     if args.output == "json":
         out.write(dump_json(list(objs)))

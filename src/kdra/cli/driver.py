@@ -93,6 +93,7 @@ def _nvml(args: argparse.Namespace) -> int:
 
 def _register_sim(sub: Any) -> None:
     """`kdra driver sim`: kdra.kube.driver publishes a fleet to a live cluster."""
+    from kdra.cli.gates import add_gate_flags
     from kdra.cli.kube import add_kube_args
 
     s = sub.add_parser(
@@ -107,6 +108,7 @@ def _register_sim(sub: Any) -> None:
     )
     s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
+    add_gate_flags(s, feature_gates=False)
     s.set_defaults(func=_sim)
 
 
@@ -116,7 +118,13 @@ def _sim(args: argparse.Namespace) -> int:
 
     client = make_client(args)
     try:
-        run_driver_sim(client, args.fleet, watch=args.watch, interval=args.interval)
+        run_driver_sim(
+            client,
+            args.fleet,
+            watch=args.watch,
+            interval=args.interval,
+            kubernetes_version=args.kubernetes_version,
+        )
     except KeyboardInterrupt:
         return 0
     return 0

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from kdra.cli.gates import add_gate_flags, gates_from_args
 from kdra.errors import InputError
 
 
@@ -82,7 +83,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
-    s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    add_gate_flags(s)
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
         "--metrics-listen",
@@ -102,7 +103,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("pod", metavar="POD")
     e.add_argument("-n", "--namespace", default=None)
     add_kube_args(e)
-    e.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    add_gate_flags(e)
     e.add_argument("-o", "--output", choices=("text", "json"), default="text")
     e.add_argument("--nodes", type=int, default=10, help="nodes to detail in text output (default 10)")
     e.set_defaults(func=_explain)
@@ -124,7 +125,6 @@ def register(subparsers: Any) -> None:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
-    from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
     from kdra.kube.scheduler import KubeScheduler, default_identity
     from kdra.kube.store import SCHEDULER_KINDS, KubeStore
@@ -136,7 +136,7 @@ def _scheduler(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    gates = FeatureGates.parse(args.feature_gates or "")
+    gates = gates_from_args(args)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
     )
@@ -226,12 +226,11 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from kdra.allocator.features import FeatureGates
     from kdra.kube.explain import explain_pod
 
     client = make_client(args)
     ns = args.namespace or client.config.namespace
-    gates = FeatureGates.parse(args.feature_gates or "")
+    gates = gates_from_args(args)
     report = explain_pod(client, args.pod, ns, gates)
     if args.output == "json":
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from kdra.cli.gates import add_gate_flags, gates_from_args
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -49,6 +50,7 @@ def register(subparsers: Any) -> None:
         default="LeastAllocated",
         help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
     )
+    add_gate_flags(p)
     p.set_defaults(func=run)
 
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.seed < 0:
         raise InputError(f"--seed: Invalid value: {args.seed}: must not be negative")
-    config = SchedulerConfig(scoring=ScoringStrategy(type=args.scoring))
+    config = SchedulerConfig(scoring=ScoringStrategy(type=args.scoring), features=gates_from_args(args))
     modes = MODES[args.mode]
     with _Progress(enabled=sys.stderr.isatty(), modes=modes) as progress:
         report = simulate(args.fleet, args.workload, modes, args.seed, config, progress=progress.update)

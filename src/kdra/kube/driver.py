@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError
 from kdra.kube.client import KubeClient, Obj
 
@@ -227,6 +228,7 @@ def run_driver_sim(
     interval: float = 5.0,
     out: Any = None,
     max_iterations: int | None = None,
+    kubernetes_version: str = DEFAULT_VERSION,
 ) -> SyncReport:
     """Render the fleet, publish it; with `watch`, re-read the fleet file and re-publish every
     `interval` seconds (slices someone deleted or changed are restored)."""
@@ -239,7 +241,7 @@ def run_driver_sim(
 
     def load() -> tuple[str, list[Obj]]:
         fleet = load_fleet(fleet_ref)
-        return fleet.name, render(fleet)
+        return fleet.name, render(fleet, kubernetes_version=kubernetes_version)
 
     name, objs = load()
     sync = FleetSync(client, name, objs)

@@ -106,15 +106,18 @@ class _Gen:
 
 
 def random_world(seed: int) -> World:
-    """A random world; deterministic in `seed`."""
+    """A random world; deterministic in `seed`. About one in twenty is a `search` world (see
+    `search_world`)."""
     g = _Gen(seed)
+    if g.chance(0.05):
+        return search_world(seed)
     gates = g.gate_overrides()
     on = {**DEFAULTS["1.37"], **gates}
     consumable = on["DRAConsumableCapacity"]
     partitionable = on["DRAPartitionableDevices"]
     lists = on["DRAListTypeAttributes"]
     binding = on["DRADeviceBindingConditions"]
-    search = g.chance(0.04)
+    search = False
 
     n_nodes = g.pick((1, 1, 2, 2, 3))
     nodes: list[Obj] = []
@@ -239,6 +242,81 @@ def random_world(seed: int) -> World:
     return World(
         seed, nodes, classes, slices, allocated, groups, gates, kind="search" if search else "random"
     )
+
+
+def search_world(seed: int) -> World:
+    """A world where a plain depth-first search explodes but an answer often exists: one node, devices
+    whose PCIe roots form groups that are each a little too small for a claim whose requests must all
+    share a root (matchAttribute), the group that is big enough last in search order, some devices in
+    use, sometimes a distinctAttribute and a second claim. Upstream tries every combination inside each
+    too-small group before moving on (kubernetes#131730 is the simplest case)."""
+    g = _Gen(seed * 7919 + 1)
+    driver = DRIVERS[0]
+    n_requests = g.pick((2, 3, 3, 4))
+    counts = [g.pick((1, 2, 2, 3)) for _ in range(n_requests)]
+    need = sum(counts)
+    n_roots = g.pick((2, 3, 4))
+    sizes = [need - g.pick((1, 1, 2)) + g.pick((0, 0, 1)) for _ in range(n_roots - 1)]
+    sizes.append(need + g.pick((0, 0, 1, 2)))  # the last group may be just big enough
+    if g.chance(0.3):
+        g.r.shuffle(sizes)
+    roots: list[str] = []
+    for i, size in enumerate(sizes):
+        roots.extend([f"pci{i}"] * max(size, 1))
+    # Interleave a little so groups are not contiguous in slice order.
+    for i in range(len(roots) - 1):
+        if g.chance(0.25):
+            roots[i], roots[i + 1] = roots[i + 1], roots[i]
+    devices: list[Obj] = []
+    for i, root in enumerate(roots):
+        attrs: Obj = {f"{STD}/pcieRoot": {"string": root}, "dra.example.com/numa": {"int": i % 2}}
+        attrs["model"] = {"string": "a" if g.chance(0.85) else "b"}
+        devices.append({"name": f"dev-{i:02d}", "attributes": attrs})
+    per = g.pick((6, 8, 10))
+    slices: list[Obj] = []
+    chunks = [devices[i : i + per] for i in range(0, len(devices), per)]
+    for si, chunk in enumerate(chunks):
+        slices.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"gpu-node-0-{si}"},
+            "spec": {"driver": driver, "nodeName": "node-0",
+                     "pool": {"name": "node-0", "generation": 1, "resourceSliceCount": len(chunks)},
+                     "devices": chunk},
+        })
+    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}]
+    allocated: list[Obj] = []
+    for i, dev in enumerate(devices):
+        if g.chance(0.08):
+            allocated.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": f"in-use-{i}", "namespace": NAMESPACE, "uid": g.next_uid("used")},
+                "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "gpu"}}]}},
+                "status": {"allocation": {"devices": {"results": [
+                    {"request": "req", "driver": driver, "pool": "node-0", "device": dev["name"]}]}}},
+            })
+    requests: list[Obj] = []
+    for ri, count in enumerate(counts):
+        req: Obj = {"deviceClassName": "gpu", "count": count}
+        if g.chance(0.2):
+            req["selectors"] = [{"cel": {"expression": f'device.attributes["{driver}"].model == "a"'}}]
+        requests.append({"name": f"req-{ri}", "exactly": req})
+    constraints: list[Obj] = [{"matchAttribute": f"{STD}/pcieRoot"}]
+    if g.chance(0.3):
+        singles = [r["name"] for r, c in zip(requests, counts, strict=True) if c == 1]
+        if len(singles) >= 2:
+            constraints.append({"distinctAttribute": "dra.example.com/numa", "requests": singles[:2]})
+    claims = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": "claim-0", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
+               "spec": {"devices": {"requests": requests, "constraints": constraints}}}]
+    if g.chance(0.3):
+        claims.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                       "metadata": {"name": "claim-1", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
+                       "spec": {"devices": {"requests": [
+                           {"name": "req-0", "exactly": {"deviceClassName": "gpu", "count": g.pick((1, 2))}}],
+                           "constraints": [{"matchAttribute": f"{STD}/pcieRoot"}]}}})
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-0", "labels": {"zone": "a"}}}]
+    return World(seed, nodes, classes, slices, allocated, [claims], {}, kind="search")
 
 
 # ---------------------------------------------------------------------------------------------------
