@@ -1271,9 +1271,14 @@ class _Run:
                 # the requests end with are pairwise distinct, and a request with several devices
                 # needs two values at least (consecutive devices are compared).
                 if c.per_request:
-                    need = sum(1 for n in contributions if n > 0)
-                    if any(n > 1 for n in contributions):
-                        need = max(need, 2)
+                    # When request r adds its second device, it is compared with the final values of
+                    # the requests before it and with its own first one: that takes (requests before
+                    # r) + 2 distinct values.
+                    need = before = 0
+                    for n in contributions:
+                        if n > 0:
+                            need = max(need, before + min(n, 2))
+                            before += 1
                 if len(counts) < need:
                     return False
         return True

@@ -276,25 +276,54 @@ def search_world(seed: int) -> World:
     slices: list[Obj] = []
     chunks = [devices[i : i + per] for i in range(0, len(devices), per)]
     for si, chunk in enumerate(chunks):
-        slices.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"gpu-node-0-{si}"},
-            "spec": {"driver": driver, "nodeName": "node-0",
-                     "pool": {"name": "node-0", "generation": 1, "resourceSliceCount": len(chunks)},
-                     "devices": chunk},
-        })
-    classes = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}}]
+        slices.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"gpu-node-0-{si}"},
+                "spec": {
+                    "driver": driver,
+                    "nodeName": "node-0",
+                    "pool": {"name": "node-0", "generation": 1, "resourceSliceCount": len(chunks)},
+                    "devices": chunk,
+                },
+            }
+        )
+    classes = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+        }
+    ]
     allocated: list[Obj] = []
     for i, dev in enumerate(devices):
         if g.chance(0.08):
-            allocated.append({
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                "metadata": {"name": f"in-use-{i}", "namespace": NAMESPACE, "uid": g.next_uid("used")},
-                "spec": {"devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "gpu"}}]}},
-                "status": {"allocation": {"devices": {"results": [
-                    {"request": "req", "driver": driver, "pool": "node-0", "device": dev["name"]}]}}},
-            })
+            allocated.append(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaim",
+                    "metadata": {"name": f"in-use-{i}", "namespace": NAMESPACE, "uid": g.next_uid("used")},
+                    "spec": {
+                        "devices": {"requests": [{"name": "req", "exactly": {"deviceClassName": "gpu"}}]}
+                    },
+                    "status": {
+                        "allocation": {
+                            "devices": {
+                                "results": [
+                                    {
+                                        "request": "req",
+                                        "driver": driver,
+                                        "pool": "node-0",
+                                        "device": dev["name"],
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                }
+            )
     requests: list[Obj] = []
     for ri, count in enumerate(counts):
         req: Obj = {"deviceClassName": "gpu", "count": count}
@@ -306,15 +335,30 @@ def search_world(seed: int) -> World:
         singles = [r["name"] for r, c in zip(requests, counts, strict=True) if c == 1]
         if len(singles) >= 2:
             constraints.append({"distinctAttribute": "dra.example.com/numa", "requests": singles[:2]})
-    claims = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-               "metadata": {"name": "claim-0", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
-               "spec": {"devices": {"requests": requests, "constraints": constraints}}}]
+    claims = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "claim-0", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
+            "spec": {"devices": {"requests": requests, "constraints": constraints}},
+        }
+    ]
     if g.chance(0.3):
-        claims.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                       "metadata": {"name": "claim-1", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
-                       "spec": {"devices": {"requests": [
-                           {"name": "req-0", "exactly": {"deviceClassName": "gpu", "count": g.pick((1, 2))}}],
-                           "constraints": [{"matchAttribute": f"{STD}/pcieRoot"}]}}})
+        claims.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "claim-1", "namespace": NAMESPACE, "uid": g.next_uid("claim")},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "req-0", "exactly": {"deviceClassName": "gpu", "count": g.pick((1, 2))}}
+                        ],
+                        "constraints": [{"matchAttribute": f"{STD}/pcieRoot"}],
+                    }
+                },
+            }
+        )
     nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-0", "labels": {"zone": "a"}}}]
     return World(seed, nodes, classes, slices, allocated, [claims], {}, kind="search")
 
