@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,11 +171,11 @@ def check(expect: Obj, answer: Obj, names: list[list[str]]) -> str | None:
         ordered = answer.get("variant") != "stable"
         got: dict[str, Obj] = {}
         for g, claim_names in zip(groups, names, strict=False):
-            for name, alloc in zip(claim_names, g.get("allocations") or [], strict=False):
-                got[name] = alloc
+            for claim_name, claim_alloc in zip(claim_names, g.get("allocations") or [], strict=False):
+                got[claim_name] = claim_alloc
         for key, want in (expect["allocation"] or {}).items():
-            name = key.split("/")[-1] if not key.startswith("pod/") else None
-            alloc = got.get(name) if name else None
+            short = key.split("/")[-1] if not key.startswith("pod/") else None
+            alloc = got.get(short) if short else None
             if alloc is None and key.startswith("pod/"):
                 _, pod, pod_claim = key.split("/", 2)
                 alloc = next((a for n, a in got.items() if n.startswith(f"{pod}-{pod_claim}-")), None)
@@ -273,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     paths = args.paths or [repo_root() / "tests" / "scenarios" / "cases"]
     files = sorted(f for path in paths for f in ([path] if path.is_file() else path.rglob("*.yaml")))
-    oracles = {v: Oracle(v) for v in SUPPORTED_VERSIONS}
+    oracles: dict[str, Oracle] = {v: Oracle(v) for v in SUPPORTED_VERSIONS}
     bad = 0
     try:
         for f in files:
@@ -282,9 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 held = version in case_versions(case)
                 try:
                     oc = oracle_case_for(case, version)
-                except Unsupported as why:
+                except Unsupported as reason:
                     if held and "invalid" not in case_expect(case, version):
-                        print(f"{f.stem} {version}: not checked: {why}")
+                        print(f"{f.stem} {version}: not checked: {reason}")
                     continue
                 names = oc.pop("_claims")
                 answer = oracles[version].run_one(oc)
@@ -358,7 +358,7 @@ def _deterministic(answer: Obj) -> bool:
     )
 
 
-def _answers(case: Obj, oracles: dict[str, Any]) -> dict[str, tuple[Obj, list[list[str]]]]:
+def _answers(case: Obj, oracles: Mapping[str, Any]) -> dict[str, tuple[Obj, list[list[str]]]]:
     out = {}
     for version in case_versions(case):
         try:
