@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from kdra.allocator.capacity import check_capacity, consumed_capacity
+from kdra.allocator.capacity import CapacityError, CapacityRules, check_capacity, consumed_capacity
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import (
     MATCH,
@@ -37,6 +37,7 @@ from kdra.allocator.index import (
     evaluate_selectors,
 )
 from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.cel import CELCompileError, CELRuntimeError, compile_derived_attribute
 from kdra.errors import AllocationError, InputError
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ class ReqData:
         "class_obj",
         "class_selectors",
         "count",
+        "derived",
         "has_capacity",
         "last_error",
         "mode",
@@ -315,6 +317,10 @@ class ReqData:
         self.all_devices: list[tuple[DeviceEntry, int]] = []
         self.candidates: list[tuple[DeviceEntry, int, str | None]] | None = None
         self.last_error: int | None = None  # index of the last candidate with a selector error
+        # DRADerivedAttributes (1.37 alpha): attribute name -> CEL expression computing it per device.
+        self.derived: dict[str, str] = {
+            str(a.get("name", "")): str(a.get("expression", "")) for a in raw.get("derivedAttributes") or []
+        }
         self.selected_sub = 0
 
     @property
@@ -348,6 +354,14 @@ class _Constraint:
         self.request_names = set(request_names)
         self.attribute = attribute
         self.list_types = list_types
+        # Set by the run when requests define derived attributes (DRADerivedAttributes): the attribute
+        # of a device for a request, a derived one first (may raise AllocationError).
+        self.lookup: Callable[[ReqData, DeviceEntry, str], Any] | None = None
+
+    def value_of(self, rd: ReqData, dev: DeviceEntry) -> Any:
+        if self.lookup is not None:
+            return self.lookup(rd, dev, self.attribute)
+        return dev.attribute(self.attribute)
 
     def applies(self, rd: ReqData) -> bool:
         if not self.request_names:
@@ -390,7 +404,7 @@ class MatchAttribute(_Constraint):
     def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if self.request_names and not self.applies(rd):
             return True
-        raw = dev.attribute(self.attribute)
+        raw = self.value_of(rd, dev)
         if raw is None:
             return False
         av = attribute_value(raw)
@@ -457,7 +471,7 @@ class DistinctAttribute(_Constraint):
     def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if self.request_names and not self.applies(rd):
             return True
-        raw = dev.attribute(self.attribute)
+        raw = self.value_of(rd, dev)
         if raw is None:
             return False
         av = attribute_value(raw)
@@ -746,6 +760,38 @@ class Allocator:
         return not (self.features.v1_36 and pool.name in self.index.pool_names_shared_by_drivers())
 
 
+OPTIONAL_NODE_OPERATIONS_FEATURE = "DRAOptionalNodeOperations"  # a Node's status.declaredFeatures entry
+
+
+@dataclass(frozen=True, slots=True)
+class _Compat:
+    """compatibilityGroupIntersection: the devices on one counter set so far. A device without groups
+    only goes with other devices without groups; otherwise the groups must keep a common element."""
+
+    has_members: bool = False
+    all_empty: bool = False
+    groups: frozenset[str] = frozenset()
+
+    def admits(self, groups: frozenset[str]) -> bool:
+        if not self.has_members:
+            return True
+        if not groups:
+            return self.all_empty
+        if self.all_empty:
+            return False
+        return bool(self.groups & groups)
+
+    def add(self, groups: frozenset[str]) -> _Compat:
+        if not self.has_members:
+            return _Compat(True, not groups, groups)
+        if self.all_empty or not groups:
+            return self
+        return _Compat(True, False, self.groups & groups)
+
+
+_NO_MEMBERS = _Compat()
+
+
 class _Run:
     """One Allocate call (upstream's internal `allocator`)."""
 
@@ -766,6 +812,15 @@ class _Run:
         self.steps = 0
         self.budget = owner.max_steps
         self.validated = False
+        self.cap_rules = CapacityRules.of(owner.features)
+        # 1.37's experimental allocator (an alpha gate or DRAListTypeAttributes selects it) checks
+        # optional node operations and, with their gate, compatibility groups.
+        self.experimental = self.features.variant == "experimental"
+        self.compat_groups = self.experimental and self.features.compatibility_groups
+        self._compat: dict[int, dict[str, _Compat]] = {}  # per pool and counter set, this run
+        self.has_derived = False  # some request defines derived attributes (no pruning then)
+        self._derived_values: dict[tuple[DeviceKey, str], Any] = {}
+        self._compat_base: dict[int, dict[str, _Compat]] = {}
         self._claim_prunable: dict[int, bool] = {}
         self._error_free_after: dict[tuple[int, int], bool] = {}
 
@@ -843,9 +898,47 @@ class _Run:
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
             self.constraints.append(constraints)
+        if self.has_derived:
+            for constraints in self.constraints:
+                for c in constraints:
+                    c.lookup = self._lookup_attribute
         self.validated = True
 
+    def _lookup_attribute(self, rd: ReqData, dev: DeviceEntry, name: str) -> Any:
+        """lookupAttribute: the request's derived attribute of that name, else the device's own."""
+        expr = rd.derived.get(name)
+        if expr is None:
+            return dev.attribute(name)
+        key = (dev.key, expr)
+        if key in self._derived_values:
+            return self._derived_values[key]
+        f = self.features
+        try:
+            program = compile_derived_attribute(
+                expr,
+                consumable_capacity=f.consumable_capacity,
+                list_type_attributes=f.cel_list_type_attributes,
+                stored_expressions=True,
+            )
+        except CELCompileError as err:
+            raise AllocationError(f"compile derived attribute {name} failed: {err}") from None
+        try:
+            value = program.attribute(dev.cel_input())
+        except CELRuntimeError as err:
+            raise AllocationError(
+                f"evaluate derived attribute {name} on device {dev.id} failed: {err}"
+            ) from None
+        self._derived_values[key] = value
+        return value
+
     def _validate_request(self, rd: ReqData, ref: str, admin_set: bool = False) -> None:
+        if rd.derived and not self.features.v1_36:
+            if not (self.experimental and self.features.derived_attributes):
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: cannot handle request with derived attributes, "
+                    "the feature is disabled"
+                )
+            self.has_derived = True
         sels = []
         for i, sel in enumerate(rd.raw.get("selectors") or []):
             cel = (sel or {}).get("cel")
@@ -905,8 +998,18 @@ class _Run:
                     # 1.36 leaves out devices without enough capacity left; 1.37 only those whose
                     # capacity could never serve the request (the rest make All fail when reached).
                     allocated = self.state.consumed.get(dev.key) if self.features.v1_36 else None
-                    if consumable and check_capacity(rd.capacity_requests, dev.capacity, allocated, None):
-                        continue
+                    if consumable:
+                        try:
+                            why = check_capacity(
+                                rd.capacity_requests, dev.capacity, allocated, None, self.cap_rules
+                            )
+                        except CapacityError as err:
+                            raise AllocationError(
+                                f"claim {ref}, request {rd.name}: checking capacity for device "
+                                f"{dev.name}: {err}"
+                            ) from None
+                        if why:
+                            continue
                     rd.all_devices.append((dev, pi))
 
     # -- selection --------------------------------------------------------------------------------
@@ -1005,8 +1108,35 @@ class _Run:
                 (dev, pi, str(self._selector_error(rd, err[0], err[1], dev)) if err is not None else None)
                 for dev, pi, err in shared
             ]
+        if f.consumable_capacity and rd.capacity_requests:
+            cands = self._with_capacity_errors(rd, cands)
         rd.candidates = cands
         return cands
+
+    def _with_capacity_errors(
+        self, rd: ReqData, cands: list[tuple[DeviceEntry, int, str | None]]
+    ) -> list[tuple[DeviceEntry, int, str | None]]:
+        """1.37 aborts on a capacity request a device's range arithmetic cannot represent (it does not
+        depend on what is in use): such candidates carry that error, raised when the search reaches
+        them, like a selector error."""
+        if self.features.v1_36:
+            return cands
+        out: list[tuple[DeviceEntry, int, str | None]] | None = None
+        for k, (dev, pi, err) in enumerate(cands):
+            if err:
+                continue
+            try:
+                check_capacity(rd.capacity_requests, dev.capacity, None, None, self.cap_rules)
+            except CapacityError as exc:
+                if out is None:
+                    out = list(cands)
+                ref = claim_ref(self.claims[rd.claim_index])
+                out[k] = (
+                    dev,
+                    pi,
+                    f"claim {ref}, request {rd.name}: checking capacity for device {dev.id}: {exc}",
+                )
+        return out if out is not None else cands
 
     # -- in-use -----------------------------------------------------------------------------------
     def device_in_use(self, key: DeviceKey) -> bool:
@@ -1031,18 +1161,27 @@ class _Run:
             and dev.key not in self.allocating_capacity
         ):
             return True  # nothing requested, nothing consumed: each capacity is taken whole and fits
-        return not check_capacity(
-            rd.capacity_requests,
-            dev.capacity,
-            self.state.consumed.get(dev.key),
-            self.allocating_capacity.get(dev.key),
-        )
+        try:
+            return not check_capacity(
+                rd.capacity_requests,
+                dev.capacity,
+                self.state.consumed.get(dev.key),
+                self.allocating_capacity.get(dev.key),
+                self.cap_rules,
+            )
+        except CapacityError:
+            return False  # reported where the candidate is reached (candidates())
 
     def blocked_alone(self, rd: ReqData, dev: DeviceEntry, pi: int) -> str:
         """Why the device cannot serve the request even with nothing else allocated ("" if it can)."""
         f = self.features
         if f.consumable_capacity:
-            why = check_capacity(rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None)
+            try:
+                why = check_capacity(
+                    rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None, self.cap_rules
+                )
+            except CapacityError:
+                return "capacity"
             if why:
                 return "capacity"
         if dev.consumes:
@@ -1115,7 +1254,9 @@ class _Run:
         self.budget = budget
         # The search recurses once per device, request and claim (as upstream does); make room for
         # pods with many devices instead of failing with RecursionError.
-        depth = 3 * sum(max(rd.num_devices, 1) for rd in self.requests.values()) + 4 * len(self.claims)
+        depth = 3 * sum(min(max(rd.num_devices, 1), 64) for rd in self.requests.values()) + 4 * len(
+            self.claims
+        )
         if sys.getrecursionlimit() < depth + 1000:
             sys.setrecursionlimit(depth + 1000)
         return self.allocate_one(0, 0, 0, 0, False, 0)
@@ -1124,6 +1265,8 @@ class _Run:
         """Cheap necessary conditions, checked before searching (avoids exhaustive searches such as
         kubernetes#131730). Exact: never rejects a solvable input and never hides an error the
         search would report (requests whose candidates include a CEL error are left to the search)."""
+        if self.has_derived:
+            return False  # derived attributes may fail to evaluate: only the search knows where
         has_all = any(rd.mode == "All" for rd in self.requests.values())
         if has_all and any(self.constraints):
             return False  # the search may have to report an All-constraint error
@@ -1380,6 +1523,49 @@ class _Run:
             undo()
         return False
 
+    # -- compatibility groups (DRADeviceCompatibilityGroups, 1.37 experimental) -------------------
+    def _compat_baseline(self, pi: int) -> dict[str, _Compat]:
+        """Per counter set of the pool: the intersection the already-allocated devices contribute."""
+        base = self._compat_base.get(pi)
+        if base is None:
+            base = {}
+            pool = self.view.pools[pi]
+            for slices in (pool.slices, pool.other_slices):
+                for s in slices:
+                    for d in s.devices:
+                        if not d.consumes or not self.state.is_allocated(d.key):
+                            continue
+                        for i, (set_name, _) in enumerate(d.consumes):
+                            groups = d.compat_groups[i] if d.compat_groups else frozenset()
+                            base[set_name] = base.get(set_name, _NO_MEMBERS).add(groups)
+            self._compat_base[pi] = base
+        return base
+
+    def _consume_compat_groups(self, dev: DeviceEntry, pi: int) -> Callable[[], None] | None:
+        """checkAndConsumeCompatibilityGroups: None if the device's groups do not intersect those of the
+        devices already on one of its counter sets, else the function that undoes folding them in."""
+        running = self._compat.setdefault(pi, {})
+        baseline = self._compat_baseline(pi)
+        saved: list[tuple[str, _Compat | None]] = []
+
+        def restore() -> None:
+            for set_name, prev in reversed(saved):
+                if prev is None:
+                    running.pop(set_name, None)
+                else:
+                    running[set_name] = prev
+
+        for i, (set_name, _) in enumerate(dev.consumes):
+            prev = running.get(set_name)
+            cur = prev if prev is not None else baseline.get(set_name, _NO_MEMBERS)
+            groups = dev.compat_groups[i] if dev.compat_groups else frozenset()
+            if not cur.admits(groups):
+                restore()
+                return None
+            saved.append((set_name, prev))
+            running[set_name] = cur.add(groups)
+        return restore
+
     # -- exact pruning during the search ----------------------------------------------------------
     # A cut is allowed only where upstream's search, continuing from the same point, would neither
     # find an allocation nor raise an error; the search order is untouched, so the first allocation
@@ -1400,6 +1586,8 @@ class _Run:
         """Cuts inside claim `ci` cannot change which errors upstream reports or how it backtracks:
         the claim can never exceed the result limit (upstream's aggressive backtracking), and no request
         is in All mode (its constraint error)."""
+        if self.has_derived:
+            return False  # a derived attribute may fail to evaluate on a device the search skipped
         ok = self._claim_prunable.get(ci)
         if ok is None:
             total = 0
@@ -1503,17 +1691,35 @@ class _Run:
                 return None
         if not rd.admin and self.device_in_use(key):
             return None
+        if (
+            self.experimental
+            and dev.slice.skip_node_ops
+            and (
+                not f.optional_node_operations
+                or OPTIONAL_NODE_OPERATIONS_FEATURE not in self.view.declared_features
+            )
+        ):
+            return None  # the node must declare the DRAOptionalNodeOperations feature
         if not f.partitionable_devices and dev.consumes:
             return None
         skip_counters = allow_multi and self.capacity_in_use(key)
+        compat_undo: Callable[[], None] | None = None
+        if self.compat_groups and not skip_counters and dev.consumes:
+            compat_undo = self._consume_compat_groups(dev, pi)
+            if compat_undo is None:
+                return None
         counters_reserved = False
         if not skip_counters and dev.consumes:
             if not self._reserve_counters(dev, pi):
+                if compat_undo is not None:
+                    compat_undo()
                 return None
             counters_reserved = True
         if f.device_taints and blocking_taint(dev, rd.tolerations) is not None:
             if counters_reserved:
                 self._release_counters(dev, pi)
+            if compat_undo is not None:
+                compat_undo()
             return None
         constraints = self.constraints[ci]
         added = 0
@@ -1523,6 +1729,8 @@ class _Run:
                     constraints[j].remove(rd, dev)
                 if counters_reserved:
                     self._release_counters(dev, pi)
+                if compat_undo is not None:
+                    compat_undo()
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {rd.name}: cannot add device {dev.id} "
@@ -1545,9 +1753,17 @@ class _Run:
                     constraints[j].remove(rd, dev)
                 if counters_reserved:
                     self._release_counters(dev, pi)
+                if compat_undo is not None:
+                    compat_undo()
                 return None
             if allow_multi:
-                consumed = consumed_capacity(rd.capacity_requests, dev.capacity)
+                try:
+                    consumed = consumed_capacity(rd.capacity_requests, dev.capacity, self.cap_rules)
+                except CapacityError as err:
+                    raise AllocationError(
+                        f"claim {claim_ref(self.claims[ci])}, request {rd.name}: computing consumed capacity "
+                        f"for device {dev.id}: {err}"
+                    ) from None
                 cap_existed = key in self.allocating_capacity
                 agg = self.allocating_capacity.setdefault(key, {})
                 for name, q in consumed.items():
@@ -1572,6 +1788,8 @@ class _Run:
                 constraints[j].remove(rd, dev)
             if counters_reserved:
                 self._release_counters(dev, pi)
+            if compat_undo is not None:
+                compat_undo()
 
         return undo
 
@@ -1609,6 +1827,8 @@ class _Run:
                     item["bindingConditions"] = list(r.dev.binding_conditions)
                 if r.dev.binding_failure_conditions:
                     item["bindingFailureConditions"] = list(r.dev.binding_failure_conditions)
+            if self.experimental and r.dev.slice.skip_node_ops:
+                item["skipNodeOperations"] = list(r.dev.slice.skip_node_ops)
             if r.share:
                 item["shareID"] = self.owner._make_share_id(claim, ci, r.rd.full_name, r.dev, i)
             if r.consumed:

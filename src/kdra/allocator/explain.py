@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kdra.allocator.capacity import check_capacity
+from kdra.allocator.capacity import CapacityError, check_capacity
 from kdra.allocator.index import MATCH, DeviceEntry, SelectorError, attribute_value, display_attribute
 
 if TYPE_CHECKING:
@@ -393,9 +393,16 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         if why == "capacity":
             ex.blocked_by_capacity += 1
             if "capacity" not in ex.examples:
-                detail = check_capacity(
-                    rd.capacity_requests, dev.capacity, run.state.consumed.get(dev.key), None
-                )
+                try:
+                    detail = check_capacity(
+                        rd.capacity_requests,
+                        dev.capacity,
+                        run.state.consumed.get(dev.key),
+                        None,
+                        run.cap_rules,
+                    )
+                except CapacityError as err:
+                    detail = str(err)
                 ex.examples["capacity"] = f"{dev.name}: {detail}"
             continue
         if why == "counters":

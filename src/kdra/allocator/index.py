@@ -244,6 +244,7 @@ class SliceEntry:
         "pool",
         "raw",
         "shared_counters",
+        "skip_node_ops",
         "uses_compat_groups",
     )
 
@@ -261,6 +262,8 @@ class SliceEntry:
         self.all_nodes: bool = bool(spec.get("allNodes"))
         self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
         self.has_per_device_field = spec.get("perDeviceNodeSelection") is not None
+        # DRAOptionalNodeOperations (1.37 alpha): node-local operations the driver lets the kubelet skip.
+        self.skip_node_ops: tuple[str, ...] = tuple(spec.get("skipNodeOperations") or ())
         self.per_device: bool = bool(spec.get("perDeviceNodeSelection"))
         where = f"ResourceSlice {self.name}: spec"
         shared: list[tuple[str, dict[str, int]]] = []
@@ -382,6 +385,7 @@ class NodeView:
         field(default_factory=dict)
     )
     keys: frozenset[tuple[str, str, str]] | None = None  # see device_keys()
+    declared_features: frozenset[str] = frozenset()  # the Node's status.declaredFeatures
 
     def device_keys(self) -> frozenset[tuple[str, str, str]]:
         """Keys of every device whose in-use state matters on this node (the pools' devices, and for
@@ -666,10 +670,14 @@ class AllocatorIndex:
         meta = node.get("metadata") or node
         name: str = meta.get("name", "")
         labels: Mapping[str, str] = meta.get("labels") or {}
-        key = (name, tuple(sorted(labels.items())))
+        declared = frozenset(
+            ((node.get("status") or {}).get("declaredFeatures") or ()) if "metadata" in node else ()
+        )
+        key = (name, tuple(sorted(labels.items())), declared)
         view = self._views.get(key)
         if view is None:
             view = self._build_view(name, labels)
+            view.declared_features = declared
             if len(self._views) > 100_000:
                 self._views.clear()
             self._views[key] = view

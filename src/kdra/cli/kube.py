@@ -84,6 +84,13 @@ def register(subparsers: Any) -> None:
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
     add_gate_flags(s)
+    s.add_argument(
+        "--filter-errors",
+        choices=("fail-pod", "skip-node"),
+        default="fail-pod",
+        help="a Filter error on a node (a CEL runtime error in a selector): fail the pod's scheduling "
+        "attempt (SchedulerError), as kube-scheduler does (default), or rule out only that node",
+    )
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     s.add_argument(
         "--metrics-listen",
@@ -138,7 +145,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     gates = gates_from_args(args)
     config = SchedulerConfig(
-        scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
+        scoring=ScoringStrategy(type=args.scoring),
+        features=gates,
+        scheduler_name=args.scheduler_name,
+        filter_errors=args.filter_errors,
     )
     metrics_address = None
     if args.metrics_listen:

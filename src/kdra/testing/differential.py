@@ -373,6 +373,7 @@ def run(
     shrink_failures: bool = True,
     batch: int = 500,
     log: Callable[[str], None] | None = None,
+    timeout: float = ORACLE_TIMEOUT_SECONDS,
 ) -> Report:
     report = Report()
     own = oracles is None
@@ -383,7 +384,9 @@ def run(
             chunk = [random_world(s) for s in seeds[start : start + batch]]
             for version in versions:
                 t0 = time.perf_counter()
-                answers = list(oracles[version].run(oracle_case(w, version, f"{w.seed}") for w in chunk))
+                answers = list(
+                    oracles[version].run(oracle_case(w, version, f"{w.seed}", timeout) for w in chunk)
+                )
                 report.oracle_seconds += time.perf_counter() - t0
                 for world, answer in zip(chunk, answers, strict=True):
                     report.cases[version] += 1
@@ -407,7 +410,7 @@ def run(
                     if log:
                         log(f"seed {world.seed} Kubernetes {version}: {sig}")
                     if save is not None and report.classes[(version, cls)] <= 3:
-                        _save(world, version, oracles[version], sig, save, shrink_failures, log)
+                        save_case(world, version, oracles[version], sig, save, shrink_failures, log, timeout)
     finally:
         if own:
             for o in oracles.values():
@@ -415,29 +418,35 @@ def run(
     return report
 
 
-def check_world(world: World, version: str, oracle: Oracle) -> tuple[str | None, Obj, list[Obj]]:
-    answer = oracle.run_one(oracle_case(world, version, str(world.seed)))
+def check_world(
+    world: World, version: str, oracle: Oracle, timeout: float = ORACLE_TIMEOUT_SECONDS
+) -> tuple[str | None, Obj, list[Obj]]:
+    """(difference or None, the oracle's answer, kdra's answers) for one world and version."""
+    answer = oracle.run_one(oracle_case(world, version, str(world.seed), timeout))
     got = run_kdra(world, features_for(world, version))
     return compare(got, answer), answer, got
 
 
-def _save(
+def save_case(
     world: World,
     version: str,
     oracle: Oracle,
     sig: str,
     folder: Path,
-    do_shrink: bool,
-    log: Callable[[str], None] | None,
+    do_shrink: bool = True,
+    log: Callable[[str], None] | None = None,
+    timeout: float = ORACLE_TIMEOUT_SECONDS,
 ) -> Path:
+    """Shrink a disagreeing world (keeping the same class of difference) and write it to `folder` as a
+    scenario-corpus case whose expectation is the oracle's answer."""
     cls = _signature(sig)
 
     def still_fails(w: World) -> bool:
-        s, _, _ = check_world(w, version, oracle)
+        s, _, _ = check_world(w, version, oracle, timeout)
         return s is not None and _signature(s) == cls
 
     small = shrink(world, still_fails) if do_shrink else world
-    s, answer, _ = check_world(small, version, oracle)
+    s, answer, _ = check_world(small, version, oracle, timeout)
     case = corpus_case(small, version, answer, s or sig)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{case['name']}.yaml"

@@ -406,7 +406,20 @@ def _capacity(g: _Gen, shareable: bool) -> Obj:
                 mem["requestPolicy"] = {"default": "4Gi"}
         cap["mem"] = mem
     if g.chance(0.3):
-        cap["cores"] = {"value": str(g.pick((4, 8, 16)))}
+        cores: Obj = {"value": str(g.pick((4, 8, 16)))}
+        if shareable and g.chance(0.5):
+            # Fractional steps: 1.36 rounds in whole units, 1.37 (DRAFractionalCapacityRange) in milli-units.
+            cores["requestPolicy"] = {
+                "default": "500m",
+                "validRange": {"min": "500m", "step": g.pick(("250m", "500m"))},
+            }
+        cap["cores"] = cores
+    if shareable and g.chance(0.3):
+        # A decimal step: 1.36 reports the rounded amount as BinarySI, 1.37 in the step's format.
+        cap["bw"] = {
+            "value": "10G",
+            "requestPolicy": {"default": "500M", "validRange": {"min": "500M", "step": "500M"}},
+        }
     return cap
 
 
@@ -661,7 +674,10 @@ def _exact(g: _Gen, classes: list[Obj], drivers: list[str], consumable: bool, se
     if g.chance(0.15):
         req["tolerations"] = _tolerations(g)
     if consumable and g.chance(0.15):
-        req["capacity"] = {"requests": {"mem": g.pick(("1Gi", "3Gi", "4Gi", "8Gi", "20Gi"))}}
+        reqs: Obj = {"mem": g.pick(("1Gi", "3Gi", "4Gi", "8Gi", "20Gi"))}
+        if g.chance(0.3):
+            reqs = {g.pick(("cores", "bw")): g.pick(("750m", "1", "1200M", "2G"))}
+        req["capacity"] = {"requests": reqs}
     if g.chance(0.05):
         req["adminAccess"] = True
     return req
