@@ -206,7 +206,7 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[str]:
         if proc.poll() is not None:
             raise RuntimeError((tmp_path / "exporter.log").read_text())
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
                 return r.status == 200
         except OSError:
             return False

@@ -130,7 +130,7 @@ def test_kubeconfig_token_and_inline_data(tmp_path: Path) -> None:
     assert kc.server == "https://127.0.0.1:6443"
     assert kc.bearer_token() == "abc"
     assert kc.namespace == "team"
-    assert kc.ca_file and Path(kc.ca_file).read_bytes() == b"not a real CA"
+    assert kc.ca_data == b"not a real CA" and kc.ca_file is None  # kept in memory, no file written
     assert KubeConfig.load(path, context="y").namespace == "default"
 
 

@@ -81,6 +81,7 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
     )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     parser.add_argument("--node", metavar="NAME", help="try only this node")
     add_gate_flags(parser)
     parser.add_argument(
@@ -255,10 +256,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.files:
         loaded = _load(args.files)
     else:
-        from kdra.kube.client import KubeClient
+        from kdra.cli.kube import make_client
         from kdra.kube.export import export_objects
 
-        loaded = export_objects(KubeClient.from_kubeconfig(args.kubeconfig))
+        loaded = export_objects(make_client(args))
     objs = _check_kinds(loaded)
     # Namespaces are validated along (they carry the label adminAccess needs), then set aside.
     # List-typed attributes are accepted whatever the gate says: slices stored while it was on keep them,

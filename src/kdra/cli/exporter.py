@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -20,10 +21,14 @@ def register(subparsers: Any) -> None:
         "labels), per-device allocation, fleet aggregates (devices and GPU-equivalents allocated, "
         "stranded memory), "
         "pending claims and pods by reason, scheduling latency and queue shares. Metrics are kept current "
-        "from watches, never re-listed per scrape. See docs/observability.md.",
+        "from watches, never re-listed per scrape. Without --from-simulation it follows the cluster of "
+        "--kubeconfig, $KUBECONFIG, the in-cluster config or ~/.kube/config. See docs/observability.md.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--kubeconfig", metavar="FILE", help="follow the cluster of this kubeconfig")
+    from kdra.cli.kube import KUBECONFIG_HELP
+    from kdra.cli.serving import add_serving_args
+
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
     src.add_argument(
         "--from-simulation",
         action="store_true",
@@ -50,19 +55,30 @@ def register(subparsers: Any) -> None:
         help="print the metrics once to stdout and exit (after the initial list, or at the end of the "
         "simulation) instead of serving them",
     )
+    p.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (API requests)")
+    add_serving_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from kdra.cli.serving import serving_options
     from kdra.observe.model import FleetState
     from kdra.observe.server import MetricsServer, parse_listen
 
     address = parse_listen(args.listen)
+    options = serving_options(args)
+    verbose = getattr(args, "verbose", 0)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     if args.speed < 0:
         raise InputError(f"--speed: Invalid value: {args.speed}: must not be negative")
     state = FleetState()
     stop: list[Any] = []
-    if args.kubeconfig:
+    source = None
+    if not args.from_simulation:
         from kdra.observe.kube import KubeSource, client_for, wait_ready
 
         source = KubeSource(client_for(args.kubeconfig, args.context), state).start()
@@ -71,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if args.once:
             if not wait_ready(source, 120):
                 source.stop()
-                print(f"error: could not list the cluster: {source.errors}", file=sys.stderr)
+                print(f"error: could not read the cluster: {source.problem()}", file=sys.stderr)
                 return 1
             source.stop()
             sys.stdout.buffer.write(state.render())
@@ -93,12 +109,23 @@ def run(args: argparse.Namespace) -> int:
         ready = threading.Event()
         ready.set()
     try:
-        server = MetricsServer(state, address)
+        server = MetricsServer(state, address, options=options)
     except OSError as exc:
         for s in stop:
             s()
         raise InputError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     server.health_detail = "waiting for the initial list"
+    if source is not None:
+        kube_source = source
+
+        def detail() -> str | None:
+            if kube_source.failed.is_set():  # listed once, but a watch (or relist) is refused: going stale
+                return f"forbidden: {kube_source.problem()}"
+            if server.ready.is_set():
+                return None
+            return f"waiting for the initial list ({kube_source.problem()})"
+
+        server.checks.add("readyz", "ready", detail)
 
     def mark_ready() -> None:
         ready.wait()

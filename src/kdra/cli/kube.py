@@ -20,17 +20,19 @@ from typing import Any
 from kdra.cli.gates import add_gate_flags, gates_from_args
 from kdra.errors import InputError
 
+KUBECONFIG_HELP = (
+    "kubeconfig file (default, as kubectl and client-go: $KUBECONFIG, merged; the in-cluster config in a "
+    "pod; ~/.kube/config)"
+)
+
 
 def add_kube_args(
     p: argparse.ArgumentParser, *, required: bool = True, qps: float = 50, burst: int = 100
 ) -> None:
-    p.add_argument(
-        "--kubeconfig",
-        default=os.environ.get("KUBECONFIG") if required else None,
-        required=required and not os.environ.get("KUBECONFIG"),
-        metavar="FILE",
-        help="kubeconfig of the cluster (default: $KUBECONFIG)",
-    )
+    """--kubeconfig/--context (every command finds its cluster by the same loading rules, see
+    kdra.kube.kubeconfig; `required` is kept for callers and means nothing more) and the client's rate
+    limit."""
+    p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
     p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     p.add_argument(
         "--kube-api-qps", type=float, default=qps, metavar="N", help=f"client QPS (default {qps:g})"
@@ -40,13 +42,19 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace) -> Any:
+def make_client(args: argparse.Namespace, **kw: Any) -> Any:
+    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them)."""
     from kdra.kube.client import KubeClient
 
-    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
-        raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
-    return KubeClient.from_kubeconfig(
-        args.kubeconfig, context=args.context, qps=args.kube_api_qps, burst=args.kube_api_burst
+    qps = getattr(args, "kube_api_qps", None)
+    burst = getattr(args, "kube_api_burst", None)
+    if qps is not None and burst is not None:
+        if qps < 0 or burst < 1:
+            raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
+        kw.setdefault("qps", qps)
+        kw.setdefault("burst", burst)
+    return KubeClient.from_config(
+        getattr(args, "kubeconfig", None), context=getattr(args, "context", None), **kw
     )
 
 
@@ -96,8 +104,12 @@ def register(subparsers: Any) -> None:
         "--metrics-listen",
         metavar="HOST:PORT",
         default=None,
-        help="also serve kdra exporter's metrics (and the scheduling-attempt histogram) from this scheduler",
+        help="serve /metrics (kdra exporter's metrics and the scheduling-attempt histogram), /healthz and "
+        "/readyz (informers synced, leader or standby) here, from start-up (default: not served)",
     )
+    from kdra.cli.serving import add_serving_args
+
+    add_serving_args(s)
     s.add_argument("-v", "--verbose", action="count", default=0)
     s.set_defaults(func=_scheduler)
 
@@ -150,12 +162,20 @@ def _scheduler(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         filter_errors=args.filter_errors,
     )
-    metrics_address = None
+    endpoint = None
     if args.metrics_listen:
+        from kdra.cli.serving import serving_options
         from kdra.observe.server import parse_listen
+        from kdra.observe.sources import SchedulerEndpoint
 
-        metrics_address = parse_listen(args.metrics_listen)
+        address = parse_listen(args.metrics_listen, "--metrics-listen")
+        options = serving_options(args)
     client = make_client(args)
+    if args.metrics_listen:
+        try:  # before the lease: probes of a standby are answered too
+            endpoint = SchedulerEndpoint(address, options)
+        except OSError as exc:
+            raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
     stopping = {"flag": False}
 
@@ -176,6 +196,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             renew_deadline=args.leader_elect_renew_deadline,
             retry_period=args.leader_elect_retry_period,
         ).start()
+        if endpoint is not None:
+            endpoint.elector = elector
+            endpoint.role = "standby"
         print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
         while not elector.is_leader:
             if stopping["flag"]:
@@ -183,11 +206,12 @@ def _scheduler(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(0.1)
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
+        if endpoint is not None:
+            endpoint.role = "starting"
     store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
     sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
-    metrics = None
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
         f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
@@ -202,19 +226,16 @@ def _scheduler(args: argparse.Namespace) -> int:
         profile = cProfile.Profile()
         profile.enable()
     try:
-        if metrics_address is not None:  # issue 9: the exporter beside the scheduler (kdra.observe)
-            from kdra.observe.sources import serve_beside_scheduler
-
-            try:
-                metrics = serve_beside_scheduler(store, sched, metrics_address)
-            except OSError as exc:
-                raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
+        if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
+            endpoint.attach(store, sched)
         while not stopping["flag"]:
             if elector is not None and not elector.is_leader:
                 # Exit at once, as kube-scheduler does: binding cycles still running must not write
                 # after another replica may have taken over.
                 print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
                 os._exit(1)
+            if endpoint is not None:
+                endpoint.tick()
             for r in sched.step(wait=0.5):
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
@@ -223,9 +244,9 @@ def _scheduler(args: argparse.Namespace) -> int:
             profile.disable()
             profile.dump_stats(os.environ["KDRA_PROFILE"])
         sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
-        if metrics is not None:
-            metrics.shutdown()
-            metrics.server_close()
+        if endpoint is not None:
+            endpoint.shutdown()
+            endpoint.server_close()
         store.stop()
         if elector is not None:
             elector.stop(release=code == 0)

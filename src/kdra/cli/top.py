@@ -15,12 +15,15 @@ def register(subparsers: Any) -> None:
         "top",
         help="show each node's devices with the claim and pod holding them",
         description="A terminal view, like `kubectl top`, of each node's devices with the claim and pod "
-        "holding them and their share of the device's capacity. Reads a live cluster (--kubeconfig) or a "
+        "holding them and their share of the device's capacity. Reads a live cluster (--kubeconfig, or "
+        "$KUBECONFIG, the in-cluster config, ~/.kube/config, as kubectl) or a "
         "file: Kubernetes objects (e.g. `kubectl get nodes,resourceslices,resourceclaims,pods -A -o yaml`) "
         "or a saved scrape of `kdra exporter` (`curl .../metrics > FILE`).",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--kubeconfig", metavar="FILE", help="read the cluster of this kubeconfig")
+    from kdra.cli.kube import KUBECONFIG_HELP
+
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
     src.add_argument("-f", "--filename", metavar="FILE", help="objects (YAML/JSON) or exporter metrics text")
     p.add_argument("--context", help="kubeconfig context (default: current-context)")
     p.add_argument("--node", help="only this node")
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         console = Console(width=250)  # piped: full rows, like kubectl, rather than 80 columns
     source = None
     state = None
-    if args.kubeconfig:
+    if not args.filename:
         from kdra.observe.kube import KubeSource, client_for, wait_ready
         from kdra.observe.model import FleetState
 
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         source = KubeSource(client_for(args.kubeconfig, args.context), state, kinds).start()
         if not wait_ready(source, 60):
             source.stop()
-            print(f"error: could not list the cluster: {source.errors}", file=sys.stderr)
+            print(f"error: could not read the cluster: {source.problem()}", file=sys.stderr)
             return 1
 
     def rows() -> list[Any]:
