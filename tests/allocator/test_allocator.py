@@ -121,9 +121,43 @@ def test_search_budget_turns_into_unschedulable_with_explanation() -> None:
     out = Allocator(
         CLASSES, [slice_("s", devs)], blocker, FeatureGates(), prune=False, max_steps=500
     ).allocate(node(), [c])
-    assert out.allocations is None
+    assert out.allocations is None and out.gave_up
     assert out.explanation is not None and out.explanation.search_limit_hit
-    assert "search stopped after" in str(out.explanation)
+    # It says it gave up, not that the claims do not fit.
+    assert str(out.explanation).startswith("node node-1: gave up searching for an allocation")
+    assert out.explanation.summary.startswith("gave up: the search stopped after")
+    assert "without finding an allocation or proving there is none" in str(out.explanation)
+    # With the exact pruning the same budget is enough to prove it does not fit (no group of 12 GPUs
+    # sharing a value is free): not gave up, and an explanation that says so.
+    out = Allocator(CLASSES, [slice_("s", devs)], blocker, FeatureGates(), max_steps=500).allocate(
+        node(), [c]
+    )
+    assert out.allocations is None and not out.gave_up
+    assert out.steps < 500
+    assert str(out.explanation).startswith("node node-1: cannot allocate all claims")
+
+
+def test_firstavailable_demand_counts_the_smallest_alternative() -> None:
+    # Two claims share three GPUs; one wants 2 or else 1 (firstAvailable), the other 2: together they
+    # need at least 3 of 3 - so the explanation must not say "need 4" (the first alternative only).
+    devs = [device(f"gpu-{i}") for i in range(3)]
+    first = claim(
+        "first",
+        {
+            "name": "r",
+            "firstAvailable": [
+                {"name": "two", "deviceClassName": "gpu", "count": 2},
+                {"name": "one", "deviceClassName": "gpu", "count": 1},
+            ],
+        },
+    )
+    second = claim("second", request("r", 2))
+    blocker = [allocated("x", "gpu-0")]
+    out = Allocator(CLASSES, [slice_("s", devs)], blocker, FeatureGates()).allocate(node(), [first, second])
+    assert out.allocations is None
+    assert "together the claims need 3 devices, but only 2 different usable devices exist" in str(
+        out.explanation
+    )
 
 
 def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:

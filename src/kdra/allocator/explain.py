@@ -165,7 +165,10 @@ class Explanation:
         }
 
     def __str__(self) -> str:
-        out = [f"node {self.node}: cannot allocate all claims"]
+        head = (
+            "gave up searching for an allocation" if self.search_limit_hit else "cannot allocate all claims"
+        )
+        out = [f"node {self.node}: {head}"]
         for reason in self.reasons:
             out.append(f"  {reason}")
         for r in self.requests:
@@ -553,7 +556,7 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
                 usable_by_request[rd.full_name] = usable
                 alternatives.append((rd, rex, usable))
                 si += 1
-            rd0, rex0, usable0 = alternatives[0]
+            rd0, rex0, _ = alternatives[0]
             if not any(r.fits_alone for _, r, _ in alternatives):
                 what = "any alternative of request" if len(alternatives) > 1 else "request"
                 if rd0.mode == "All" and len(alternatives) == 1:
@@ -571,11 +574,14 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
                         f"(needs {rex0.needed}, {rex0.usable} usable)"
                     )
             if not rd0.admin:
-                demand += rd0.num_devices
-                for dev in usable0:
-                    supply.setdefault(dev.id, dev)
-                    if run.features.consumable_capacity and dev.allow_multi:
-                        exclusive = False
+                # A request with alternatives (firstAvailable) needs at least what its smallest
+                # alternative takes, from the devices any alternative could use.
+                demand += min(rd.num_devices for rd, _, _ in alternatives)
+                for _, _, usable in alternatives:
+                    for dev in usable:
+                        supply.setdefault(dev.id, dev)
+                        if run.features.consumable_capacity and dev.allow_multi:
+                            exclusive = False
             ri += 1
         ex.reasons.extend(_constraint_reasons(run, ci, name, usable_by_request))
     if not ex.reasons and exclusive and demand > len(supply):
@@ -586,8 +592,11 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
     if not ex.reasons:
         ex.reasons.extend(_counter_reasons(run))
     if limit_hit:
-        ex.reasons.append(
-            f"search stopped after {run.steps} steps (limit {run.owner.max_steps}) without finding a solution"
+        # First: kdra gave up, it did not prove that the claims cannot fit.
+        ex.reasons.insert(
+            0,
+            f"gave up: the search stopped after {run.steps} steps (limit {run.owner.max_steps}) without "
+            "finding an allocation or proving there is none",
         )
     if not ex.reasons and not limit_hit:
         ex.reasons.extend(_what_if(run))
