@@ -261,15 +261,19 @@ def test_explain_export_and_allocate_read_the_live_cluster(
         assert main(["explain", "wants-h100", "-n", namespace, "--kubeconfig", kc]) == 1
         text = capsys.readouterr().out
         assert "fits on 0 of" in text
+        # grouped by reason: the two nodes with the class's devices fail the H100 selector
+        assert "2 fail selector #0 of request" in text and "devices have A100" in text
         assert f"node {nodes[0]}: cannot allocate all claims" in text
         assert "H100" in text and "A100" in text  # the selector and the value that failed it
         assert main(["explain", "wants-h100", "-n", namespace, "--kubeconfig", kc, "-o", "json"]) == 1
         data = json.loads(capsys.readouterr().out)
         per_node = {n["node"]: n for n in data["nodes"]}
         assert not per_node[nodes[0]]["fits"] and per_node[nodes[0]]["details"]["requests"]
+        assert per_node[nodes[0]]["reason"].startswith("fail selector #0 of request")
+        assert data["summary"]["nodes"] == len(data["nodes"])
 
         out = tmp_path / "cluster.yaml"
-        assert main(["export", "--kubeconfig", kc, "-o", str(out)]) == 0
+        assert main(["export", "--kubeconfig", kc, "--output-file", str(out)]) == 0
         kinds = {d["kind"] for d in yaml.safe_load_all(out.read_text()) if d}
         assert {
             "Node",

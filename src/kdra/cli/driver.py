@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kdra.cli.common import add_limit_args, limits
 from kdra.errors import InputError
 
 
@@ -93,7 +94,7 @@ def _nvml(args: argparse.Namespace) -> int:
 
 def _register_sim(sub: Any) -> None:
     """`kdra driver sim`: kdra.kube.driver publishes a fleet to a live cluster."""
-    from kdra.cli.gates import add_gate_flags
+    from kdra.cli.common import add_gates_arg
     from kdra.cli.kube import add_kube_args
 
     s = sub.add_parser(
@@ -108,7 +109,8 @@ def _register_sim(sub: Any) -> None:
     )
     s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
-    add_gate_flags(s, feature_gates=False)
+    add_limit_args(s)
+    add_gates_arg(s, feature_gates=False)
     s.set_defaults(func=_sim)
 
 
@@ -124,6 +126,7 @@ def _sim(args: argparse.Namespace) -> int:
             watch=args.watch,
             interval=args.interval,
             kubernetes_version=args.kubernetes_version,
+            **limits(args),
         )
     except KeyboardInterrupt:
         return 0

@@ -9,6 +9,7 @@ import sys
 import threading
 from typing import Any
 
+from kdra.cli.common import add_limit_args, limits
 from kdra.errors import InputError
 
 
@@ -52,12 +53,52 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--once",
         action="store_true",
-        help="print the metrics once to stdout and exit (after the initial list, or at the end of the "
-        "simulation) instead of serving them",
+        help="print the metrics once to stdout and exit instead of serving them: a cluster's after the "
+        "initial list; a simulation's at the moment --at names",
     )
+    p.add_argument(
+        "--at",
+        default="peak",
+        metavar="DURATION|peak|end",
+        help="--once --from-simulation: the simulated moment to print: a time from the start (12h, 3d), "
+        "`peak` (the instant the most GPU-equivalents were allocated; the default) or `end` (when the "
+        "workload is over, often an empty fleet)",
+    )
+    add_limit_args(p, nodes=True, pods=True)
     p.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (API requests)")
     add_serving_args(p)
     p.set_defaults(func=run)
+
+
+class _Snapshot:
+    """The exporter's text at the simulated moment --at names, taken while the simulation runs."""
+
+    def __init__(self, state: Any, at: str) -> None:
+        from kdra.sim.durations import parse_duration
+
+        self.state = state
+        self.mode = at if at in ("peak", "end") else "time"
+        self.until = parse_duration(at, "--at") if self.mode == "time" else 0.0
+        self.text: bytes | None = None
+        self.when = 0.0
+        self.best = -1.0
+
+    def allocated(self) -> float:
+        with self.state.lock:
+            return float(sum(row[3] for row in self.state.groups.values()))
+
+    def __call__(self, now: float) -> bool:
+        if self.mode == "time":
+            if now > self.until:
+                return True  # the snapshot taken at the last instant up to --at stands
+            self.text, self.when = self.state.render(), now
+            return False
+        if self.mode == "peak":
+            value = self.allocated()
+            if value > self.best:
+                self.best = value
+                self.text, self.when = self.state.render(), now
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,14 +136,26 @@ def run(args: argparse.Namespace) -> int:
     else:
         from kdra.observe.sources import SimulationSource
 
+        snapshot = _Snapshot(state, args.at) if args.once else None
         sim = SimulationSource(
-            state, args.fleet, args.workload, args.seed, speed=0 if args.once else args.speed
+            state, args.fleet, args.workload, args.seed, speed=0 if args.once else args.speed, **limits(args)
         )
-        if args.once:
+        if snapshot is not None:
+            from kdra.sim.durations import format_duration
+
+            sim.on_instant = snapshot
             sim.run()
             if sim.error is not None:
                 raise sim.error
-            sys.stdout.buffer.write(state.render())
+            if snapshot.text is None or snapshot.mode == "end":
+                snapshot.text, snapshot.when = state.render(), sim.simulated_now
+            what = {"peak": f"peak allocation, {max(snapshot.best, 0):,.1f} GPU-equivalents", "end": "end"}
+            print(
+                f"kdra exporter: metrics at simulated time {format_duration(snapshot.when)} "
+                f"({what.get(snapshot.mode, '--at ' + args.at)})",
+                file=sys.stderr,
+            )
+            sys.stdout.buffer.write(snapshot.text)
             return 0
         sim.start()
         stop.append(sim.stop)

@@ -2,8 +2,8 @@
 
 kdra scheduler --kubeconfig FILE [--scheduler-name kdra] [--kube-api-qps N --kube-api-burst N]
                [--leader-elect] [--leader-elect-lease-duration S ...]
-kdra explain POD [-n NAMESPACE] --kubeconfig FILE [-o text|json]
-kdra export --kubeconfig FILE -o FILE [-n NAMESPACE]
+kdra explain [POD] [-n NAMESPACE | -A] --kubeconfig FILE [-o text|json] [--nodes N | -v]
+kdra export --kubeconfig FILE [--output-file FILE] [-o yaml|json] [-n NAMESPACE | -A]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from kdra.cli.gates import add_gate_flags, gates_from_args
+from kdra.cli.common import add_gates_arg, add_namespace_args
 from kdra.errors import InputError
 
 KUBECONFIG_HELP = (
@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
-    add_gate_flags(s)
+    add_gates_arg(s)
     s.add_argument(
         "--filter-errors",
         choices=("fail-pod", "skip-node"),
@@ -115,16 +115,26 @@ def register(subparsers: Any) -> None:
 
     e = subparsers.add_parser(
         "explain",
-        help="say why a pod's claims do not fit, per node, on a live cluster",
-        description="Explain, per node, which selector, counter, taint or constraint stopped which device "
-        "for a pending pod's ResourceClaims (read-only).",
+        help="say why a pod does not fit: nodes grouped by reason, then the nearest nodes, on a live cluster",
+        description="Explain why a pod does or does not fit: every node is checked as kube-scheduler's "
+        "filters would (selectors, affinity, taints, resources), then for its ResourceClaims by kdra's "
+        "allocator; the nodes are grouped by reason, and the nearest ones shown in full (which selector, "
+        "counter, taint or constraint stopped which device). Without POD, every pending pod of the "
+        "namespace (-A: of every namespace). Read-only.",
     )
-    e.add_argument("pod", metavar="POD")
-    e.add_argument("-n", "--namespace", default=None)
+    e.add_argument("pod", metavar="POD", nargs="?", default=None)
+    add_namespace_args(e, "pending pods")
     add_kube_args(e)
-    add_gate_flags(e)
+    add_gates_arg(e)
     e.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    e.add_argument("--nodes", type=int, default=10, help="nodes to detail in text output (default 10)")
+    e.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="nearest nodes to detail after the summary (default 3)",
+    )
+    e.add_argument("-v", "--verbose", action="store_true", help="detail every node")
     e.set_defaults(func=_explain)
 
     x = subparsers.add_parser(
@@ -134,9 +144,23 @@ def register(subparsers: Any) -> None:
         "ResourceClaimTemplates and Pods (read-only) as a v1 List.",
     )
     add_kube_args(x)
-    x.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write ('-': stdout)")
-    x.add_argument("-n", "--namespace", default=None, help="only this namespace's claims, templates and pods")
-    x.add_argument("--format", choices=("yaml", "json"), default=None, help="default: by the file's suffix")
+    x.add_argument(
+        "--output-file",
+        dest="output_file",
+        default=None,
+        metavar="FILE",
+        help="file to write (default '-': stdout)",
+    )
+    x.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="yaml|json",
+        help="output format (default: by the file's suffix, else yaml); `-o FILE` is the deprecated "
+        "spelling of --output-file FILE",
+    )
+    add_namespace_args(x, "claims, templates and pods")
+    x.add_argument("--format", choices=("yaml", "json"), default=None, help=argparse.SUPPRESS)
     x.set_defaults(func=_export)
 
 
@@ -155,7 +179,9 @@ def _scheduler(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    gates = gates_from_args(args)
+    from kdra.cli.common import feature_gates
+
+    gates = feature_gates(args)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring),
         features=gates,
@@ -257,41 +283,83 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from kdra.cli.common import feature_gates, namespace_filter, positive_int
     from kdra.kube.explain import explain_pod
 
+    positive_int("--nodes", args.nodes, 0)
     client = make_client(args)
-    ns = args.namespace or client.config.namespace
-    gates = gates_from_args(args)
-    report = explain_pod(client, args.pod, ns, gates)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    only_ns = namespace_filter(args)
+    gates = feature_gates(args)
+    shown = None if args.verbose else args.nodes
+    if args.pod:
+        if args.all_namespaces:
+            raise InputError("-A/--all-namespaces: Forbidden: a pod is named; give its namespace with -n")
+        targets = [(only_ns or client.config.namespace, args.pod)]
     else:
-        sys.stdout.write(report.text(max_nodes=args.nodes))
-    return 0 if report.fits or report.bound else 1
+        pending = client.list(
+            "Pod", None if only_ns is None and args.all_namespaces else only_ns or client.config.namespace
+        )
+        targets = [
+            (p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+            for p in pending
+            if not (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        if not targets:
+            where = (
+                "any namespace" if args.all_namespaces else f"namespace {only_ns or client.config.namespace}"
+            )
+            print(f"No pending pods in {where}", file=sys.stderr)
+            return 0
+    reports = [explain_pod(client, name, ns, gates) for ns, name in targets]
+    if args.output == "json":
+        docs = [r.to_dict(shown) for r in reports]
+        sys.stdout.write(json.dumps(docs[0] if args.pod else docs, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write("\n".join(r.text(max_nodes=shown) for r in reports))
+    return 0 if all(r.fits or r.bound for r in reports) else 1
 
 
 # -- export ---------------------------------------------------------------------------------------------
 
+_FORMATS = ("yaml", "json")
+
 
 def _export(args: argparse.Namespace) -> int:
     from kdra.api.load import dump_json, dump_yaml
+    from kdra.cli.common import namespace_filter
     from kdra.kube.export import export_objects
 
+    target = args.output_file
+    fmt = args.format
+    if args.output is not None:
+        if args.output in _FORMATS:
+            fmt = args.output
+        elif target is None:  # the old spelling: -o FILE
+            print(
+                f"Warning: `-o {args.output}` as the file to write is deprecated; use --output-file "
+                f"{args.output} (-o is the output format, yaml or json)",
+                file=sys.stderr,
+            )
+            target = args.output
+        else:
+            raise InputError(f"-o/--output: Unsupported value: {args.output!r}: supported values: yaml, json")
+    target = target or "-"
     client = make_client(args)
-    objs = export_objects(client, args.namespace)
-    fmt = args.format or ("json" if args.output.endswith(".json") else "yaml")
+    objs = export_objects(client, namespace_filter(args))
+    fmt = fmt or ("json" if target.endswith(".json") else "yaml")
     text = dump_json(objs) if fmt == "json" else dump_yaml(objs)
-    if args.output == "-":
+    if target == "-":
         sys.stdout.write(text)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
+            with open(target, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
-            raise InputError(f"-o {args.output}: {e.strerror or e}") from None
+            raise InputError(f"--output-file {target}: {e.strerror or e}") from None
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1
         summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-        print(f"wrote {summary or 'nothing'} to {args.output}", file=sys.stderr)
+        print(f"wrote {summary or 'nothing'} to {target}", file=sys.stderr)
     return 0

@@ -29,6 +29,7 @@ from typing import Any
 from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
 from kdra.kube.binder import BindJob
 from kdra.kube.client import UnavailableError
+from kdra.kube.explain import unschedulable_messages
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
@@ -38,7 +39,7 @@ from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, Sch
 
 log = logging.getLogger("kdra.kube.scheduler")
 
-MAX_MESSAGE = 8 * 1024  # condition and Event messages: the explanation is cut here
+MAX_MESSAGE = 8 * 1024  # the PodScheduled message limit (kdra.kube.explain builds the messages)
 
 
 def now_rfc3339() -> str:
@@ -228,9 +229,7 @@ class KubeScheduler(Scheduler):
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
     ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
-        text = message if explanation is None else f"{message}\n{explanation}"
-        if len(text) > MAX_MESSAGE:
-            text = text[: MAX_MESSAGE - 20] + "\n... (truncated)"
+        text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
         current = self.store.try_get("Pod", pi.name, pi.namespace)
         if current is not None and not (current.get("spec") or {}).get("nodeName"):
@@ -257,7 +256,7 @@ class KubeScheduler(Scheduler):
                         ),
                     )
                 if self._event_text.get(pi.uid) != text:
-                    self._post_event(current, "FailedScheduling", text)
+                    self._post_event(current, "FailedScheduling", event_text)
                     self._event_text[pi.uid] = text
             except StoreError as e:
                 log.info("recording why %s is unschedulable: %s", pi.key, e)

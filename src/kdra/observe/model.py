@@ -158,6 +158,7 @@ class PodRec:
     claims: tuple[str, ...]
     need: int | None
     queue: str
+    message: str = ""  # first line of the PodScheduled=False message, for `kdra top`'s pending list
 
 
 CLAIM_DEVICE_LABELS = (
@@ -1196,6 +1197,7 @@ def _pod_record(obj: Obj) -> PodRec:
     terminal = phase in ("Succeeded", "Failed")
     pending = not node and not terminal and not meta.get("deletionTimestamp")
     reason = ""
+    message = ""
     node_reasons: tuple[str, ...] = ()
     if pending:
         if spec.get("schedulingGates"):
@@ -1203,6 +1205,7 @@ def _pod_record(obj: Obj) -> PodRec:
         elif cond is not None and cond.get("status") == "False":
             reason = cond.get("reason") or "Unschedulable"
             node_reasons = _node_reasons(cond.get("message") or "")
+            message = (cond.get("message") or "").split("\n", 1)[0][:300]
         else:
             reason = "NotYetAttempted"
     claims = []
@@ -1221,7 +1224,9 @@ def _pod_record(obj: Obj) -> PodRec:
         for k in QUEUE_REFS:
             if src.get(k) and not queue:
                 queue = str(src[k])
-    return PodRec(meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
+    return PodRec(
+        meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue, message
+    )
 
 
 def _request_memory(req: Mapping[str, Any]) -> int | None:

@@ -128,15 +128,19 @@ class SimulationSource:
         seed: int = 0,
         speed: float = 3600.0,
         config: Any = None,
+        *,
+        max_nodes: int | None = None,
+        max_pods: int | None = None,
     ) -> None:
         from kdra.fleets import load_fleet, render
+        from kdra.fleets.spec import MAX_NODES
         from kdra.sim.engine import DRA, Simulation
         from kdra.sim.runner import load_workload
 
         self.state = state
         self.speed = speed
-        fl = load_fleet(fleet)
-        wl = load_workload(workload, seed)
+        fl = load_fleet(fleet, max_nodes=max_nodes or MAX_NODES)
+        wl = load_workload(workload, seed, max_pods)
         objects = render(fl, dra=True, legacy=False)
         self.sim = Simulation(objects, wl, DRA, config=config, seed=seed, dra_objects=objects)
         attach_store(state, self.sim.store)
@@ -147,6 +151,9 @@ class SimulationSource:
         self._last_queue_report = 0.0
         self.error: BaseException | None = None
         self.simulated_now = 0.0
+        # Called after each simulated instant with its time; returning True ends the run there
+        # (`kdra exporter --once --at`: the snapshot is taken by the caller).
+        self.on_instant: Callable[[float], bool] | None = None
 
     def _progress(self, now: float, horizon: float) -> None:
         self.simulated_now = now
@@ -156,6 +163,8 @@ class SimulationSource:
             self._last_queue_report = wall
             self.state.set_queue_report(gq.queue_report())
         if self._stop.is_set():
+            raise _Stopped()
+        if self.on_instant is not None and self.on_instant(now):
             raise _Stopped()
         if self.speed > 0:
             due = self._t0 + now / self.speed

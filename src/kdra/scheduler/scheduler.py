@@ -544,6 +544,18 @@ class Scheduler:
                     counts[r] += 1
                 if explanation is None and st.explanation is not None:
                     explanation = st.explanation
+            if explanation is not None:  # every node's verdict, for messages that group nodes by reason
+                from kdra.scheduler.nodefit import FitFailure
+
+                nodes = self.cache.nodes
+                explanation = FitFailure(
+                    explanation,
+                    [
+                        (nodes[i].name, results[i][1])
+                        for i in sorted(results)
+                        if i < len(nodes) and results[i][1] is not None
+                    ],
+                )
             if entry is not None:
                 entry.summary = (entry.version, (counts, plugins, explanation, has_error))
         plugins = set(plugins)
