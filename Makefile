@@ -24,7 +24,8 @@ typecheck: venv
 	$(BIN)/mypy
 
 # The allocator oracle (the real k8s.io/dynamic-resource-allocation per Kubernetes version, tests/oracle):
-# built from the Go module proxy on first use into ~/.cache/kdra/oracle (about 2 min cold, then cached).
+# built from the Go module proxy on first use into ~/.cache/kdra/oracle (cold: about 4 CPU-minutes for both
+# versions, 8-19 min wall on the loaded shared machine; then cached).
 oracle:
 	tests/oracle/build.sh >/dev/null
 
