@@ -31,8 +31,8 @@ from typing import Any
 import yaml
 
 from kdra.allocator import Allocator, FeatureGates, NodeAllocationError
-from kdra.allocator.features import SUPPORTED_VERSIONS
-from kdra.errors import AllocationError
+from kdra.allocator.features import DEFAULTS, SUPPORTED_VERSIONS
+from kdra.errors import AllocationError, InputError
 from kdra.testing.oracle import Oracle
 from kdra.testing.worlds import World, random_world
 
@@ -201,6 +201,8 @@ def _items(world: World, path: tuple[Any, ...]) -> list[Any]:
     """The list at `path`: a World attribute, then keys and indexes into it."""
     node: Any = getattr(world, path[0])
     for key in path[1:]:
+        if isinstance(node, dict) and key not in node:
+            return []  # e.g. a slice with only sharedCounters
         node = node[key]
     return node if isinstance(node, list) else []
 
@@ -211,9 +213,37 @@ def _without(world: World, path: tuple[Any, ...], i: int) -> World:
     return w
 
 
+def _without_request(world: World, gi: int, ci: int, ri: int) -> World:
+    """The claim without one request, and without the constraints' and configs' references to it."""
+    w = world.copy()
+    devices = w.groups[gi][ci]["spec"]["devices"]
+    name = devices["requests"].pop(ri)["name"]
+    for entry in [*(devices.get("constraints") or []), *(devices.get("config") or [])]:
+        if entry.get("requests"):
+            entry["requests"] = [r for r in entry["requests"] if r.split("/")[0] != name] or None
+            if entry["requests"] is None:
+                del entry["requests"]
+    return w
+
+
+def _api_valid(world: World) -> bool:
+    """What a cluster of every supported release would accept (a shrunk case must stay a real input)."""
+    from kdra.api.validation import validate_objects
+
+    try:
+        for version in SUPPORTED_VERSIONS:
+            validate_objects(
+                world.objects(), list_type_attributes=True, features=features_for(world, version)
+            )
+    except InputError:
+        return False
+    return True
+
+
 def _candidates(world: World) -> Iterable[World]:
     """Smaller variants of `world`, coarse first: whole groups, nodes, in-use claims, slices and classes,
-    then claims, devices, constraints and configs, requests, and gate overrides."""
+    then claims, devices, constraints and configs, requests, gate overrides, and last single selectors,
+    attributes, capacities and labels."""
     paths: list[tuple[Any, ...]] = [("groups",), ("nodes",), ("allocated",), ("slices",), ("classes",)]
     paths += [("groups", gi) for gi in range(len(world.groups))]
     paths += [("slices", si, "spec", "devices") for si in range(len(world.slices))]
@@ -231,23 +261,40 @@ def _candidates(world: World) -> Iterable[World]:
                     v = world.copy()
                     del v.groups[gi][ci]["spec"]["devices"][key]
                     yield v
-            requests = ("groups", gi, ci, "spec", "devices", "requests")
             if len(devices["requests"]) > 1:
                 for ri in range(len(devices["requests"]) - 1, -1, -1):
-                    yield _without(world, requests, ri)
+                    yield _without_request(world, gi, ci, ri)
     for gate in list(world.gate_overrides):
         v = world.copy()
         del v.gate_overrides[gate]
         yield v
+    # Finest: a class's selectors, a device's attributes and capacities, a node's labels.
+    for ci, cls in enumerate(world.classes):
+        for i in range(len(cls["spec"].get("selectors") or []) - 1, -1, -1):
+            yield _without(world, ("classes", ci, "spec", "selectors"), i)
+    for si, sl in enumerate(world.slices):
+        for di, dev in enumerate(sl["spec"].get("devices") or []):
+            for key in ("attributes", "capacity"):
+                for name in list(dev.get(key) or {}):
+                    v = world.copy()
+                    del v.slices[si]["spec"]["devices"][di][key][name]
+                    yield v
+    for ni, node in enumerate(world.nodes):
+        for label in list((node.get("metadata") or {}).get("labels") or {}):
+            v = world.copy()
+            del v.nodes[ni]["metadata"]["labels"][label]
+            yield v
 
 
-def shrink(world: World, still_fails: Callable[[World], bool], budget: int = 400) -> World:
+def shrink(world: World, still_fails: Callable[[World], bool], budget: int = 2000) -> World:
     """Greedy: keep the first smaller variant that still fails, until none does (or the budget ends)."""
     tries = 0
     improved = True
     while improved and tries < budget:
         improved = False
         for cand in _candidates(world):
+            if not _api_valid(cand):
+                continue
             tries += 1
             try:
                 failing = still_fails(cand)
@@ -470,6 +517,91 @@ def save_case(
     return path
 
 
+def _outcomes(answer: Obj) -> list[tuple[str, str]]:
+    return [(g["outcome"], str(g.get("error", ""))) for g in answer.get("groups") or []]
+
+
+def version_difference(world: World, oracles: dict[str, Oracle], timeout: float) -> str | None:
+    """Where the two releases' real allocators answer a world differently (both deterministic), the
+    class of the difference: such a world pins a behaviour that `--kubernetes-version` must switch.
+    Only worlds whose outcomes do not depend on the order nodes are tried in count (kube-scheduler
+    scores nodes, kdra takes them by name; a corpus case must hold on a real cluster too)."""
+    old, new = SUPPORTED_VERSIONS[0], SUPPORTED_VERSIONS[-1]
+    answers = {v: oracles[v].run_one(oracle_case(world, v, str(world.seed), timeout)) for v in (old, new)}
+    if any(a.get("variant") == "stable" or a.get("fatal") for a in answers.values()):
+        return None
+    if any(g["outcome"] == "timeout" for a in answers.values() for g in a.get("groups") or []):
+        return None
+    if len(world.nodes) > 1:
+        for v in (old, new):
+            case = oracle_case(world, v, str(world.seed), timeout)
+            case["nodes"] = case["nodes"][::-1]
+            if _outcomes(oracles[v].run_one(case)) != _outcomes(answers[v]):
+                return None
+    sig = compare(answers[old].get("groups") or [], answers[new])
+    if sig is None:
+        return None
+    sig = sig.replace("kdra=", f"{old}=").replace("upstream=", f"{new}=")
+    if " error text " in sig:  # one class per kind of message, not one for every message
+        texts = [_first_error(answers[v]) for v in (old, new)]
+        return f"error text {_message_kind(texts[0])!r} -> {_message_kind(texts[1])!r}"
+    return _signature(sig)
+
+
+def _first_error(answer: Obj) -> str:
+    return next((str(g.get("error", "")) for g in answer.get("groups") or [] if "error" in g), "")
+
+
+def _message_kind(text: str) -> str:
+    """A message without its names and numbers (and the claim/request prefix), cut short."""
+    import re
+
+    return re.sub(r"\S*\d\S*|'[^']*'", "#", text.split(": ", 1)[-1])[:32]
+
+
+def save_version_case(
+    world: World, oracles: dict[str, Oracle], folder: Path, timeout: float = ORACLE_TIMEOUT_SECONDS
+) -> Path | None:
+    """Shrink a world on which 1.36 and 1.37 differ (keeping the class of the difference) and write it as
+    a corpus case holding for both releases: `expect` the newest one's answer, `expectByVersion` the
+    older one's. None when the world's gates are not what a cluster of either release would run."""
+    from kdra.testing.corpus import effective_gates  # corpus imports nothing from here
+
+    for v in SUPPORTED_VERSIONS:
+        if {**DEFAULTS[v], **effective_gates({"featureGates": world.gate_overrides}, v)} != world.gates(v):
+            return None
+    cls = version_difference(world, oracles, timeout)
+    if cls is None:
+        return None
+    small = shrink(world, lambda w: version_difference(w, oracles, timeout) == cls)
+    old, new = SUPPORTED_VERSIONS[0], SUPPORTED_VERSIONS[-1]
+    answers = {v: oracles[v].run_one(oracle_case(small, v, str(small.seed), timeout)) for v in (old, new)}
+    case = corpus_case(small, new, answers[new], cls)
+    del case["kubernetesVersion"]
+    digest = case["name"].rsplit("-", 1)[1]
+    case["name"] = f"diff-versions-{digest}"
+    case["description"] = (
+        f"Kubernetes {old} and {new} answer differently (found by the differential test, seed "
+        f"{world.seed}): {cls}. Both expectations recorded from the real allocators (kdra.testing.oracle)."
+    )
+    case["cites"] = [
+        f"k8s.io/dynamic-resource-allocation/structured ({answers[v].get('variant')} allocator, "
+        f"Kubernetes {v})"
+        for v in (new, old)
+    ]
+    if world.gate_overrides:
+        case["featureGates"] = dict(sorted(small.gate_overrides.items()))
+    ordered: Obj = {}
+    for k, val in case.items():
+        ordered[k] = val
+        if k == "expect":
+            ordered["expectByVersion"] = {old: corpus_case(small, old, answers[old], cls)["expect"]}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{ordered['name']}.yaml"
+    path.write_text(yaml.safe_dump(ordered, sort_keys=False, width=110))
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m kdra.testing.differential", description=__doc__.split("\n")[0]
@@ -478,9 +610,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="first seed")
     p.add_argument("--version", action="append", choices=SUPPORTED_VERSIONS, help="only these versions")
     p.add_argument("--save", type=Path, help="shrink disagreements and save them as corpus cases here")
+    p.add_argument(
+        "--version-cases",
+        type=Path,
+        metavar="DIR",
+        help="instead: save (shrunk) worlds on which the releases' real allocators differ, one per class",
+    )
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     versions = args.version or list(SUPPORTED_VERSIONS)
+    if args.version_cases:
+        return _version_cases(range(args.seed, args.seed + args.n), args.version_cases)
     t0 = time.perf_counter()
     report = run(
         range(args.seed, args.seed + args.n),
@@ -491,6 +631,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.summary())
     print(f"{time.perf_counter() - t0:.1f} s wall")
     return 0 if not report.failures else 1
+
+
+def _version_cases(seeds: Iterable[int], folder: Path) -> int:
+    seen: set[str] = set()
+    with Oracle(SUPPORTED_VERSIONS[0]) as old, Oracle(SUPPORTED_VERSIONS[-1]) as new:
+        oracles = {SUPPORTED_VERSIONS[0]: old, SUPPORTED_VERSIONS[-1]: new}
+        for seed in seeds:
+            world = random_world(seed)
+            cls = version_difference(world, oracles, ORACLE_TIMEOUT_SECONDS)
+            if cls is None or cls in seen:
+                continue
+            path = save_version_case(world, oracles, folder)
+            if path is not None:
+                seen.add(cls)
+                print(f"seed {seed}: {cls} -> {path}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
