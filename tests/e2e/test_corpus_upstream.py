@@ -1,6 +1,6 @@
 """Scope 5, differential conformance: every case of the scenario corpus through the real kube-scheduler
 (kdra.testing.upstream on the fixture), compared with the verdict the corpus recorded on upstream's
-allocator and with `kdra allocate` on the same objects. Part of `make test` (226 cases, about 12 minutes);
+allocator and with `kdra allocate` on the same objects. Part of `make test` (240 cases, about 12 minutes);
 KDRA_E2E_CORPUS=0 leaves it out of a quick local run.
 
 Compared: invalid objects (the API server's 422 names the recorded field; kdra exits 2), fit or no fit

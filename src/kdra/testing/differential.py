@@ -636,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _version_cases(seeds: Iterable[int], folder: Path) -> int:
     seen: set[str] = set()
     with Oracle(SUPPORTED_VERSIONS[0]) as old, Oracle(SUPPORTED_VERSIONS[-1]) as new:
-        oracles = {SUPPORTED_VERSIONS[0]: old, SUPPORTED_VERSIONS[-1]: new}
+        oracles: dict[str, Oracle] = {SUPPORTED_VERSIONS[0]: old, SUPPORTED_VERSIONS[-1]: new}
         for seed in seeds:
             world = random_world(seed)
             cls = version_difference(world, oracles, ORACLE_TIMEOUT_SECONDS)
