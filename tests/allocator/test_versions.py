@@ -142,3 +142,47 @@ def test_cel_runtime_errors_name_the_device_in_1_37() -> None:
         "consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
         "for optional fields"
     )
+
+
+def test_all_with_consumable_capacity_drops_full_devices_in_1_36_and_fails_in_1_37() -> None:
+    # Two shareable NICs of 10G; nic0 already gives 8G to another claim. An All request for 4G each:
+    # 1.36 leaves nic0 out of the All set and allocates nic1 alone; 1.37 collects both (static capacity
+    # suffices), then fails on nic0 -- or, with firstAvailable, takes the next alternative.
+    nic = {"allowMultipleAllocations": True, "capacity": {"bw": {"value": "10G"}}}
+    slices = [
+        slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": n, **nic} for n in ("nic0", "nic1")])
+    ]
+    used = {
+        "metadata": {"name": "used", "namespace": "default"},
+        "spec": {"devices": {"requests": []}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "r",
+                            "driver": "a.example.com",
+                            "pool": "p",
+                            "device": "nic0",
+                            "shareID": "7d3c1f2e-0000-4000-8000-000000000001",
+                            "consumedCapacity": {"bw": "8G"},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    classes = [cls("na", "a.example.com")]
+    all_4g = {"deviceClassName": "na", "allocationMode": "All", "capacity": {"requests": {"bw": "4G"}}}
+    c = claim("c", {"name": "r", "exactly": all_4g})
+    got = Allocator(classes, slices, [used], V136).allocate(N1, [c]).allocations
+    assert got is not None and [r["device"] for r in got[0]["devices"]["results"]] == ["nic1"]
+    assert Allocator(classes, slices, [used], V137).allocate(N1, [c]).allocations is None
+    one = {"deviceClassName": "na", "capacity": {"requests": {"bw": "1G"}}}
+    fa = claim("fa", {"name": "r", "firstAvailable": [{"name": "all", **all_4g}, {"name": "one", **one}]})
+    got = Allocator(classes, slices, [used], V137).allocate(N1, [fa]).allocations
+    assert got is not None
+    assert [(r["request"], r["device"]) for r in got[0]["devices"]["results"]] == [("r/one", "nic0")]
+    got = Allocator(classes, slices, [used], V136).allocate(N1, [fa]).allocations
+    assert got is not None
+    assert [(r["request"], r["device"]) for r in got[0]["devices"]["results"]] == [("r/all", "nic1")]
