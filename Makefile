@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap
+.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -46,9 +46,14 @@ differential: venv oracle
 # cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
 # few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md. The chart tests build helm on first use
 # (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root filesystem (hack/image/rootfs.sh,
-# ~/.cache/kdra/image), with Debian's debootstrap, installed when missing.
-e2e: venv prometheus debootstrap
+# ~/.cache/kdra/image), with Debian's debootstrap, installed when missing. KWOK (hack/k8s/kwok/build.sh,
+# ~/.cache/kdra/kwok) is the test nodes' kubelet.
+e2e: venv prometheus debootstrap kwok
 	$(BIN)/pytest -p no:xdist -m e2e
+
+# KWOK v0.8.0 (the e2e test nodes' kubelet), built once into ~/.cache/kdra/kwok by hack/k8s/kwok/build.sh.
+kwok:
+	bash hack/k8s/kwok/build.sh >/dev/null
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:

@@ -31,6 +31,7 @@ class DeviceFleet:
     devices: int
     driver: str = "dev.kdra.test"
     node_names: list[str] = field(default_factory=list)
+    kubelet: bool = True  # KWOK runs the pods bound to these nodes (False: nothing does)
 
     @property
     def device_class(self) -> str:
@@ -48,7 +49,7 @@ class DeviceFleet:
         self.node_names = [f"{self.prefix}-n{i:03d}" for i in range(self.nodes)]
 
         def one(name: str) -> None:
-            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix})
+            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix}, kubelet=self.kubelet)
             self.kube.create(
                 {
                     "apiVersion": "resource.k8s.io/v1",
@@ -176,6 +177,15 @@ class KdraProcess:
         except OSError:
             return ""
 
+    def freeze(self) -> None:
+        """SIGSTOP the whole process (every thread at once), as a VM pause or a frozen cgroup does."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no lease release, no clean-up (a crash)."""
         if self.running():
@@ -187,6 +197,7 @@ class KdraProcess:
         if self.running():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen process only gets SIGTERM once thawed
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -44,6 +44,12 @@ RARE: dict[tuple[str, str, str], str] = {
     ("get", "resourceclaims", ""): "KubeStore.refresh re-reads a claim after a 409",
     ("create", "resourceclaims", ""): "extended-resource claims (KEP-5004), as kube-scheduler creates them",
     ("update", "resourceclaims", "binding"): "authorization only: 1.36 checks it on status.allocation writes",
+    ("create", "pods", "eviction"): "the session evicts victims of preemption and reclaim, and stale gangs",
+    ("delete", "pods", ""): "eviction's fallback where the Eviction API is not allowed (as kube-scheduler)",
+    ("patch", "podgroups", "status"): "the session writes PodGroup status (kdra, upstream, KAI, Volcano)",
+    ("patch", "queues", "status"): "the session writes kdra Queue status",
+    ("create", "devicetaintrules", ""): "kdra.kube.conflicts quarantines a device released from a conflict",
+    ("delete", "devicetaintrules", ""): "kdra.kube.conflicts ends a quarantine once no claim holds it",
 }
 
 
@@ -216,6 +222,8 @@ def requests_made(output: str) -> set[tuple[str, str, str]]:
         path, _, query = url.partition("?")
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
         verb, _group, resource, sub = request_info(method, path, params)
+        if not resource or resource.startswith("/"):
+            continue  # discovery (/apis, /apis/GROUP/VERSION): granted to everyone by system:discovery
         out.add((verb, resource, sub))
     return out
 

@@ -42,8 +42,11 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace, **kw: Any) -> Any:
-    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them)."""
+def make_client(args: argparse.Namespace, component: str = "", **kw: Any) -> Any:
+    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them);
+    `component` ("scheduler/<identity>") goes into the User-Agent, so the API server's audit log tells
+    replicas apart."""
+    from kdra import __version__
     from kdra.kube.client import KubeClient
 
     qps = getattr(args, "kube_api_qps", None)
@@ -53,6 +56,8 @@ def make_client(args: argparse.Namespace, **kw: Any) -> Any:
             raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
         kw.setdefault("qps", qps)
         kw.setdefault("burst", burst)
+    if component:
+        kw.setdefault("user_agent", f"kdra/{__version__} ({component})")
     return KubeClient.from_config(
         getattr(args, "kubeconfig", None), context=getattr(args, "context", None), **kw
     )
@@ -91,6 +96,19 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
+    s.add_argument(
+        "--owned-nodes",
+        default=None,
+        metavar="SELECTOR",
+        help="partition with kube-scheduler: place pods only on the nodes this label selector matches "
+        "(taint them kdra.dev/scheduler=<scheduler name>:NoSchedule to keep kube-scheduler off)",
+    )
+    s.add_argument(
+        "--owned-device-classes",
+        default=None,
+        metavar="NAME,...",
+        help="partition with kube-scheduler: allocate only claims whose requests name these DeviceClasses",
+    )
     add_gates_arg(s)
     s.add_argument(
         "--filter-errors",
@@ -100,6 +118,33 @@ def register(subparsers: Any) -> None:
         "attempt (SchedulerError), as kube-scheduler does (default), or rule out only that node",
     )
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
+    # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
+    # object on the cluster sets these too (its fields win over the flags).
+    s.add_argument(
+        "--placement",
+        choices=("upstream", "binpack", "spread", "fragmentation"),
+        default="upstream",
+        help="where devices go among nodes that fit (default upstream: NodeResourcesFit, first fitting)",
+    )
+    s.add_argument(
+        "--gang-timeout", type=float, default=None, metavar="S", help="default scheduleTimeout of gangs"
+    )
+    s.add_argument(
+        "--stale-gang-grace",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="evict a gang running below its minimum for S seconds, to place it again whole (default 60)",
+    )
+    s.add_argument(
+        "--preemption-wait",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="how long a preemptor's binding waits for its victims' devices (default 120)",
+    )
+    s.add_argument("--no-reclaim", action="store_true", help="do not reclaim across queues")
+    s.add_argument("--no-preempt", action="store_true", help="do not preempt lower-priority jobs")
     s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -169,10 +214,12 @@ def register(subparsers: Any) -> None:
 
 def _scheduler(args: argparse.Namespace) -> int:
     from kdra.kube.leader import LeaderElector
+    from kdra.kube.partition import Partition, startup_warnings
     from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.store import SCHEDULER_KINDS, KubeStore
+    from kdra.kube.session import start_session_scheduler
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.scheduler.session import GangQueueOptions
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
@@ -182,6 +229,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     from kdra.cli.common import feature_gates
 
     gates = feature_gates(args)
+    partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring),
         features=gates,
@@ -196,13 +244,12 @@ def _scheduler(args: argparse.Namespace) -> int:
 
         address = parse_listen(args.metrics_listen, "--metrics-listen")
         options = serving_options(args)
-    client = make_client(args)
-    if args.metrics_listen:
         try:  # before the lease: probes of a standby are answered too
             endpoint = SchedulerEndpoint(address, options)
         except OSError as exc:
             raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
+    client = make_client(args, f"scheduler/{identity}")
     stopping = {"flag": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -212,16 +259,29 @@ def _scheduler(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     elector = None
+    sched: KubeScheduler | None = None
     if args.leader_elect:
-        elector = LeaderElector(
-            client,
-            args.leader_elect_resource_name or args.scheduler_name,
-            args.leader_elect_resource_namespace,
-            identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        ).start()
+        # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
+        # binding workers in the rate limiter.
+        lease_client = make_client(args, f"scheduler/{identity}; leader-election")
+        try:
+            elector = LeaderElector(
+                lease_client,
+                args.leader_elect_resource_name or args.scheduler_name,
+                args.leader_elect_resource_namespace,
+                identity,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+        except ValueError as e:
+            raise InputError(f"--leader-elect-renew-deadline: {e}") from None
+        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
+        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
+        # binding pool at once, from the elector's thread, while the loop may still be asleep.
+        elector.install_fence(client)
+        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+        elector.start()
         if endpoint is not None:
             endpoint.elector = elector
             endpoint.role = "standby"
@@ -234,13 +294,39 @@ def _scheduler(args: argparse.Namespace) -> int:
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
         if endpoint is not None:
             endpoint.role = "starting"
-    store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
-    sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
+    for flag, value in (
+        ("--stale-gang-grace", args.stale_gang_grace),
+        ("--preemption-wait", args.preemption_wait),
+    ):
+        if value < 0:
+            raise InputError(f"{flag} must not be negative")
+    # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
+    session_options = GangQueueOptions(
+        placement=args.placement,
+        gang_timeout=args.gang_timeout,
+        reclaim=not args.no_reclaim,
+        preempt=not args.no_preempt,
+        stale_gang_grace=args.stale_gang_grace,
+    )
+    store, gq, sched = start_session_scheduler(
+        client,
+        config,
+        session_options,
+        identity=identity,
+        bind_workers=args.bind_workers,
+        resync=args.resync,
+        preemption_wait=args.preemption_wait,
+        partition=partition,
+    )
+    groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
+    for warning in startup_warnings(partition, args.scheduler_name, sched.dra.index, sched.cache.nodes):
+        print(f"kdra scheduler {identity}: warning: {warning}", file=sys.stderr, flush=True)
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
-        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
+        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
+        f"{gq.options.placement}; gangs from {groups})",
         file=sys.stderr,
         flush=True,
     )
@@ -255,10 +341,15 @@ def _scheduler(args: argparse.Namespace) -> int:
         if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
             endpoint.attach(store, sched)
         while not stopping["flag"]:
-            if elector is not None and not elector.is_leader:
-                # Exit at once, as kube-scheduler does: binding cycles still running must not write
-                # after another replica may have taken over.
-                print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
+            if elector is not None and elector.lost:
+                # Exit at once, as kube-scheduler does (the fence already refuses every write).
+                sched.stop_binding()
+                print(
+                    f"kdra scheduler {identity}: leader lease lost, exiting "
+                    f"({elector.fenced_writes} writes refused)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(1)
             if endpoint is not None:
                 endpoint.tick()
@@ -270,6 +361,8 @@ def _scheduler(args: argparse.Namespace) -> int:
             profile.disable()
             profile.dump_stats(os.environ["KDRA_PROFILE"])
         sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
+        if os.environ.get("KDRA_STATS"):  # figures for benchmarks, written at exit
+            _write_stats(os.environ["KDRA_STATS"], sched, client)
         if endpoint is not None:
             endpoint.shutdown()
             endpoint.server_close()
@@ -277,6 +370,26 @@ def _scheduler(args: argparse.Namespace) -> int:
         if elector is not None:
             elector.stop(release=code == 0)
     return code
+
+
+def _write_stats(path: str, sched: Any, client: Any) -> None:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stats = {
+        "sessions": sched.sessions,
+        "session_cpu_s": round(sched.session_cpu, 3),
+        "cycles": sched.cycles,
+        "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "api_requests": client.requests,
+        "api_writes": client.writes,
+        "bind_failures": sched.bind_failures,
+    }
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(stats, f)
+    except OSError as e:
+        print(f"KDRA_STATS={path}: {e.strerror or e}", file=sys.stderr)
 
 
 # -- explain --------------------------------------------------------------------------------------------

@@ -90,6 +90,24 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Queue": ("kdra.dev/v1alpha1", "queues", False),
     "Topology": ("kdra.dev/v1alpha1", "topologies", False),
     "SchedulingShard": ("kdra.dev/v1alpha1", "schedulingshards", False),
+    "Job": ("batch/v1", "jobs", True),
+    # scheduling.k8s.io's Workload API: v1alpha2 in 1.36, v1beta1 in 1.37 (GenericWorkload); the version the
+    # API server serves is discovered (served_version) and passed as api_version.
+    "Workload": ("scheduling.k8s.io/v1beta1", "workloads", True),
+}
+
+# The same kinds in other API groups: (group, kind) -> (the usual version, plural, namespaced). Paths for an
+# object of one of these groups follow its apiVersion; informers discover the served version.
+GROUP_RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("scheduling.k8s.io", "PodGroup"): ("v1beta1", "podgroups", True),
+    ("scheduling.k8s.io", "Workload"): ("v1beta1", "workloads", True),
+    ("scheduling.run.ai", "PodGroup"): ("v2alpha2", "podgroups", True),  # KAI
+    ("scheduling.run.ai", "Queue"): ("v2", "queues", False),
+    ("kai.scheduler", "Topology"): ("v1alpha1", "topologies", False),
+    ("kai.scheduler", "SchedulingShard"): ("v1", "schedulingshards", False),
+    ("scheduling.volcano.sh", "PodGroup"): ("v1beta1", "podgroups", True),
+    ("scheduling.volcano.sh", "Queue"): ("v1beta1", "queues", False),
+    ("scheduling.x-k8s.io", "PodGroup"): ("v1alpha1", "podgroups", True),  # scheduler-plugins
 }
 
 
@@ -202,12 +220,7 @@ def resource_path(
     subresource: str | None = None,
     api_version: str | None = None,
 ) -> str:
-    try:
-        gv, plural, namespaced = RESOURCES[kind]
-    except KeyError:
-        raise InputError(f"kind {kind!r} is not one kdra reads or writes") from None
-    if api_version and api_version.split("/")[0] == gv.split("/")[0] and "/" in api_version:
-        gv = api_version
+    gv, plural, namespaced = resource_info(kind, api_version)
     base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
     if namespaced and namespace:
         base += f"/namespaces/{namespace}"
@@ -217,6 +230,22 @@ def resource_path(
         if subresource:
             path += f"/{subresource}"
     return path
+
+
+def resource_info(kind: str, api_version: str | None = None) -> tuple[str, str, bool]:
+    """(group/version, plural, namespaced) of `kind`, in `api_version`'s group and version when given."""
+    if api_version and "/" in api_version:
+        group = api_version.split("/", 1)[0]
+        alt = GROUP_RESOURCES.get((group, kind))
+        if alt is not None:
+            return api_version, alt[1], alt[2]
+    try:
+        gv, plural, namespaced = RESOURCES[kind]
+    except KeyError:
+        raise InputError(f"kind {kind!r} is not one kdra reads or writes") from None
+    if api_version and api_version.split("/")[0] == gv.split("/")[0] and "/" in api_version:
+        gv = api_version
+    return gv, plural, namespaced
 
 
 def is_namespaced(kind: str) -> bool:
@@ -365,6 +394,7 @@ class KubeClient:
         self._ssl_lock = threading.Lock()
         self._local = threading.local()
         self.requests = 0  # counted, for benchmarks
+        self.writes = 0  # of which writes (attempts sent)
         self.retried = 0  # requests sent again after a connection failure or a retryable status
         self.stale_connections = 0  # kept-alive connections found closed (or idle too long) before reuse
         # Called with (method, path) immediately before every write is sent; raising FencedError stops it.
@@ -493,6 +523,7 @@ class KubeClient:
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        retry_429: bool = True,
     ) -> Any:
         """One API call, retried as the module docstring says. Raises the store's errors. JSON bodies
         come back decoded, others (`/readyz`'s `ok`) as text. `timeout` uses a connection of its own."""
@@ -510,6 +541,8 @@ class KubeClient:
                 self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
             headers, token = self._headers(ctype)
             self.requests += 1
+            if method != "GET":
+                self.writes += 1
             t0 = time.monotonic()
             own = timeout is not None
             conn, reused = (self._connect(timeout), False) if own else self._pooled()
@@ -559,7 +592,7 @@ class KubeClient:
                     status = {"message": raw.decode(errors="replace")[:500]}
                 err = _error_for(resp.status, status if isinstance(status, dict) else {}, method, path)
                 retry_after = resp.getheader("Retry-After")
-                if resp.status == 429 or (resp.status >= 500 and (safe or retry_after)):
+                if (resp.status == 429 and retry_429) or (resp.status >= 500 and (safe or retry_after)):
                     attempt += 1
                     if attempt <= self.retries:
                         self.retried += 1
@@ -596,18 +629,24 @@ class KubeClient:
             return None
 
     def list_with_version(
-        self, kind: str, namespace: str | None = None, *, page_size: int = 500, **params: str
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        api_version: str | None = None,
+        **params: str,
     ) -> tuple[builtins.list[Obj], str]:
         """All items (paginated with `limit`/`continue`) and the list's resourceVersion. Items get their
         `kind` and `apiVersion` filled in (a List's items lack them)."""
-        gv = RESOURCES[kind][0]
+        gv = resource_info(kind, api_version)[0]
         items: builtins.list[Obj] = []
         q = dict(params)
         if page_size:
             q["limit"] = str(page_size)
         rv = ""
         while True:
-            result = self.request("GET", resource_path(kind, namespace), params=q)
+            result = self.request("GET", resource_path(kind, namespace, api_version=gv), params=q)
             for it in result.get("items") or []:
                 it.setdefault("kind", kind)
                 it.setdefault("apiVersion", gv)
@@ -647,10 +686,12 @@ class KubeClient:
         subresource: str | None = None,
         patch_type: str = "merge",
         params: dict[str, str] | None = None,
+        api_version: str | None = None,
     ) -> Obj:
         """PATCH: `merge`, `strategic`, `json` or `apply` (server-side apply: the patch is the whole
-        object as its manager wants it; give params fieldManager=... and force=true)."""
-        path = resource_path(kind, namespace, name, subresource)
+        object as its manager wants it; give params fieldManager=... and force=true). The path follows
+        `api_version` when the kind lives in several API groups (kdra.kube.client.GROUP_RESOURCES)."""
+        path = resource_path(kind, namespace, name, subresource, api_version)
         result: Obj = self.request(
             "PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type], params=params
         )
@@ -706,6 +747,50 @@ class KubeClient:
         }
         self.request("POST", resource_path("Pod", namespace, pod, "binding"), body)
 
+    def evict(self, namespace: str, pod: str, *, uid: str | None = None, dry_run: bool = False) -> None:
+        """pods/eviction (policy/v1): the API server checks PodDisruptionBudgets; a refusal is a 429
+        (UnavailableError with `code` 429, not retried here: the budget decides, not load)."""
+        body: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+        }
+        options: Obj = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        if options:
+            body["deleteOptions"] = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
+        self.request("POST", resource_path("Pod", namespace, pod, "eviction"), body, retry_429=False)
+
+    def served_version(
+        self, group: str, plural: str, prefer: tuple[str, ...] = (), cache: dict[str, Any] | None = None
+    ) -> str | None:
+        """The group/version under which the API server serves `plural` of `group` (discovery): its
+        preferred version when that has the resource, else the first of `prefer`, else any; None when the
+        group or the resource is not served (a CRD that is not installed, a feature gate that is off).
+        `cache` (a dict the caller keeps) shares the discovery documents between calls."""
+        cache = {} if cache is None else cache
+        if "/apis" not in cache:
+            cache["/apis"] = self.request("GET", "/apis")
+        info = next((g for g in (cache["/apis"] or {}).get("groups") or [] if g.get("name") == group), None)
+        if not info:
+            return None
+        versions = [str(v.get("version")) for v in info.get("versions") or [] if v.get("version")]
+        preferred = str((info.get("preferredVersion") or {}).get("version") or "")
+        order = list(dict.fromkeys([v for v in (preferred, *prefer) if v in versions] + versions))
+        for version in order:
+            path = f"/apis/{group}/{version}"
+            if path not in cache:
+                try:
+                    cache[path] = self.request("GET", path)
+                except NotFoundError:
+                    cache[path] = {}
+            if any(r.get("name") == plural for r in (cache[path] or {}).get("resources") or []):
+                return f"{group}/{version}"
+        return None
+
     def service_account_token(
         self, namespace: str, name: str, seconds: int = 3600, bound_to: Obj | None = None
     ) -> str:
@@ -734,6 +819,7 @@ class KubeClient:
         namespace: str | None = None,
         timeout_seconds: int = 300,
         stop: threading.Event | None = None,
+        api_version: str | None = None,
     ) -> Iterator[tuple[str, Obj]]:
         """One watch request from `resource_version`: yields (type, object) for ADDED, MODIFIED, DELETED
         and BOOKMARK; returns when the server ends the request; raises ExpiredError on 410 (as a status
@@ -744,9 +830,9 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
-        path = resource_path(kind, namespace)
+        gv = resource_info(kind, api_version)[0]
+        path = resource_path(kind, namespace, api_version=gv)
         url = self.prefix + path + "?" + urllib.parse.urlencode(params)
-        gv = RESOURCES[kind][0]
         refreshed = False
         while True:
             self.limiter.accept()

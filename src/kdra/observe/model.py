@@ -260,6 +260,9 @@ OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
     ("kdra_queue_limit", "gauge"),
     ("kdra_pod_scheduling_duration_seconds", "histogram"),
     ("kdra_scheduler_attempt_duration_seconds", "histogram"),
+    ("kdra_conflicting_allocations", "gauge"),
+    ("kdra_conflicting_allocations_detected_total", "counter"),
+    ("kdra_conflicting_allocations_repaired_total", "counter"),
     ("kdra_exporter_watch_events_total", "counter"),
     ("kdra_exporter_watch_event_errors_total", "counter"),
 )
@@ -300,6 +303,8 @@ class FleetState:
         self.classes: set[str] = set()
         self.queues: dict[str, Obj] = {}
         self.queue_report: list[dict[str, Any]] | None = None  # from an in-process scheduler
+        # (over-allocated devices now, detected, repaired) from an in-process kdra scheduler
+        self.conflicts: tuple[int, int, int] | None = None
         self.claim_lines: list[SeriesTable] = [SeriesTable(1024) for _ in CLAIM_FAMILIES]
         self.device_lines: list[SeriesTable] = [SeriesTable(part=1) for _ in DEVICE_FAMILIES]
         self.scheduled_seen: set[str] = set()
@@ -407,6 +412,13 @@ class FleetState:
         with self.lock:
             self.attempts.observe(seconds, (result,))
             self.version += 1
+
+    def set_conflicts(self, current: int, detected: int, repaired: int) -> None:
+        """kdra scheduler's conflict detector (kdra.kube.conflicts), when the exporter runs beside it."""
+        with self.lock:
+            if self.conflicts != (current, detected, repaired):
+                self.conflicts = (current, detected, repaired)
+                self.version += 1
 
     def set_queue_report(self, report: list[dict[str, Any]] | None) -> None:
         with self.lock:
@@ -1110,6 +1122,29 @@ class FleetState:
                 parts.extend(self.device_lines[i].blobs())
             parts.extend(self._aggregate_parts())
             tail = [self.e2e.render(), self.attempts.render()]
+            if self.conflicts is not None:
+                current, detected, repaired = self.conflicts
+                tail += [
+                    header(
+                        "kdra_conflicting_allocations",
+                        "gauge",
+                        "Devices allocated to more claims than they can serve now (another scheduler raced "
+                        "kdra for them), as kdra's scheduler sees them.",
+                    ),
+                    f"kdra_conflicting_allocations {current}\n",
+                    header(
+                        "kdra_conflicting_allocations_detected_total",
+                        "counter",
+                        "Over-allocated devices kdra's scheduler found (each device and set of claims once).",
+                    ),
+                    f"kdra_conflicting_allocations_detected_total {detected}\n",
+                    header(
+                        "kdra_conflicting_allocations_repaired_total",
+                        "counter",
+                        "kdra's claims deallocated (and re-allocated where possible) to end a conflict.",
+                    ),
+                    f"kdra_conflicting_allocations_repaired_total {repaired}\n",
+                ]
             tail.append(
                 header("kdra_exporter_watch_events_total", "counter", "Watch events applied, by kind.")
             )

@@ -36,6 +36,10 @@ def attach_scheduler(state: FleetState, scheduler: Any) -> None:
         state.observe_attempt(outcome, seconds)
 
     scheduler.attempt_observers.append(observe)
+    conflicts = getattr(scheduler, "conflicts", None)  # kdra.kube.conflicts, in Kubernetes mode
+    if conflicts is not None:
+        state.set_conflicts(len(conflicts.conflicts), conflicts.detected_total, conflicts.repaired_total)
+        conflicts.observers.append(state.set_conflicts)
 
 
 class SchedulerEndpoint:
