@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap kwok
+.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -23,9 +23,23 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in `make e2e`.
-unit: venv
+# The allocator oracle (the real k8s.io/dynamic-resource-allocation per Kubernetes version, tests/oracle):
+# built from the Go module proxy on first use into ~/.cache/kdra/oracle (cold: about 4 CPU-minutes for both
+# versions, 8-19 min wall on the loaded shared machine; then cached).
+oracle:
+	tests/oracle/build.sh >/dev/null
+
+# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in `make e2e`. The differential test
+# against the oracle (tests/differential) is part of them.
+unit: venv oracle
 	$(BIN)/pytest -n 2 -m "not e2e"
+
+# Many more random worlds against the oracle (both versions); disagreements are shrunk into
+# tests/scenarios/cases/differential/. `make differential N=100000 SEED=0`.
+N ?= 100000
+SEED ?= 0
+differential: venv oracle
+	$(BIN)/python -m kdra.testing.differential --n $(N) --seed $(SEED) --save tests/scenarios/cases/differential --quiet
 
 # Builds kube-apiserver/-controller-manager/-scheduler and etcd of Kubernetes 1.37 (KDRA_K8S_VERSION) and of
 # 1.36 (for the differential corpus, E2E_CORPUS_VERSIONS) on first use (hack/k8s/build.sh, cached in

@@ -1,6 +1,6 @@
 """Scope 5, differential conformance: every case of the scenario corpus through the real kube-scheduler
 (kdra.testing.upstream on the fixture), compared with the verdict the corpus recorded on upstream's
-allocator and with `kdra allocate` on the same objects. Part of `make test` (226 cases, about 12 minutes);
+allocator and with `kdra allocate` on the same objects. Part of `make test` (240 cases, about 12 minutes);
 KDRA_E2E_CORPUS=0 leaves it out of a quick local run.
 
 Compared: invalid objects (the API server's 422 names the recorded field; kdra exits 2), fit or no fit
@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from kdra.testing.controlplane import ControlPlane
+from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
 from kdra.testing.upstream import UpstreamResult, run_upstream_case
 
 pytestmark = [
@@ -40,52 +41,25 @@ def _gates_then_name(path: Path) -> tuple[str, str]:
 
 CASES = sorted(CASES_DIR.rglob("*.yaml"), key=_gates_then_name)
 
-# Cases whose recorded verdict (from the v1.36 allocator) is not what a 1.37 kube-scheduler decides,
-# with the verdict 1.37 gives and why. kube-scheduler is held to the verdict of the release it runs;
-# kdra is compared with kube-scheduler when it can be told the release (`--kubernetes-version`).
-VERDICT_CHANGES: dict[str, dict[str, tuple[str, str]]] = {
-    "1.37": {
-        "upstream/consumable-capacity-multi-allocatable-device-allocation-mode-all-in-use-insufficient": (
-            "unschedulable",
-            "allocationMode All with consumable capacity: 1.36 leaves a shareable device whose remaining "
-            "capacity is too small out of the All set and allocates the rest; 1.37 collects by static "
-            "capacity and then fails (k8s.io/dynamic-resource-allocation v0.37 incubating allocator)",
-        ),
-    },
-}
-
 
 def devices(alloc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return [(r["request"], r["driver"], r["pool"], r["device"]) for r in alloc.get("results") or []]
 
 
-def kdra_knows_versions() -> bool:
-    """Whether `kdra allocate` takes --kubernetes-version (issue 17 item 1)."""
-    import argparse
-
-    from kdra.cli.allocate import register
-
-    sub = argparse.ArgumentParser().add_subparsers()
-    register(sub)
-    return "--kubernetes-version" in sub.choices["allocate"].format_help()
-
-
 def run_kdra(
-    case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], version: str | None
+    case: dict[str, Any], version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, Any]:
-    """`kdra allocate -o json` on the case, in process: (exit code, parsed stdout or None)."""
+    """`kdra allocate -o json` on the case as that release, in process: (exit code, parsed stdout or None)."""
     from kdra.cli.main import main
 
     f = tmp_path / "objects.yaml"
     f.write_text(yaml.safe_dump_all(case["objects"], sort_keys=False))
-    argv = ["allocate", "-f", str(f), "-o", "json"]
-    if version:
-        argv += ["--kubernetes-version", version]
+    argv = ["allocate", "-f", str(f), "-o", "json", "--kubernetes-version", version]
     if case.get("node"):
         argv += ["--node", str(case["node"])]
-    gates = case.get("featureGates") or {}
+    gates = effective_gates(case, version)  # locked gates left out, as the control plane does
     if gates:
-        argv += ["--feature-gates", ",".join(f"{k}={'true' if v else 'false'}" for k, v in gates.items())]
+        argv += ["--feature-gates", gate_flag(gates)]
     capsys.readouterr()
     try:
         code = main(argv)
@@ -158,8 +132,9 @@ def test_corpus_case_on_kube_scheduler(
     case = yaml.safe_load(path.read_text())
     case_id = str(path.relative_to(CASES_DIR).with_suffix(""))
     minor = control_plane.release.minor
-    changed = VERDICT_CHANGES.get(minor, {}).get(case_id)
-    expect = {"unschedulable": True} if changed and changed[0] == "unschedulable" else case["expect"]
+    if minor not in case_versions(case):
+        pytest.skip(f"the case is pinned to Kubernetes {case_versions(case)}, the control plane runs {minor}")
+    expect = case_expect(case, minor)  # the release's own verdict where it changed (expectByVersion)
 
     def run(**timing: float) -> UpstreamResult:
         return run_upstream_case(
@@ -194,14 +169,8 @@ def test_corpus_case_on_kube_scheduler(
     if result.ignored_gates and "invalid" not in expect:
         pytest.skip(f"not expressible: gates locked in {minor} cannot be turned off: {result.ignored_gates}")
 
-    # 2. The differential: kdra against kube-scheduler on the same objects.
-    knows = kdra_knows_versions()
-    if changed and not knows:
-        pytest.skip(
-            f"kube-scheduler {minor} gives the {minor} verdict ({changed[1]}); kdra allocate cannot be "
-            "told the release yet (--kubernetes-version)"
-        )
-    code, listing = run_kdra(case, tmp_path, capsys, minor if knows else None)
+    # 2. The differential: kdra, told the release, against kube-scheduler on the same objects.
+    code, listing = run_kdra(case, minor, tmp_path, capsys)
     kdra_detail = (
         f"{path.name}: kdra allocate exit {code}: {json.dumps(listing)[:3000]}\nkube-scheduler: {result}"
     )

@@ -55,8 +55,6 @@ from kdra.scheduler.scheduler import (
 
 log = logging.getLogger("kdra.kube.scheduler")
 
-MAX_MESSAGE = 8 * 1024  # the PodScheduled message limit (kdra.kube.explain builds the messages)
-
 
 def now_rfc3339() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
