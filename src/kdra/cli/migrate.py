@@ -28,6 +28,7 @@ _SUFFIXES = (".yaml", ".yml")
 _FORMATS = ("yaml",)
 _OTHER_FORMATS = ("json", "table", "wide", "name")  # other commands' -o values: never taken as a file name
 _SPOOL = 8 * 2**20  # bytes of output kept in memory before spooling to disk
+_BLOCK = 2**20  # characters read at a time
 
 
 def register(subparsers: Any) -> None:
@@ -89,15 +90,16 @@ class Input:
     path: Path | None  # None: stdin, spooled
     spool: IO[str] | None = None
 
-    def lines(self) -> Iterator[str]:
+    def blocks(self) -> Iterator[str]:
+        """The text in blocks (documents are split from them; a block needs not end at a line end)."""
         if self.spool is not None:
             self.spool.seek(0)
-            yield from self.spool
+            yield from iter(lambda: self.spool.read(_BLOCK), "")  # type: ignore[union-attr]
             return
         assert self.path is not None
         try:
             with self.path.open(encoding="utf-8", newline="") as stream:
-                yield from stream
+                yield from iter(lambda: stream.read(_BLOCK), "")
         except UnicodeDecodeError:
             raise InputError(_not_text(self.name, self.path.read_bytes())) from None
         except OSError as err:
@@ -225,7 +227,7 @@ def _discard(text: str) -> None:
 
 def _diffs(results: list[Result]) -> str:
     return "".join(
-        _diff(r.input.name, "".join(r.input.lines()), "".join(r.text)) for r in results if r.changed
+        _diff(r.input.name, "".join(r.input.blocks()), "".join(r.text)) for r in results if r.changed
     )
 
 
@@ -274,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     taken: set[str] = set()
     defined: set[str] = set()
     for item in inputs:  # pass 1: names the inputs already use
-        templates, classes = names_in_use(item.lines())
+        templates, classes = names_in_use(item.blocks())
         taken |= templates
         defined |= classes
     spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
@@ -309,7 +311,7 @@ def _migrate(
         joined.next_stream()
         write = joined.write
     try:
-        migration.run(iter_chunks(item.lines()), write)
+        migration.run(iter_chunks(item.blocks()), write)
     finally:
         if args.in_place:
             stream.close()

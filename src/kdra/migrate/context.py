@@ -18,6 +18,7 @@ class DocContext:
     options: Options
     report: Report
     taken: set[str]  # ResourceClaimTemplate names used in this input
+    marks: list[int]  # offsets of the vendor names in the body (scan.requests follows them)
     consumed: set[int] = field(default_factory=set)  # id() of accelerator keys converted or already reported
     shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> container that has it
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order

@@ -28,7 +28,7 @@ from kdra.migrate import resources as res
 from kdra.migrate.context import DocContext
 from kdra.migrate.edits import Literal
 from kdra.migrate.kinds import Found, Shape
-from kdra.migrate.nodes import Path, get, get_path, lookup, own_entries, plain, scalar, text_of
+from kdra.migrate.nodes import Path, get, get_path, lookup, own_entries, scalar, text_of
 from kdra.migrate.report import Where
 
 MAX_DEVICES_PER_CLAIM = 32  # resource.k8s.io/v1 AllocationResultsMaxSize
@@ -869,7 +869,10 @@ class PodSpecConverter:
         the pod once it no longer requests the resource."""
         names = sorted({k for c in containers for k, v in c.values.items() if v > 0})
         tolerations = get(self.spec, "tolerations")
-        present = plain(tolerations) if isinstance(tolerations, SequenceNode) else []
+        present = [
+            (text_of(get(t, "key")), text_of(get(t, "operator")), text_of(get(t, "effect")))
+            for t in _items(tolerations)
+        ]
         missing = [n for n in names if not _tolerated(present, n)]
         if not missing:
             return
@@ -896,15 +899,12 @@ def _items(node: Node | None) -> list[Node]:
     return list(node.value) if isinstance(node, SequenceNode) else []
 
 
-def _tolerated(present: Any, name: str) -> bool:
-    for toleration in present if isinstance(present, list) else []:
-        if not isinstance(toleration, dict):
-            continue
-        key = toleration.get("key")
-        effect = toleration.get("effect")
+def _tolerated(present: list[tuple[str | None, str | None, str | None]], name: str) -> bool:
+    """Whether one of the (key, operator, effect) tolerations tolerates a NoSchedule taint on `name`."""
+    for key, operator, effect in present:
         if effect not in (None, "", "NoSchedule"):
             continue
-        if key == name or (not key and toleration.get("operator") == "Exists"):
+        if key == name or (not key and operator == "Exists"):
             return True
     return False
 
@@ -996,8 +996,10 @@ def _yaml_block(data: dict[str, Any]) -> str:
 
 
 def _merged_vendor(table: MappingNode) -> bool:
-    from kdra.migrate.nodes import keys
+    from kdra.migrate.nodes import keys, merged_sources
 
+    if not merged_sources(table):
+        return False
     own = {str(k.value) for _, k, _ in own_entries(table)}
     return any(res.is_vendor_resource(k) and k not in own for k in keys(table))
 

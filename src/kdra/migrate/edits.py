@@ -8,9 +8,11 @@ inside JSON documents.
 
 from __future__ import annotations
 
-import itertools
+import collections
+import functools
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,14 +63,20 @@ def _plain_ok(value: str, flow: bool) -> bool:
 
 
 def scalar_text(value: Any, style: Style, flow: bool = False) -> str:
+    if type(value) is str:
+        return _string_text(value, style.json, flow)
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return json.dumps(value)
-    text = str(value)
-    if style.json or not _plain_ok(text, flow):
+    return _string_text(str(value), style.json, flow)
+
+
+@functools.lru_cache(maxsize=8192)
+def _string_text(text: str, as_json: bool, flow: bool) -> str:
+    if as_json or not _plain_ok(text, flow):
         return json.dumps(text, ensure_ascii=False)
     return text
 
@@ -130,33 +138,53 @@ def seq_lines(items: list[Any], indent: int, style: Style) -> list[str]:
 def document_text(data: dict[str, Any], style: Style, newline: str = "\n") -> str:
     if style.json:
         return flow_text(data, style) + newline
+    if data.get("kind") == "ResourceClaimTemplate" and list(data) == _TEMPLATE_KEYS:
+        return _claim_template_text(data, style, newline)
     return "".join(line + newline for line in map_lines(data, 0, style))
 
 
-_KEY_OPEN = re.compile(r"^(\s*)(?:- +)?[^#\s][^#]*:\s*(?:#.*)?$")
-
-
-def guess_style(text: str) -> Style:
-    """Indentation of a document: from the first block mapping nested under a key and the first block
-    sequence under a key; JSON when the document is one flow mapping."""
+def guess_style(text: str, root: Node | None = None) -> Style:
+    """Indentation of a document, from its nodes (`root`, composed from `text` when not given): the indent of
+    the first block mapping nested under a key and the dash offset of the first block sequence under a key;
+    JSON when the document is one flow mapping with quoted keys."""
     if text.lstrip().startswith("{"):
         return Style(json='"' in text[: text.find(":")] if ":" in text else False)
+    if root is None:
+        from kdra.migrate.nodes import YAMLError, compose
+
+        try:
+            root = compose(text)
+        except YAMLError:
+            return Style()
     mapping: int | None = None
     offset: int | None = None
-    lines = [ln.rstrip("\r\n") for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    for prev, nxt in itertools.pairwise(lines):
-        match = _KEY_OPEN.match(prev)
-        if not match or prev.lstrip().startswith("- "):
+    queue: collections.deque[Node] = collections.deque([root] if root is not None else [])
+    budget = 2000  # nodes looked at, at most: the style shows early
+    while queue and (mapping is None or offset is None) and budget > 0:
+        node = queue.popleft()
+        budget -= 1
+        if isinstance(node, SequenceNode):
+            queue.extend(node.value)
             continue
-        base = len(match.group(1))
-        indent = len(nxt) - len(nxt.lstrip(" "))
-        if nxt.lstrip().startswith("- "):
-            if offset is None and indent >= base:
-                offset = indent - base
-        elif mapping is None and indent > base:
-            mapping = indent - base
-        if mapping is not None and offset is not None:
-            break
+        if not isinstance(node, MappingNode) or node.flow_style:
+            continue
+        for key, value in node.value:
+            if value.start_mark.index < key.end_mark.index:
+                continue  # an alias
+            if isinstance(value, MappingNode) and not value.flow_style and value.value:
+                first = value.value[0][0]
+                if mapping is None and first.start_mark.line > key.start_mark.line:
+                    step = first.start_mark.column - key.start_mark.column
+                    mapping = step if step > 0 else None
+            elif (
+                isinstance(value, SequenceNode)
+                and not value.flow_style
+                and value.value
+                and offset is None
+                and value.start_mark.line > key.start_mark.line
+            ):
+                offset = max(0, value.start_mark.column - key.start_mark.column)
+            queue.append(value)
     return Style(mapping=mapping or 2, offset=offset or 0)
 
 
@@ -168,6 +196,23 @@ def sequence_offset(body: str, key: ScalarNode, seq: Node | None) -> int | None:
     if seq.start_mark.index < key.end_mark.index:  # an alias
         return None
     return max(0, (dash - line_start(body, dash)) - key.start_mark.column)
+
+
+_TEMPLATE_KEYS = ["apiVersion", "kind", "metadata", "spec"]
+
+
+def _claim_template_text(data: dict[str, Any], style: Style, newline: str) -> str:
+    """map_lines for the one shape kdra writes most, a ResourceClaimTemplate, without walking it generically
+    (a template per migrated pod spec: this is a good part of the emitting)."""
+    m, o = style.mapping, style.offset
+    meta = data["metadata"]
+    lines = ["apiVersion: resource.k8s.io/v1", "kind: ResourceClaimTemplate", "metadata:"]
+    lines.append(f"{' ' * m}name: {scalar_text(meta['name'], style)}")
+    if "namespace" in meta:
+        lines.append(f"{' ' * m}namespace: {scalar_text(meta['namespace'], style)}")
+    lines += ["spec:", f"{' ' * m}spec:", f"{' ' * 2 * m}devices:", f"{' ' * 3 * m}requests:"]
+    lines += seq_lines(data["spec"]["spec"]["devices"]["requests"], 3 * m + o, style)
+    return newline.join(lines) + newline
 
 
 # -- the editor ---------------------------------------------------------------------------------------------
@@ -311,7 +356,9 @@ class Editor:
         if isinstance(node, MappingNode):
             pairs = node.value
             bounds = [k.start_mark.index for k, _ in pairs]
-            ends = [content_end(self.body, v, k.end_mark.index) for k, v in pairs]
+            ends: Sequence[int] = _LazyEnds(
+                len(pairs), lambda i: content_end(self.body, pairs[i][1], pairs[i][0].end_mark.index)
+            )
             lines = [self._map_entry_lines(k, v) for k, v in plan.added]
             if node.flow_style:
                 return self._flow_edits(
@@ -348,7 +395,7 @@ class Editor:
         return f"{scalar_text(key, self.style, True)}: {flow_text(value, self.style)}"
 
     def _block_edits(
-        self, starts: list[int], ends: list[int], plan: _Plan, added: list[list[str]], column: int
+        self, starts: list[int], ends: Sequence[int], plan: _Plan, added: list[list[str]], column: int
     ) -> list[tuple[int, int, str]]:
         body = self.body
         out: list[tuple[int, int, str]] = []
@@ -388,7 +435,7 @@ class Editor:
         return out
 
     def _flow_edits(
-        self, node: Node, starts: list[int], ends: list[int], plan: _Plan, added: list[str]
+        self, node: Node, starts: list[int], ends: Sequence[int], plan: _Plan, added: list[str]
     ) -> list[tuple[int, int, str]]:
         body = self.body
         out: list[tuple[int, int, str]] = []
@@ -422,7 +469,7 @@ class Editor:
                 out.append((open_at + 1, open_at + 1, text))
         return out
 
-    def _flow_separator(self, node: Node, starts: list[int], ends: list[int]) -> str:
+    def _flow_separator(self, node: Node, starts: list[int], ends: Sequence[int]) -> str:
         """How this flow collection separates its entries: `, ` on one line, or `,` + newline + indentation
         in a pretty-printed JSON document."""
         body = self.body
@@ -436,16 +483,44 @@ class Editor:
         return ", "
 
 
+class _LazyEnds(Sequence[int]):
+    """Content ends of a mapping's entries, computed when asked (an edit needs two or three of them)."""
+
+    def __init__(self, count: int, compute: Callable[[int], int]) -> None:
+        self._count = count
+        self._compute = compute
+        self._known: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        if index not in self._known:
+            self._known[index] = self._compute(index)
+        return self._known[index]
+
+
 def _drop_nested(edits: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:
-    """Edits inside a span another edit deletes are dropped (a deleted `limits:` takes its keys along)."""
-    spans = [(s, e) for s, e, _, _ in edits if e > s]
+    """Edits inside a span another edit deletes are dropped (a deleted `limits:` takes its keys along); an
+    insertion at the very start of a deleted span stays. One sweep in start order: the span seen so far that
+    reaches furthest is the one that could hold the next edit."""
     out = []
-    for edit in edits:
+    cover_start, cover_end = -1, -1
+    for edit in sorted(edits, key=lambda e: (e[0], e[1] > e[0], -e[1])):
         start, end = edit[0], edit[1]
         if start == end:
-            inside = any(s < start < e for s, e in spans)
+            inside = cover_start < start < cover_end
         else:
-            inside = any(s <= start and end <= e and (s, e) != (start, end) for s, e in spans)
-        if not inside:
-            out.append(edit)
+            inside = cover_start <= start and end <= cover_end and (start, end) != (cover_start, cover_end)
+        if inside:
+            continue
+        out.append(edit)
+        if end > cover_end:
+            cover_start, cover_end = start, end
     return out

@@ -20,7 +20,7 @@ from kdra.migrate import consumers
 from kdra.migrate import resources as res
 from kdra.migrate.context import DocContext
 from kdra.migrate.convert import PodSpecConverter
-from kdra.migrate.documents import Chunk, iter_chunks, split_documents
+from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
 from kdra.migrate.kinds import LIST_SUFFIX, Place, places_for, pod_specs
 from kdra.migrate.nodes import YAMLError, check, compose, get, lookup, text_of
@@ -61,14 +61,11 @@ class FileResult:
 # -- pass 1: names the input already uses --------------------------------------------------------------------
 
 
-def names_in_use(lines: Iterable[str]) -> tuple[set[str], set[str]]:
+def names_in_use(pieces: Iterable[str]) -> tuple[set[str], set[str]]:
     """(ResourceClaimTemplate names, DeviceClass names) the stream defines, so new names do not collide."""
     templates: set[str] = set()
     classes: set[str] = set()
-    for chunk in iter_chunks(lines):
-        body = chunk.body
-        if "ResourceClaimTemplate" not in body and "DeviceClass" not in body:
-            continue
+    for body in bodies_mentioning(pieces, ("ResourceClaimTemplate", "DeviceClass")):
         try:
             root = compose(body)
         except YAMLError:
@@ -131,7 +128,8 @@ class StreamMigration:
         body = chunk.body
         if not body.strip():
             return chunk.text
-        relevant = bool(res.LEGACY_PATTERN.search(body))
+        marks = res.vendor_mentions(body)
+        relevant = bool(marks)
         templated = bool(_TEMPLATE_SYNTAX.search(body))
         if templated and relevant:
             line = chunk.line + body[: _TEMPLATE_SYNTAX.search(body).start()].count("\n")  # type: ignore[union-attr]
@@ -153,15 +151,16 @@ class StreamMigration:
             hint = f"\n  hint: {HELM_HINT}" if templated else ""
             self.report.invalid.append(self._problem(chunk, err) + hint)
             return chunk.text
-        return self._migrate(chunk, root)
+        return self._migrate(chunk, root, marks)
 
-    def _migrate(self, chunk: Chunk, root: Node | None) -> str:
+    def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int]) -> str:
         body = chunk.body
-        style = guess_style(body)
-        ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken)
-        is_list = bool(_objects(root) and _objects(root)[0][1])
+        style = guess_style(body, root)
+        ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, marks)
+        objects = _objects(root)
+        is_list = bool(objects and objects[0][1])
         done: set[int] = set()
-        for obj, prefix in _objects(root):
+        for obj, prefix in objects:
             self._object(ctx, chunk, obj, prefix, done)
         report = ctx.report
         self.report.warnings += report.warnings
@@ -219,7 +218,7 @@ class StreamMigration:
                         continue  # a pod spec shared through an alias: converted once
                     done.add(id(found.node))
                     self._pod_spec(ctx, where, found, obj)
-        for request in requests(obj):
+        for request in requests(obj, (), ctx.body, ctx.marks):
             if id(request.key) in ctx.consumed:
                 continue
             ctx.consume(request.key)
@@ -255,7 +254,7 @@ class StreamMigration:
             )
             ok = False
         if not ok:
-            for request in requests(obj):
+            for request in requests(obj, (), ctx.body, ctx.marks):
                 ctx.consume(request.key)
         del name_key
         return ok
@@ -309,7 +308,7 @@ def migrate_text(
 ) -> FileResult:
     """Migrate one YAML stream held in memory. On any error the text is unchanged."""
     options = options or Options()
-    templates, classes = names_in_use(split_documents_lines(text))
+    templates, classes = names_in_use([text])
     if taken is not None:
         templates |= taken
     migration = StreamMigration(source, options, templates)
@@ -319,12 +318,6 @@ def migrate_text(
     if not report.failed:
         result.text = "".join(pieces)
     return result
-
-
-def split_documents_lines(text: str) -> Iterable[str]:
-    import io
-
-    return io.StringIO(text, newline="")
 
 
 def classes_text(results: list[FileResult], mode: str) -> str:

@@ -8,6 +8,7 @@ groups, JobSet jobs). The role that names the claim template comes from the wild
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -192,6 +193,7 @@ def places_for(kind: str, api_version: str | None, table: dict[str, tuple[Place,
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+(?:\[\])?|\*")
 
 
+@functools.lru_cache(maxsize=1024)
 def _segments(path: str) -> list[str]:
     out: list[str] = []
     for part in path.split("."):

@@ -15,11 +15,11 @@ from typing import Any
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import BaseResolver, Resolver
 
 YAMLError = yaml.YAMLError
 MarkedYAMLError = yaml.MarkedYAMLError
 
-_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PARSER: Any = None
 try:  # the C parser's raw_parse checks a document without building Python objects
     from yaml import _yaml as _c_yaml
@@ -31,6 +31,44 @@ except ImportError:  # pragma: no cover - PyYAML without libyaml
 MERGE_TAG = "tag:yaml.org,2002:merge"
 STR_TAG = "tag:yaml.org,2002:str"
 NULL_TAG = "tag:yaml.org,2002:null"
+MAP_TAG = "tag:yaml.org,2002:map"
+SEQ_TAG = "tag:yaml.org,2002:seq"
+PLAIN_TAG = "!kdra-plain"  # a plain scalar whose type is resolved only when read (most never are)
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_RESOLVER = Resolver()
+
+
+class _LazyResolver(BaseResolver):
+    """Tags the composer needs right away (merge keys, nulls, quoted strings); other plain scalars are
+    resolved when read: resolving every scalar of a document (PyYAML's regexes) costs more than parsing it."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is ScalarNode:
+            if implicit[0]:
+                if value == "<<":
+                    return MERGE_TAG
+                return NULL_TAG if value in _NULLS else PLAIN_TAG
+            return STR_TAG
+        return MAP_TAG if kind is MappingNode else SEQ_TAG
+
+    # No path resolvers, so nothing to track per node; the composer calls these twice per node, and a
+    # builtin costs far less to call than a Python method (dict.get takes any two arguments, int none).
+    descend_resolver: Any = {}.get
+    ascend_resolver: Any = int
+
+
+_LOADER: Any
+if _PARSER is not None:
+
+    class _Loader(_PARSER, SafeConstructor, _LazyResolver):
+        def __init__(self, stream: str) -> None:
+            _PARSER.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            _LazyResolver.__init__(self)
+
+    _LOADER = _Loader
+else:  # pragma: no cover - PyYAML without libyaml
+    _LOADER = yaml.SafeLoader
 
 Path = tuple[str | int, ...]
 
@@ -60,7 +98,15 @@ def scalar(node: Node | None) -> Any:
     """The Python value of a scalar node as a safe YAML load gives it (int, float, bool, None, str, ...)."""
     if not isinstance(node, ScalarNode):
         return None
-    construct = _CONSTRUCTOR.yaml_constructors.get(node.tag)
+    tag = node.tag
+    if tag == PLAIN_TAG:
+        tag = _RESOLVER.resolve(ScalarNode, node.value, (True, False))
+        if tag == STR_TAG:
+            return node.value
+        node = ScalarNode(tag, node.value, node.start_mark, node.end_mark, node.style)
+    elif tag == STR_TAG:
+        return node.value
+    construct = _CONSTRUCTOR.yaml_constructors.get(tag)
     if construct is None:
         return node.value
     try:
@@ -73,6 +119,10 @@ def text_of(node: Node | None) -> str | None:
     """A scalar's value as a string (what Kubernetes reads for names and label values), else None."""
     if not isinstance(node, ScalarNode) or node.tag == NULL_TAG:
         return None
+    if node.tag == STR_TAG or (
+        node.tag == PLAIN_TAG and not node.value[:1].isdigit() and node.value[:1] not in "-+.tfTFyYnNoO"
+    ):
+        return str(node.value)  # a string however it resolves
     value = scalar(node)
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -107,15 +157,25 @@ def merged_sources(node: MappingNode) -> list[MappingNode]:
     return out
 
 
+def _index(node: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
+    """Own string keys of a mapping -> (key, value), the last one winning as in a safe load; built once."""
+    index: dict[str, tuple[ScalarNode, Node]] | None = getattr(node, "_kdra_index", None)
+    if index is None:
+        index = {
+            k.value: (k, v)
+            for k, v in node.value
+            if isinstance(k, ScalarNode) and (k.tag == STR_TAG or k.tag == PLAIN_TAG)
+        }
+        node._kdra_index = index  # type: ignore[attr-defined]
+    return index
+
+
 def lookup(node: Any, key: str) -> tuple[ScalarNode | None, Node | None, bool]:
     """(key node, value node, owned) for `key` in a mapping, following merge keys; owned is False when the
     entry comes from a merged mapping (editing it would edit every mapping that merges it)."""
     if not isinstance(node, MappingNode):
         return None, None, False
-    found: tuple[ScalarNode, Node] | None = None
-    for _, k, v in own_entries(node):
-        if k.value == key and k.tag == STR_TAG:
-            found = (k, v)  # the last one wins, as in a safe load
+    found = _index(node).get(key)
     if found:
         return found[0], found[1], True
     for source in merged_sources(node):

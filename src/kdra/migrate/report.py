@@ -60,8 +60,14 @@ class Where:
     name: str = ""
     namespace: str = ""
     prefix: Path = ()  # path of the object inside its document (kind: List items)
+    _described: str | None = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
+        if self._described is None:
+            self._described = self._describe()
+        return self._described
+
+    def _describe(self) -> str:
         where = f"{self.source}: document {self.document}"
         if self.prefix:
             where += f" {path_text(self.prefix)}"

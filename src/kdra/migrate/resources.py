@@ -61,6 +61,24 @@ QUOTA_PREFIX = re.compile(r"^(requests|limits)\.(.+)$")
 LEGACY_PATTERN = re.compile(r"nvidia\.com/|amd\.com/|google\.com/tpu|gpu\.intel\.com/")
 
 
+def vendor_mentions(text: str) -> list[int]:
+    """Offsets where a vendor's resource names start (`nvidia.com/`, `amd.com/`, `gpu.intel.com/`,
+    `google.com/tpu`): a substring search for `.com/`, far cheaper than a regex alternation over the text."""
+    out: list[int] = []
+    at = text.find(".com/")
+    while at >= 0:
+        if text.startswith("nvidia", at - 6):
+            out.append(at - 6)
+        elif text.startswith("amd", at - 3):
+            out.append(at - 3)
+        elif text.startswith("gpu.intel", at - 9):
+            out.append(at - 9)
+        elif text.startswith("google", at - 6) and text.startswith("tpu", at + 5):
+            out.append(at - 6)
+        at = text.find(".com/", at + 5)
+    return out
+
+
 @dataclass(frozen=True)
 class Legacy:
     """What a device-plugin resource name stands for."""
@@ -95,7 +113,7 @@ def classify(name: str) -> Legacy | None:
 
 
 def is_vendor_resource(name: str) -> bool:
-    return bool(VENDOR_RESOURCE.match(name))
+    return "/" in name and bool(VENDOR_RESOURCE.match(name))
 
 
 _WHOLE = re.compile(r"^\+?([0-9]+)(?:\.0*)?$")

@@ -8,6 +8,7 @@ aliases costs its size.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,9 +27,84 @@ class Request:
     path: Path
 
 
-def requests(root: Node | None, base: Path = ()) -> Iterator[Request]:
+def requests(
+    root: Node | None, base: Path = (), body: str | None = None, marks: list[int] | None = None
+) -> Iterator[Request]:
+    """Every accelerator request under `root`. With the document's `body`, only the places whose text names a
+    vendor are visited: each mention is followed down from the root (a binary search per level), so a
+    manifest costs its mentions, not its size."""
     if root is None:
         return
+    if body is None:
+        yield from _walk(root, base)
+        return
+    seen: set[int] = set()
+    for mark in marks if marks is not None else res.vendor_mentions(body):
+        found = _descend(root, mark)
+        if found is not None and id(found.key) not in seen:
+            seen.add(id(found.key))
+            yield Request(found.key, found.value, found.name, (*base, *found.path))
+
+
+def _starts(node: Node) -> list[int]:
+    starts: list[int] | None = getattr(node, "_kdra_starts", None)
+    if starts is None:
+        if isinstance(node, MappingNode):
+            starts = [k.start_mark.index for k, _ in node.value]
+        else:
+            starts = [item.start_mark.index for item in node.value]
+        node._kdra_starts = starts  # type: ignore[attr-defined]
+    return starts
+
+
+def _descend(root: Node, offset: int) -> Request | None:
+    """The request whose key holds the text at `offset`, if that text is one."""
+    node, path, parent_key = root, (), ""
+    path_list: list[str | int] = []
+    while True:
+        if isinstance(node, MappingNode):
+            index = bisect.bisect_right(_starts(node), offset) - 1
+            if index < 0:
+                return None
+            key, value = node.value[index]
+            key_text = str(key.value) if isinstance(key, ScalarNode) else ""
+            if key.start_mark.index <= offset < key.end_mark.index:
+                name = _request_name(key_text, parent_key)
+                if name is None:
+                    return None
+                return Request(key, value, name, (*path, *path_list, key_text))
+            if value.start_mark.index < key.end_mark.index or isinstance(value, ScalarNode):
+                return None  # an alias, or the mention is in a value
+            node, parent_key = value, key_text
+            path_list.append(key_text)
+        elif isinstance(node, SequenceNode):
+            index = bisect.bisect_right(_starts(node), offset) - 1
+            if index < 0:
+                return None
+            item = node.value[index]
+            if isinstance(item, ScalarNode) or (
+                index and item.start_mark.index < node.value[index - 1].start_mark.index
+            ):
+                return None
+            node, parent_key = item, ""
+            path_list.append(index)
+        else:
+            return None
+
+
+def _request_name(key_text: str, parent_key: str) -> str | None:
+    if "/" not in key_text:
+        return None
+    if parent_key in ("limits", "requests") and res.is_vendor_resource(key_text):
+        return key_text
+    quota = res.QUOTA_PREFIX.match(key_text)
+    if quota and res.is_vendor_resource(quota.group(2)):
+        return quota.group(2)
+    return None
+
+
+def _walk(root: Node, base: Path) -> Iterator[Request]:
+    """Every request, visiting every node once (for trees without their text)."""
     seen: set[int] = set()
     stack: list[tuple[Node, Path, str]] = [(root, base, "")]
     while stack:
@@ -40,14 +116,10 @@ def requests(root: Node | None, base: Path = ()) -> Iterator[Request]:
             children = []
             for key, value in node.value:
                 key_text = str(key.value) if isinstance(key, ScalarNode) else ""
-                if parent_key in ("limits", "requests") and res.is_vendor_resource(key_text):
-                    yield Request(key, value, key_text, (*path, key_text))
-                    continue
-                quota = res.QUOTA_PREFIX.match(key_text)
-                if quota and res.is_vendor_resource(quota.group(2)):
-                    yield Request(key, value, quota.group(2), (*path, key_text))
-                    continue
-                if not isinstance(value, ScalarNode):
+                name = _request_name(key_text, parent_key)
+                if name is not None:
+                    yield Request(key, value, name, (*path, key_text))
+                elif not isinstance(value, ScalarNode):
                     children.append((value, (*path, key_text), key_text))
             stack.extend(reversed(children))
         elif isinstance(node, SequenceNode):
