@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus
+.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -30,15 +30,27 @@ unit: venv
 
 # Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
 # cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
-# few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md.
-e2e: venv prometheus
+# few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md. The chart tests build helm on first use
+# (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root filesystem (hack/image/rootfs.sh,
+# ~/.cache/kdra/image), with Debian's debootstrap, installed when missing. KWOK (hack/k8s/kwok/build.sh,
+# ~/.cache/kdra/kwok) is the test nodes' kubelet.
+e2e: venv prometheus debootstrap kwok
 	$(BIN)/pytest -p no:xdist -m e2e
+
+# KWOK v0.8.0 (the e2e test nodes' kubelet), built once into ~/.cache/kdra/kwok by hack/k8s/kwok/build.sh.
+kwok:
+	bash hack/k8s/kwok/build.sh >/dev/null
 
 # The exporter's e2e test is scraped by a real Prometheus server (Debian's package), installed when missing.
 prometheus:
 	@command -v prometheus >/dev/null || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq prometheus; \
 		else sudo apt-get update -qq && sudo apt-get install -y -qq prometheus; fi; }
+
+debootstrap:
+	@command -v debootstrap >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq debootstrap; \
+		else sudo apt-get update -qq && sudo apt-get install -y -qq debootstrap; fi; }
 
 test: lint typecheck unit e2e
 

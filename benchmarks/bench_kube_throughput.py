@@ -44,9 +44,9 @@ from kubeutil import (  # noqa: E402
     template_pod,
 )
 
+from kdra.kube.client import KubeClient  # noqa: E402
 from kdra.kube.client import KubeClient as FastClient  # noqa: E402
 from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
-from kdra.testing.kube import KubeClient  # noqa: E402
 
 NO_FIT = 5
 

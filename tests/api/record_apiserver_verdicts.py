@@ -26,8 +26,9 @@ sys.path.insert(0, str(HERE))
 
 from kdra_api_cases import STATUS_CLAIM, cases, status_cases  # noqa: E402
 
+from kdra.cluster.store import StoreError  # noqa: E402
+from kdra.kube.client import UnavailableError, resource_path  # noqa: E402
 from kdra.testing.controlplane import ControlPlane, ensure_binaries  # noqa: E402
-from kdra.testing.kube import KubeError, resource_path  # noqa: E402
 
 OUT = HERE / "data" / "apiserver_verdicts.yaml"
 
@@ -43,9 +44,7 @@ def _post(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
         try:
             client.request("POST", path, obj, params={"dryRun": "All"})
             break
-        except KubeError:
-            raise
-        except OSError as e:  # a dropped connection while the server settles: try again
+        except UnavailableError as e:  # a dropped connection while the server settles: try again
             if attempt == 2:
                 raise
             print(f"retrying {obj['kind']} {obj['metadata']['name']}: {e}", file=sys.stderr)
@@ -56,9 +55,9 @@ def _post(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
 def verdict(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
     try:
         return _post(client, obj)
-    except OSError as e:  # the server dropped the connection every time (a panic in a handler)
+    except UnavailableError as e:  # the server dropped the connection every time (a panic in a handler)
         return {"accepted": False, "serverError": str(e)}
-    except KubeError as e:
+    except StoreError as e:
         status = e.status
         causes = (status.get("details") or {}).get("causes") or []
         if status.get("reason") == "Invalid" and causes:
@@ -79,7 +78,7 @@ def status_verdicts(client: Any) -> list[dict[str, Any]]:
         try:
             client.request("PUT", path, body, params={"dryRun": "All"})
             rec: dict[str, Any] = {"accepted": True}
-        except KubeError as e:
+        except StoreError as e:
             causes = (e.status.get("details") or {}).get("causes") or []
             rec = {
                 "accepted": False,

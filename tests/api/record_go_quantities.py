@@ -24,8 +24,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from kdra.cluster.store import StoreError  # noqa: E402
+from kdra.kube.client import resource_path  # noqa: E402
 from kdra.testing.controlplane import ControlPlane, ensure_binaries  # noqa: E402
-from kdra.testing.kube import KubeError, resource_path  # noqa: E402
 
 OUT = HERE / "data" / "go_quantities.yaml"
 PER_DEVICE = 32
@@ -105,7 +106,7 @@ def _send(client: Any, values: list[str], out: dict[str, str | None]) -> None:
             _slice(values),
             params={"dryRun": "All"},
         )
-    except KubeError as e:
+    except StoreError as e:
         if len(values) == 1:
             out[values[0]] = None
             return

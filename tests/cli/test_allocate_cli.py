@@ -375,7 +375,7 @@ BAD_INPUT: list[tuple[str, str, list[str], int, list[str]]] = [
         2,
         ["DRAAdminAccess", "Name=true|false"],
     ),
-    ("bad-output-format", docs(CLASS, SLICE, claim()), ["-o", "wide"], 2, ["-o/--output", "wide"]),
+    ("bad-output-format", docs(CLASS, SLICE, claim()), ["-o", "bogus"], 2, ["-o/--output", "bogus"]),
     (
         "node-not-in-input",
         docs("apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n", CLASS, SLICE, claim()),

@@ -1,7 +1,8 @@
 """Fixtures for the Kubernetes-mode (e2e) tests: one real control plane per pytest session.
 
-The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36 on 127.0.0.1)
-is built on first use by hack/k8s/build.sh (binaries cached in ~/.cache/kdra/k8s/<version>) and
+The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36 on 127.0.0.1,
+and KWOK as the kubelet of the test nodes) is built on first use by hack/k8s/build.sh and
+hack/k8s/kwok/build.sh (binaries cached in ~/.cache/kdra/k8s/<version> and ~/.cache/kdra/kwok) and
 started once per session. Run these tests serially (`make e2e`, or `pytest -m e2e -p no:xdist`):
 under xdist each worker would start a control plane of its own. A failed build makes every e2e test
 error with the build's output; unit tests are unaffected.
@@ -21,8 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from kdra.testing.controlplane import ControlPlane, ensure_binaries, force_delete
-from kdra.testing.kube import KubeClient
+from kdra.kube.client import KubeClient
+from kdra.testing.controlplane import (
+    ControlPlane,
+    ControlPlaneConfig,
+    ensure_binaries,
+    ensure_kwok,
+    force_delete,
+)
 
 E2E_DIR = Path(__file__).parent
 
@@ -43,10 +50,14 @@ def control_plane(
     if capman is not None:
         with capman.global_and_fixture_disabled():
             bin_dir = ensure_binaries(sys.stderr)
+            kwok = ensure_kwok(sys.stderr)
     else:
         bin_dir = ensure_binaries(sys.stderr)
+        kwok = ensure_kwok(sys.stderr)
     work = tmp_path_factory.mktemp("controlplane")
-    cp = ControlPlane(bin_dir, work)
+    # KWOK is every test node's kubelet (nodes made with kubelet=False have none); the audit log is what
+    # fault tests read to see who wrote what, and when (kdra.testing.invariants).
+    cp = ControlPlane(bin_dir, work, ControlPlaneConfig(kwok=True, kwok_binary=kwok, audit_log=True))
     cp.start()
     sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
     try:
@@ -70,11 +81,41 @@ def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # The service-account controller creates the namespace's default ServiceAccount; pods wait for it.
-    from kdra.testing.kube import wait_for
+    from kdra.testing.wait import wait_for
 
     wait_for(lambda: kube.get("ServiceAccount", "default", name), 60, f"ServiceAccount {name}/default")
     yield name
     for pod in kube.list("Pod", name):
         force_delete(kube, "Pod", pod["metadata"]["name"], name)
-    kube.delete("Namespace", name)
+    kube.delete("Namespace", name, missing_ok=True)
     control_plane.check_alive()
+
+
+@pytest.fixture(scope="session")
+def kdra_crds(kube: KubeClient) -> list[str]:
+    """deploy/crds installed (PodGroup, Queue, Topology, SchedulingShard of kdra.dev) and Established."""
+    import contextlib
+
+    import yaml
+
+    from kdra.cluster.store import AlreadyExistsError
+    from kdra.testing.wait import wait_for
+
+    names = []
+    for f in sorted((E2E_DIR.parents[1] / "deploy" / "crds").glob("*.yaml")):
+        for doc in yaml.safe_load_all(f.read_text()):
+            if doc:
+                names.append(doc["metadata"]["name"])
+                with contextlib.suppress(AlreadyExistsError):
+                    kube.create(doc)
+
+    def established() -> bool:
+        for n in names:
+            crd = kube.get("CustomResourceDefinition", n)
+            conds = (crd.get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conds):
+                return False
+        return True
+
+    wait_for(established, 60, "the kdra CRDs to be established")
+    return names

@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kdra.cluster.store import StoreError
+from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete
-from kdra.testing.kube import KubeClient, KubeError, Obj
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -30,6 +31,7 @@ class DeviceFleet:
     devices: int
     driver: str = "dev.kdra.test"
     node_names: list[str] = field(default_factory=list)
+    kubelet: bool = True  # KWOK runs the pods bound to these nodes (False: nothing does)
 
     @property
     def device_class(self) -> str:
@@ -47,7 +49,7 @@ class DeviceFleet:
         self.node_names = [f"{self.prefix}-n{i:03d}" for i in range(self.nodes)]
 
         def one(name: str) -> None:
-            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix})
+            create_node(self.kube, name, labels={"kdra.test/fleet": self.prefix}, kubelet=self.kubelet)
             self.kube.create(
                 {
                     "apiVersion": "resource.k8s.io/v1",
@@ -68,12 +70,12 @@ class DeviceFleet:
 
     def delete(self, workers: int = 1) -> None:
         def one(name: str) -> None:
-            self.kube.delete("ResourceSlice", f"{name}-{self.driver}")
-            self.kube.delete("Node", name)
+            self.kube.delete("ResourceSlice", f"{name}-{self.driver}", missing_ok=True)
+            self.kube.delete("Node", name, missing_ok=True)
 
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(one, self.node_names))
-        self.kube.delete("DeviceClass", self.device_class)
+        self.kube.delete("DeviceClass", self.device_class, missing_ok=True)
 
 
 def claim_template(name: str, namespace: str, device_class: str, count: int = 1) -> Obj:
@@ -140,7 +142,7 @@ def allocated_devices(kube: KubeClient, namespace: str | None = None) -> list[tu
 def wait_until(fn: object, timeout: float, what: str, interval: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        with contextlib.suppress(KubeError, OSError):
+        with contextlib.suppress(StoreError, OSError):
             if fn():  # type: ignore[operator]
                 return
         if time.monotonic() > deadline:
@@ -175,6 +177,15 @@ class KdraProcess:
         except OSError:
             return ""
 
+    def freeze(self) -> None:
+        """SIGSTOP the whole process (every thread at once), as a VM pause or a frozen cgroup does."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no lease release, no clean-up (a crash)."""
         if self.running():
@@ -186,6 +197,7 @@ class KdraProcess:
         if self.running():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen process only gets SIGTERM once thawed
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -218,7 +230,7 @@ def restart_apiserver(cp: ControlPlane, down: float = 2.0, timeout: float = 90.0
     deadline = time.monotonic() + timeout
     while True:
         cp.check_alive()
-        with contextlib.suppress(KubeError, OSError):
+        with contextlib.suppress(StoreError, OSError):
             if client.request("GET", "/readyz", timeout=5) == "ok":
                 return
         if time.monotonic() > deadline:

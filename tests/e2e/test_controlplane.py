@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import ControlPlane, create_node
-from kdra.testing.kube import KubeClient, Obj, wait_for
+from kdra.testing.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -51,9 +52,9 @@ def gpu_node(kube: KubeClient) -> Iterator[tuple[str, str]]:
         }
     )
     yield node, cls
-    kube.delete("ResourceSlice", f"{node}-{DRIVER}")
-    kube.delete("DeviceClass", cls)
-    kube.delete("Node", node)
+    kube.delete("ResourceSlice", f"{node}-{DRIVER}", missing_ok=True)
+    kube.delete("DeviceClass", cls, missing_ok=True)
+    kube.delete("Node", node, missing_ok=True)
 
 
 def template(name: str, cls: str, count: int = 1) -> Obj:

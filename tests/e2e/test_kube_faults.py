@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane
-from kdra.testing.kube import KubeClient
 
 from .kubeutil import (
     DeviceFleet,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane
-from kdra.testing.kube import KubeClient
 
 from .kubeutil import (
     DeviceFleet,
@@ -111,8 +111,14 @@ def test_unschedulable_pod_gets_condition_and_event_with_explanation(
     assert "cannot allocate all claims" in cond["message"]
     # kdra's explanation: which request and how many devices it could not get.
     assert "node " in cond["message"] and "dev" in cond["message"]
+    # kube-scheduler's line first, then the nodes grouped by reason (allocator.summary), then the nearest.
+    lines = cond["message"].splitlines()
+    assert lines[0].startswith("0/") and "nodes are available" in lines[0]
+    assert lines[1].startswith("0/") and " nodes: " in lines[1] and "have fewer than 5" in lines[1]
+    assert any(line.startswith("nearest") for line in lines)
     ev = next(e for e in kube.list("Event", namespace) if e.get("reason") == "FailedScheduling")
     assert ev["involvedObject"]["name"] == "too-big"
     assert ev["source"]["component"] == "kdra"
     assert "cannot allocate all claims" in ev["message"]
+    assert len(ev["message"].encode()) <= 1024  # the API's limit, as kube-scheduler truncates
     assert not kube.get("Pod", "too-big", namespace)["spec"].get("nodeName")

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from kdra.cli.main import main
+from kdra.kube.client import KubeClient
 from kdra.kube.client import KubeClient as Client
 from kdra.testing.controlplane import ControlPlane, create_node, write_kubeconfig
-from kdra.testing.kube import KubeClient
 
 from .kubeutil import bound_pods, claim_template, create_pods, kdra_scheduler, template_pod, wait_until
 
@@ -123,7 +123,7 @@ def test_driver_sim_publishes_and_reconciles_a_fleet(
         # A changed slice is restored with the pool generation bumped; a removed node's slices go.
         victim = copy.deepcopy(next(s for s in slices.values() if s["spec"]["nodeName"] == f"{name}-a100-0"))
         victim["spec"]["devices"] = victim["spec"]["devices"][:1]
-        kube.replace(dict(victim, kind="ResourceSlice", apiVersion="resource.k8s.io/v1"))
+        kube.update(dict(victim, kind="ResourceSlice", apiVersion="resource.k8s.io/v1"))
         fleet.write_text(fleet_yaml(name, a100=1, l4=1))
         assert main(["driver", "sim", "--kubeconfig", str(kc), "-c", str(fleet)]) == 0
         after = fleet_slices(kube, name)
@@ -134,9 +134,9 @@ def test_driver_sim_publishes_and_reconciles_a_fleet(
     finally:
         for n in kube.list("Node"):
             if n["metadata"]["name"].startswith(name):
-                kube.delete("Node", n["metadata"]["name"])
+                kube.delete("Node", n["metadata"]["name"], missing_ok=True)
         for s in fleet_slices(kube, name):
-            kube.delete("ResourceSlice", s)
+            kube.delete("ResourceSlice", s, missing_ok=True)
 
 
 def test_crds_install_and_accept_kdra_objects(admin: Client) -> None:
@@ -175,8 +175,8 @@ def test_crds_install_and_accept_kdra_objects(admin: Client) -> None:
     admin.create(pg)
     got = admin.get("PodGroup", "gang", "default")
     assert got["spec"]["topologyConstraint"] == {"requiredTopologyLevel": "kdra.dev/rack"}
-    admin.delete("PodGroup", "gang", "default")
-    admin.delete("Queue", q)
+    admin.delete("PodGroup", "gang", "default", missing_ok=True)
+    admin.delete("Queue", q, missing_ok=True)
 
 
 def test_scheduler_runs_with_least_privilege_rbac(
@@ -261,15 +261,19 @@ def test_explain_export_and_allocate_read_the_live_cluster(
         assert main(["explain", "wants-h100", "-n", namespace, "--kubeconfig", kc]) == 1
         text = capsys.readouterr().out
         assert "fits on 0 of" in text
+        # grouped by reason: the two nodes with the class's devices fail the H100 selector
+        assert "2 fail selector #0 of request" in text and "devices have A100" in text
         assert f"node {nodes[0]}: cannot allocate all claims" in text
         assert "H100" in text and "A100" in text  # the selector and the value that failed it
         assert main(["explain", "wants-h100", "-n", namespace, "--kubeconfig", kc, "-o", "json"]) == 1
         data = json.loads(capsys.readouterr().out)
         per_node = {n["node"]: n for n in data["nodes"]}
         assert not per_node[nodes[0]]["fits"] and per_node[nodes[0]]["details"]["requests"]
+        assert per_node[nodes[0]]["reason"].startswith("fail selector #0 of request")
+        assert data["summary"]["nodes"] == len(data["nodes"])
 
         out = tmp_path / "cluster.yaml"
-        assert main(["export", "--kubeconfig", kc, "-o", str(out)]) == 0
+        assert main(["export", "--kubeconfig", kc, "--output-file", str(out)]) == 0
         kinds = {d["kind"] for d in yaml.safe_load_all(out.read_text()) if d}
         assert {
             "Node",
@@ -289,9 +293,9 @@ def test_explain_export_and_allocate_read_the_live_cluster(
         assert "H100" in offline.err
     finally:
         for n in nodes:
-            kube.delete("ResourceSlice", f"{n}-gpu")
-            kube.delete("Node", n)
-        kube.delete("DeviceClass", cls)
+            kube.delete("ResourceSlice", f"{n}-gpu", missing_ok=True)
+            kube.delete("Node", n, missing_ok=True)
+        kube.delete("DeviceClass", cls, missing_ok=True)
 
 
 def test_driver_sim_watch_restores_a_deleted_slice(
@@ -309,7 +313,7 @@ def test_driver_sim_watch_restores_a_deleted_slice(
         wait_until(lambda: len(fleet_slices(kube, name)) >= 2, 60, "the fleet's slices")
         before = fleet_slices(kube, name)
         victim = sorted(before)[0]
-        kube.delete("ResourceSlice", victim)
+        kube.delete("ResourceSlice", victim, missing_ok=True)
         wait_until(lambda: victim in fleet_slices(kube, name), 30, "the deleted slice back")
         back = fleet_slices(kube, name)[victim]
         assert back["spec"]["pool"]["generation"] == before[victim]["spec"]["pool"]["generation"] + 1
@@ -318,6 +322,6 @@ def test_driver_sim_watch_restores_a_deleted_slice(
         proc.stop()
         for n in kube.list("Node"):
             if n["metadata"]["name"].startswith(name):
-                kube.delete("Node", n["metadata"]["name"])
+                kube.delete("Node", n["metadata"]["name"], missing_ok=True)
         for s in fleet_slices(kube, name):
-            kube.delete("ResourceSlice", s)
+            kube.delete("ResourceSlice", s, missing_ok=True)

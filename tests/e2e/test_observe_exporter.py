@@ -26,9 +26,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kdra.cluster.store import NotFoundError
+from kdra.kube.client import KubeClient, Obj
 from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete, free_port
-from kdra.testing.kube import KubeClient, NotFound, Obj, wait_for
+from kdra.testing.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -175,9 +177,9 @@ def fleet(kube: KubeClient) -> Iterator[dict[str, Any]]:
     )
     yield {"nodes": nodes, "class": cls, "pools": "|".join(nodes)}
     for n in nodes:
-        kube.delete("ResourceSlice", f"{n}-gpus")
-        kube.delete("Node", n)
-    kube.delete("DeviceClass", cls)
+        kube.delete("ResourceSlice", f"{n}-gpus", missing_ok=True)
+        kube.delete("Node", n, missing_ok=True)
+    kube.delete("DeviceClass", cls, missing_ok=True)
 
 
 @pytest.fixture
@@ -204,7 +206,7 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[str]:
         if proc.poll() is not None:
             raise RuntimeError((tmp_path / "exporter.log").read_text())
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
                 return r.status == 200
         except OSError:
             return False
@@ -306,7 +308,7 @@ def agree(kube: KubeClient, prom: Prometheus, ns: str) -> tuple[set[tuple[str, .
 def bound(kube: KubeClient, ns: str, name: str) -> bool:
     try:
         return bool(kube.get("Pod", name, ns)["spec"].get("nodeName"))
-    except NotFound:
+    except NotFoundError:
         return False
 
 
@@ -396,7 +398,7 @@ def test_prometheus_sees_who_holds_which_device_while_pods_come_and_go(
 
     # 5. a claim deleted with its pod disappears
     force_delete(kube, "Pod", "server", ns)
-    kube.delete("ResourceClaim", "infer", ns)
+    kube.delete("ResourceClaim", "infer", ns, missing_ok=True)
     eventually(
         lambda: agree(kube, prometheus, ns),
         lambda v: v[0] == v[1] and not any(d[0] == "infer" for d in v[1]),

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kdra.kube.client import KubeClient
 from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, free_port
-from kdra.testing.kube import KubeClient
 
 from .kubeutil import DeviceFleet, claim_template, kdra_scheduler, template_pod, wait_until
 

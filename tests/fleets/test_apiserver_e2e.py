@@ -38,8 +38,8 @@ def _kdra(*args: str) -> str:
 
 
 def _apply_server_side(client: Any, text: str) -> int:
-    """Server-side apply of every object; raises KubeError naming the object when the server refuses."""
-    from kdra.testing.kube import resource_path
+    """Server-side apply of every object; raises StoreError naming the object when the server refuses."""
+    from kdra.kube.client import resource_path
 
     objs = load_text(text, "kdra output")
     for obj in objs:

@@ -53,7 +53,9 @@ def test_gang_waits_for_its_members_and_its_group() -> None:
     gang_pods(s, "g", 2, gpus=1)
     sched.run(0)
     assert bound(s, "g") == {}
-    assert "2 of minCount 3 pods exist" in condition(s, "g-000")
+    assert "fewer than minCount 3 pods exist" in condition(s, "g-000")
+    pg = s.get("PodGroup", "g", "default")["status"]["conditions"][0]
+    assert "2 of minCount 3 pods exist" in pg["message"]
     gang_pods(s, "orphan", 1, gpus=1)
     sched.run(1)
     assert "waiting for its PodGroup" in condition(s, "orphan-000")

@@ -130,7 +130,7 @@ def test_kubeconfig_token_and_inline_data(tmp_path: Path) -> None:
     assert kc.server == "https://127.0.0.1:6443"
     assert kc.bearer_token() == "abc"
     assert kc.namespace == "team"
-    assert kc.ca_file and Path(kc.ca_file).read_bytes() == b"not a real CA"
+    assert kc.ca_data == b"not a real CA" and kc.ca_file is None  # kept in memory, no file written
     assert KubeConfig.load(path, context="y").namespace == "default"
 
 
@@ -200,6 +200,29 @@ def test_write_fence_stops_writes_before_they_are_sent(server: FakeServer) -> No
         c.update(node("a", 1))
     assert c.get("Node", "a")["metadata"]["name"] == "a"  # reads are never fenced
     assert [m for m, p, _, _ in server.log] == ["PUT", "GET"]  # the fenced PUT never reached the server
+
+
+def test_idle_keepalive_connection_is_replaced_before_the_server_drops_it(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kdra.kube.client as client_mod
+
+    ports: list[int] = []
+
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        ports.append(h.client_address[1])
+        h.reply(200, node("a", 1))
+
+    server.routes[("GET", "/api/v1/nodes/a")] = ok
+    monkeypatch.setattr(client_mod, "IDLE_CONNECTION_SECONDS", 0.2)
+    monkeypatch.setattr(Handler, "protocol_version", "HTTP/1.1")  # keep-alive, as the API server
+    c = client_for(server)
+    c.get("Node", "a")
+    c.get("Node", "a")
+    time.sleep(0.3)
+    c.get("Node", "a")
+    assert ports[0] == ports[1]  # kept alive while busy
+    assert ports[2] != ports[1]  # a fresh connection after idling
 
 
 def test_unreachable_server_is_unavailable() -> None:
@@ -432,6 +455,73 @@ def test_leader_release_hands_over_at_once(server: FakeServer) -> None:
     assert b.try_acquire_or_renew()
 
 
+def test_fence_refuses_every_write_once_the_lease_deadline_passed(server: FakeServer) -> None:
+    """A paused leader (here: one that stops renewing) wakes up with writes in hand: from the deadline
+    on, none is sent, whichever thread sends it; its own Lease writes still pass, and on_lost runs once."""
+    leases = FakeLeases(server)
+
+    def ok(h: Handler, q: Any, body: Any) -> None:
+        h.reply(200, node("a", 2))
+
+    server.routes[("PUT", "/api/v1/nodes/a")] = ok
+    client = client_for(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.4, "retry_period": 0.1}
+    a = LeaderElector(client, "kdra", "kube-system", "a", **kw).install_fence()
+    lost: list[str] = []
+    a.on_lost.append(lambda: lost.append(threading.current_thread().name))
+    with pytest.raises(FencedError, match="does not hold the leader lease"):
+        client.update(node("a", 1))  # a standby writes nothing but its Lease
+    assert a.try_acquire_or_renew()  # the Lease is created (POST) and held, fence or not
+    client.update(node("a", 1))
+    time.sleep(0.5)  # no renewal within the renew deadline
+    sent = len([r for r in server.log if r[1] == "/api/v1/nodes/a"])
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            client.update(node("a", 1))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 4 and all(isinstance(e, FencedError) for e in errors)
+    assert len([r for r in server.log if r[1] == "/api/v1/nodes/a"]) == sent  # nothing reached the server
+    assert a.lost and lost and len(lost) == 1
+    assert a.fenced_writes == 5
+    assert not a.try_acquire_or_renew()  # a lost leadership is not taken up again by this process
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
+
+
+def test_leader_thread_notices_the_deadline_and_stops_campaigning(server: FakeServer) -> None:
+    FakeLeases(server)
+    client = client_for(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.3, "retry_period": 0.1}
+    a = LeaderElector(client, "kdra", "kube-system", "a", **kw).install_fence()
+    done = threading.Event()
+    a.on_lost.append(done.set)
+    a.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not a.is_leader and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert a.is_leader
+        # Renewals are answered with 503 from now on: the thread itself notices the deadline.
+        server.routes[("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kdra")] = (
+            lambda h, q, b: h.reply(503, {"kind": "Status", "reason": "ServiceUnavailable"})
+        )
+        assert done.wait(3)
+        assert a.lost
+        assert a._thread is not None
+        a._thread.join(2)
+        assert not a._thread.is_alive()
+    finally:
+        a.stop(release=False)
+
+
 # -- the binding cycle --------------------------------------------------------------------------------
 
 
@@ -490,6 +580,88 @@ def test_bind_job_retries_claim_writes_on_conflict_then_binds(server: FakeServer
     }
     assert bindings[0]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
     assert job.written[-1]["metadata"]["resourceVersion"] == "10"
+
+
+def _claim_server(server: FakeServer, live: dict[str, Any], on_status: Any) -> list[tuple[str, int]]:
+    """GET and PUT (metadata, status) of ResourceClaim ns/c1 with resourceVersion preconditions;
+    `on_status(body)` may answer a status PUT itself (returns a code) before it is applied."""
+    base = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1"
+    answers: list[tuple[str, int]] = []
+
+    def put(h: Handler, body: Any, sub: str) -> None:
+        if body["metadata"]["resourceVersion"] != live["metadata"]["resourceVersion"]:
+            answers.append((sub, 409))
+            h.reply(409, {"kind": "Status", "reason": "Conflict"})
+            return
+        code = on_status(body) if sub == "status" else 200
+        live.update(body)
+        live["metadata"] = dict(
+            body["metadata"], resourceVersion=str(int(body["metadata"]["resourceVersion"]) + 1)
+        )
+        answers.append((sub, code))
+        if code >= 500:  # committed, but the answer says otherwise (a 504 "context canceled")
+            h.reply(code, {"kind": "Status", "reason": "Timeout", "message": "context canceled"})
+        else:
+            h.reply(code, live)
+
+    server.routes[("GET", base)] = lambda h, q, b: h.reply(200, live)
+    server.routes[("PUT", base)] = lambda h, q, b: put(h, b, "")
+    server.routes[("PUT", base + "/status")] = lambda h, q, b: put(h, b, "status")
+    server.routes[("POST", "/api/v1/namespaces/ns/pods/p/binding")] = lambda h, q, b: h.reply(201, {})
+    return answers
+
+
+def _c1(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c1", "namespace": "ns", "uid": "cu", "resourceVersion": rv},
+        "spec": {},
+        "status": status or {},
+    }
+
+
+def test_bind_job_treats_a_committed_write_that_answered_504_as_written(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    live = _c1("8")
+    answers = _claim_server(server, live, lambda body: 504)
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    alloc = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
+    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), alloc)], []).run(client_for(server))
+    assert not job.error, job.error
+    # The 504 committed: a repeat of the conditional PUT (the client's own retry) only conflicts, and the
+    # re-read finds the claim ours, so nothing is written again.
+    assert answers[:2] == [("", 200), ("status", 504)] and all(a == ("status", 409) for a in answers[2:])
+    assert live["status"]["allocation"] == alloc
+
+
+def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: FakeServer) -> None:
+    from kdra.kube.binder import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    theirs = {"devices": {"results": [{"driver": "d", "pool": "n2", "device": "y", "request": "r"}]}}
+    live = _c1("8")
+    answers = _claim_server(server, live, lambda body: 200)
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
+    ref = {"resource": "pods", "name": "p", "uid": "pu"}
+    mine = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
+    # Someone else allocates after kdra's finalizer write: kdra's status PUT conflicts.
+    live["status"] = {}
+    orig = server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")]
+
+    def finalizer_then_meddle(h: Handler, q: Any, body: Any) -> None:
+        orig(h, q, body)
+        live["status"] = {"allocation": theirs, "reservedFor": [ref]}
+        live["metadata"] = dict(live["metadata"], resourceVersion="20")
+
+    server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")] = finalizer_then_meddle
+    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), mine)], []).run(client_for(server))
+    assert "allocated meanwhile by someone else (d/n2/y)" in job.error
+    assert answers == [("", 200), ("status", 409)]  # re-read, decided, not written again
+    assert live["status"]["allocation"] == theirs
+    assert not any(p.endswith("/binding") for _m, p, _q, _b in server.log)
 
 
 def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:

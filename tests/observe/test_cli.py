@@ -18,13 +18,19 @@ from kdra.testing.controlplane import free_port
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / "gang-queues.yaml")
 
 
-def test_exporter_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_exporter_usage_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     assert main(["exporter", "--from-simulation", "--listen", "nowhere"]) == 2
     assert "--listen: Invalid value: 'nowhere'" in capsys.readouterr().err
     assert main(["exporter", "--from-simulation", "--speed", "-1"]) == 2
-    with pytest.raises(SystemExit) as exc:
-        main(["exporter"])  # a source is required
-    assert exc.value.code == 2
+    # Without --from-simulation it reads a cluster found as kubectl finds one; here there is none.
+    for var in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    capsys.readouterr()
+    assert main(["exporter", "--once"]) == 2
+    assert "no Kubernetes configuration: give --kubeconfig FILE" in capsys.readouterr().err
 
 
 def test_exporter_once_from_a_simulation_with_queues(capsysbinary: pytest.CaptureFixture[bytes]) -> None:

@@ -190,3 +190,46 @@ def test_shares_release_their_consumed_capacity_exactly() -> None:
     finish(s, "b")
     finish(s, "c")
     assert key not in sch.dra.state.consumed and key not in sch.dra.state.shared
+
+
+def test_prebind_rechecks_a_claim_someone_else_allocated_meanwhile(
+    cluster: tuple[MemoryStore, Scheduler],
+) -> None:
+    """Issue 18 item 6: between kdra's finalizer write and its status write another scheduler allocates
+    the claim (other devices, reserved for the same pod). PreBind must not write its own allocation over
+    it: the attempt fails, and the pod's retry binds where the other allocation is."""
+    from builders import DRIVER
+
+    s, sch = cluster
+    created = s.create(pod("p", template_name="one"))
+    ref = {"resource": "pods", "name": "p", "uid": created["metadata"]["uid"]}
+    theirs = {
+        "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "gpu-1"}]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+            ]
+        },
+    }
+    status_writes: list[object] = []
+
+    def other_scheduler(ev: object) -> None:
+        obj = ev.object  # type: ignore[attr-defined]
+        fins = obj["metadata"].get("finalizers") or []
+        if DELETE_PROTECTION_FINALIZER in fins and not (obj.get("status") or {}).get("allocation"):
+            upd = clone(obj)
+            upd["status"] = {"allocation": theirs, "reservedFor": [ref]}
+            s.update(upd, subresource="status")
+        elif (obj.get("status") or {}).get("allocation"):
+            status_writes.append(obj["status"]["allocation"])
+
+    s.watch(other_scheduler, kinds=("ResourceClaim",))
+    (first,) = sch.run(0)
+    assert first.node is None and "allocated meanwhile by someone else" in first.message
+    c = s.list("ResourceClaim")[0]
+    assert c["status"]["allocation"] == theirs  # not overwritten
+    assert status_writes == [theirs]
+    (second,) = sch.run(100)  # after the backoff: the claim is allocated and reserved for the pod
+    assert second.node == "n2"
+    assert s.get("Pod", "p", "default")["spec"]["nodeName"] == "n2"
+    assert s.list("ResourceClaim")[0]["status"]["allocation"] == theirs

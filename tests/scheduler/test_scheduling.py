@@ -198,8 +198,13 @@ def test_only_the_printed_explanation_is_computed() -> None:
     s.create(pod("big", template_name="three"))
     results = {r.pod: r for r in sch.run(0)}
     big = results["default/big"]
-    assert big.node is None and isinstance(big.explanation, LazyExplanation)
-    assert big.explanation.computed
+    from kdra.scheduler.nodefit import FitFailure
+
+    # Every node's verdict is handed on (for messages that group nodes by reason), uncomputed; only the
+    # first node's explanation, which the message prints, is computed.
+    assert big.node is None and isinstance(big.explanation, FitFailure)
+    assert isinstance(big.explanation.first, LazyExplanation) and big.explanation.first.computed
+    assert len(big.explanation.per_node) == 3
     lazies = [
         st.explanation
         for entry in sch._sig.values()

@@ -142,3 +142,94 @@ def test_partial_gang() -> None:
     b["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": "gang waits"}]}
     assert rules([*world(), group, a, b, claim("ca", "n1", "gpu-0", ["a"])]) == ["partial-gang"]
     assert rules([*world(), group, b]) == []
+
+
+def test_devices_drawing_more_than_a_counter_set_holds_are_a_double_allocation() -> None:
+    """A MIG-shaped pool: the whole GPU and two halves draw on one counter set; the whole GPU and one half
+    allocated at once overuse it, the two halves do not."""
+    from kdra.testing.invariants import counter_overuse
+
+    def dev(name: str, mem: str) -> dict:
+        return {
+            "name": name,
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": mem}}}],
+        }
+
+    slices = [
+        {
+            "spec": {
+                "driver": "d",
+                "pool": {"name": "n"},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+            }
+        },
+        {
+            "spec": {
+                "driver": "d",
+                "pool": {"name": "n"},
+                "devices": [dev("whole", "80Gi"), dev("a", "40Gi"), dev("b", "40Gi")],
+            }
+        },
+    ]
+
+    def claim(name: str, device: str) -> dict:
+        result = {"request": "r", "driver": "d", "pool": "n", "device": device}
+        return {
+            "metadata": {"name": name, "namespace": "ns"},
+            "status": {"allocation": {"devices": {"results": [result]}}},
+        }
+
+    assert counter_overuse([claim("x", "a"), claim("y", "b")], slices) == []
+    found = counter_overuse([claim("x", "whole"), claim("y", "a")], slices)
+    assert [(v.rule, v.object) for v in found] == [("double-allocation", "counter set d/n/gpu-0")]
+    assert "120Gi of 80Gi" in found[0].message and "ns/x" in found[0].message
+
+
+def _audit(t: float, verb: str, resource: str, name: str, agent: str, code: int = 200, sub: str = "") -> Obj:
+    import datetime as dt
+
+    ts = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    ref = {"resource": resource, "namespace": "ns", "name": name}
+    if sub:
+        ref["subresource"] = sub
+    return {
+        "stage": "ResponseComplete",
+        "verb": verb,
+        "userAgent": agent,
+        "objectRef": ref,
+        "responseStatus": {"code": code},
+        "requestReceivedTimestamp": ts,
+    }
+
+
+def test_writes_after_the_lease_ran_out_are_stale_whatever_their_answer(tmp_path: Any) -> None:
+    import json
+
+    from kdra.testing.invariants import audit_events, writes_after_lease_loss
+
+    a, b = "kdra/0.1.0 (scheduler/a)", "kdra/0.1.0 (scheduler/b)"
+    events = [
+        _audit(100.0, "create", "leases", "", a, 201),  # a acquires
+        _audit(100.5, "update", "resourceclaims", "c1", a, sub="status"),
+        _audit(101.0, "update", "leases", "kdra", a),  # last renewal: a leads until 102.0 at the latest
+        _audit(101.9, "create", "pods", "p1", a, 201, sub="binding"),
+        _audit(102.5, "update", "leases", "kdra", b),  # b takes over
+        _audit(103.0, "update", "resourceclaims", "c2", a, 504, sub="status"),  # may have committed
+        _audit(103.1, "update", "leases", "kdra", a, 409),  # a conditional Lease write that failed
+        _audit(103.2, "create", "pods", "p2", b, 201, sub="binding"),
+        _audit(99.0, "patch", "pods", "p0", b, sub="status"),  # b before it led
+    ]
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(json.dumps(e) for e in sorted(events, key=lambda e: e["requestReceivedTimestamp"]))
+    )
+    log.write_text(log.read_text() + '\n{"stage": "ResponseComp')  # a line being written
+    evs = audit_events(log)
+    assert len(evs) == len(events)
+    stale_a = writes_after_lease_loss(evs, writer="(scheduler/a)", lease="kdra", renew_deadline=1.0)
+    assert [v.message for v in stale_a] == [
+        "update resourceclaims/status ns/c2 -> 504, received 1.00s after its lease ran out"
+    ]
+    stale_b = writes_after_lease_loss(evs, writer="(scheduler/b)", lease="kdra", renew_deadline=1.0)
+    assert [v.message for v in stale_b] == ["patch pods/status ns/p0 -> 200, received before it led"]
+    assert writes_after_lease_loss(evs, writer="(scheduler/a)", lease="kdra", renew_deadline=2.5) == []

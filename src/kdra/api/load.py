@@ -29,10 +29,68 @@ _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
+# go-yaml's defence against alias bombs ("billion laughs"), which sigs.k8s.io/yaml and so kubectl and the
+# API server inherit (yaml.v3 decode.go allowedAliasRatio): once more than 1,000 nodes are decoded and more
+# than 100 of them came from alias expansion, at most 99% may come from aliases up to 400,000 nodes, falling
+# linearly to 10% at 4,000,000.
+_ALIAS_RATIO_LOW = 400_000
+_ALIAS_RATIO_HIGH = 4_000_000
+
+
+def _allowed_alias_ratio(decoded: int) -> float:
+    if decoded <= _ALIAS_RATIO_LOW:
+        return 0.99
+    if decoded >= _ALIAS_RATIO_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - _ALIAS_RATIO_LOW) / (_ALIAS_RATIO_HIGH - _ALIAS_RATIO_LOW)
+
+
+def _check_aliasing(root: yaml.Node) -> None:
+    """Count the nodes the document would have with every alias expanded, without expanding anything (an
+    alias is the same Node object composed again), and refuse excessive aliasing before any value is built."""
+    sizes: dict[int, int] = {}
+    distinct = 0
+
+    def size(node: yaml.Node) -> int:
+        nonlocal distinct
+        key = id(node)
+        known = sizes.get(key)
+        if known is not None:
+            if known < 0:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "found a recursive alias (an anchor used inside itself)", node.start_mark
+                )
+            return known
+        sizes[key] = -1
+        distinct += 1
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        sizes[key] = total
+        return total
+
+    decoded = size(root)
+    aliased = decoded - distinct
+    if aliased > 100 and decoded > 1000 and aliased / decoded > _allowed_alias_ratio(decoded):
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"document contains excessive aliasing: {decoded:,} nodes once aliases are expanded, "
+            f"{aliased:,} of them from aliases (an alias bomb?)",
+            root.start_mark,
+        )
+
+
 class _Loader(_BaseLoader):
     """Safe loader that keeps timestamps as strings (Kubernetes serves them as strings, and a
-    datetime would not survive a JSON dump) and rejects duplicate keys, as kubectl does, instead of
-    silently keeping the last one."""
+    datetime would not survive a JSON dump), rejects duplicate keys, as kubectl does, instead of
+    silently keeping the last one, and refuses alias bombs before building anything."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_aliasing(node)
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[tuple[str, str]] = set()
@@ -217,6 +275,27 @@ def _load_yaml(text: str, source: str) -> list[dict[str, Any]]:
     return out
 
 
+def load_documents(text: str, source: str) -> list[Any]:
+    """The non-empty YAML (or JSON) documents of `text` as plain values, read with the same safe loader as
+    objects (no alias bombs, no duplicate keys, timestamps as strings), for kdra's own files (Fleet)."""
+    docno = 0
+    out: list[Any] = []
+    try:
+        for doc in yaml.load_all(text, Loader=_Loader):
+            docno += 1
+            if doc is not None:
+                out.append(doc)
+    except yaml.YAMLError as e:
+        line = _mark_line(e)
+        at = f", line {line}" if line else ""
+        raise InputError(f"{source}: document {docno + 1}{at}: invalid YAML: {_yaml_problem(e)}") from None
+    except RecursionError:
+        raise InputError(f"{source}: document {docno + 1}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{source}: document {docno + 1}: invalid YAML: {e}") from None
+    return out
+
+
 def _read(path: Path) -> str:
     try:
         data = path.read_bytes()
@@ -245,22 +324,40 @@ def _expand(path: Path) -> list[Path]:
     return [path]
 
 
-def load_paths(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """Load every file, folder (recursed) or `-` (stdin), in the order given."""
+def read_stdin() -> str:
+    """All of standard input as text; a closed or unreadable stdin is an InputError, not a traceback."""
+    stream = sys.stdin
+    if stream is None or getattr(stream, "closed", False):
+        raise InputError(
+            "<stdin>: standard input is closed (give a file with -f FILE, or pipe the objects in)"
+        )
+    try:
+        return stream.read()
+    except UnicodeDecodeError:
+        raise InputError("<stdin>: not UTF-8 text") from None
+    except (OSError, ValueError) as e:  # EBADF on a closed descriptor, "I/O operation on closed file"
+        raise InputError(
+            f"<stdin>: cannot read standard input: {getattr(e, 'strerror', None) or e}"
+        ) from None
+
+
+def load_paths(paths: Iterable[str | os.PathLike[str]], *, allow_empty: bool = True) -> list[dict[str, Any]]:
+    """Load every file, folder (recursed) or `-` (stdin), in the order given. With allow_empty=False, input
+    without a single object is an InputError ("no objects in FILE"), as `kubectl apply` says."""
+    paths = list(paths)
     out: list[dict[str, Any]] = []
     for p in paths:
         if str(p) == "-":
-            try:
-                text = sys.stdin.read()
-            except UnicodeDecodeError:
-                raise InputError("<stdin>: not UTF-8 text") from None
-            out.extend(load_text(text, "<stdin>"))
+            out.extend(load_text(read_stdin(), "<stdin>"))
             continue
         path = Path(p)
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         for f in _expand(path):
             out.extend(load_text(_read(f), str(f)))
+    if not out and not allow_empty:
+        names = ", ".join("<stdin>" if str(p) == "-" else str(p) for p in paths)
+        raise InputError(f"no objects in {names or 'the input'}: expected Kubernetes objects (YAML or JSON)")
     return out
 
 
@@ -292,4 +389,4 @@ def dump_json(objs: Iterable[dict[str, Any]] | dict[str, Any]) -> str:
     return json.dumps(doc, indent=4, ensure_ascii=False) + "\n"
 
 
-__all__ = ["dump_json", "dump_yaml", "load_paths", "load_text"]
+__all__ = ["dump_json", "dump_yaml", "load_documents", "load_paths", "load_text", "read_stdin"]

@@ -2,7 +2,8 @@
 
 The contract (issue 2, scope 6) that other tools and checks rely on:
 
-    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-o yaml|json|table]
+    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-n NS | -A]
+                  [--validate strict|warn|ignore] [-o yaml|json|table|wide|name] [--nodes N | -v]
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
 List's top-level `explanation` field); 2 invalid input or usage; 3 an allocation error in upstream's sense.
@@ -22,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from kdra.errors import AllocationError, InputError, KdraError
+from kdra.errors import AllocationError, InputError
 
 SUPPORTED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod")
 # Objects a `kubectl get -o yaml` dump commonly carries along; they do not affect allocation.
@@ -32,7 +33,9 @@ EPILOG = """\
 inputs:
   Any mix of Node, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate and Pod objects, as
   multi-document YAML, JSON or `kind: List` (what `kubectl get -o yaml` prints). `-f -` reads stdin; a folder
-  is read recursively. Everything is validated with the API server's rules first.
+  is read recursively. Everything is validated with the API server's rules first, unknown fields included
+  (--validate=strict, the default; warn or ignore to relax). -n NS allocates only that namespace's claims
+  and pods (objects without a namespace are in NS).
 
 what is allocated:
   ResourceClaims that already have status.allocation count as in use (devices, counters, capacity).
@@ -44,12 +47,15 @@ what is allocated:
 nodes:
   Node objects when given; otherwise the nodes named by the ResourceSlices' nodeName fields (a
   label-less Node each). With --node only that node is tried; otherwise nodes in name order and the
-  first node that fits wins.
+  first node that fits wins. A pod's nodeSelector, required node affinity, tolerations, nodeName and
+  cpu/memory requests rule nodes out as kube-scheduler's filters do (a Node without status.allocatable is
+  not checked for resources).
 
 output:
   The newly allocated ResourceClaims with status.allocation, as a v1 List (-o yaml, -o json) or a
-  kubectl-like table (-o table). When something does not fit, the List also carries a top-level
-  `explanation` field (structured) and the explanation is printed on stderr.
+  kubectl-like table (-o table, -o wide with more columns), or -o name. When something does not fit, the
+  explanation is printed on stderr: the nodes grouped by reason, then the 3 nearest nodes in full (--nodes N,
+  -v for all); the List also carries it in a top-level `explanation` field (structured).
 
 exit codes:
   0 allocated; 1 valid input that does not fit; 2 invalid input or usage; 3 allocation error
@@ -58,6 +64,8 @@ exit codes:
 
 
 def register(subparsers: Any) -> None:
+    from kdra.cli.common import add_gates_arg, add_namespace_args, add_validate_arg
+
     parser = subparsers.add_parser(
         "allocate",
         help="allocate devices to ResourceClaims as kube-scheduler would, and explain failures",
@@ -78,15 +86,27 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
     )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     parser.add_argument("--node", metavar="NAME", help="try only this node")
+    add_gates_arg(parser)
+    add_namespace_args(parser, "claims and pods")
+    add_validate_arg(parser)
     parser.add_argument(
-        "--feature-gates",
-        default="",
-        metavar="Gate=bool,...",
-        help="override Kubernetes 1.36 feature-gate defaults, e.g. DRAConsumableCapacity=false",
+        "-o",
+        "--output",
+        choices=("yaml", "json", "table", "wide", "name"),
+        default="yaml",
+        help="output format: yaml or json (a v1 List), table, wide (table with more columns), name",
     )
     parser.add_argument(
-        "-o", "--output", choices=("yaml", "json", "table"), default="yaml", help="output format"
+        "--nodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="when something does not fit, detail the N nearest nodes after the summary (default 3)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="when something does not fit, detail every node"
     )
     parser.set_defaults(func=run)
 
@@ -115,75 +135,6 @@ def _node_name(node: dict[str, Any]) -> str:
     return _name(node)
 
 
-def _requirement_matches(req: dict[str, Any], value: str | None) -> bool:
-    """One NodeSelectorRequirement (core/v1 semantics) against a label or field value."""
-    op = req.get("operator")
-    values = [str(v) for v in req.get("values") or []]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(values) == 1:
-        try:
-            left, right = int(value), int(values[0])
-        except ValueError:
-            return False
-        return left > right if op == "Gt" else left < right
-    return False
-
-
-def _node_selector_matches(selector: dict[str, Any] | None, node: dict[str, Any]) -> bool:
-    """A NodeSelector (terms ORed, requirements ANDed); nil selects every node."""
-    if not selector:
-        return True
-    labels = _meta(node).get("labels") or {}
-    fields = {"metadata.name": _node_name(node)}
-    for term in selector.get("nodeSelectorTerms") or []:
-        exprs = term.get("matchExpressions") or []
-        field_reqs = term.get("matchFields") or []
-        if not exprs and not field_reqs:
-            continue
-        if all(_requirement_matches(r, labels.get(r.get("key"))) for r in exprs) and all(
-            _requirement_matches(r, fields.get(r.get("key"))) for r in field_reqs
-        ):
-            return True
-    return False
-
-
-def _explanation_data(explanation: Any) -> Any:
-    """The allocator's explanation as JSON-compatible data."""
-    if explanation is None:
-        return None
-    for attr in ("to_dict", "as_dict"):
-        method = getattr(explanation, attr, None)
-        if callable(method):
-            return method()
-    if dataclasses.is_dataclass(explanation) and not isinstance(explanation, type):
-        return dataclasses.asdict(explanation)
-    if isinstance(explanation, (dict, list, str, int, float, bool)):
-        return explanation
-    return str(explanation)
-
-
-def _explanation_text(explanation: Any) -> str:
-    if explanation is None:
-        return "cannot allocate all claims"
-    if isinstance(explanation, str):
-        return explanation
-    for attr in ("render", "format", "text"):
-        method = getattr(explanation, attr, None)
-        if callable(method):
-            try:
-                return str(method())
-            except TypeError:
-                continue
-    return str(explanation)
-
-
 # ----------------------------------------------------------------------------------------- the run
 
 
@@ -198,7 +149,7 @@ class _Group:
 @dataclasses.dataclass
 class _Failure:
     group: _Group
-    nodes: list[dict[str, Any]]
+    nodes: list[Any]  # kdra.allocator.summary.NodeFinding per node tried, in name order
 
 
 def _load(paths: list[str]) -> list[dict[str, Any]]:
@@ -207,7 +158,7 @@ def _load(paths: list[str]) -> list[dict[str, Any]]:
     for path in paths:
         if path != "-" and not os.path.exists(path):
             raise InputError(f"{path}: no such file or directory")
-    return list(load_paths(paths))
+    return list(load_paths(paths, allow_empty=False))
 
 
 def _check_kinds(objs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -234,35 +185,52 @@ def _unique(objs: list[dict[str, Any]], kind: str, namespaced: bool) -> None:
         seen.add(key)
 
 
+def _default_namespace(objs: Iterable[dict[str, Any]], namespace: str) -> None:
+    """`-n NS` with files: namespaced objects without metadata.namespace are in NS (as `kubectl apply -n`)."""
+    for obj in objs:
+        if obj.get("kind") in ("ResourceClaim", "ResourceClaimTemplate", "Pod"):
+            meta = obj.setdefault("metadata", {})
+            if isinstance(meta, dict) and not meta.get("namespace"):
+                meta["namespace"] = namespace
+
+
 def run(args: argparse.Namespace) -> int:
-    """The subcommand; an unanticipated error still ends in a message and exit 3, never a traceback."""
+    """The subcommand; a search that recurses too deep is an allocation error, never a traceback."""
     try:
         return _run(args)
-    except (KdraError, BrokenPipeError, KeyboardInterrupt):
-        raise
     except RecursionError as err:
         raise AllocationError(f"allocation aborted: search too deep ({err})") from err
-    except Exception as err:
-        raise AllocationError(f"internal error: {type(err).__name__}: {err} (please report this)") from err
 
 
 def _run(args: argparse.Namespace) -> int:
     from kdra.allocator import AllocationOutcome, Allocator
+    from kdra.allocator._nodes import node_selector_matches
     from kdra.allocator.features import FeatureGates
+    from kdra.allocator.summary import NodeFinding
+    from kdra.api.fields import check_fields
     from kdra.api.templates import instantiate_template, is_claim_for_pod
     from kdra.api.validation import validate_objects
+    from kdra.cli.common import gates_text, namespace_filter, positive_int, validate_mode
+    from kdra.scheduler.nodefit import NodeFit
 
-    gates = FeatureGates.parse(args.feature_gates or "")
+    gates = FeatureGates.parse(gates_text(args))
+    validate = validate_mode(args)
+    only_ns = namespace_filter(args)
+    if args.nodes is not None:
+        positive_int("--nodes", args.nodes, 0)
     if bool(args.files) == bool(getattr(args, "kubeconfig", None)):
         raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig FILE")
     if args.files:
         loaded = _load(args.files)
+        if only_ns:
+            _default_namespace(loaded, only_ns)
     else:
-        from kdra.kube.client import KubeClient
+        from kdra.cli.kube import make_client
         from kdra.kube.export import export_objects
 
-        loaded = export_objects(KubeClient.from_kubeconfig(args.kubeconfig))
+        loaded = export_objects(make_client(args))
     objs = _check_kinds(loaded)
+    check_fields(loaded, validate)
     # Namespaces are validated along (they carry the label adminAccess needs), then set aside.
     # List-typed attributes are accepted whatever the gate says: slices stored while it was on keep them,
     # and the allocator then treats them as upstream does with the gate off.
@@ -288,7 +256,9 @@ def _run(args: argparse.Namespace) -> int:
     templates = {_ref(t): t for t in by_kind["ResourceClaimTemplate"]}
     claims = [copy.deepcopy(c) for c in by_kind["ResourceClaim"]]
     claims_by_ref = {_ref(c): c for c in claims}
-    pods = by_kind["Pod"]
+    all_pods = by_kind["Pod"]
+    # -n: only that namespace's pods and claims are allocated; every allocated claim still counts as in use.
+    pods = [p for p in all_pods if only_ns is None or _namespace(p) == only_ns]
 
     def allocated(claim: dict[str, Any]) -> bool:
         return bool((claim.get("status") or {}).get("allocation"))
@@ -342,7 +312,15 @@ def _run(args: argparse.Namespace) -> int:
             if all(c is not claim for c in group.claims):
                 group.claims.append(claim)
         pod_groups.append(group)
-    loose = [c for c in claims if _ref(c) not in referenced and not allocated(c)]
+    for pod in all_pods:  # claims of pods in other namespaces are not "loose"
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if entry.get("resourceClaimName"):
+                referenced.add(f"{_namespace(pod)}/{entry['resourceClaimName']}")
+    loose = [
+        c
+        for c in claims
+        if _ref(c) not in referenced and not allocated(c) and (only_ns is None or _namespace(c) == only_ns)
+    ]
     if loose or not pods:
         groups.append(_Group(pod=None, claims=loose))
     groups.extend(pod_groups)
@@ -368,10 +346,13 @@ def _run(args: argparse.Namespace) -> int:
     needs_node = any(not allocated(c) for g in groups for c in g.claims)
     if needs_node and not nodes:
         raise InputError("no nodes: give Node objects, ResourceSlices with spec.nodeName, or --node NAME")
+    # The scheduler's own node filters (affinity, selector, taints, unschedulable, nodeName, resources),
+    # with the pods already bound in the input on their nodes.
+    fit = NodeFit(nodes, all_pods)
 
     # -- allocate, group by group ------------------------------------------------------------------
     in_use = [c for c in claims if allocated(c)]
-    newly: list[tuple[dict[str, Any], str]] = []  # (claim, node name)
+    newly: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = []  # (claim, node, pod)
     newly_ids: set[int] = set()
     failures: list[_Failure] = []
     for group in groups:
@@ -380,29 +361,32 @@ def _run(args: argparse.Namespace) -> int:
         if not pending and (group.pod is None or not any(id(c) in newly_ids for c in fixed)):
             continue  # nothing to allocate and no reservation to add to this run's output
         allocator = Allocator(classes, slices, in_use, gates) if pending else None
-        tried: list[dict[str, Any]] = []
+        tried: list[NodeFinding] = []
         placed = False
         for node in nodes:
             node_name = _node_name(node)
-            pod_node = ((group.pod or {}).get("spec") or {}).get("nodeName")
-            if pod_node and pod_node != node_name:
-                tried.append({"node": node_name, "reason": f"pod is bound to node {pod_node}"})
-                continue
+            if group.pod is not None:
+                reasons = fit.reasons(group.pod, node_name)
+                if reasons:
+                    tried.append(NodeFinding(node_name, reasons=reasons))
+                    continue
+            labels = _meta(node).get("labels") or {}
             blocked = next(
                 (
                     c
                     for c in fixed
-                    if not _node_selector_matches(c["status"]["allocation"].get("nodeSelector"), node)
+                    if (sel := c["status"]["allocation"].get("nodeSelector"))
+                    and not node_selector_matches(sel, node_name, labels)
                 ),
                 None,
             )
             if blocked is not None:
                 tried.append(
-                    {
-                        "node": node_name,
-                        "reason": f"allocated claim {_ref(blocked)} is not available on this node "
+                    NodeFinding(
+                        node_name,
+                        message=f"allocated claim {_ref(blocked)} is not available on this node "
                         "(status.allocation.nodeSelector)",
-                    }
+                    )
                 )
                 continue
             if allocator is None:
@@ -412,13 +396,15 @@ def _run(args: argparse.Namespace) -> int:
                     outcome = allocator.allocate(node, pending)
                 except AllocationError as err:
                     if _is_node_error(err):
-                        tried.append({"node": node_name, "reason": str(err)})
+                        tried.append(
+                            NodeFinding(node_name, message=str(err), explanation=_node_error_explanation(err))
+                        )
                         continue
                     raise
             if outcome.allocations is not None:
                 for claim, allocation in zip(pending, outcome.allocations, strict=True):
                     claim.setdefault("status", {})["allocation"] = allocation
-                    newly.append((claim, node_name))
+                    newly.append((claim, node_name, group.pod))
                     newly_ids.add(id(claim))
                     in_use.append(claim)
                 if group.pod is not None:
@@ -426,29 +412,26 @@ def _run(args: argparse.Namespace) -> int:
                     for claim in group.claims:
                         if id(claim) in newly_ids:
                             _reserve_for(claim, group.pod)
+                    fit.assume(group.pod, node_name)
                 placed = True
                 break
-            explanation = outcome.explanation
-            tried.append(
-                {
-                    "node": node_name,
-                    "reason": _explanation_text(explanation),
-                    "details": _explanation_data(explanation),
-                }
-            )
+            tried.append(NodeFinding(node_name, explanation=outcome.lazy_explanation))
         if not placed:
             failures.append(_Failure(group=group, nodes=tried))
 
-    _print_output(args.output, newly, failures)
+    shown = None if args.verbose else (args.nodes if args.nodes is not None else 3)
+    _print_output(args.output, newly, failures, shown)
     return 1 if failures else 0
 
 
 def _is_node_error(err: AllocationError) -> bool:
-    try:
-        from kdra.allocator import NodeAllocationError
-    except ImportError:  # pragma: no cover - until the allocator exports it
-        return "invalid resource pools were encountered" in str(err)
+    from kdra.allocator import NodeAllocationError
+
     return isinstance(err, NodeAllocationError)
+
+
+def _node_error_explanation(err: AllocationError) -> Any:
+    return getattr(err, "lazy_explanation", None)
 
 
 def _reserve_for(claim: dict[str, Any], pod: dict[str, Any]) -> None:
@@ -464,38 +447,61 @@ def _reserve_for(claim: dict[str, Any], pod: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------- output
 
 
-def _failure_data(failure: _Failure) -> dict[str, Any]:
+def _summary(failure: _Failure) -> Any:
+    from kdra.allocator.summary import NodesSummary
+
+    return NodesSummary(failure.nodes)
+
+
+def _failure_data(failure: _Failure, shown: int | None) -> dict[str, Any]:
+    summary = _summary(failure)
+    nearest = summary.nearest(shown)
     return {
         "pod": _ref(failure.group.pod) if failure.group.pod is not None else None,
         "claims": [_ref(c) for c in failure.group.claims if not (c.get("status") or {}).get("allocation")],
-        "nodes": failure.nodes,
+        "summary": summary.to_dict(shown),
+        "nodes": [
+            {
+                "node": f.node,
+                "reason": f.text(),
+                "details": ex.to_dict() if (ex := f.explained()) is not None else None,
+            }
+            for f in nearest
+        ],
     }
 
 
 def _failure_who(failure: _Failure) -> str:
     if failure.group.pod is not None:
         return f"pod {_ref(failure.group.pod)}"
-    return "claims " + ", ".join(_failure_data(failure)["claims"])
+    claims = [_ref(c) for c in failure.group.claims if not (c.get("status") or {}).get("allocation")]
+    return "claims " + ", ".join(claims)
 
 
-def _failure_text(failure: _Failure) -> str:
+def _failure_text(failure: _Failure, shown: int | None) -> str:
     lines = [f"{_failure_who(failure)}: cannot allocate all claims on any node"]
     if not failure.nodes:
         lines.append("  no node to try")
-    for entry in failure.nodes:
-        reason = str(entry["reason"]).rstrip()
-        if not reason.startswith(f"node {entry['node']}:"):
-            reason = f"node {entry['node']}: {reason}"
-        lines.extend("  " + line for line in reason.splitlines())
+    else:
+        lines.extend("  " + line for line in _summary(failure).lines(shown))
     return "\n".join(lines)
 
 
-def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures: list[_Failure]) -> None:
-    items = [claim for claim, _ in newly]
+def _print_output(
+    output: str,
+    newly: list[tuple[dict[str, Any], str, dict[str, Any] | None]],
+    failures: list[_Failure],
+    shown: int | None,
+) -> None:
+    items = [claim for claim, _, _ in newly]
     if failures:
-        print("\n".join(_failure_text(f) for f in failures), file=sys.stderr)
-    if output == "table":
-        _print_table(newly)
+        print("\n".join(_failure_text(f, shown) for f in failures), file=sys.stderr)
+    if output in ("table", "wide"):
+        _print_table(newly, wide=output == "wide")
+        return
+    if output == "name":
+        for claim in items:
+            sys.stdout.write(f"resourceclaim.resource.k8s.io/{_name(claim)}\n")
         return
     listing: dict[str, Any] = {
         "apiVersion": "v1",
@@ -505,8 +511,11 @@ def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures
     }
     if failures:
         listing["explanation"] = {
-            "message": "; ".join(_failure_text(f).splitlines()[0] for f in failures),
-            "unschedulable": [_failure_data(f) for f in failures],
+            "message": "; ".join(
+                f"{_failure_who(f)}: cannot allocate all claims on any node: {_summary(f).headline()}"
+                for f in failures
+            ),
+            "unschedulable": [_failure_data(f, shown) for f in failures],
         }
     if output == "json":
         sys.stdout.write(json.dumps(listing, indent=2) + "\n")
@@ -514,24 +523,38 @@ def _print_output(output: str, newly: list[tuple[dict[str, Any], str]], failures
         sys.stdout.write(yaml.safe_dump(listing, sort_keys=False, default_flow_style=False))
 
 
-def _print_table(newly: list[tuple[dict[str, Any], str]]) -> None:
-    header = ("CLAIM", "REQUEST", "DRIVER", "POOL", "DEVICE", "NODE")
+def _consumed(result: dict[str, Any]) -> str:
+    consumed = result.get("consumedCapacity") or {}
+    return ",".join(f"{k}={v}" for k, v in consumed.items()) or "-"
+
+
+def _print_table(newly: list[tuple[dict[str, Any], str, dict[str, Any] | None]], wide: bool = False) -> None:
+    header: tuple[str, ...] = ("CLAIM", "REQUEST", "DRIVER", "POOL", "DEVICE", "NODE")
+    if wide:
+        header = ("NAMESPACE", *header, "POD", "SHARE", "CONSUMED")
     rows: list[tuple[str, ...]] = []
-    for claim, node in newly:
+    for claim, node, pod in newly:
         results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
             "results"
         ) or []
         for r in results:
-            rows.append(
-                (
-                    _name(claim),
-                    str(r.get("request", "")),
-                    str(r.get("driver", "")),
-                    str(r.get("pool", "")),
-                    str(r.get("device", "")),
-                    node,
-                )
+            row: tuple[str, ...] = (
+                _name(claim),
+                str(r.get("request", "")),
+                str(r.get("driver", "")),
+                str(r.get("pool", "")),
+                str(r.get("device", "")),
+                node,
             )
+            if wide:
+                row = (
+                    _namespace(claim),
+                    *row,
+                    _name(pod) if pod is not None else "-",
+                    str(r.get("shareID") or "-"),
+                    _consumed(r),
+                )
+            rows.append(row)
     if not rows:
         print("No resources found", file=sys.stderr)
         return

@@ -4,6 +4,7 @@
     kdra cluster describe -f FLEET [-o table|json]
     kdra cluster catalog [-o table|json]
     kdra cluster fleets
+    kdra cluster attributes [-c FLEET] [--driver NAME] [-o table|json]
 
 FLEET is a Fleet file (kind Fleet, apiVersion kdra.dev/v1alpha1), an openb-style node-list CSV, or the name of
 a bundled fleet (mixed, uniform-500, alibaba-openb).
@@ -17,6 +18,8 @@ import json
 import sys
 from collections.abc import Iterable
 from typing import Any
+
+from kdra.cli.common import add_limit_args, limits
 
 EPILOG = """\
 render prints, as multi-document YAML (or a v1 List in JSON) that `kdra allocate` and kubectl accept:
@@ -48,11 +51,13 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-dra", action="store_true", help="omit ResourceSlices and DeviceClasses")
     r.add_argument("--no-validate", action="store_true", help="skip API validation of the rendered objects")
     r.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    add_limit_args(r)
     r.set_defaults(func=_render)
 
     d = sub.add_parser("describe", help="a per-pool summary of a fleet")
     d.add_argument("-f", "--fleet", required=True, help="fleet file, node-list CSV or bundled fleet name")
     d.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_limit_args(d)
     d.set_defaults(func=_describe)
 
     c = sub.add_parser(
@@ -63,6 +68,26 @@ def register(subparsers: Any) -> None:
 
     f = sub.add_parser("fleets", help="list the bundled fleets")
     f.set_defaults(func=_fleets)
+
+    a = sub.add_parser(
+        "attributes",
+        help="every attribute and capacity name the fleet's devices publish, with a CEL snippet",
+        description="Per driver and device type: every attribute and capacity name in the fleet's "
+        "ResourceSlices, how many devices have it, an example value, the qualified name (for "
+        "matchAttribute) and a CEL selector matching the example (for a claim's selectors).",
+    )
+    a.add_argument(
+        "-c",
+        "-f",
+        "--fleet",
+        dest="fleet",
+        default="mixed",
+        help="fleet file or bundled name (default: mixed)",
+    )
+    a.add_argument("--driver", default=None, help="only this driver (e.g. gpu.nvidia.com)")
+    a.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_limit_args(a)
+    a.set_defaults(func=_attributes)
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
 
 
@@ -70,7 +95,7 @@ def _render(args: argparse.Namespace) -> int:
     from kdra.api.load import dump_json, dump_yaml
     from kdra.fleets import iter_render, load_fleet
 
-    fleet = load_fleet(args.fleet)
+    fleet = load_fleet(args.fleet, **limits(args))
     objs: Iterable[dict[str, Any]] = iter_render(fleet, dra=not args.no_dra, legacy=args.legacy)
     if not args.no_validate:
         from kdra.api.validation import validate_objects
@@ -97,7 +122,7 @@ def _gib(n: int) -> str:
 def _describe(args: argparse.Namespace) -> int:
     from kdra.fleets import load_fleet, summarize
 
-    fleet = load_fleet(args.fleet)
+    fleet = load_fleet(args.fleet, **limits(args))
     rows = summarize(fleet)
     if args.output == "json":
         doc = {
@@ -233,4 +258,49 @@ def _fleets(args: argparse.Namespace) -> int:
     for name in bundled_names():
         f = load_fleet(name)
         print(f"{name:15} {f.node_count:6} nodes  {f.description}")
+    return 0
+
+
+def _attributes(args: argparse.Namespace) -> int:
+    from kdra.fleets import iter_render, load_fleet
+    from kdra.fleets.attributes import collect
+
+    fleet = load_fleet(args.fleet, **limits(args))
+    types = collect(iter_render(fleet, nodes=False))
+    if args.driver:
+        types = [t for t in types if t.driver == args.driver]
+        if not types:
+            from kdra.errors import InputError
+
+            raise InputError(
+                f"--driver {args.driver}: Not found: no device of fleet {fleet.name} has that driver"
+            )
+    if args.output == "json":
+        sys.stdout.write(json.dumps([t.to_dict() for t in types], indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=220)
+    for t in types:
+        d = t.to_dict()
+        table = Table(
+            title=f"{t.driver}, type {t.type}: {t.devices:,} devices", title_justify="left", show_lines=False
+        )
+        for col in ("kind", "name", "devices", "example", "CEL selector"):
+            table.add_column(col, overflow="fold")
+        for what, items in (("attribute", d["attributes"]), ("capacity", d["capacity"])):
+            for item in items:
+                table.add_row(
+                    what if what == "capacity" else item["kind"],
+                    item["name"],
+                    f"{item['devices']:,}",
+                    item["example"],
+                    item["cel"],
+                )
+        console.print(table)
+    console.print(
+        "Unqualified names are in the driver's domain (matchAttribute takes them as DRIVER/NAME); a selector "
+        'on another domain\'s name reads device.attributes["DOMAIN"].NAME.'
+    )
     return 0

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kdra.cli.common import add_limit_args, limits
 from kdra.errors import InputError
 
 
@@ -107,6 +108,7 @@ def _register_sim(sub: Any) -> None:
     )
     s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
+    add_limit_args(s)
     s.set_defaults(func=_sim)
 
 
@@ -116,7 +118,7 @@ def _sim(args: argparse.Namespace) -> int:
 
     client = make_client(args)
     try:
-        run_driver_sim(client, args.fleet, watch=args.watch, interval=args.interval)
+        run_driver_sim(client, args.fleet, watch=args.watch, interval=args.interval, **limits(args))
     except KeyboardInterrupt:
         return 0
     return 0

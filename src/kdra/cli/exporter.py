@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
 from typing import Any
 
+from kdra.cli.common import add_limit_args, limits
 from kdra.errors import InputError
 
 
@@ -20,10 +22,14 @@ def register(subparsers: Any) -> None:
         "labels), per-device allocation, fleet aggregates (devices and GPU-equivalents allocated, "
         "stranded memory), "
         "pending claims and pods by reason, scheduling latency and queue shares. Metrics are kept current "
-        "from watches, never re-listed per scrape. See docs/observability.md.",
+        "from watches, never re-listed per scrape. Without --from-simulation it follows the cluster of "
+        "--kubeconfig, $KUBECONFIG, the in-cluster config or ~/.kube/config. See docs/observability.md.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--kubeconfig", metavar="FILE", help="follow the cluster of this kubeconfig")
+    from kdra.cli.kube import KUBECONFIG_HELP
+    from kdra.cli.serving import add_serving_args
+
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
     src.add_argument(
         "--from-simulation",
         action="store_true",
@@ -47,22 +53,73 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--once",
         action="store_true",
-        help="print the metrics once to stdout and exit (after the initial list, or at the end of the "
-        "simulation) instead of serving them",
+        help="print the metrics once to stdout and exit instead of serving them: a cluster's after the "
+        "initial list; a simulation's at the moment --at names",
     )
+    p.add_argument(
+        "--at",
+        default="peak",
+        metavar="DURATION|peak|end",
+        help="--once --from-simulation: the simulated moment to print: a time from the start (12h, 3d), "
+        "`peak` (the instant the most GPU-equivalents were allocated; the default) or `end` (when the "
+        "workload is over, often an empty fleet)",
+    )
+    add_limit_args(p, nodes=True, pods=True)
+    p.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (API requests)")
+    add_serving_args(p)
     p.set_defaults(func=run)
 
 
+class _Snapshot:
+    """The exporter's text at the simulated moment --at names, taken while the simulation runs."""
+
+    def __init__(self, state: Any, at: str) -> None:
+        from kdra.sim.durations import parse_duration
+
+        self.state = state
+        self.mode = at if at in ("peak", "end") else "time"
+        self.until = parse_duration(at, "--at") if self.mode == "time" else 0.0
+        self.text: bytes | None = None
+        self.when = 0.0
+        self.best = -1.0
+
+    def allocated(self) -> float:
+        with self.state.lock:
+            return float(sum(row[3] for row in self.state.groups.values()))
+
+    def __call__(self, now: float) -> bool:
+        if self.mode == "time":
+            if now > self.until:
+                return True  # the snapshot taken at the last instant up to --at stands
+            self.text, self.when = self.state.render(), now
+            return False
+        if self.mode == "peak":
+            value = self.allocated()
+            if value > self.best:
+                self.best = value
+                self.text, self.when = self.state.render(), now
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
+    from kdra.cli.serving import serving_options
     from kdra.observe.model import FleetState
     from kdra.observe.server import MetricsServer, parse_listen
 
     address = parse_listen(args.listen)
+    options = serving_options(args)
+    verbose = getattr(args, "verbose", 0)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     if args.speed < 0:
         raise InputError(f"--speed: Invalid value: {args.speed}: must not be negative")
     state = FleetState()
     stop: list[Any] = []
-    if args.kubeconfig:
+    source = None
+    if not args.from_simulation:
         from kdra.observe.kube import KubeSource, client_for, wait_ready
 
         source = KubeSource(client_for(args.kubeconfig, args.context), state).start()
@@ -71,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if args.once:
             if not wait_ready(source, 120):
                 source.stop()
-                print(f"error: could not list the cluster: {source.errors}", file=sys.stderr)
+                print(f"error: could not read the cluster: {source.problem()}", file=sys.stderr)
                 return 1
             source.stop()
             sys.stdout.buffer.write(state.render())
@@ -79,26 +136,49 @@ def run(args: argparse.Namespace) -> int:
     else:
         from kdra.observe.sources import SimulationSource
 
+        snapshot = _Snapshot(state, args.at) if args.once else None
         sim = SimulationSource(
-            state, args.fleet, args.workload, args.seed, speed=0 if args.once else args.speed
+            state, args.fleet, args.workload, args.seed, speed=0 if args.once else args.speed, **limits(args)
         )
-        if args.once:
+        if snapshot is not None:
+            from kdra.sim.durations import format_duration
+
+            sim.on_instant = snapshot
             sim.run()
             if sim.error is not None:
                 raise sim.error
-            sys.stdout.buffer.write(state.render())
+            if snapshot.text is None or snapshot.mode == "end":
+                snapshot.text, snapshot.when = state.render(), sim.simulated_now
+            what = {"peak": f"peak allocation, {max(snapshot.best, 0):,.1f} GPU-equivalents", "end": "end"}
+            print(
+                f"kdra exporter: metrics at simulated time {format_duration(snapshot.when)} "
+                f"({what.get(snapshot.mode, '--at ' + args.at)})",
+                file=sys.stderr,
+            )
+            sys.stdout.buffer.write(snapshot.text)
             return 0
         sim.start()
         stop.append(sim.stop)
         ready = threading.Event()
         ready.set()
     try:
-        server = MetricsServer(state, address)
+        server = MetricsServer(state, address, options=options)
     except OSError as exc:
         for s in stop:
             s()
         raise InputError(f"--listen {args.listen}: {exc.strerror or exc}") from None
     server.health_detail = "waiting for the initial list"
+    if source is not None:
+        kube_source = source
+
+        def detail() -> str | None:
+            if kube_source.failed.is_set():  # listed once, but a watch (or relist) is refused: going stale
+                return f"forbidden: {kube_source.problem()}"
+            if server.ready.is_set():
+                return None
+            return f"waiting for the initial list ({kube_source.problem()})"
+
+        server.checks.add("readyz", "ready", detail)
 
     def mark_ready() -> None:
         ready.wait()

@@ -2,8 +2,8 @@
 
 kdra scheduler --kubeconfig FILE [--scheduler-name kdra] [--kube-api-qps N --kube-api-burst N]
                [--leader-elect] [--leader-elect-lease-duration S ...]
-kdra explain POD [-n NAMESPACE] --kubeconfig FILE [-o text|json]
-kdra export --kubeconfig FILE -o FILE [-n NAMESPACE]
+kdra explain [POD] [-n NAMESPACE | -A] --kubeconfig FILE [-o text|json] [--nodes N | -v]
+kdra export --kubeconfig FILE [--output-file FILE] [-o yaml|json] [-n NAMESPACE | -A]
 """
 
 from __future__ import annotations
@@ -17,19 +17,22 @@ import sys
 import time
 from typing import Any
 
+from kdra.cli.common import add_gates_arg, add_namespace_args
 from kdra.errors import InputError
+
+KUBECONFIG_HELP = (
+    "kubeconfig file (default, as kubectl and client-go: $KUBECONFIG, merged; the in-cluster config in a "
+    "pod; ~/.kube/config)"
+)
 
 
 def add_kube_args(
     p: argparse.ArgumentParser, *, required: bool = True, qps: float = 50, burst: int = 100
 ) -> None:
-    p.add_argument(
-        "--kubeconfig",
-        default=os.environ.get("KUBECONFIG") if required else None,
-        required=required and not os.environ.get("KUBECONFIG"),
-        metavar="FILE",
-        help="kubeconfig of the cluster (default: $KUBECONFIG)",
-    )
+    """--kubeconfig/--context (every command finds its cluster by the same loading rules, see
+    kdra.kube.kubeconfig; `required` is kept for callers and means nothing more) and the client's rate
+    limit."""
+    p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
     p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     p.add_argument(
         "--kube-api-qps", type=float, default=qps, metavar="N", help=f"client QPS (default {qps:g})"
@@ -39,13 +42,24 @@ def add_kube_args(
     )
 
 
-def make_client(args: argparse.Namespace) -> Any:
+def make_client(args: argparse.Namespace, component: str = "", **kw: Any) -> Any:
+    """The API client of a command's --kubeconfig/--context (and --kube-api-qps/burst when it has them);
+    `component` ("scheduler/<identity>") goes into the User-Agent, so the API server's audit log tells
+    replicas apart."""
+    from kdra import __version__
     from kdra.kube.client import KubeClient
 
-    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
-        raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
-    return KubeClient.from_kubeconfig(
-        args.kubeconfig, context=args.context, qps=args.kube_api_qps, burst=args.kube_api_burst
+    qps = getattr(args, "kube_api_qps", None)
+    burst = getattr(args, "kube_api_burst", None)
+    if qps is not None and burst is not None:
+        if qps < 0 or burst < 1:
+            raise InputError("--kube-api-qps must not be negative and --kube-api-burst must be at least 1")
+        kw.setdefault("qps", qps)
+        kw.setdefault("burst", burst)
+    if component:
+        kw.setdefault("user_agent", f"kdra/{__version__} ({component})")
+    return KubeClient.from_config(
+        getattr(args, "kubeconfig", None), context=getattr(args, "context", None), **kw
     )
 
 
@@ -82,29 +96,83 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
     )
-    s.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    s.add_argument(
+        "--owned-nodes",
+        default=None,
+        metavar="SELECTOR",
+        help="partition with kube-scheduler: place pods only on the nodes this label selector matches "
+        "(taint them kdra.dev/scheduler=<scheduler name>:NoSchedule to keep kube-scheduler off)",
+    )
+    s.add_argument(
+        "--owned-device-classes",
+        default=None,
+        metavar="NAME,...",
+        help="partition with kube-scheduler: allocate only claims whose requests name these DeviceClasses",
+    )
+    add_gates_arg(s)
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
+    # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
+    # object on the cluster sets these too (its fields win over the flags).
+    s.add_argument(
+        "--placement",
+        choices=("upstream", "binpack", "spread", "fragmentation"),
+        default="upstream",
+        help="where devices go among nodes that fit (default upstream: NodeResourcesFit, first fitting)",
+    )
+    s.add_argument(
+        "--gang-timeout", type=float, default=None, metavar="S", help="default scheduleTimeout of gangs"
+    )
+    s.add_argument(
+        "--stale-gang-grace",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="evict a gang running below its minimum for S seconds, to place it again whole (default 60)",
+    )
+    s.add_argument(
+        "--preemption-wait",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="how long a preemptor's binding waits for its victims' devices (default 120)",
+    )
+    s.add_argument("--no-reclaim", action="store_true", help="do not reclaim across queues")
+    s.add_argument("--no-preempt", action="store_true", help="do not preempt lower-priority jobs")
     s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
         default=None,
-        help="also serve kdra exporter's metrics (and the scheduling-attempt histogram) from this scheduler",
+        help="serve /metrics (kdra exporter's metrics and the scheduling-attempt histogram), /healthz and "
+        "/readyz (informers synced, leader or standby) here, from start-up (default: not served)",
     )
+    from kdra.cli.serving import add_serving_args
+
+    add_serving_args(s)
     s.add_argument("-v", "--verbose", action="count", default=0)
     s.set_defaults(func=_scheduler)
 
     e = subparsers.add_parser(
         "explain",
-        help="say why a pod's claims do not fit, per node, on a live cluster",
-        description="Explain, per node, which selector, counter, taint or constraint stopped which device "
-        "for a pending pod's ResourceClaims (read-only).",
+        help="say why a pod does not fit: nodes grouped by reason, then the nearest nodes, on a live cluster",
+        description="Explain why a pod does or does not fit: every node is checked as kube-scheduler's "
+        "filters would (selectors, affinity, taints, resources), then for its ResourceClaims by kdra's "
+        "allocator; the nodes are grouped by reason, and the nearest ones shown in full (which selector, "
+        "counter, taint or constraint stopped which device). Without POD, every pending pod of the "
+        "namespace (-A: of every namespace). Read-only.",
     )
-    e.add_argument("pod", metavar="POD")
-    e.add_argument("-n", "--namespace", default=None)
+    e.add_argument("pod", metavar="POD", nargs="?", default=None)
+    add_namespace_args(e, "pending pods")
     add_kube_args(e)
-    e.add_argument("--feature-gates", default="", metavar="Gate=bool,...")
+    add_gates_arg(e)
     e.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    e.add_argument("--nodes", type=int, default=10, help="nodes to detail in text output (default 10)")
+    e.add_argument(
+        "--nodes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="nearest nodes to detail after the summary (default 3)",
+    )
+    e.add_argument("-v", "--verbose", action="store_true", help="detail every node")
     e.set_defaults(func=_explain)
 
     x = subparsers.add_parser(
@@ -114,9 +182,23 @@ def register(subparsers: Any) -> None:
         "ResourceClaimTemplates and Pods (read-only) as a v1 List.",
     )
     add_kube_args(x)
-    x.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write ('-': stdout)")
-    x.add_argument("-n", "--namespace", default=None, help="only this namespace's claims, templates and pods")
-    x.add_argument("--format", choices=("yaml", "json"), default=None, help="default: by the file's suffix")
+    x.add_argument(
+        "--output-file",
+        dest="output_file",
+        default=None,
+        metavar="FILE",
+        help="file to write (default '-': stdout)",
+    )
+    x.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="yaml|json",
+        help="output format (default: by the file's suffix, else yaml); `-o FILE` is the deprecated "
+        "spelling of --output-file FILE",
+    )
+    add_namespace_args(x, "claims, templates and pods")
+    x.add_argument("--format", choices=("yaml", "json"), default=None, help=argparse.SUPPRESS)
     x.set_defaults(func=_export)
 
 
@@ -126,27 +208,39 @@ def register(subparsers: Any) -> None:
 def _scheduler(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
+    from kdra.kube.partition import Partition, startup_warnings
     from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.store import SCHEDULER_KINDS, KubeStore
+    from kdra.kube.session import start_session_scheduler
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.scheduler.session import GangQueueOptions
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    gates = FeatureGates.parse(args.feature_gates or "")
+    from kdra.cli.common import gates_text
+
+    gates = FeatureGates.parse(gates_text(args))
+    partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring), features=gates, scheduler_name=args.scheduler_name
     )
-    metrics_address = None
+    endpoint = None
     if args.metrics_listen:
+        from kdra.cli.serving import serving_options
         from kdra.observe.server import parse_listen
+        from kdra.observe.sources import SchedulerEndpoint
 
-        metrics_address = parse_listen(args.metrics_listen)
-    client = make_client(args)
+        address = parse_listen(args.metrics_listen, "--metrics-listen")
+        options = serving_options(args)
+        try:  # before the lease: probes of a standby are answered too
+            endpoint = SchedulerEndpoint(address, options)
+        except OSError as exc:
+            raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
+    client = make_client(args, f"scheduler/{identity}")
     stopping = {"flag": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -156,16 +250,32 @@ def _scheduler(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     elector = None
+    sched: KubeScheduler | None = None
     if args.leader_elect:
-        elector = LeaderElector(
-            client,
-            args.leader_elect_resource_name or args.scheduler_name,
-            args.leader_elect_resource_namespace,
-            identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        ).start()
+        # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
+        # binding workers in the rate limiter.
+        lease_client = make_client(args, f"scheduler/{identity}; leader-election")
+        try:
+            elector = LeaderElector(
+                lease_client,
+                args.leader_elect_resource_name or args.scheduler_name,
+                args.leader_elect_resource_namespace,
+                identity,
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period,
+            )
+        except ValueError as e:
+            raise InputError(f"--leader-elect-renew-deadline: {e}") from None
+        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
+        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
+        # binding pool at once, from the elector's thread, while the loop may still be asleep.
+        elector.install_fence(client)
+        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+        elector.start()
+        if endpoint is not None:
+            endpoint.elector = elector
+            endpoint.role = "standby"
         print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
         while not elector.is_leader:
             if stopping["flag"]:
@@ -173,14 +283,41 @@ def _scheduler(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(0.1)
         print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
-    store = KubeStore(client, SCHEDULER_KINDS, relist_period=args.resync).start()
+        if endpoint is not None:
+            endpoint.role = "starting"
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
-    sched = KubeScheduler(store, config, identity=identity, bind_workers=args.bind_workers)
-    metrics = None
+    for flag, value in (
+        ("--stale-gang-grace", args.stale_gang_grace),
+        ("--preemption-wait", args.preemption_wait),
+    ):
+        if value < 0:
+            raise InputError(f"{flag} must not be negative")
+    # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
+    session_options = GangQueueOptions(
+        placement=args.placement,
+        gang_timeout=args.gang_timeout,
+        reclaim=not args.no_reclaim,
+        preempt=not args.no_preempt,
+        stale_gang_grace=args.stale_gang_grace,
+    )
+    store, gq, sched = start_session_scheduler(
+        client,
+        config,
+        session_options,
+        identity=identity,
+        bind_workers=args.bind_workers,
+        resync=args.resync,
+        preemption_wait=args.preemption_wait,
+        partition=partition,
+    )
+    groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
+    for warning in startup_warnings(partition, args.scheduler_name, sched.dra.index, sched.cache.nodes):
+        print(f"kdra scheduler {identity}: warning: {warning}", file=sys.stderr, flush=True)
     print(
         f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
-        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods)",
+        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
+        f"{gq.options.placement}; gangs from {groups})",
         file=sys.stderr,
         flush=True,
     )
@@ -192,19 +329,21 @@ def _scheduler(args: argparse.Namespace) -> int:
         profile = cProfile.Profile()
         profile.enable()
     try:
-        if metrics_address is not None:  # issue 9: the exporter beside the scheduler (kdra.observe)
-            from kdra.observe.sources import serve_beside_scheduler
-
-            try:
-                metrics = serve_beside_scheduler(store, sched, metrics_address)
-            except OSError as exc:
-                raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
+        if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
+            endpoint.attach(store, sched)
         while not stopping["flag"]:
-            if elector is not None and not elector.is_leader:
-                # Exit at once, as kube-scheduler does: binding cycles still running must not write
-                # after another replica may have taken over.
-                print(f"kdra scheduler {identity}: leader lease lost, exiting", file=sys.stderr, flush=True)
+            if elector is not None and elector.lost:
+                # Exit at once, as kube-scheduler does (the fence already refuses every write).
+                sched.stop_binding()
+                print(
+                    f"kdra scheduler {identity}: leader lease lost, exiting "
+                    f"({elector.fenced_writes} writes refused)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(1)
+            if endpoint is not None:
+                endpoint.tick()
             for r in sched.step(wait=0.5):
                 if r.node:
                     logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
@@ -213,13 +352,35 @@ def _scheduler(args: argparse.Namespace) -> int:
             profile.disable()
             profile.dump_stats(os.environ["KDRA_PROFILE"])
         sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
-        if metrics is not None:
-            metrics.shutdown()
-            metrics.server_close()
+        if os.environ.get("KDRA_STATS"):  # figures for benchmarks, written at exit
+            _write_stats(os.environ["KDRA_STATS"], sched, client)
+        if endpoint is not None:
+            endpoint.shutdown()
+            endpoint.server_close()
         store.stop()
         if elector is not None:
             elector.stop(release=code == 0)
     return code
+
+
+def _write_stats(path: str, sched: Any, client: Any) -> None:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stats = {
+        "sessions": sched.sessions,
+        "session_cpu_s": round(sched.session_cpu, 3),
+        "cycles": sched.cycles,
+        "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+        "api_requests": client.requests,
+        "api_writes": client.writes,
+        "bind_failures": sched.bind_failures,
+    }
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(stats, f)
+    except OSError as e:
+        print(f"KDRA_STATS={path}: {e.strerror or e}", file=sys.stderr)
 
 
 # -- explain --------------------------------------------------------------------------------------------
@@ -227,41 +388,83 @@ def _scheduler(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from kdra.allocator.features import FeatureGates
+    from kdra.cli.common import gates_text, namespace_filter, positive_int
     from kdra.kube.explain import explain_pod
 
+    positive_int("--nodes", args.nodes, 0)
     client = make_client(args)
-    ns = args.namespace or client.config.namespace
-    gates = FeatureGates.parse(args.feature_gates or "")
-    report = explain_pod(client, args.pod, ns, gates)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    only_ns = namespace_filter(args)
+    gates = FeatureGates.parse(gates_text(args))
+    shown = None if args.verbose else args.nodes
+    if args.pod:
+        if args.all_namespaces:
+            raise InputError("-A/--all-namespaces: Forbidden: a pod is named; give its namespace with -n")
+        targets = [(only_ns or client.config.namespace, args.pod)]
     else:
-        sys.stdout.write(report.text(max_nodes=args.nodes))
-    return 0 if report.fits or report.bound else 1
+        pending = client.list(
+            "Pod", None if only_ns is None and args.all_namespaces else only_ns or client.config.namespace
+        )
+        targets = [
+            (p["metadata"].get("namespace") or "default", p["metadata"]["name"])
+            for p in pending
+            if not (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        if not targets:
+            where = (
+                "any namespace" if args.all_namespaces else f"namespace {only_ns or client.config.namespace}"
+            )
+            print(f"No pending pods in {where}", file=sys.stderr)
+            return 0
+    reports = [explain_pod(client, name, ns, gates) for ns, name in targets]
+    if args.output == "json":
+        docs = [r.to_dict(shown) for r in reports]
+        sys.stdout.write(json.dumps(docs[0] if args.pod else docs, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write("\n".join(r.text(max_nodes=shown) for r in reports))
+    return 0 if all(r.fits or r.bound for r in reports) else 1
 
 
 # -- export ---------------------------------------------------------------------------------------------
 
+_FORMATS = ("yaml", "json")
+
 
 def _export(args: argparse.Namespace) -> int:
     from kdra.api.load import dump_json, dump_yaml
+    from kdra.cli.common import namespace_filter
     from kdra.kube.export import export_objects
 
+    target = args.output_file
+    fmt = args.format
+    if args.output is not None:
+        if args.output in _FORMATS:
+            fmt = args.output
+        elif target is None:  # the old spelling: -o FILE
+            print(
+                f"Warning: `-o {args.output}` as the file to write is deprecated; use --output-file "
+                f"{args.output} (-o is the output format, yaml or json)",
+                file=sys.stderr,
+            )
+            target = args.output
+        else:
+            raise InputError(f"-o/--output: Unsupported value: {args.output!r}: supported values: yaml, json")
+    target = target or "-"
     client = make_client(args)
-    objs = export_objects(client, args.namespace)
-    fmt = args.format or ("json" if args.output.endswith(".json") else "yaml")
+    objs = export_objects(client, namespace_filter(args))
+    fmt = fmt or ("json" if target.endswith(".json") else "yaml")
     text = dump_json(objs) if fmt == "json" else dump_yaml(objs)
-    if args.output == "-":
+    if target == "-":
         sys.stdout.write(text)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
+            with open(target, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
-            raise InputError(f"-o {args.output}: {e.strerror or e}") from None
+            raise InputError(f"--output-file {target}: {e.strerror or e}") from None
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1
         summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-        print(f"wrote {summary or 'nothing'} to {args.output}", file=sys.stderr)
+        print(f"wrote {summary or 'nothing'} to {target}", file=sys.stderr)
     return 0

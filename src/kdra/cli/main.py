@@ -3,14 +3,17 @@
 Each subcommand lives in its own module under kdra.cli and exposes `register(subparsers)`, which adds
 its parser and sets `func` to a callable taking the parsed namespace and returning the exit code.
 Exit codes (DESIGN.md): 0 success, 1 valid but cannot be satisfied, 2 invalid input or usage,
-3 an allocation error in upstream's sense.
+3 an allocation error in upstream's sense, 4 an internal error (a bug in kdra: one line, and the traceback
+only with KDRA_DEBUG=1).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from kdra import __version__
@@ -27,7 +30,20 @@ COMMANDS: tuple[str, ...] = (
     "replay",
     "exporter",
     "top",
+    "completion",
 )
+
+INTERNAL_ERROR = 4
+
+
+def _add_version(parser: argparse.ArgumentParser) -> None:
+    """`--version` on every (sub)command, so `kdra allocate --version` answers too."""
+    if not any("--version" in a.option_strings for a in parser._actions):
+        parser.add_argument("--version", action="version", version=f"kdra {__version__}")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_version(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"kdra.cli.{name}").register(subparsers)
+    version = subparsers.add_parser("version", help="print kdra's version")
+    version.set_defaults(func=lambda args: print(f"kdra {__version__}") or 0)
+    _add_version(parser)
     return parser
 
 
@@ -57,6 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print("error: out of memory (is the input far larger than intended?)", file=sys.stderr)
+        return INTERNAL_ERROR
+    except Exception as err:  # a bug: say so in one line, never exit 3 (that is for allocation errors)
+        if os.environ.get("KDRA_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"error: internal error: {type(err).__name__}: {err} (a bug in kdra, please report it; "
+            "KDRA_DEBUG=1 prints the traceback)",
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR
     return code
 
 

@@ -41,11 +41,18 @@ def register(subparsers: Any) -> None:
     a.add_argument(
         "--policy",
         nargs="+",
-        default=["kdra"],
+        action="extend",
+        default=None,
         metavar="NAME",
-        help="placement policies (default: kdra; `all` for all seven)",
+        help="placement policies, repeatable and comma-separated (--policy kdra --policy fgd, "
+        "--policy kdra,fgd; default: kdra; `all` for all seven)",
     )
-    a.add_argument("--seeds", default="42-51", help="seeds: 42-51, 42,43 or 42 (default: 42-51)")
+    a.add_argument(
+        "--seeds",
+        action="append",
+        default=None,
+        help="seeds: 42-51, 42,43 or 42; repeatable (default: 42-51)",
+    )
     a.add_argument(
         "--inflate",
         type=float,
@@ -143,48 +150,13 @@ def resolve_policies(names: list[str]) -> list[str]:
     return out
 
 
-class _Progress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled = enabled
-        self.total = total
-        self._bar: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description:<28}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self._bar.__enter__()
-            self._task = self._bar.add_task("replay", total=self.total)
-        return self
-
-    def update(self, done: int, total: int, what: str) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=done, total=total, description=what)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-
-
 def run(args: argparse.Namespace) -> int:
     from kdra.replay.experiment import run_experiment
     from kdra.replay.report import print_table, to_csv, to_html
     from kdra.replay.trace import load_trace
 
-    seeds = parse_seeds(args.seeds)
-    policies = resolve_policies(args.policy)
+    seeds = parse_seeds(",".join(args.seeds or ["42-51"]))
+    policies = resolve_policies(args.policy or ["kdra"])
     if not 0 <= args.inflate <= 10:
         raise InputError(f"--inflate: Invalid value: {args.inflate}: must be between 0 and 10")
     if args.time_compress < 1:
@@ -192,8 +164,13 @@ def run(args: argparse.Namespace) -> int:
     if args.processes is not None and args.processes < 1:
         raise InputError(f"--processes: Invalid value: {args.processes}: must be at least 1")
     trace = load_trace(args.nodes, args.pods)
-    cells = len(policies) * len(seeds)
-    with _Progress(sys.stderr.isatty(), cells) as progress:
+    from kdra.cli.common import Progress
+
+    with Progress(["replay"]) as bar:
+
+        def progress(done: int, total: int, what: str) -> None:
+            bar.update("replay", done, total, f"replay: {what}" if what else "replay")
+
         exp = run_experiment(
             trace,
             policies,
@@ -202,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
             processes=args.processes,
             use_allocator=not args.no_allocator,
             tie_break=args.ties,
-            progress=progress.update,
+            progress=progress,
         )
     doc = exp.to_dict()
     sections: list[str] = []

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from kdra.cli.common import add_limit_args, add_validate_arg
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -49,6 +50,8 @@ def register(subparsers: Any) -> None:
         default="LeastAllocated",
         help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
     )
+    add_validate_arg(p)
+    add_limit_args(p, nodes=True, pods=True)
     p.set_defaults(func=run)
 
 
@@ -62,8 +65,23 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seed: Invalid value: {args.seed}: must not be negative")
     config = SchedulerConfig(scoring=ScoringStrategy(type=args.scoring))
     modes = MODES[args.mode]
-    with _Progress(enabled=sys.stderr.isatty(), modes=modes) as progress:
-        report = simulate(args.fleet, args.workload, modes, args.seed, config, progress=progress.update)
+    from kdra.cli.common import Progress, limits, validate_mode
+
+    with Progress([f"simulate {m}" for m in modes]) as progress:
+
+        def update(mode: str, now: float, horizon: float) -> None:
+            progress.update(f"simulate {mode}", now, horizon, f"simulate {mode}")
+
+        report = simulate(
+            args.fleet,
+            args.workload,
+            modes,
+            args.seed,
+            config,
+            progress=update,
+            validate=validate_mode(args),
+            **limits(args),
+        )
     if args.report:
         try:
             os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
@@ -78,47 +96,6 @@ def run(args: argparse.Namespace) -> int:
         if args.report:
             print(f"\nHTML report written to {args.report}")
     return 0
-
-
-class _Progress:
-    """A rich progress bar on stderr over simulated time, only when stderr is a terminal."""
-
-    def __init__(self, enabled: bool, modes: tuple[str, ...]) -> None:
-        self.enabled = enabled
-        self.modes = modes
-        self._bar: Any = None
-        self._tasks: dict[str, Any] = {}
-        self._last: dict[str, float] = {}
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description:<14}"),
-                BarColumn(),
-                TextColumn("{task.percentage:>3.0f}%"),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self._bar.__enter__()
-            for m in self.modes:
-                self._tasks[m] = self._bar.add_task(f"simulate {m}", total=1.0)
-        return self
-
-    def update(self, mode: str, now: float, horizon: float) -> None:
-        if self._bar is None or horizon <= 0:
-            return
-        frac = min(1.0, now / horizon)
-        if frac - self._last.get(mode, -1.0) >= 0.01:
-            self._last[mode] = frac
-            self._bar.update(self._tasks[mode], completed=frac)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
 
 
 def print_tables(report: Any) -> None:

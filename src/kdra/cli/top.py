@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from kdra.cli.common import add_namespace_args
 from kdra.errors import InputError
 
 
@@ -15,83 +16,145 @@ def register(subparsers: Any) -> None:
         "top",
         help="show each node's devices with the claim and pod holding them",
         description="A terminal view, like `kubectl top`, of each node's devices with the claim and pod "
-        "holding them and their share of the device's capacity. Reads a live cluster (--kubeconfig) or a "
+        "holding them and their share of the device's capacity. Reads a live cluster (--kubeconfig, or "
+        "$KUBECONFIG, the in-cluster config, ~/.kube/config, as kubectl) or a "
         "file: Kubernetes objects (e.g. `kubectl get nodes,resourceslices,resourceclaims,pods -A -o yaml`) "
         "or a saved scrape of `kdra exporter` (`curl .../metrics > FILE`).",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--kubeconfig", metavar="FILE", help="read the cluster of this kubeconfig")
+    from kdra.cli.kube import KUBECONFIG_HELP
+
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
     src.add_argument("-f", "--filename", metavar="FILE", help="objects (YAML/JSON) or exporter metrics text")
     p.add_argument("--context", help="kubeconfig context (default: current-context)")
     p.add_argument("--node", help="only this node")
     p.add_argument("--all", action="store_true", help="also list free dynamic partitions (MIG profiles)")
+    add_namespace_args(p, "claims and pending pods")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "name"),
+        default="table",
+        help="table (default), wide (with driver and pool), name (driver/pool/device of each device in use)",
+    )
     p.add_argument("-w", "--watch", action="store_true", help="refresh in place until interrupted")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)")
     p.set_defaults(func=run)
 
 
-def _rows_from_file(path: str) -> list[Any]:
-    from kdra.api.load import load_text
-    from kdra.observe.top import is_metrics_text, rows_from_metrics, rows_from_state, state_from_objects
+def _read_file(path: str) -> tuple[list[Any], list[Any]]:
+    from kdra.api.load import load_text, read_stdin
+    from kdra.observe.top import (
+        is_metrics_text,
+        pending_from_metrics,
+        pending_from_state,
+        rows_from_metrics,
+        rows_from_state,
+        state_from_objects,
+    )
 
     try:
         if path == "-":
-            text = sys.stdin.read()
+            text = read_stdin()
         else:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
     except OSError as exc:
         raise InputError(f"-f {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"-f {path}: not UTF-8 text (byte {exc.start})") from None
     if is_metrics_text(text):
-        return rows_from_metrics(text)
-    return rows_from_state(state_from_objects(load_text(text, path)))
+        return rows_from_metrics(text), pending_from_metrics(text)
+    objs = load_text(text, "<stdin>" if path == "-" else path)
+    if not objs:
+        raise InputError(
+            f"no objects in {'<stdin>' if path == '-' else path}: expected Kubernetes objects or metrics"
+        )
+    state = state_from_objects(objs)
+    return rows_from_state(state), pending_from_state(state)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from kdra.observe.top import render_table, rows_from_state
+    from kdra.cli.common import namespace_filter
+    from kdra.observe.top import device_names, pending_from_state, render_table, rows_from_state
 
     if args.interval <= 0:
         raise InputError(f"--interval: Invalid value: {args.interval}: must be positive")
+    namespace = namespace_filter(args)
     console = Console()
     if not console.is_terminal:
         console = Console(width=250)  # piped: full rows, like kubectl, rather than 80 columns
     source = None
     state = None
-    if args.kubeconfig:
+    if not args.filename:
         from kdra.observe.kube import KubeSource, client_for, wait_ready
         from kdra.observe.model import FleetState
 
         state = FleetState()
-        kinds = ("Node", "ResourceSlice", "ResourceClaim")
+        kinds = ("Node", "ResourceSlice", "ResourceClaim", "Pod")
         source = KubeSource(client_for(args.kubeconfig, args.context), state, kinds).start()
         if not wait_ready(source, 60):
             source.stop()
-            print(f"error: could not list the cluster: {source.errors}", file=sys.stderr)
+            print(f"error: could not read the cluster: {source.problem()}", file=sys.stderr)
             return 1
 
-    def rows() -> list[Any]:
-        return rows_from_state(state) if state is not None else _rows_from_file(args.filename)
+    def read() -> tuple[list[Any], list[Any]]:
+        if state is not None:
+            return rows_from_state(state), pending_from_state(state)
+        return _read_file(args.filename)
+
+    def view() -> Any:
+        rows, pending = read()
+        if namespace is not None:
+            pending = [p for p in pending if p.pod.split("/", 1)[0] == namespace]
+        if args.node is not None and args.node not in {r.node for r in rows}:
+            raise _UnknownNode(args.node)
+        if args.output == "name":
+            return "\n".join(device_names(rows, args.node, namespace))
+        return render_table(
+            rows,
+            show_all=args.all,
+            node=args.node,
+            pending=pending if args.node is None else [],
+            wide=args.output == "wide",
+            namespace=namespace,
+        )
 
     try:
         if not args.watch:
             if source is not None:
                 source.stop()
-            console.print(render_table(rows(), show_all=args.all, node=args.node))
+            out = view()
+            if isinstance(out, str):
+                if out:
+                    sys.stdout.write(out + "\n")
+            else:
+                console.print(out)
             return 0
         if not console.is_terminal:  # piped: one table per refresh, like `kubectl get -w`
             while True:
-                console.print(render_table(rows(), show_all=args.all, node=args.node))
+                console.print(view())
                 console.file.flush()
                 time.sleep(args.interval)
-        with Live(render_table(rows(), show_all=args.all, node=args.node), console=console) as live:
+        with Live(view(), console=console) as live:
             while True:
                 time.sleep(args.interval)
-                live.update(render_table(rows(), show_all=args.all, node=args.node))
+                live.update(view())
+    except _UnknownNode as exc:
+        print(
+            f'error: node "{exc.args[0]}" not found (no devices or claims on a node of that name)',
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         return 0
     finally:
         if source is not None:
             source.stop()
+
+
+class _UnknownNode(Exception):
+    pass

@@ -3,7 +3,7 @@
 `Store` is the interface the scheduler and the simulator use; `MemoryStore` is the embedded default.
 """
 
-from kdra.cluster.clock import VirtualClock, format_time
+from kdra.cluster.clock import VirtualClock, WallClock, format_time
 from kdra.cluster.selectors import LabelSelector, from_label_selector, parse_selector
 from kdra.cluster.store import (
     AlreadyExistsError,
@@ -31,6 +31,7 @@ __all__ = [
     "Store",
     "StoreError",
     "VirtualClock",
+    "WallClock",
     "Watch",
     "WatchEvent",
     "clone",

@@ -1,9 +1,18 @@
-"""The virtual clock: seconds since the simulation epoch, rendered as RFC 3339 timestamps."""
+"""Clocks: the simulation's virtual clock and Kubernetes mode's wall clock (the session's clock seam).
+
+A clock is called for the current time in seconds and formats a time as the RFC 3339 timestamp Kubernetes
+objects carry (`format`). Decisions only ever compare times from one clock; timestamps written into
+objects come from the same clock's `format`, so a simulation writes virtual dates (from `EPOCH`) and a
+live scheduler real ones.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+import time
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 # The simulation epoch: timestamps kdra writes are this instant plus virtual seconds.
 EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
@@ -32,3 +41,24 @@ class VirtualClock:
     def advance_to(self, t: float) -> None:
         if t > self.now:
             self.now = t
+
+    @staticmethod
+    def format(t: float) -> str:
+        return format_time(t)
+
+
+class WallClock:
+    """Seconds since the Unix epoch (time.time); what a scheduler on a live cluster decides by."""
+
+    def __call__(self) -> float:
+        return time.time()
+
+    @staticmethod
+    def format(t: float) -> str:
+        return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def formatter(clock: Callable[[], float] | Any) -> Callable[[float], str]:
+    """How timestamps of `clock` are written: its own `format`, else the virtual epoch's."""
+    fmt = getattr(clock, "format", None)
+    return fmt if callable(fmt) else format_time

@@ -55,10 +55,13 @@ STATUS_SUBRESOURCE: frozenset[str] = frozenset(
 
 
 class StoreError(KdraError):
-    """An API error; `reason` is the StatusReason the API server would return."""
+    """An API error; `reason` is the StatusReason the API server would return. Errors from a real API
+    server also carry the HTTP `code` and the `status` object it sent."""
 
     reason = "InternalError"
     exit_code = 2
+    code = 0
+    status: dict[str, Any] = {}  # noqa: RUF012 - a read-only default; instances set their own
 
 
 class NotFoundError(StoreError):

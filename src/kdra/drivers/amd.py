@@ -26,7 +26,7 @@ from kdra.drivers.common import (
     string_attr,
     version_attr,
 )
-from kdra.drivers.nvidia import simulated_uuid
+from kdra.drivers.nvidia import pci_topology, simulated_uuid
 
 DRIVER = "gpu.amd.com"
 DEFAULT_DRIVER_VERSION = "6.12.12"
@@ -48,11 +48,19 @@ class AmdGpuInfo:
 
 
 def simulated_amd_gpu(
-    model: AmdModel, mode: AmdPartitionMode, node: str, index: int, count: int
+    model: AmdModel,
+    mode: AmdPartitionMode,
+    node: str,
+    index: int,
+    count: int,
+    pcie_roots: Sequence[int] = (),
 ) -> AmdGpuInfo:
     bus = _BUSES_8[(index * 8) // count] if count <= 8 else 0x05 + index * (0xF0 // count)
     unique = int(simulated_uuid("x", node, index).split("-")[1], 16) % (1 << 63)
-    return AmdGpuInfo(index, model, mode, str(unique), f"0000:{bus:02x}:00.0", f"pci0000:{bus - 3:02x}")
+    addr, root = f"0000:{bus:02x}:00.0", f"pci0000:{bus - 3:02x}"
+    if pcie_roots:
+        addr, root, _ = pci_topology(index, count, pcie_roots)
+    return AmdGpuInfo(index, model, mode, str(unique), addr, root)
 
 
 class AmdRenderer:

@@ -116,6 +116,25 @@ def pci_layout(index: int, count: int) -> tuple[str, str, int]:
     return f"0000:{bus:02x}:00.0", f"pci0000:{bus - 3:02x}", numa
 
 
+def pci_topology(
+    index: int, count: int, roots: Sequence[int] = (), numa: Sequence[int] = ()
+) -> tuple[str, str, int]:
+    """(pciBusID, pcieRoot, numaNode) of GPU `index` of `count` for a given layout: `roots[i]` is the PCIe
+    root (switch / root complex) GPU i hangs off, `numa[i]` its NUMA node; GPUs on one root share its
+    `pci0000:xx` and get consecutive buses below it. Empty: `pci_layout`'s default."""
+    bus, root, node = pci_layout(index, count)
+    if roots:
+        n_roots = max(roots) + 1
+        r = roots[index]
+        base = 0x15 + r * (0xE0 // max(n_roots, 1))
+        k = sum(1 for g in range(index) if roots[g] == r)
+        bus_n = base + 3 + 2 * k
+        bus, root = f"0000:{bus_n:02x}:00.0", f"pci0000:{base:02x}"
+    if numa:
+        node = numa[index]
+    return bus, root, node
+
+
 def simulated_uuid(prefix: str, *parts: object) -> str:
     return f"{prefix}-{uuidlib.uuid5(_UUID_NS, '/'.join(str(p) for p in parts))}"
 
@@ -128,9 +147,11 @@ def simulated_gpu(
     *,
     mig_enabled: bool = False,
     mig_layout: Sequence[tuple[MigProfile, int]] = (),
+    pcie_roots: Sequence[int] = (),
+    numa_nodes: Sequence[int] = (),
 ) -> GpuInfo:
     """A GpuInfo for GPU `index` of a simulated node, as NVML would report it."""
-    bus, root, numa = pci_layout(index, count)
+    bus, root, numa = pci_topology(index, count, pcie_roots, numa_nodes)
     migs = tuple(
         MigDevice(simulated_uuid("MIG", node, index, p.gi_profile_id, start), p, start)
         for p, start in mig_layout

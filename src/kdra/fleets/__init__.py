@@ -16,8 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kdra.errors import InputError
 from kdra.fleets.render import (
     FleetPublisher,
@@ -29,7 +27,7 @@ from kdra.fleets.render import (
     node_topology,
     render,
 )
-from kdra.fleets.spec import Accelerator, Fleet, Pool, Taint, Topology, parse_fleet
+from kdra.fleets.spec import MAX_NODES, Accelerator, Fleet, Pool, Taint, Topology, parse_fleet
 from kdra.fleets.summary import PoolSummary, summarize
 
 BUNDLED: dict[str, str] = {
@@ -66,19 +64,17 @@ def bundled_names() -> list[str]:
 
 
 def _load_yaml(text: str, source: str) -> Any:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
-    except yaml.YAMLError as e:
-        raise InputError(f"{source}: not valid YAML: {e}") from None
+    from kdra.api.load import load_documents
+
+    docs = load_documents(text, source)
     if len(docs) != 1:
         raise InputError(f"{source}: expected exactly one Fleet document, found {len(docs)}")
     return docs[0]
 
 
-def load_fleet(name_or_path: str | Path | Fleet) -> Fleet:
+def load_fleet(name_or_path: str | Path | Fleet, *, max_nodes: int = MAX_NODES) -> Fleet:
     """A Fleet from a bundled name (`mixed`, `uniform-500`, `alibaba-openb`), a Fleet YAML/JSON file, or an
-    openb-style node-list CSV. Raises InputError naming what was wrong."""
+    openb-style node-list CSV, of at most `max_nodes` nodes. Raises InputError naming what was wrong."""
     if isinstance(name_or_path, Fleet):
         return name_or_path
     text_name = str(name_or_path)
@@ -87,19 +83,23 @@ def load_fleet(name_or_path: str | Path | Fleet) -> Fleet:
         if path.suffix == ".csv":
             from kdra.fleets import openb
 
-            return openb.read_csv(path)
+            return openb.read_csv(path, max_nodes=max_nodes)
         try:
-            text = path.read_text()
+            text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise InputError(f"{path}: {e.strerror}") from None
-        return parse_fleet(_load_yaml(text, str(path)), str(path))
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        return parse_fleet(_load_yaml(text, str(path)), str(path), max_nodes=max_nodes)
     if text_name in BUNDLED:
         if text_name == "alibaba-openb":
             from kdra.fleets import openb
 
             return openb.bundled()
         text = resources.files("kdra.fleets").joinpath(BUNDLED[text_name]).read_text()
-        return parse_fleet(_load_yaml(text, f"bundled:{text_name}"), f"bundled:{text_name}")
+        return parse_fleet(
+            _load_yaml(text, f"bundled:{text_name}"), f"bundled:{text_name}", max_nodes=max_nodes
+        )
     raise InputError(
         f"fleet {text_name!r}: no such file, and not a bundled fleet (bundled: {', '.join(bundled_names())})"
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 from kdra.drivers.catalog import lookup
 from kdra.drivers.common import binary_quantity
 from kdra.errors import InputError
-from kdra.fleets.spec import Accelerator, Fleet, Pool
+from kdra.fleets.spec import MAX_ACCELERATORS_PER_NODE, MAX_NODES, Accelerator, Fleet, Pool
 
 MODEL_MAP: dict[str, str] = {
     "G2": "A10",  # stand-in (guess), see module docstring
@@ -41,11 +41,22 @@ TRACE_LABEL = "kdra.dev/trace-gpu-model"
 Row = tuple[str, int, int, int, str]  # name, cpu_milli, memory_mib, gpus, model code
 
 
-def fleet_from_rows(rows: Iterable[Row], name: str = "alibaba-openb", source: str = "") -> Fleet:
+def fleet_from_rows(
+    rows: Iterable[Row], name: str = "alibaba-openb", source: str = "", max_nodes: int = MAX_NODES
+) -> Fleet:
     """One pool per node shape (model, GPUs, CPU, memory), node names as in the trace."""
     pools: dict[tuple[int, int, int, str], Pool] = {}
     names: dict[tuple[int, int, int, str], list[str]] = {}
-    for node, cpu_milli, mem_mib, gpus, code in rows:
+    for i, (node, cpu_milli, mem_mib, gpus, code) in enumerate(rows):
+        if i >= max_nodes:
+            raise InputError(
+                f"{source or name}: more than {max_nodes:,} nodes (--max-nodes N lifts the limit)"
+            )
+        if not 0 <= gpus <= MAX_ACCELERATORS_PER_NODE or cpu_milli < 0 or mem_mib < 0:
+            raise InputError(
+                f"{source or name}: node {node}: gpu {gpus}, cpu_milli {cpu_milli}, memory_mib {mem_mib}: "
+                f"must not be negative, and at most {MAX_ACCELERATORS_PER_NODE} GPUs per node"
+            )
         key = (cpu_milli, mem_mib, gpus, code)
         if key not in pools:
             if code not in MODEL_MAP:
@@ -77,7 +88,7 @@ def fleet_from_rows(rows: Iterable[Row], name: str = "alibaba-openb", source: st
     )
 
 
-def read_csv(path: str | Path) -> Fleet:
+def read_csv(path: str | Path, max_nodes: int = MAX_NODES) -> Fleet:
     """A fleet from any node list in the openb columns (sn, cpu_milli, memory_mib, gpu, model)."""
     p = Path(path)
     try:
@@ -85,6 +96,8 @@ def read_csv(path: str | Path) -> Fleet:
             reader = csv.DictReader(f)
             rows: list[Row] = []
             for i, r in enumerate(reader, start=2):
+                if i - 2 >= max_nodes:
+                    raise InputError(f"{p}: more than {max_nodes:,} nodes (--max-nodes N lifts the limit)")
                 try:
                     rows.append(
                         (r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"])
@@ -95,7 +108,9 @@ def read_csv(path: str | Path) -> Fleet:
                     ) from None
     except OSError as e:
         raise InputError(f"{p}: {e.strerror}") from None
-    return fleet_from_rows(rows, name=p.stem, source=str(p))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    return fleet_from_rows(rows, name=p.stem, source=str(p), max_nodes=max_nodes)
 
 
 def bundled() -> Fleet:

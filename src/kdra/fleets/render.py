@@ -180,13 +180,18 @@ class PoolRenderer:
                     # static: an empty layout means MIG off on that GPU (published whole, like legacy)
                     mig_enabled=acc.mig == "dynamic" or (acc.mig == "static" and bool(acc.mig_layouts[g])),
                     mig_layout=acc.mig_layouts[g] if acc.mig == "static" else (),
+                    pcie_roots=acc.pcie_roots,
+                    numa_nodes=acc.numa_nodes,
                 )
                 for g in range(acc.count)
             ]
             layout = self.nv.layout(name, gpus, extra)
         elif isinstance(m, AmdModel):
             assert acc.partition is not None
-            agpus = [amd.simulated_amd_gpu(m, acc.partition, name, g, acc.count) for g in range(acc.count)]
+            agpus = [
+                amd.simulated_amd_gpu(m, acc.partition, name, g, acc.count, acc.pcie_roots)
+                for g in range(acc.count)
+            ]
             layout = amd.AmdRenderer().layout(name, agpus)
         else:
             layout = tpu.TpuRenderer().layout(name, m, acc.count, acc.tpu_topology)

@@ -28,6 +28,11 @@ spec:
       sharing: {mode: consumable-shares, shares: 4}   # or shares: unlimited | memory
       partition: cpx_nps1           # AMD compute/memory partition mode
       topology: 4x4                 # TPU slice topology
+      pcie:                         # GPUs' PCIe/NUMA layout (NVIDIA, AMD); default: one root per GPU,
+        gpusPerRoot: 2              #   half the GPUs per NUMA node. DGX/HGX-style pairs behind one PCIe
+        numaNodes: 2                #   switch share resource.kubernetes.io/pcieRoot; numaNode from numaNodes
+        # roots: [[0, 1], [2, 3], [4, 5], [6, 7]]   # or explicit groups of GPU indexes (every GPU once)
+        # numa: [[0, 1, 2, 3], [4, 5, 6, 7]]
     taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]      # Node taints
     deviceTaints: [{key: maintenance, effect: NoSchedule}]  # DRA device taints (KEP-5055), max 16
     maxDevicesPerSlice: 128         # cut slices smaller (<= 128; <= 64 with counters or device taints)
@@ -66,6 +71,11 @@ LABEL_NVLINK = "kdra.dev/nvlink-domain"
 LABEL_POOL = "kdra.dev/pool"
 LABEL_ACCELERATOR = "kdra.dev/accelerator"
 LABEL_TPU_SLICE = "kdra.dev/tpu-slice"
+
+# Sane bounds, so a typo (count: 100000000) fails at once instead of rendering for hours: Kubernetes' own
+# scalability envelope is 5,000 nodes (large managed clusters reach 15,000); --max-nodes lifts the first.
+MAX_NODES = 15_000
+MAX_ACCELERATORS_PER_NODE = 128  # the largest accelerator servers have 16; a slice holds 128 devices
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$")
 _MULT = {
@@ -150,6 +160,10 @@ class Accelerator:
     sharing: str | int | None = None  # None | "unlimited" | "memory" | N
     partition: AmdPartitionMode | None = None
     tpu_topology: str | None = None
+    # PCIe and NUMA layout of the node's GPUs: the root (PCIe switch / root complex) index and the NUMA node
+    # of each GPU; () = the driver's default (each GPU on its own root, half the GPUs per NUMA node).
+    pcie_roots: tuple[int, ...] = ()
+    numa_nodes: tuple[int, ...] = ()
 
     @property
     def vendor(self) -> str:
@@ -259,11 +273,16 @@ def _version(ctx: _Ctx, path: str, v: object) -> str:
 
 
 def _quantity(ctx: _Ctx, path: str, v: object) -> str:
+    """A Kubernetes quantity, checked with the API's own parser (its wording in the message)."""
+    from kdra.api.quantity import parse_quantity_any
+
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ctx.err(path, f"Invalid value: {v!r}: must be a quantity such as 64 or 512Gi")
     try:
-        q = parse_quantity(v)
-    except ValueError as e:
+        q = parse_quantity_any(v)
+    except (ValueError, TypeError) as e:
         raise ctx.err(path, f"Invalid value: {v!r}: {e}") from None
-    if q < 0:
+    if q.sign() < 0:
         raise ctx.err(path, f"Invalid value: {v!r}: must be greater than or equal to 0")
     return str(v)
 
@@ -310,8 +329,69 @@ def _taints(ctx: _Ctx, path: str, v: object, effects: Sequence[str]) -> tuple[Ta
     return tuple(out)
 
 
+def _groups(ctx: _Ctx, path: str, raw: object, count: int) -> tuple[int, ...]:
+    """Explicit groups of GPU indexes (each GPU in exactly one) -> the group index of each GPU."""
+    if not isinstance(raw, list) or not raw:
+        raise ctx.err(path, "Invalid value: expected a list of lists of GPU indexes")
+    of: dict[int, int] = {}
+    for gi, group in enumerate(raw):
+        if not isinstance(group, list) or not group:
+            raise ctx.err(f"{path}[{gi}]", "Invalid value: expected a non-empty list of GPU indexes")
+        for j, g in enumerate(group):
+            if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < count:
+                raise ctx.err(
+                    f"{path}[{gi}][{j}]", f"Invalid value: {g!r}: must be a GPU index from 0 to {count - 1}"
+                )
+            if g in of:
+                raise ctx.err(f"{path}[{gi}][{j}]", f"Duplicate value: GPU {g} is already in group {of[g]}")
+            of[g] = gi
+    missing = [g for g in range(count) if g not in of]
+    if missing:
+        raise ctx.err(path, f"Invalid value: GPU(s) {missing} in no group: every GPU of the node needs one")
+    return tuple(of[g] for g in range(count))
+
+
+def _even(ctx: _Ctx, path: str, raw: object, count: int, what: str) -> int:
+    n = _int(ctx, path, raw, 1)
+    if count % n:
+        raise ctx.err(path, f"Invalid value: {n}: must divide the node's {count} GPUs ({what})")
+    return n
+
+
+def _pcie(ctx: _Ctx, path: str, v: object, count: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if v is None:
+        return (), ()
+    p = _check_fields(ctx, path, v, ("gpusPerRoot", "roots", "numaNodes", "numa"))
+    for a, b in (("gpusPerRoot", "roots"), ("numaNodes", "numa")):
+        if a in p and b in p:
+            raise ctx.err(f"{path}.{b}", f"Forbidden: give {a} or {b}, not both")
+    roots: tuple[int, ...] = ()
+    if "gpusPerRoot" in p:
+        per = _even(ctx, f"{path}.gpusPerRoot", p["gpusPerRoot"], count, "GPUs per PCIe root")
+        roots = tuple(g // per for g in range(count))
+    elif "roots" in p:
+        roots = _groups(ctx, f"{path}.roots", p["roots"], count)
+    numa: tuple[int, ...] = ()
+    if "numaNodes" in p:
+        n = _even(ctx, f"{path}.numaNodes", p["numaNodes"], count, "NUMA nodes")
+        numa = tuple(g * n // count for g in range(count))
+    elif "numa" in p:
+        numa = _groups(ctx, f"{path}.numa", p["numa"], count)
+    if roots and not numa:  # half the roots (not the GPUs) on each socket, so a root is on one NUMA node
+        n_roots = max(roots) + 1
+        numa = tuple(r * 2 // n_roots if n_roots > 1 else 0 for r in roots)
+    if roots and numa:
+        for g in range(count):
+            for h in range(count):
+                if roots[g] == roots[h] and numa[g] != numa[h]:
+                    raise ctx.err(
+                        path, f"Invalid value: GPUs {g} and {h} share a PCIe root but not a NUMA node"
+                    )
+    return roots, numa
+
+
 def _accelerator(ctx: _Ctx, path: str, v: object) -> Accelerator:
-    a = _check_fields(ctx, path, v, ("model", "count", "mig", "sharing", "partition", "topology"))
+    a = _check_fields(ctx, path, v, ("model", "count", "mig", "sharing", "partition", "topology", "pcie"))
     name = _str(ctx, f"{path}.model", a.get("model"))
     try:
         model = lookup(name)
@@ -320,6 +400,11 @@ def _accelerator(ctx: _Ctx, path: str, v: object) -> Accelerator:
     if "count" not in a and not isinstance(model, TpuModel):
         raise ctx.err(f"{path}.count", "Required value")
     count = _int(ctx, f"{path}.count", a.get("count", 0), 1) if "count" in a else 0
+    if count > MAX_ACCELERATORS_PER_NODE:
+        raise ctx.err(
+            f"{path}.count",
+            f"Invalid value: {count}: at most {MAX_ACCELERATORS_PER_NODE} accelerators per node",
+        )
     if isinstance(model, GpuModel):
         for k in ("partition", "topology"):
             if k in a:
@@ -328,7 +413,8 @@ def _accelerator(ctx: _Ctx, path: str, v: object) -> Accelerator:
                 )
         mig, layouts = _mig(ctx, f"{path}.mig", a.get("mig"), model, count)
         sharing = _sharing(ctx, f"{path}.sharing", a.get("sharing"))
-        return Accelerator(model, count, mig, layouts, sharing)
+        roots, numa = _pcie(ctx, f"{path}.pcie", a.get("pcie"), count)
+        return Accelerator(model, count, mig, layouts, sharing, pcie_roots=roots, numa_nodes=numa)
     for k in ("mig", "sharing"):
         if k in a:
             raise ctx.err(f"{path}.{k}", f"Forbidden: only for NVIDIA models, not {model.key}")
@@ -343,10 +429,16 @@ def _accelerator(ctx: _Ctx, path: str, v: object) -> Accelerator:
             raise ctx.err(
                 f"{path}.partition", f"Unsupported value: {profile!r}: {model.key} supports {known}"
             ) from None
-        return Accelerator(model, count, partition=mode)
+        raw_pcie = a.get("pcie")
+        for k in ("numaNodes", "numa"):
+            if isinstance(raw_pcie, Mapping) and k in raw_pcie:
+                raise ctx.err(f"{path}.pcie.{k}", "Forbidden: AMD's driver publishes no numaNode attribute")
+        roots, _ = _pcie(ctx, f"{path}.pcie", raw_pcie, count)
+        return Accelerator(model, count, partition=mode, pcie_roots=roots)
     assert isinstance(model, TpuModel)
-    if "partition" in a:
-        raise ctx.err(f"{path}.partition", "Forbidden: only for AMD models")
+    for k in ("partition", "pcie"):
+        if k in a:
+            raise ctx.err(f"{path}.{k}", f"Forbidden: only for {'AMD' if k == 'partition' else 'GPU'} models")
     topo = str(a.get("topology", ""))
     if not topo:
         raise ctx.err(f"{path}.topology", f"Required value: one of {', '.join(model.topologies)}")
@@ -467,7 +559,8 @@ _POOL_FIELDS = (
 )
 
 
-def parse_pool(ctx: _Ctx, path: str, raw: object) -> Pool:
+def parse_pool(ctx: _Ctx, path: str, raw: object, room: int = MAX_NODES, max_nodes: int = MAX_NODES) -> Pool:
+    """One pool; `room` is how many nodes the fleet may still have (of `max_nodes`)."""
     if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
         ctx.pool = raw["name"]
     p = _check_fields(ctx, path, raw, _POOL_FIELDS)
@@ -480,6 +573,12 @@ def parse_pool(ctx: _Ctx, path: str, raw: object) -> Pool:
     if "count" not in p:
         raise ctx.err(f"{path}.count", "Required value")
     count = _int(ctx, f"{path}.count", p["count"], 0)
+    if count > room:
+        raise ctx.err(
+            f"{path}.count",
+            f"Invalid value: {count}: the fleet would have more than {max_nodes:,} nodes "
+            "(--max-nodes N lifts the limit)",
+        )
     pool = Pool(name=name, count=count)
     if "cpu" in p:
         pool.cpu = _quantity(ctx, f"{path}.cpu", p["cpu"])
@@ -551,8 +650,9 @@ def parse_pool(ctx: _Ctx, path: str, raw: object) -> Pool:
     return pool
 
 
-def parse_fleet(doc: object, source: str = "") -> Fleet:
-    """A Fleet from its YAML/JSON document (already loaded into Python objects)."""
+def parse_fleet(doc: object, source: str = "", *, max_nodes: int = MAX_NODES) -> Fleet:
+    """A Fleet from its YAML/JSON document (already loaded into Python objects), of at most `max_nodes`
+    nodes."""
     ctx = _Ctx(source or "?")
     d = _check_fields(ctx, "", doc, ("apiVersion", "kind", "metadata", "spec"))
     if d.get("apiVersion") != API_VERSION or d.get("kind") != KIND:
@@ -579,7 +679,7 @@ def parse_fleet(doc: object, source: str = "") -> Fleet:
     seen: dict[str, str] = {}
     for i, raw in enumerate(pools):
         pctx = _Ctx(name, None, i)
-        pool = parse_pool(pctx, f"spec.pools[{i}]", raw)
+        pool = parse_pool(pctx, f"spec.pools[{i}]", raw, max_nodes - fleet.node_count, max_nodes)
         if pool.name in {p.name for p in fleet.pools}:
             raise pctx.err(f"spec.pools[{i}].name", f"Duplicate value: {pool.name!r}")
         for n in pool.node_names(name):

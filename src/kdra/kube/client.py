@@ -1,39 +1,47 @@
-"""A small Kubernetes API client: kubeconfig, REST verbs, rate limits and watches.
+"""A small Kubernetes API client: configuration, REST verbs, rate limits, retries and watches.
 
-kdra's production client for Kubernetes mode (`kdra scheduler`, `kdra driver sim`, `kdra export`, ...).
+kdra's only REST client (`kdra scheduler`, `kdra driver sim`, `kdra exporter`, the test harness, ...).
 Standard library only: `http.client` with one keep-alive TLS connection per thread, so a scheduler that
 writes thousands of objects pays one TLS handshake, not thousands.
 
-- `KubeConfig.load(path, context=None)`: server, CA (file or data, or insecure-skip-tls-verify), bearer
-  token (or token file), client certificate and key (files or data).
+- Configuration (kdra.kube.kubeconfig): `KubeConfig.resolve(kubeconfig, context)` in client-go's order
+  (--kubeconfig, $KUBECONFIG merged, in-cluster, ~/.kube/config); credentials (kdra.kube.credentials:
+  tokens, rotating token files, exec plugins, client certificates) re-read or re-run after a 401.
 - `KubeClient(config, qps=..., burst=...)`: client-go's token-bucket rate limit (qps 0: unlimited);
   `get/list/create/update/patch/delete`, subresources (`status`, `binding`), errors mapped to the store's
   (`NotFoundError`, `ConflictError`, `AlreadyExistsError`, `InvalidObjectError`) plus `ExpiredError`
-  (410 Gone: a watch or list asked for a resourceVersion etcd has compacted) and `UnavailableError`
-  (connection refused or reset, 5xx, 429 after retries).
+  (410 Gone), `UnauthorizedError` (401), `ForbiddenError` (403, the API server's message names the verb
+  and resource) and `UnavailableError` (connection failures, 5xx, 429 after retries).
+- Retries (docs/kube-commands.md, "Connections and retries"): a kept-alive connection the server has
+  closed (idle ones are closed after ~90 s) is noticed before it is reused, and one idle for
+  `idle_timeout` is not reused. A request that failed before it was sent (connect refused or reset, a
+  stale connection) is retried whatever its verb; one that failed after it was sent, and 5xx answers
+  without Retry-After, only when a replay cannot do harm: reads, watches, PUTs conditional on a
+  resourceVersion and merge or strategic-merge patches (condition patches). 429 and 5xx with Retry-After
+  are retried for every verb, as client-go does. Any other write that fails after it was sent raises
+  `UnavailableError` with `maybe_applied = True`.
 - `watch_stream(kind, resource_version)`: one watch request, yielding (type, object) events including
   BOOKMARKs; `Reflector` (kdra.kube.store) turns it into a resuming, relisting watch.
+- `kdra.kube.requests` logs one DEBUG line per request (verb, path, status, milliseconds; never a
+  header or a body), as kubectl -v=6 does.
 """
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import http.client
 import json
+import logging
 import os
+import select
 import ssl
-import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kdra.cluster.store import (
     AlreadyExistsError,
@@ -43,17 +51,29 @@ from kdra.cluster.store import (
     StoreError,
 )
 from kdra.errors import InputError
+from kdra.kube.kubeconfig import KubeConfig
+from kdra.kube.tls import client_context
+
+log = logging.getLogger("kdra.kube")
+request_log = logging.getLogger("kdra.kube.requests")
+
+__all__ = ["KubeConfig"]
 
 Obj = dict[str, Any]
 
 # kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, what
-# deploy/ installs (RBAC, CRDs) and kdra's own scheduling CRDs (deploy/crds).
+# deploy/ installs (RBAC, CRDs, the Helm chart's workloads) and kdra's own scheduling CRDs (deploy/crds).
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("v1", "namespaces", False),
     "Node": ("v1", "nodes", False),
     "Pod": ("v1", "pods", True),
     "Event": ("v1", "events", True),
     "ServiceAccount": ("v1", "serviceaccounts", True),
+    "Service": ("v1", "services", True),
+    "ConfigMap": ("v1", "configmaps", True),
+    "Secret": ("v1", "secrets", True),
+    "Deployment": ("apps/v1", "deployments", True),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
     "DeviceClass": ("resource.k8s.io/v1", "deviceclasses", False),
     "ResourceSlice": ("resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims", True),
@@ -70,6 +90,24 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Queue": ("kdra.dev/v1alpha1", "queues", False),
     "Topology": ("kdra.dev/v1alpha1", "topologies", False),
     "SchedulingShard": ("kdra.dev/v1alpha1", "schedulingshards", False),
+    "Job": ("batch/v1", "jobs", True),
+    # scheduling.k8s.io's Workload API: v1alpha2 in 1.36, v1beta1 in 1.37 (GenericWorkload); the version the
+    # API server serves is discovered (served_version) and passed as api_version.
+    "Workload": ("scheduling.k8s.io/v1beta1", "workloads", True),
+}
+
+# The same kinds in other API groups: (group, kind) -> (the usual version, plural, namespaced). Paths for an
+# object of one of these groups follow its apiVersion; informers discover the served version.
+GROUP_RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("scheduling.k8s.io", "PodGroup"): ("v1beta1", "podgroups", True),
+    ("scheduling.k8s.io", "Workload"): ("v1beta1", "workloads", True),
+    ("scheduling.run.ai", "PodGroup"): ("v2alpha2", "podgroups", True),  # KAI
+    ("scheduling.run.ai", "Queue"): ("v2", "queues", False),
+    ("kai.scheduler", "Topology"): ("v1alpha1", "topologies", False),
+    ("kai.scheduler", "SchedulingShard"): ("v1", "schedulingshards", False),
+    ("scheduling.volcano.sh", "PodGroup"): ("v1beta1", "podgroups", True),
+    ("scheduling.volcano.sh", "Queue"): ("v1beta1", "queues", False),
+    ("scheduling.x-k8s.io", "PodGroup"): ("v1alpha1", "podgroups", True),  # scheduler-plugins
 }
 
 
@@ -80,9 +118,11 @@ class ExpiredError(StoreError):
 
 
 class UnavailableError(StoreError):
-    """The API server could not be reached, or answered 5xx/429: retry later."""
+    """The API server could not be reached, or answered 5xx/429: retry later. `maybe_applied`: the
+    request was sent before the connection failed, so a write may have been applied."""
 
     reason = "ServiceUnavailable"
+    maybe_applied = False
 
 
 class FencedError(StoreError):
@@ -95,6 +135,19 @@ class ApiError(StoreError):
     """Any other error status; `code` is the HTTP status."""
 
     reason = "InternalError"
+
+
+class UnauthorizedError(ApiError):
+    """401: the API server did not accept the credentials (after one refresh of a token file or exec
+    plugin credential)."""
+
+    reason = "Unauthorized"
+
+
+class ForbiddenError(ApiError):
+    """403: RBAC (or an admission plugin) refused; the message says which verb on which resource."""
+
+    reason = "Forbidden"
 
 
 def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
@@ -111,105 +164,18 @@ def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
         cls = ExpiredError
     elif code == 422:
         cls = InvalidObjectError
+    elif code == 401:
+        cls = UnauthorizedError
+    elif code == 403:
+        cls = ForbiddenError
     elif code == 429 or code >= 500:
         cls = UnavailableError
     else:
         cls = ApiError
     err = cls(msg)
-    setattr(err, "code", code)  # noqa: B010 - the store's error classes carry no HTTP fields
-    setattr(err, "status", status)  # noqa: B010
+    err.code = code
+    err.status = status
     return err
-
-
-# -- kubeconfig -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class KubeConfig:
-    server: str
-    token: str | None = None
-    token_file: str | None = None
-    ca_file: str | None = None
-    insecure: bool = False
-    cert_file: str | None = None
-    key_file: str | None = None
-    namespace: str = "default"
-    _temp: list[str] = field(default_factory=list, repr=False)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str], context: str | None = None) -> KubeConfig:
-        """Read a kubeconfig (YAML or JSON); InputError naming the file and the missing piece."""
-        p = Path(path)
-        try:
-            data = yaml.safe_load(p.read_text())
-        except OSError as e:
-            raise InputError(f"--kubeconfig {p}: {e.strerror or e}") from None
-        except yaml.YAMLError as e:
-            raise InputError(f"--kubeconfig {p}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise InputError(f"--kubeconfig {p}: not a kubeconfig (kind: Config)")
-
-        def named(section: str, name: str) -> Obj:
-            for item in data.get(section) or []:
-                if isinstance(item, dict) and item.get("name") == name:
-                    return item
-            raise InputError(f"--kubeconfig {p}: {section}: no entry named {name!r}")
-
-        ctx_name = context or data.get("current-context")
-        if not ctx_name:
-            contexts = data.get("contexts") or []
-            if len(contexts) != 1:
-                raise InputError(f"--kubeconfig {p}: no current-context")
-            ctx_name = contexts[0].get("name")
-        ctx = named("contexts", str(ctx_name)).get("context") or {}
-        cluster = named("clusters", str(ctx.get("cluster"))).get("cluster") or {}
-        user = named("users", str(ctx.get("user"))).get("user") or {} if ctx.get("user") else {}
-        server = cluster.get("server")
-        if not server:
-            raise InputError(f"--kubeconfig {p}: cluster {ctx.get('cluster')!r} has no server")
-        base = p.parent
-        cfg = cls(server=str(server).rstrip("/"), namespace=str(ctx.get("namespace") or "default"))
-
-        def file_or_data(file_key: str, data_key: str, section: Obj) -> str | None:
-            if section.get(file_key):
-                f = Path(os.path.expanduser(str(section[file_key])))
-                return str(f if f.is_absolute() else base / f)
-            if section.get(data_key):
-                fd, name = tempfile.mkstemp(prefix="kdra-kubeconfig-")
-                with os.fdopen(fd, "wb") as out:
-                    out.write(base64.b64decode(section[data_key]))
-                cfg._temp.append(name)
-                return name
-            return None
-
-        cfg.ca_file = file_or_data("certificate-authority", "certificate-authority-data", cluster)
-        cfg.insecure = bool(cluster.get("insecure-skip-tls-verify"))
-        cfg.cert_file = file_or_data("client-certificate", "client-certificate-data", user)
-        cfg.key_file = file_or_data("client-key", "client-key-data", user)
-        cfg.token = user.get("token")
-        cfg.token_file = user.get("tokenFile")
-        if (cfg.cert_file is None) != (cfg.key_file is None):
-            raise InputError(f"--kubeconfig {p}: a client certificate needs both certificate and key")
-        return cfg
-
-    def bearer_token(self) -> str | None:
-        if self.token:
-            return self.token
-        if self.token_file:
-            with contextlib.suppress(OSError):
-                return Path(self.token_file).read_text().strip()
-        return None
-
-    def ssl_context(self) -> ssl.SSLContext:
-        ctx = (
-            ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
-        )
-        if self.insecure:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if self.cert_file and self.key_file:
-            ctx.load_cert_chain(self.cert_file, self.key_file)
-        return ctx
 
 
 # -- rate limit -----------------------------------------------------------------------------------------
@@ -254,12 +220,7 @@ def resource_path(
     subresource: str | None = None,
     api_version: str | None = None,
 ) -> str:
-    try:
-        gv, plural, namespaced = RESOURCES[kind]
-    except KeyError:
-        raise InputError(f"kind {kind!r} is not one kdra reads or writes") from None
-    if api_version and api_version.split("/")[0] == gv.split("/")[0] and "/" in api_version:
-        gv = api_version
+    gv, plural, namespaced = resource_info(kind, api_version)
     base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
     if namespaced and namespace:
         base += f"/namespaces/{namespace}"
@@ -271,11 +232,134 @@ def resource_path(
     return path
 
 
+def resource_info(kind: str, api_version: str | None = None) -> tuple[str, str, bool]:
+    """(group/version, plural, namespaced) of `kind`, in `api_version`'s group and version when given."""
+    if api_version and "/" in api_version:
+        group = api_version.split("/", 1)[0]
+        alt = GROUP_RESOURCES.get((group, kind))
+        if alt is not None:
+            return api_version, alt[1], alt[2]
+    try:
+        gv, plural, namespaced = RESOURCES[kind]
+    except KeyError:
+        raise InputError(f"kind {kind!r} is not one kdra reads or writes") from None
+    if api_version and api_version.split("/")[0] == gv.split("/")[0] and "/" in api_version:
+        gv = api_version
+    return gv, plural, namespaced
+
+
 def is_namespaced(kind: str) -> bool:
     return RESOURCES[kind][2] if kind in RESOURCES else True
 
 
+# A kept-alive connection idle this long is replaced before use: the API server closes idle ones after
+# ~90 s, and client-go's transport retires them (IdleConnTimeout) before that too.
+IDLE_CONNECTION_SECONDS = 30.0
+
 # -- the client -----------------------------------------------------------------------------------------
+
+_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+_IDEMPOTENT_PATCHES = (_CONTENT_TYPES["merge"], _CONTENT_TYPES["strategic"], _CONTENT_TYPES["apply"])
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_once(source: str, what: str, text: str) -> None:
+    if (source, what) not in _warned:
+        _warned.add((source, what))
+        log.warning("%s", text)
+
+
+def replayable(method: str, body: Any, content_type: str | None) -> bool:
+    """Whether sending the request twice has the effect of sending it once (or fails harmlessly): reads,
+    PUTs conditional on metadata.resourceVersion (a replay after success gets 409), merge, strategic-merge
+    and apply patches. Creates, bindings, deletes, unconditional PUTs and JSON patches are not."""
+    if method == "GET":
+        return True
+    if method == "PUT":
+        return bool(isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion"))
+    return method == "PATCH" and content_type in _IDEMPOTENT_PATCHES
+
+
+def request_info(method: str, path: str, params: dict[str, str] | None = None) -> tuple[str, str, str, str]:
+    """(verb, API group, resource, subresource) of a request, as the API server's RequestInfo and RBAC see
+    it: GET is get, list or watch; POST create; PUT update; PATCH patch; DELETE delete or
+    deletecollection. Non-resource paths (/readyz) give ("get", "", path, "")."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return (method.lower(), "", path, "")
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]  # namespaces/NS/resource...; "namespaces/NAME" alone is the Namespace itself
+    resource = rest[0] if rest else ""
+    named = len(rest) >= 2
+    sub = rest[2] if len(rest) >= 3 else ""
+    q = params or {}
+    verb = {
+        "GET": "get" if named else ("watch" if q.get("watch") in ("1", "true") else "list"),
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if named else "deletecollection",
+    }.get(method, method.lower())
+    return verb, group, resource, sub
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """HTTPSConnection whose certificate check may use another name (kubeconfig tls-server-name)."""
+
+    server_name: str | None = None
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        host = self.server_name or self._tunnel_host or self.host  # type: ignore[attr-defined]
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=host)  # type: ignore[attr-defined]
+
+
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """A kept-alive connection is dead when its socket is readable while no request is out: the server
+    closed it (FIN, TLS close_notify) or sent something unasked for. urllib3's is_connection_dropped."""
+    sock = conn.sock
+    if sock is None:
+        return False
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def _proxy_for(config: KubeConfig, scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
+    """The HTTP CONNECT proxy for the API server: the kubeconfig's proxy-url, else $HTTPS_PROXY /
+    $HTTP_PROXY minus $NO_PROXY (client-go's http.ProxyFromEnvironment); loopback is never proxied."""
+    url = config.proxy_url
+    if not url:
+        if host in ("localhost", "::1") or host.startswith("127."):
+            return None
+        env = urllib.request.getproxies_environment()
+        url = env.get(scheme)
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        if not url or bypass(host, env):
+            return None
+    p = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+    if p.scheme not in ("http", ""):
+        raise InputError(f"{config.describe()}: proxy {p.scheme}://{p.hostname}: only http:// proxies")
+    headers: dict[str, str] = {}
+    if p.username:
+        import base64
+
+        raw = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(raw).decode()
+    return (p.hostname or "", p.port or 80, headers)
 
 
 class KubeClient:
@@ -290,6 +374,7 @@ class KubeClient:
         timeout: float = 30.0,
         retries: int = 3,
         user_agent: str = "kdra",
+        idle_timeout: float | None = None,
     ) -> None:
         self.config = config
         url = urllib.parse.urlsplit(config.server)
@@ -299,33 +384,108 @@ class KubeClient:
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.retries = retries
+        self.idle_timeout = idle_timeout  # None: IDLE_CONNECTION_SECONDS
         self.user_agent = user_agent
         self.limiter = TokenBucket(qps, burst)
-        self._ssl = config.ssl_context() if self.scheme == "https" else None
+        self.credentials = config.credentials()
+        self._proxy = _proxy_for(config, self.scheme, self.host)
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_generation = -1
+        self._ssl_lock = threading.Lock()
         self._local = threading.local()
         self.requests = 0  # counted, for benchmarks
+        self.writes = 0  # of which writes (attempts sent)
+        self.retried = 0  # requests sent again after a connection failure or a retryable status
+        self.stale_connections = 0  # kept-alive connections found closed (or idle too long) before reuse
         # Called with (method, path) immediately before every write is sent; raising FencedError stops it.
         # The leader elector installs its lease-deadline check here, so no write of a replica that lost
         # its lease (paused, starved) reaches the API server, whichever thread sends it.
         self.write_fence: Callable[[str, str], None] | None = None
+        source = config.describe()
+        if config.insecure and self.scheme == "https":
+            _warn_once(
+                source,
+                "insecure",
+                f"warning: {source}: insecure-skip-tls-verify is set: the API server's certificate is not "
+                "verified, so anyone on the path can read and change this traffic",
+            )
+        if self.scheme == "http" and (
+            config.token or config.token_file or config.exec or config.username is not None
+        ):
+            _warn_once(
+                source,
+                "cleartext",
+                f"warning: {source}: server {config.server} is plain http://: the credentials are sent "
+                "in cleartext",
+            )
 
     @classmethod
     def from_kubeconfig(
         cls, path: str | os.PathLike[str], *, context: str | None = None, **kw: Any
     ) -> KubeClient:
+        """From one kubeconfig file (`--kubeconfig FILE`)."""
         return cls(KubeConfig.load(path, context), **kw)
 
-    # -- transport -------------------------------------------------------------------------------------
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self._ssl)
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | os.PathLike[str] | None = None, *, context: str | None = None, **kw: Any
+    ) -> KubeClient:
+        """By client-go's loading rules: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config."""
+        return cls(KubeConfig.resolve(kubeconfig, context), **kw)
 
-    def _conn(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect(self.timeout)
+    # -- transport -------------------------------------------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext:
+        creds = self.credentials
+        with self._ssl_lock:
+            cert = creds.client_cert()  # may run an exec plugin once, which may bump the generation
+            if self._ssl is None or self._ssl_generation != creds.generation:
+                cfg = self.config
+                self._ssl = client_context(
+                    ca_file=cfg.ca_file,
+                    ca_data=cfg.ca_data,
+                    insecure=cfg.insecure,
+                    cert=cert,
+                    source=cfg.describe(),
+                )
+                self._ssl_generation = creds.generation
+            return self._ssl
+
+    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        proxy = self._proxy
+        host, port = (proxy[0], proxy[1]) if proxy else (self.host, self.port)
+        conn: http.client.HTTPConnection
+        if self.scheme == "https":
+            https = _HTTPSConnection(host, port, timeout=timeout, context=self._ssl_context())
+            https.server_name = self.config.tls_server_name
+            conn = https
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        if proxy:
+            conn.set_tunnel(self.host, self.port, headers=proxy[2])
         return conn
+
+    def _pooled(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's kept-alive connection and whether it is being reused; a connection the server
+        closed, idle for `idle_timeout`, or made with an older client certificate is replaced."""
+        st = self._local
+        conn: http.client.HTTPConnection | None = getattr(st, "conn", None)
+        if conn is not None and conn.sock is not None:
+            idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
+            stale = (
+                time.monotonic() - st.used_at > idle
+                or st.generation != self.credentials.generation
+                or _dropped(conn)
+            )
+            if stale:
+                self.stale_connections += 1
+                self._drop_conn()
+                conn = None
+            else:
+                return conn, True
+        if conn is None:
+            conn = st.conn = self._connect(self.timeout)
+        st.generation = self.credentials.generation
+        return conn, False
 
     def _drop_conn(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -334,14 +494,25 @@ class KubeClient:
                 conn.close()
         self._local.conn = None
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    def _headers(self, content_type: str | None) -> tuple[dict[str, str], str | None]:
         h = {"Accept": "application/json", "User-Agent": self.user_agent}
-        token = self.config.bearer_token()
+        creds = self.credentials
+        token = creds.token()
         if token:
             h["Authorization"] = f"Bearer {token}"
+        else:
+            basic = creds.basic_auth()
+            if basic:
+                h["Authorization"] = f"Basic {basic}"
+        for name, values in self.config.impersonate.items():
+            h[name] = ",".join(values)  # http.client sends one header line; the server splits on ","
         if content_type:
             h["Content-Type"] = content_type
-        return h
+        return h, token
+
+    def _unauthorized(self, token: str | None) -> bool:
+        """A 401: refresh the credential that was used; True when a retry is worth it."""
+        return self.credentials.refresh_after_unauthorized(token)
 
     def request(
         self,
@@ -351,58 +522,99 @@ class KubeClient:
         *,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
+        retry_429: bool = True,
     ) -> Any:
-        """One API call; connection failures on a reused connection are retried on a fresh one, and
-        reads (and 429s) are retried a few times with backoff. Raises the store's errors."""
+        """One API call, retried as the module docstring says. Raises the store's errors. JSON bodies
+        come back decoded, others (`/readyz`'s `ok`) as text. `timeout` uses a connection of its own."""
         url = self.prefix + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        headers = self._headers(content_type if data is not None else None)
+        ctype = content_type if data is not None else None
+        safe = replayable(method, body, ctype)
         attempt = 0
+        refreshed = False
         while True:
             self.limiter.accept()
             if method != "GET" and self.write_fence is not None:
                 self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
+            headers, token = self._headers(ctype)
             self.requests += 1
-            conn = self._conn()
+            if method != "GET":
+                self.writes += 1
+            t0 = time.monotonic()
+            own = timeout is not None
+            conn, reused = (self._connect(timeout), False) if own else self._pooled()
+            phase = "connect"
             try:
+                if conn.sock is None:
+                    conn.connect()
+                phase = "send"
                 conn.request(method, url, body=data, headers=headers)
+                phase = "response"
                 resp = conn.getresponse()
                 raw = resp.read()
+            except ssl.SSLCertVerificationError as e:
+                self._close(conn, own)
+                raise UnavailableError(
+                    f"{method} {path}: the API server's certificate is not trusted "
+                    f"({e.verify_message}; {self.config.describe()})"
+                ) from None
             except (OSError, http.client.HTTPException) as e:
-                self._drop_conn()
+                self._close(conn, own)
                 attempt += 1
-                # A write may have reached the server before the connection broke; only retry writes
-                # when the connection failed before sending (refused) or on the first stale keep-alive.
-                retry = attempt <= self.retries and (
-                    method == "GET"
-                    or (
-                        isinstance(e, (ConnectionRefusedError, http.client.RemoteDisconnected))
-                        and attempt == 1
-                    )
+                sent = phase == "response"
+                request_log.debug("%s %s failed (%s, %s): %s", method, url, phase, type(e).__name__, e)
+                if attempt <= self.retries and (not sent or safe):
+                    self.retried += 1
+                    if not (reused and phase != "connect"):  # a stale keep-alive: at once
+                        time.sleep(min(2.0, 0.1 * 2**attempt))
+                    continue
+                failed = UnavailableError(
+                    f"{method} {path}: {type(e).__name__}: {e}"
+                    + (" (sent before the connection failed: it may have been applied)" if sent else "")
                 )
-                if not retry:
-                    raise UnavailableError(f"{method} {path}: {type(e).__name__}: {e}") from None
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-                continue
+                failed.maybe_applied = sent
+                raise failed from None
+            if own:
+                conn.close()
+            else:
+                self._local.used_at = time.monotonic()
+            request_log.debug("%s %s %d %.0fms", method, url, resp.status, (time.monotonic() - t0) * 1000)
             if resp.status >= 400:
+                if resp.status == 401 and not refreshed and self._unauthorized(token):
+                    refreshed = True  # the token file rotated, or the exec plugin gave a new credential
+                    continue
                 try:
                     status = json.loads(raw)
                 except ValueError:
-                    status = {"message": raw.decode(errors="replace")}
+                    status = {"message": raw.decode(errors="replace")[:500]}
                 err = _error_for(resp.status, status if isinstance(status, dict) else {}, method, path)
-                if resp.status == 429 or (resp.status >= 500 and method == "GET"):
+                retry_after = resp.getheader("Retry-After")
+                if (resp.status == 429 and retry_429) or (resp.status >= 500 and (safe or retry_after)):
                     attempt += 1
                     if attempt <= self.retries:
-                        retry_after = resp.getheader("Retry-After")
+                        self.retried += 1
                         delay = float(retry_after) if retry_after and retry_after.isdigit() else 0.2 * attempt
                         time.sleep(min(delay, 5.0))
                         continue
+                if resp.status == 401:
+                    err.args = (f"{err.args[0]} ({self.config.describe()}: the credentials were refused)",)
                 raise err
             if not raw:
                 return None
-            return json.loads(raw)
+            try:
+                return json.loads(raw)
+            except ValueError:
+                return raw.decode(errors="replace")
+
+    def _close(self, conn: http.client.HTTPConnection, own: bool) -> None:
+        if own:
+            with contextlib.suppress(Exception):
+                conn.close()
+        else:
+            self._drop_conn()
 
     # -- objects ---------------------------------------------------------------------------------------
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
@@ -417,18 +629,24 @@ class KubeClient:
             return None
 
     def list_with_version(
-        self, kind: str, namespace: str | None = None, *, page_size: int = 500, **params: str
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        api_version: str | None = None,
+        **params: str,
     ) -> tuple[builtins.list[Obj], str]:
         """All items (paginated with `limit`/`continue`) and the list's resourceVersion. Items get their
         `kind` and `apiVersion` filled in (a List's items lack them)."""
-        gv = RESOURCES[kind][0]
+        gv = resource_info(kind, api_version)[0]
         items: builtins.list[Obj] = []
         q = dict(params)
         if page_size:
             q["limit"] = str(page_size)
         rv = ""
         while True:
-            result = self.request("GET", resource_path(kind, namespace), params=q)
+            result = self.request("GET", resource_path(kind, namespace, api_version=gv), params=q)
             for it in result.get("items") or []:
                 it.setdefault("kind", kind)
                 it.setdefault("apiVersion", gv)
@@ -467,14 +685,27 @@ class KubeClient:
         namespace: str | None = None,
         subresource: str | None = None,
         patch_type: str = "merge",
+        params: dict[str, str] | None = None,
+        api_version: str | None = None,
     ) -> Obj:
-        ctype = {
-            "merge": "application/merge-patch+json",
-            "strategic": "application/strategic-merge-patch+json",
-            "json": "application/json-patch+json",
-        }[patch_type]
-        path = resource_path(kind, namespace, name, subresource)
-        result: Obj = self.request("PATCH", path, patch, content_type=ctype)
+        """PATCH: `merge`, `strategic`, `json` or `apply` (server-side apply: the patch is the whole
+        object as its manager wants it; give params fieldManager=... and force=true). The path follows
+        `api_version` when the kind lives in several API groups (kdra.kube.client.GROUP_RESOURCES)."""
+        path = resource_path(kind, namespace, name, subresource, api_version)
+        result: Obj = self.request(
+            "PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type], params=params
+        )
+        return result
+
+    def apply(self, obj: Obj, field_manager: str, *, force: bool = True) -> Obj:
+        """Server-side apply of a whole object (kubectl apply --server-side)."""
+        md = obj["metadata"]
+        ns = md.get("namespace") if is_namespaced(obj["kind"]) else None
+        if is_namespaced(obj["kind"]) and not ns:
+            ns = self.config.namespace
+        path = resource_path(obj["kind"], ns, md["name"], api_version=obj.get("apiVersion"))
+        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        result: Obj = self.request("PATCH", path, obj, content_type=_CONTENT_TYPES["apply"], params=params)
         return result
 
     def delete(
@@ -502,6 +733,10 @@ class KubeClient:
             return result
         return None
 
+    def delete_collection(self, kind: str, namespace: str | None = None, **params: str) -> None:
+        """DELETE on the collection (`labelSelector=...` narrows it)."""
+        self.request("DELETE", resource_path(kind, namespace), params=params or None)
+
     def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
         """pods/binding: what a scheduler does instead of writing spec.nodeName."""
         body = {
@@ -512,13 +747,65 @@ class KubeClient:
         }
         self.request("POST", resource_path("Pod", namespace, pod, "binding"), body)
 
-    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
-        """A bound token for a ServiceAccount (TokenRequest API)."""
-        body = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": seconds},
+    def evict(self, namespace: str, pod: str, *, uid: str | None = None, dry_run: bool = False) -> None:
+        """pods/eviction (policy/v1): the API server checks PodDisruptionBudgets; a refusal is a 429
+        (UnavailableError with `code` 429, not retried here: the budget decides, not load)."""
+        body: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
         }
+        options: Obj = {}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        if options:
+            body["deleteOptions"] = {"apiVersion": "v1", "kind": "DeleteOptions", **options}
+        self.request("POST", resource_path("Pod", namespace, pod, "eviction"), body, retry_429=False)
+
+    def served_version(
+        self, group: str, plural: str, prefer: tuple[str, ...] = (), cache: dict[str, Any] | None = None
+    ) -> str | None:
+        """The group/version under which the API server serves `plural` of `group` (discovery): its
+        preferred version when that has the resource, else the first of `prefer`, else any; None when the
+        group or the resource is not served (a CRD that is not installed, a feature gate that is off).
+        `cache` (a dict the caller keeps) shares the discovery documents between calls."""
+        cache = {} if cache is None else cache
+        if "/apis" not in cache:
+            cache["/apis"] = self.request("GET", "/apis")
+        info = next((g for g in (cache["/apis"] or {}).get("groups") or [] if g.get("name") == group), None)
+        if not info:
+            return None
+        versions = [str(v.get("version")) for v in info.get("versions") or [] if v.get("version")]
+        preferred = str((info.get("preferredVersion") or {}).get("version") or "")
+        order = list(dict.fromkeys([v for v in (preferred, *prefer) if v in versions] + versions))
+        for version in order:
+            path = f"/apis/{group}/{version}"
+            if path not in cache:
+                try:
+                    cache[path] = self.request("GET", path)
+                except NotFoundError:
+                    cache[path] = {}
+            if any(r.get("name") == plural for r in (cache[path] or {}).get("resources") or []):
+                return f"{group}/{version}"
+        return None
+
+    def service_account_token(
+        self, namespace: str, name: str, seconds: int = 3600, bound_to: Obj | None = None
+    ) -> str:
+        """A bound token for a ServiceAccount (TokenRequest API); `bound_to` (a Secret or Pod) makes it
+        invalid once that object is deleted."""
+        spec: Obj = {"expirationSeconds": seconds}
+        if bound_to is not None:
+            md = bound_to["metadata"]
+            spec["boundObjectRef"] = {
+                "apiVersion": bound_to.get("apiVersion", "v1"),
+                "kind": bound_to["kind"],
+                "name": md["name"],
+                "uid": md["uid"],
+            }
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
         path = resource_path("ServiceAccount", namespace, name, "token")
         result: Obj = self.request("POST", path, body)
         return str(result["status"]["token"])
@@ -532,6 +819,7 @@ class KubeClient:
         namespace: str | None = None,
         timeout_seconds: int = 300,
         stop: threading.Event | None = None,
+        api_version: str | None = None,
     ) -> Iterator[tuple[str, Obj]]:
         """One watch request from `resource_version`: yields (type, object) for ADDED, MODIFIED, DELETED
         and BOOKMARK; returns when the server ends the request; raises ExpiredError on 410 (as a status
@@ -542,24 +830,39 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
-        path = resource_path(kind, namespace)
+        gv = resource_info(kind, api_version)[0]
+        path = resource_path(kind, namespace, api_version=gv)
         url = self.prefix + path + "?" + urllib.parse.urlencode(params)
-        self.limiter.accept()
-        # A read timeout a little above the server's own, so a silent dead connection is noticed.
-        conn = self._connect(timeout_seconds + 30)
-        gv = RESOURCES[kind][0]
-        try:
+        refreshed = False
+        while True:
+            self.limiter.accept()
+            # A read timeout a little above the server's own, so a silent dead connection is noticed.
+            conn = self._connect(timeout_seconds + 30)
+            headers, token = self._headers(None)
             try:
-                conn.request("GET", url, headers=self._headers(None))
+                conn.request("GET", url, headers=headers)
                 resp = conn.getresponse()
+            except ssl.SSLCertVerificationError as e:
+                conn.close()
+                raise UnavailableError(
+                    f"watch {path}: the API server's certificate is not trusted ({e.verify_message})"
+                ) from None
             except (OSError, http.client.HTTPException) as e:
+                conn.close()
                 raise UnavailableError(f"watch {path}: {type(e).__name__}: {e}") from None
+            request_log.debug("GET %s %d (watch)", url, resp.status)
+            if resp.status == 401 and not refreshed and self._unauthorized(token):
+                refreshed = True
+                conn.close()
+                continue
+            break
+        try:
             if resp.status >= 400:
                 raw = resp.read()
                 try:
                     status = json.loads(raw)
                 except ValueError:
-                    status = {"message": raw.decode(errors="replace")}
+                    status = {"message": raw.decode(errors="replace")[:500]}
                 raise _error_for(resp.status, status, "WATCH", path)
             while True:
                 try:
@@ -588,10 +891,6 @@ class KubeClient:
 
     def close(self) -> None:
         self._drop_conn()
-        for name in self.config._temp:
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-        self.config._temp.clear()
 
 
 def rv_int(rv: str | None) -> int:

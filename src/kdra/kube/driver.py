@@ -225,6 +225,7 @@ def run_driver_sim(
     *,
     watch: bool = False,
     interval: float = 5.0,
+    max_nodes: int | None = None,
     out: Any = None,
     max_iterations: int | None = None,
 ) -> SyncReport:
@@ -238,7 +239,7 @@ def run_driver_sim(
     out = out or sys.stdout
 
     def load() -> tuple[str, list[Obj]]:
-        fleet = load_fleet(fleet_ref)
+        fleet = load_fleet(fleet_ref) if max_nodes is None else load_fleet(fleet_ref, max_nodes=max_nodes)
         return fleet.name, render(fleet)
 
     name, objs = load()

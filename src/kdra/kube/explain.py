@@ -1,32 +1,33 @@
-"""`kdra explain POD`: why a pod's ResourceClaims do or do not fit, node by node, on a live cluster.
+"""`kdra explain POD`: why a pod does or does not fit, on a live cluster: nodes grouped by reason, then
+the nearest nodes in full.
 
-Reads the cluster once (DeviceClasses, ResourceSlices, Nodes, ResourceClaims; the pod and its
-templates) and asks kdra's allocator, on every node, for the pod's unallocated claims with every
-allocated claim counted as in use: where they do not fit, the allocator's explanation says which
-selector, counter, taint or constraint stopped which device. Read-only; nothing is written.
-Only device allocation is explained: node affinity, taints and cpu/memory are kube-scheduler's part.
+Reads the cluster once (DeviceClasses, ResourceSlices, Nodes, Pods, ResourceClaims; the pod and its
+templates). Each node is first checked as kube-scheduler's filter plugins would (nodeSelector and node
+affinity, taints and tolerations, unschedulable, nodeName, cpu/memory/pods: kdra.scheduler.nodefit, the
+scheduler's own plugins); on the nodes that pass, kdra's allocator is asked for the pod's unallocated claims
+with every allocated claim counted as in use, and where they do not fit its explanation says which selector,
+counter, taint or constraint stopped which device. The verdicts are grouped by reason
+(kdra.allocator.summary, as `kdra allocate` and the scheduler's messages do). Read-only; nothing is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kdra.allocator import Allocator, FeatureGates
 from kdra.allocator._nodes import node_selector_matches
+from kdra.allocator.summary import DEFAULT_NODES, NodeFinding, NodesSummary, bounded, classify
 from kdra.api.templates import instantiate_template, is_claim_for_pod
 from kdra.cluster.store import NotFoundError
 from kdra.errors import AllocationError, InputError
 from kdra.kube.client import KubeClient, Obj
+from kdra.scheduler.nodefit import NodeFit
 
-
-@dataclass
-class NodeVerdict:
-    node: str
-    fits: bool
-    reason: str = ""
-    details: Any = None
-    devices: list[str] = field(default_factory=list)
+# The API server's limit on an Event's message (core/v1 validation NoteLengthLimit), which kube-scheduler
+# cuts FailedScheduling messages to; the PodScheduled condition has no such rule, kdra keeps it readable.
+EVENT_MESSAGE_LIMIT = 1024
+CONDITION_MESSAGE_LIMIT = 8 * 1024
 
 
 @dataclass
@@ -35,32 +36,43 @@ class PodExplanation:
     bound: str | None
     condition: str
     claims: list[dict[str, str]]
-    nodes: list[NodeVerdict]
+    nodes: list[NodeFinding]
 
     @property
     def fits(self) -> list[str]:
         return [n.node for n in self.nodes if n.fits]
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def summary(self) -> NodesSummary:
+        return NodesSummary(self.nodes)
+
+    def to_dict(self, max_nodes: int | None = DEFAULT_NODES) -> dict[str, Any]:
+        summary = self.summary
+        detailed = {f.node for f in summary.nearest(max_nodes)}
         return {
             "pod": self.pod,
             "nodeName": self.bound,
             "podScheduled": self.condition,
             "claims": self.claims,
             "fits": self.fits,
+            "summary": summary.to_dict(max_nodes),
             "nodes": [
                 {
                     "node": n.node,
                     "fits": n.fits,
-                    "reason": n.reason,
-                    "devices": n.devices,
-                    "details": n.details,
+                    "reason": "" if n.fits else classify(n)[0],
+                    "devices": list(n.devices),
+                    "details": (
+                        (ex.to_dict() if (ex := n.explained()) is not None else n.text())
+                        if n.node in detailed
+                        else None
+                    ),
                 }
                 for n in self.nodes
             ],
         }
 
-    def text(self, max_nodes: int = 10) -> str:
+    def text(self, max_nodes: int | None = DEFAULT_NODES) -> str:
         out = [f"Pod {self.pod}"]
         if self.bound:
             out.append(f"  bound to node {self.bound}")
@@ -70,19 +82,15 @@ class PodExplanation:
         out.append("  claims:")
         for c in self.claims:
             out.append(f"    {c['entry']}: {c['claim']} ({c['state']})")
+        if not self.claims:
+            out.append("    (none)")
         fits = self.fits
-        out.append(f"  device allocation fits on {len(fits)} of {len(self.nodes)} nodes")
+        out.append(f"  fits on {len(fits)} of {len(self.nodes)} nodes")
         if fits:
-            shown = ", ".join(fits[:max_nodes]) + (" ..." if len(fits) > max_nodes else "")
+            shown = ", ".join(fits[:10]) + (" ..." if len(fits) > 10 else "")
             out.append(f"    {shown}")
-        misses = [n for n in self.nodes if not n.fits]
-        for n in misses[:max_nodes]:
-            for line in (n.reason or f"node {n.node}: cannot allocate all claims").splitlines():
-                out.append("  " + line)
-        if len(misses) > max_nodes:
-            out.append(
-                f"  ... and {len(misses) - max_nodes} more nodes where it does not fit (-o json lists all)"
-            )
+        if len(fits) < len(self.nodes):
+            out.extend("  " + line for line in self.summary.lines(max_nodes))
         return "\n".join(out) + "\n"
 
 
@@ -94,6 +102,8 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
     classes = {c["metadata"]["name"]: c for c in client.list("DeviceClass")}
     slices = client.list("ResourceSlice")
     nodes = sorted(client.list("Node"), key=lambda n: n["metadata"]["name"])
+    pods = client.list("Pod")
+    bound = (pod.get("spec") or {}).get("nodeName")
     all_claims = client.list("ResourceClaim")
     by_name = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in all_claims}
     statuses = {
@@ -155,9 +165,18 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
         if (c.get("status") or {}).get("allocation") and all(c is not p for p in pending)
     ]
     allocator = Allocator(classes, slices, in_use, features)
-    verdicts: list[NodeVerdict] = []
+    fit = NodeFit(nodes, pods)
+    verdicts: list[NodeFinding] = []
     for node in nodes:
         nname = node["metadata"]["name"]
+        if not bound:
+            reasons = fit.reasons(pod, nname)
+            if reasons:
+                verdicts.append(NodeFinding(nname, reasons=reasons))
+                continue
+        elif bound != nname:
+            verdicts.append(NodeFinding(nname, reasons=(f"pod is bound to node {bound}",)))
+            continue
         labels = node["metadata"].get("labels") or {}
         blocked = next(
             (
@@ -170,38 +189,30 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
         )
         if blocked is not None:
             verdicts.append(
-                NodeVerdict(
-                    nname,
-                    False,
-                    f"node {nname}: allocated claim {blocked['metadata']['name']} is not available here",
+                NodeFinding(
+                    nname, message=f"allocated claim {blocked['metadata']['name']} is not available here"
                 )
             )
             continue
         if not pending:
-            verdicts.append(NodeVerdict(nname, True))
+            verdicts.append(NodeFinding(nname, fits=True))
             continue
         try:
             outcome = allocator.allocate(node, pending)
         except AllocationError as e:
-            verdicts.append(NodeVerdict(nname, False, f"node {nname}: {e}"))
+            verdicts.append(
+                NodeFinding(nname, message=str(e), explanation=getattr(e, "lazy_explanation", None))
+            )
             continue
         if outcome.allocations is not None:
-            devs = [
+            devs = tuple(
                 f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
                 for a in outcome.allocations
                 for r in (a.get("devices") or {}).get("results") or []
-            ]
-            verdicts.append(NodeVerdict(nname, True, devices=devs))
-        else:
-            expl = outcome.explanation
-            verdicts.append(
-                NodeVerdict(
-                    nname,
-                    False,
-                    str(expl) if expl is not None else f"node {nname}: cannot allocate all claims",
-                    expl.to_dict() if expl is not None else None,
-                )
             )
+            verdicts.append(NodeFinding(nname, fits=True, devices=devs))
+        else:
+            verdicts.append(NodeFinding(nname, explanation=outcome.lazy_explanation))
     cond = next(
         (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
         None,
@@ -212,3 +223,26 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
     return PodExplanation(
         f"{namespace}/{name}", (pod.get("spec") or {}).get("nodeName"), cond_text, claim_rows, verdicts
     )
+
+
+def unschedulable_messages(
+    message: str, explanation: Any, nodes: int | None = DEFAULT_NODES
+) -> tuple[str, str]:
+    """(PodScheduled condition message, FailedScheduling Event message) for a pod that fits nowhere.
+
+    The first line stays kube-scheduler's `0/N nodes are available: ...` (tools parse it); then, when the
+    scheduler hands over every node's verdict (kdra.scheduler.nodefit.FitFailure), the nodes grouped by
+    reason and the nearest few in full, else the explanation as given. The Event is cut to the API's 1,024
+    characters as kube-scheduler's truncateMessage does; the condition to 8 KiB."""
+    if explanation is None:
+        text = message
+    else:
+        summary = getattr(explanation, "summary", None)
+        body = (
+            summary().text(nodes, hint="kdra explain POD details more")
+            if callable(summary)
+            else str(explanation)
+        )
+        text = f"{message}\n{body}"
+    condition = bounded(text, CONDITION_MESSAGE_LIMIT, "\n... (truncated; kdra explain POD shows every node)")
+    return condition, bounded(text, EVENT_MESSAGE_LIMIT)

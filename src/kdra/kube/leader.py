@@ -7,6 +7,15 @@ resourceVersion, so of two candidates racing for it exactly one wins. The leader
 `retry_period` seconds and counts itself leader only until `renew_deadline` after its last successful
 renewal; `renew_deadline < lease_duration` means a leader that cannot renew stops acting before anyone
 else may take over, so two replicas never both schedule.
+
+Fencing: a leader that was paused (SIGSTOP, a frozen cgroup, a VM pause, CPU starvation) wakes up with
+threads in the middle of their work, each about to write. Checking leadership at the top of a loop does not
+stop them, so `fence(method, path)` is installed as the client's `write_fence`: it runs immediately before
+every write is sent and refuses it (FencedError) once the deadline has passed on `lease_clock()`, a clock
+that keeps counting while the process is stopped or the machine suspended. Only writes to the elector's own
+Lease pass (they are conditional on its resourceVersion, so a stale one fails by itself). Leadership, once
+lost, is never regained by this process (as kube-scheduler exits): `on_lost` callbacks run once, from
+whichever thread notices first.
 """
 
 from __future__ import annotations
@@ -15,11 +24,22 @@ import datetime as _dt
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError, StoreError
-from kdra.kube.client import KubeClient, Obj
+from kdra.kube.client import FencedError, KubeClient, Obj, resource_path
 
 log = logging.getLogger("kdra.kube.leader")
+
+
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def lease_clock() -> float:
+    """Seconds for lease deadlines: CLOCK_BOOTTIME where there is one (Linux), which unlike
+    CLOCK_MONOTONIC also counts while the machine is suspended; CLOCK_MONOTONIC elsewhere. Both count
+    while the process is stopped. Never the wall clock, which may jump."""
+    return time.clock_gettime(_CLOCK) if _CLOCK is not None else time.monotonic()
 
 
 def micro_time(t: float | None = None) -> str:
@@ -56,16 +76,61 @@ class LeaderElector:
         self.ever_led = False
         self.transitions = 0
         self._thread: threading.Thread | None = None
+        # The elector's own writes: its Lease, and creating it (a POST to the namespace's leases).
+        self._lease_paths = {
+            ("PUT", resource_path("Lease", namespace, name)),
+            ("POST", resource_path("Lease", namespace)),
+        }
+        self._lost = False
+        self._lost_lock = threading.Lock()
+        self.on_lost: list[Callable[[], None]] = []  # run once, when leadership ends
+        self.fenced_writes = 0  # writes refused because the lease ran out
 
     # -- state -----------------------------------------------------------------------------------------
     @property
     def is_leader(self) -> bool:
-        return time.monotonic() < self._valid_until
+        if self._lost:
+            return False
+        if lease_clock() < self._valid_until:
+            return True
+        if self.ever_led:
+            self._mark_lost()
+        return False
 
     @property
     def lost(self) -> bool:
         """Led once and no longer does (the caller should stop, as kube-scheduler exits)."""
         return self.ever_led and not self.is_leader
+
+    def _mark_lost(self) -> None:
+        with self._lost_lock:
+            if self._lost:
+                return
+            self._lost = True
+            self._valid_until = 0.0
+        log.warning("leader election: %s lost the lease %s/%s", self.identity, self.namespace, self.name)
+        for callback in self.on_lost:
+            try:
+                callback()
+            except Exception as e:  # one failing callback must not keep the others from running
+                log.warning("leader election: on_lost callback: %s: %s", type(e).__name__, e)
+
+    # -- fencing ---------------------------------------------------------------------------------------
+    def fence(self, method: str, path: str) -> None:
+        """The client's write_fence: refuse any write unless this process leads right now (its own Lease
+        excepted). Cheap: one clock read."""
+        if self.is_leader or (method, path) in self._lease_paths:
+            return
+        self.fenced_writes += 1
+        raise FencedError(
+            f"{method} {path}: not sent, {self.identity} does not hold the leader lease "
+            f"{self.namespace}/{self.name}"
+        )
+
+    def install_fence(self, client: KubeClient | None = None) -> LeaderElector:
+        """Make `client` (default: the elector's) refuse every write while this process does not lead."""
+        (client or self.client).write_fence = self.fence
+        return self
 
     # -- running ---------------------------------------------------------------------------------------
     def start(self) -> LeaderElector:
@@ -75,8 +140,16 @@ class LeaderElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.lost:  # woken at the deadline without a renewal: on_lost runs now, not after a GET
+                return
             self.try_acquire_or_renew()
-            self._stop.wait(self.retry_period)
+            if self.lost:
+                return  # on_lost ran; this process does not campaign again
+            # Wake no later than the deadline, so loss is noticed (and on_lost runs) on time.
+            wait = self.retry_period
+            if self.is_leader:
+                wait = max(0.0, min(wait, self._valid_until - lease_clock()))
+            self._stop.wait(wait)
 
     def stop(self, release: bool = True) -> None:
         self._stop.set()
@@ -86,9 +159,11 @@ class LeaderElector:
             self.release()
 
     def try_acquire_or_renew(self) -> bool:
-        t0 = time.monotonic()
+        if self._lost:
+            return False
+        t0 = lease_clock()  # before the requests: the deadline counts from before the renewal was sent
         try:
-            ok = self._try(t0)
+            ok = self._try()
         except StoreError as e:
             log.info("leader election: %s", e)
             ok = False
@@ -98,8 +173,10 @@ class LeaderElector:
                     "leader election: %s became leader of %s/%s", self.identity, self.namespace, self.name
                 )
             self.ever_led = True
-            self._valid_until = t0 + self.renew_deadline
-        return ok
+            with self._lost_lock:
+                if not self._lost:
+                    self._valid_until = t0 + self.renew_deadline
+        return ok and not self._lost
 
     def _spec(self, acquire_time: str, transitions: int) -> Obj:
         return {
@@ -110,7 +187,7 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    def _try(self, now: float) -> bool:
+    def _try(self) -> bool:
         try:
             lease = self.client.get("Lease", self.name, self.namespace)
         except NotFoundError:
@@ -129,10 +206,12 @@ class LeaderElector:
         holder = str(spec.get("holderIdentity") or "")
         record = (holder, str(spec.get("renewTime") or ""), str(spec.get("leaseDurationSeconds") or ""))
         if record != self._observed:
+            # Observed when the answer arrived, not when it was asked for (client-go's observedTime): the
+            # record may have changed while the GET was under way.
             self._observed = record
-            self._observed_at = now
+            self._observed_at = lease_clock()
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and now < self._observed_at + duration:
+        if holder and holder != self.identity and lease_clock() < self._observed_at + duration:
             return False  # someone else holds a lease that has not expired
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
@@ -140,6 +219,8 @@ class LeaderElector:
         else:
             new_spec = self._spec(micro_time(), transitions + 1)
         lease["spec"] = new_spec
+        if self._lost:
+            return False  # lost while the GET was under way: do not renew a leadership that ended
         try:
             self.client.update(lease)
         except ConflictError:

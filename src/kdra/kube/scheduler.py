@@ -10,7 +10,11 @@ What changes from the embedded mode, and nothing else:
   unreserved and retried after backoff instead of crashing the loop;
 - an unschedulable pod gets its PodScheduled=False condition through a strategic-merge patch (no
   conflict with the kubelet-side writers) and a FailedScheduling Event, both carrying kdra's
-  explanation, the Event only when the text changed.
+  explanation, the Event only when the text changed;
+- the binder seam of the scheduling session (kdra.scheduler.session, given as the config's actions): the
+  binds a job decides are committed as one group (`_commit_group`): a gang as one two-phase
+  `GroupBindJob` (kdra.kube.binder), and binds whose devices other claims still hold in the API (an
+  evicted victim's, until it terminates) parked, assumed and nominated, until those claims are gone.
 """
 
 from __future__ import annotations
@@ -24,21 +28,25 @@ import socket
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, WatchEvent
-from kdra.kube.binder import BindJob
-from kdra.kube.client import UnavailableError
+from kdra.cluster.clock import WallClock
+from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
+from kdra.kube.binder import BindJob, GroupBindJob
+from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.explain import unschedulable_messages
+from kdra.kube.memory import HeapTrimmer
+from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status, error
+from kdra.scheduler.plugins.basic import TaintToleration
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduler import AllocateAction, BindGroup, CycleResult, Scheduler, SchedulerConfig
 
 log = logging.getLogger("kdra.kube.scheduler")
-
-MAX_MESSAGE = 8 * 1024  # condition and Event messages: the explanation is cut here
 
 
 def now_rfc3339() -> str:
@@ -83,6 +91,36 @@ class _BindFailed(Exception):
     pass
 
 
+@dataclass
+class _Parked:
+    """Binds waiting until the claims in `waits` (uid -> namespace, name) no longer hold their devices."""
+
+    unit: BindJob | GroupBindJob
+    jobs: list[BindJob]
+    waits: dict[str, tuple[str, str]]
+    deadline: float
+    name: str
+
+
+# Backoff of a pending pod's status writes (condition and Event) that failed: 1 s doubling to 30 s.
+STATUS_RETRY_INITIAL = 1.0
+STATUS_RETRY_MAX = 30.0
+
+
+@dataclass
+class _PendingStatus:
+    """Why a pod is pending, still to be written to its PodScheduled condition and Event."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    text: str  # the condition's message
+    event_text: str  # the Event's (cut to what an Event holds)
+    attempts: int = 0
+    due: float = 0.0
+
+
 class KubeDynamicResources(DynamicResources):
     """DynamicResources whose PreBind, with asynchronous binding, only records what to write (the
     binding cycle writes it, kdra.kube.binder) and otherwise reports API errors as an error status."""
@@ -96,7 +134,7 @@ class KubeDynamicResources(DynamicResources):
             (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
             for c, _ in allocs
         )
-        if sched is not None and sched.bind_workers and not special:
+        if sched is not None and (sched.bind_workers or sched._group is not None) and not special:
             pc = state[STATE_KEY]
             reserve = [c for c in pc.allocated if not reserved_for_pod(c, pi.uid)]
             sched._deferred[pi.uid] = (allocs, reserve)
@@ -118,27 +156,48 @@ class KubeScheduler(Scheduler):
         batch: int = 64,
         bind_timeout: float = 60.0,
         bind_workers: int = 16,
+        partition: Partition | None = None,
     ) -> None:
         self.kstore = store
+        self.partition = partition or Partition()
         # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
         self.bind_workers = bind_workers
         self.inflight: dict[str, BindJob] = {}
         self._deferred: dict[str, tuple[list[Any], list[Any]]] = {}
         self._done: queue.Queue[BindJob] = queue.Queue()
         self._pool = ThreadPoolExecutor(bind_workers, "kdra-bind") if bind_workers else None
+        # A gang's members write and bind side by side here (not on _pool, where their GroupBindJob runs).
+        self._member_pool = ThreadPoolExecutor(bind_workers, "kdra-bind-member") if bind_workers else None
         self.max_inflight = 4 * max(1, bind_workers)
         self.bind_failures = 0
         self.identity = identity or default_identity()
         self.bind_timeout = bind_timeout
         self.events_posted = 0
         self._event_text: dict[str, str] = {}
+        # The binder seam's group commits (kdra.scheduler.scheduler.BindGroup): binds decided while a group
+        # is open, and groups parked until devices they take are no longer allocated to other claims.
+        self._group_jobs: list[BindJob] = []
+        self.parked: list[_Parked] = []
+        self.victim_wait = 120.0  # seconds a preemptor waits for its victims' devices before retrying
+        self.group_binds = 0
+        self._counter_sets: tuple[Any, dict[tuple[str, str, str], tuple[tuple[str, ...], ...]]] | None = None
+        cfg = config or SchedulerConfig()
+        self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
+        self.stopped = False  # leadership ended: nothing more is scheduled or bound (stop_binding)
         super().__init__(
             store,
-            config,
-            actions=[AllocateAction(max_pods=batch)],
+            cfg,
+            # The session's actions when the config has them (gangs, queues...), else kube-scheduler's loop.
+            actions=None if cfg.actions is not None else [AllocateAction(max_pods=batch)],
             run_controllers=False,
-            clock=time.time,
+            clock=WallClock(),
         )
+        from kdra.kube.conflicts import ConflictDetector
+
+        # Devices in more claims than they can serve (another scheduler, a stale write): reported and
+        # kdra's side repaired (kdra.kube.conflicts).
+        self.conflicts = ConflictDetector(self)
+        self.trimmer = HeapTrimmer()  # memory back to the system after a burst went (kdra.kube.memory)
 
     def default_profile(self) -> Profile:
         prof = super().default_profile()
@@ -147,13 +206,30 @@ class KubeScheduler(Scheduler):
             if type(p) is DynamicResources:
                 p = KubeDynamicResources(self.store, self.dra)
                 p.sched = self
+            elif isinstance(p, TaintToleration):  # the taint that reserves nodes for this scheduler
+                p.implied = (owner_toleration(self.config.scheduler_name),)
             plugins.append(p)
-        prof.plugins = plugins
+        prof.plugins = plugins + self.partition.plugins()  # after DynamicResources: it reads its claims
         return prof
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
-        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         uid = ev.object["metadata"].get("uid", "")
+        if ev.type == "DELETED" or (ev.object.get("spec") or {}).get("nodeName"):
+            # Nothing more to explain about it (kept otherwise: ~1 KB per pod deleted while pending).
+            self._event_text.pop(uid, None)
+            self._status_retry.pop(uid, None)
+        if ev.type == "DELETED":  # nor to wait for: a claim it waited for may never come
+            from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+            ns = ev.object["metadata"].get("namespace", "default")
+            for entry in (ev.object.get("spec") or {}).get("resourceClaims") or []:
+                name, _ = pod_claim_name(ev.object, entry)
+                waiting = self._waiting_claims.get((ns, name or ""))
+                if waiting is not None:
+                    waiting.discard(uid)
+                    if not waiting:
+                        del self._waiting_claims[(ns, name or "")]
+        # A pod whose binding cycle runs is not pending again because its status changed meanwhile.
         if (
             ev.type != "DELETED"
             and uid in self.inflight
@@ -164,6 +240,9 @@ class KubeScheduler(Scheduler):
 
     # -- the cycle -------------------------------------------------------------------------------------
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        if self.stopped:  # the rest of a batch after leadership ended: decide nothing
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, ("not leading",)), "not leading")
         try:
             return super().schedule_one(pi, now)
         except (_BindFailed, StoreError) as e:
@@ -177,7 +256,9 @@ class KubeScheduler(Scheduler):
 
     def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         deferred = self._deferred.pop(pi.uid, None)
-        if deferred is not None and self._pool is not None:
+        if self.stopped:
+            raise _BindFailed(f"binding {pi.key}: this scheduler no longer leads")
+        if deferred is not None and (self._pool is not None or self._group is not None):
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
             job.scheduled_event = pod_event(
                 pi.pod,
@@ -188,13 +269,14 @@ class KubeScheduler(Scheduler):
                 self.identity,
             )
             self.inflight[pi.uid] = job
-            fut = self._pool.submit(job.run, self.kstore.client)
-            done = self._done
-
-            def report(_f: Any, job: BindJob = job) -> None:
-                done.put(job)
-
-            fut.add_done_callback(report)
+            if self._group is not None:
+                self._group_jobs.append(job)  # committed with its group (_commit_group)
+                return
+            try:
+                self._submit(job)
+            except _BindFailed:
+                self.inflight.pop(pi.uid, None)
+                raise
             return
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
@@ -228,40 +310,81 @@ class KubeScheduler(Scheduler):
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
     ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
-        text = message if explanation is None else f"{message}\n{explanation}"
-        if len(text) > MAX_MESSAGE:
-            text = text[: MAX_MESSAGE - 20] + "\n... (truncated)"
+        text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
-        current = self.store.try_get("Pod", pi.name, pi.namespace)
-        if current is not None and not (current.get("spec") or {}).get("nodeName"):
-            conds = (current.get("status") or {}).get("conditions") or []
-            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
-            try:
-                if old is None or old.get("message") != text or old.get("reason") != reason:
-                    cond = {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": text,
-                        "lastTransitionTime": now_rfc3339(),
-                    }
-                    self.kstore._written(
-                        "Pod",
-                        self.kstore.client.patch(
-                            "Pod",
-                            pi.name,
-                            {"status": {"conditions": [cond]}},
-                            pi.namespace,
-                            "status",
-                            patch_type="strategic",
-                        ),
-                    )
-                if self._event_text.get(pi.uid) != text:
-                    self._post_event(current, "FailedScheduling", text)
-                    self._event_text[pi.uid] = text
-            except StoreError as e:
-                log.info("recording why %s is unschedulable: %s", pi.key, e)
+        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text, event_text)
+        self._status_retry.pop(pi.uid, None)
+        self._record_status(pending, now)
         return CycleResult(pi.key, None, st, message, explanation)
+
+    def _record_status(self, ps: _PendingStatus, now: float) -> None:
+        """Write why a pod is pending (PodScheduled=False, then the FailedScheduling Event when the text
+        changed). A write that fails is never dropped: it is tried again with backoff (step) until it
+        lands, the pod is gone or bound, or a newer explanation replaces it; only a write the API server
+        refuses as invalid, or one fenced off, is given up (with a warning)."""
+        current = self.store.try_get("Pod", ps.name, ps.namespace)
+        if (
+            current is None
+            or current["metadata"].get("uid") != ps.uid
+            or (current.get("spec") or {}).get("nodeName")
+            or current["metadata"].get("deletionTimestamp")
+        ):
+            return
+        conds = (current.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        try:
+            if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
+                cond = {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": ps.reason,
+                    "message": ps.text,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+                current = self.kstore._written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        ps.name,
+                        {"status": {"conditions": [cond]}},
+                        ps.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            if self._event_text.get(ps.uid) != ps.text:
+                self._post_event(current, "FailedScheduling", ps.event_text)
+                self._event_text[ps.uid] = ps.text
+        except (NotFoundError, FencedError):
+            return  # the pod is gone, or this replica no longer leads
+        except InvalidObjectError as e:
+            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, e)
+            return
+        except StoreError as e:
+            ps.attempts += 1
+            ps.due = now + min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (ps.attempts - 1))
+            self._status_retry[ps.uid] = ps
+            log.warning(
+                "recording why %s/%s is pending (attempt %d; again in %.0fs): %s",
+                ps.namespace,
+                ps.name,
+                ps.attempts,
+                ps.due - now,
+                e,
+            )
+            return
+        if ps.attempts:
+            log.info(
+                "recorded why %s/%s is pending after %d failed attempts", ps.namespace, ps.name, ps.attempts
+            )
+
+    def retry_status_writes(self, now: float) -> int:
+        """Try again the pending-pod status writes whose backoff ran out; returns how many were tried."""
+        due = [ps for ps in self._status_retry.values() if ps.due <= now]
+        for ps in due:
+            del self._status_retry[ps.uid]
+            self._record_status(ps, now)
+        return len(due)
 
     def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
         self.kstore.client.create(
@@ -269,55 +392,217 @@ class KubeScheduler(Scheduler):
         )
         self.events_posted += 1
 
+    def _submit(self, unit: BindJob | GroupBindJob) -> None:
+        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one.
+        _BindFailed when the pool was shut down (stop_binding, from another thread)."""
+        done = self._done
+        if self._pool is None:
+            done.put(unit.run(self.kstore.client))  # type: ignore[arg-type]
+            return
+        try:
+            fut = self._pool.submit(unit.run, self.kstore.client)
+        except RuntimeError:
+            raise _BindFailed("binding: this scheduler no longer leads") from None
+
+        def report(f: Any, unit: BindJob | GroupBindJob = unit) -> None:
+            if f.cancelled():  # never ran (stop_binding): nothing was written
+                for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                    job.error = job.error or "binding cycle cancelled: this scheduler no longer leads"
+            done.put(unit)  # type: ignore[arg-type]
+
+        fut.add_done_callback(report)
+
+    def _submit_or_fail(self, unit: BindJob | GroupBindJob, jobs: list[BindJob]) -> None:
+        try:
+            self._submit(unit)
+        except _BindFailed as e:
+            for job in jobs:
+                job.error = str(e)
+                self._finish_one(job, time.time())
+
+    def _commit_group(self, group: BindGroup) -> None:
+        """Binds decided in the group: cancelled (forgotten, pods retried), parked until the devices they
+        take are no longer allocated to other claims in the API (a preemptor waits for its victims, with
+        status.nominatedNodeName), or submitted as one job (a gang: two-phase, kdra.kube.binder)."""
+        jobs, self._group_jobs = self._group_jobs, []
+        if not jobs:
+            return
+        if group.cancelled:
+            for job in jobs:
+                job.error = f"binding cancelled: {group.cancelled}"
+                self._finish_one(job, time.time())
+            return
+        unit: BindJob | GroupBindJob = (
+            jobs[0] if len(jobs) == 1 else GroupBindJob(jobs, pool=self._member_pool)
+        )
+        if len(jobs) > 1:
+            self.group_binds += 1
+        waits = self._held_elsewhere(jobs)
+        if waits:
+            self.parked.append(_Parked(unit, jobs, waits, time.monotonic() + self.victim_wait, group.name))
+            self._nominate(jobs)
+            return
+        self._submit_or_fail(unit, jobs)
+
+    def _held_elsewhere(self, jobs: list[BindJob]) -> dict[str, tuple[str, str]]:
+        """Claims still allocated, in the API, what these binds are about to allocate: the binder holds it
+        for them (it stays assumed) and writes only once those claims are gone. "What" is physical: the
+        same device, or a device drawing on the same shared counters (a MIG partition and the whole GPU, or
+        another partition of it). Evicted victims' claims (which kdra already counts as released) are waited
+        for on both; another claim on the very same device only if it cannot be shared. Which claim holds
+        which device in the API is the conflict detector's index (kdra.kube.conflicts)."""
+        holders, held = self.conflicts.holders, self.conflicts.held
+        mine: set[tuple[str, ...]] = set()
+        out: dict[str, tuple[str, str]] = {}
+
+        def name(uid: str) -> tuple[str, str]:
+            meta = held[uid].claim["metadata"]
+            return (meta.get("namespace") or "default", meta.get("name", ""))
+
+        for job in jobs:
+            for claim, alloc in job.allocate:
+                own = claim["metadata"].get("uid", "")
+                for r in (alloc.get("devices") or {}).get("results") or []:
+                    if r.get("adminAccess"):
+                        continue
+                    key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                    mine |= self._physical(key)
+                    if r.get("shareID"):
+                        continue
+                    for holder in holders.get(key, {}):
+                        if holder != own and holder in held:
+                            out[holder] = name(holder)
+        for uid in self.dra.released:
+            h = held.get(uid)
+            if h is not None and uid not in out and any(mine & self._physical(k) for k in h.devices):
+                out[uid] = name(uid)
+        return out
+
+    def _physical(self, key: tuple[str, str, str]) -> set[tuple[str, ...]]:
+        """A device and the counter sets it draws on, as comparable tokens."""
+        index = self.dra.index
+        if self._counter_sets is None or self._counter_sets[0] is not index:
+            table: dict[tuple[str, str, str], tuple[tuple[str, ...], ...]] = {}
+            for sl in index.slices:
+                for d in sl.devices:
+                    if d.consumes:
+                        table[d.key] = tuple(("counters", d.driver, d.pool, cs) for cs, _ in d.consumes)
+            self._counter_sets = (index, table)
+        return {("device", *key), *self._counter_sets[1].get(key, ())}
+
+    def _nominate(self, jobs: list[BindJob]) -> None:
+        """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims."""
+        for job in jobs:
+            try:
+                self.kstore._written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        job.pi.name,
+                        {"status": {"nominatedNodeName": job.node}},
+                        job.pi.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            except StoreError as e:
+                log.info("nominating %s: %s", job.pi.key, e)
+
+    def release_parked(self) -> None:
+        """Submit parked groups whose devices are free in the API now; give up on those past the deadline."""
+        if not self.parked:
+            return
+        still = []
+        for p in self.parked:
+            if not any(uid in self.conflicts.held for uid in p.waits):
+                log.info("binding %s: the devices it takes are released", p.name)
+                self._submit_or_fail(p.unit, p.jobs)
+            elif time.monotonic() > p.deadline:
+                held = ", ".join(f"{ns}/{n}" for ns, n in sorted(p.waits.values()))
+                for job in p.jobs:
+                    job.error = f"claims {held} still hold the devices after {self.victim_wait:.0f}s"
+                    self._finish_one(job, time.time())
+            else:
+                still.append(p)
+        self.parked = still
+
     def finish_binds(self, now: float) -> int:
         """Apply what finished binding cycles did (loop thread)."""
         n = 0
         while True:
             try:
-                job = self._done.get_nowait()
+                unit = self._done.get_nowait()
             except queue.Empty:
                 return n
             n += 1
-            uid = job.pi.uid
-            self.inflight.pop(uid, None)
-            for obj in job.written:
-                self.kstore._written("ResourceClaim", obj)
-            if not job.error:
-                self._event_text.pop(uid, None)
-                continue
-            self.bind_failures += 1
-            log.warning("binding cycle of %s: %s", job.pi.key, job.error)
-            self.cache.forget(uid)
-            written = {o["metadata"].get("uid") for o in job.written}
-            for claim, _ in job.allocate:
-                cuid = claim["metadata"].get("uid", "")
-                if cuid not in written:
-                    self.dra.forget_assumed(cuid)
-            if job.gone:
-                continue
-            current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)
-            if current is None or (current.get("spec") or {}).get("nodeName"):
-                continue
-            if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
-                continue
-            pi = PodInfo(current)
-            self.queue.add(pi, now)
-            self.queue.add_unschedulable(self.queue.pods[uid], now, set())  # retry after backoff
+            for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                self._finish_one(job, now)
+
+    def _finish_one(self, job: BindJob, now: float) -> None:
+        uid = job.pi.uid
+        self.inflight.pop(uid, None)
+        for obj in job.written:
+            self.kstore._written("ResourceClaim", obj)
+        if not job.error:
+            self._event_text.pop(uid, None)
+            return
+        self.bind_failures += 1
+        log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+        self.cache.forget(uid)
+        self._unbound(uid)
+        for claim, _ in job.allocate:
+            cuid = claim["metadata"].get("uid", "")
+            if cuid not in self.dra.allocated:  # not written, or rolled back
+                self.dra.forget_assumed(cuid)
+        if job.gone:
+            return
+        current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)
+        if current is None or (current.get("spec") or {}).get("nodeName"):
+            return
+        if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
+            return
+        pi = PodInfo(current)
+        pi.attempts, pi.initial_attempt = job.pi.attempts, job.pi.initial_attempt  # backoff grows
+        self.queue.add(pi, now)
+        # As kube-scheduler's binding-cycle failure handler: SchedulerError condition and Event, and
+        # the pod retried after backoff.
+        self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (job.error,)), job.error, set(), None)
+
+    def drop_caches(self) -> None:
+        """Forget answers derived for pods (per pod shape and node): rebuilt on demand by the next pods."""
+        self._sig.clear()
+        for p in self.profile.plugins:
+            if isinstance(p, DynamicResources):
+                p._results.clear()
+
+    def stop_binding(self) -> None:
+        """Leadership ended (any thread may call this): binding cycles not started yet never start and the
+        loop schedules nothing more. Cycles already running are stopped by the client's write fence at
+        their next write (kdra.kube.leader)."""
+        self.stopped = True
+        for pool in (self._pool, self._member_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self, wait: bool = True) -> None:
         """Let running binding cycles finish."""
         if self._pool is not None:
-            self._pool.shutdown(wait=wait)
+            self._pool.shutdown(wait=wait)  # group jobs finish first: they wait on the member pool
             self.finish_binds(time.time())
+        if self._member_pool is not None:
+            self._member_pool.shutdown(wait=wait)
 
     # -- the loop --------------------------------------------------------------------------------------
     def next_timeout(self, now: float, ceiling: float = 1.0) -> float:
         """How long the loop may wait for events before scheduling again."""
-        if len(self.inflight) >= self.max_inflight:
+        if len(self.inflight) - sum(len(p.jobs) for p in self.parked) >= self.max_inflight:
             return min(ceiling, 0.02)
         if self.queue._active:
             return 0.0
         wake = self.queue.next_wakeup()
+        if self._status_retry:
+            retry = min(ps.due for ps in self._status_retry.values())
+            wake = retry if wake is None else min(wake, retry)
         if wake is None:
             return ceiling
         return max(0.0, min(ceiling, wake - now))
@@ -327,10 +612,18 @@ class KubeScheduler(Scheduler):
         and run one batch of scheduling cycles."""
         now = time.time()
         self.finish_binds(now)
-        self.kstore.process_events(timeout=self.next_timeout(now, wait))
+        self.kstore.process_events(timeout=self.next_timeout(now, 0.2 if self.parked else wait))
         now = time.time()
+        self.release_parked()
         self.finish_binds(now)
-        if len(self.inflight) >= self.max_inflight:
+        if self.stopped:
             return []
+        self.conflicts.step()
+        if len(self.inflight) - sum(len(p.jobs) for p in self.parked) >= self.max_inflight:
+            return []
+        idle = not self.inflight and not self.queue._active
+        self.trimmer.note(sum(self.kstore.count(k) for k in self.kstore.kinds), idle, self.drop_caches)
+        if self._status_retry:
+            self.retry_status_writes(now)
         self.queue.flush_unschedulable_leftover(now)
         return self.run(now)

@@ -9,6 +9,8 @@ Threading: reflector threads only fetch; everything that changes the cache and e
 in the thread that calls `process_events()` or writes through the store (the scheduler's loop), so the
 scheduler above sees the single-threaded, ordered store it was written against.
 
+Cached objects lose metadata.managedFields on the way in (as kube-scheduler's informers strip them).
+
 Writes go to the API server and their results are applied to the cache at once and delivered to
 handlers as events (as MemoryStore does; client-go's scheduler gets the same effect from its assume
 cache). The watch later brings the same resourceVersion, which is then skipped: an event whose
@@ -26,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kdra.cluster.selectors import LabelSelector, parse_selector
@@ -41,7 +44,15 @@ from kdra.cluster.store import (
     copy_for_update,
     describe,
 )
-from kdra.kube.client import RESOURCES, ExpiredError, KubeClient, is_namespaced, rv_int
+from kdra.kube.client import (
+    GROUP_RESOURCES,
+    RESOURCES,
+    ExpiredError,
+    KubeClient,
+    is_namespaced,
+    resource_info,
+    rv_int,
+)
 
 log = logging.getLogger("kdra.kube")
 
@@ -58,6 +69,60 @@ SCHEDULER_KINDS: tuple[str, ...] = (
 Key = tuple[str, str]
 
 
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop metadata.managedFields, as kube-scheduler's informers do: often half an object's size, and
+    nothing here reads it (an update that omits it leaves it as it is on the server)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+@dataclass(frozen=True)
+class Source:
+    """One informed resource: `kind` as the store's readers see it, in API `group` ("" = the kind's group
+    in kdra.kube.client.RESOURCES). An optional source is discovered (the version the API server serves,
+    preferring `prefer`); when it is not served (a CRD not installed, a gate off) it is simply absent, and
+    probed again every `probe_period` seconds, so a CRD installed later is picked up."""
+
+    kind: str
+    group: str = ""
+    prefer: tuple[str, ...] = ()
+    optional: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def api_group(self) -> str:
+        return self.group or RESOURCES[self.kind][0].rpartition("/")[0]
+
+    @property
+    def plural(self) -> str:
+        alt = GROUP_RESOURCES.get((self.group, self.kind)) if self.group else None
+        return alt[1] if alt is not None else RESOURCES[self.kind][1]
+
+
+# What the scheduling session reads (kdra.scheduler.session): gang, queue, topology and shard objects of
+# every shape it accepts (kdra.scheduler.gang, .queues). All optional.
+SESSION_SOURCES: tuple[Source, ...] = (
+    Source("PodGroup", optional=True),
+    Source("PodGroup", "scheduling.k8s.io", ("v1beta1", "v1alpha2"), optional=True),
+    Source("Workload", prefer=("v1beta1", "v1alpha2"), optional=True),
+    Source("PodGroup", "scheduling.run.ai", optional=True),
+    Source("PodGroup", "scheduling.volcano.sh", optional=True),
+    Source("PodGroup", "scheduling.x-k8s.io", optional=True),
+    Source("Queue", optional=True),
+    Source("Queue", "scheduling.run.ai", optional=True),
+    Source("Queue", "scheduling.volcano.sh", optional=True),
+    Source("Topology", optional=True),
+    Source("Topology", "kai.scheduler", optional=True),
+    Source("SchedulingShard", optional=True),
+    Source("SchedulingShard", "kai.scheduler", optional=True),
+)
+
+
 def _key(kind: str, obj: Obj) -> Key:
     meta = obj.get("metadata") or {}
     ns = (meta.get("namespace") or "default") if is_namespaced(kind) else ""
@@ -65,20 +130,26 @@ def _key(kind: str, obj: Obj) -> Key:
 
 
 class Reflector(threading.Thread):
-    """List once (done by the store), then watch one kind forever: resume after errors, relist on 410."""
+    """List once (done by the store), then watch one source forever: resume after errors, relist on 410.
+    An optional source that is not served waits, probing discovery, until it is."""
 
     def __init__(
         self,
         store: KubeStore,
-        kind: str,
+        source: Source | str,
         resource_version: str,
         *,
         relist_period: float = 0.0,
         watch_timeout: int = 300,
+        api_version: str | None = None,
     ) -> None:
-        super().__init__(daemon=True, name=f"kdra-reflector-{kind}")
+        src = source if isinstance(source, Source) else Source(source)
+        super().__init__(daemon=True, name=f"kdra-reflector-{src.id}")
         self.store = store
-        self.kind = kind
+        self.source = src
+        self.kind = src.kind
+        self.api_version = api_version  # None: not served (optional sources), or the kind's own version
+        self.absent = src.optional and api_version is None
         self.rv = resource_version
         self.relist_period = relist_period
         self.watch_timeout = watch_timeout
@@ -92,6 +163,9 @@ class Reflector(threading.Thread):
         backoff = 0.2
         while not stop.is_set():
             try:
+                if self.absent and not self._probe():
+                    stop.wait(store.probe_period)
+                    continue
                 if self.relist_period and time.monotonic() - self.last_relist >= self.relist_period:
                     self.relist()
                 self.watches += 1
@@ -100,15 +174,25 @@ class Reflector(threading.Thread):
                     left = self.relist_period - (time.monotonic() - self.last_relist)
                     timeout = max(1, min(timeout, int(left) + 1))
                 for etype, obj in store.client.watch_stream(
-                    self.kind, self.rv, timeout_seconds=timeout, stop=stop
+                    self.kind, self.rv, timeout_seconds=timeout, stop=stop, api_version=self.api_version
                 ):
                     rv = (obj.get("metadata") or {}).get("resourceVersion")
                     if rv:
                         self.rv = str(rv)
                     if etype == "BOOKMARK":
                         continue
-                    store._events.put(("event", self.kind, etype, obj))
+                    store._events.put(("event", self.source.id, etype, strip_managed_fields(obj)))
                     backoff = 0.2
+            except NotFoundError:
+                if not self.source.optional:
+                    log.info("watch %s: not found; retrying in %.1fs", self.source.id, backoff)
+                    stop.wait(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                # The CRD (or the API version) went away: its objects are gone too.
+                log.info("watch %s: no longer served", self.source.id)
+                self.absent = True
+                store._events.put(("relist", self.source.id, self.rv, []))
             except ExpiredError:
                 log.info("watch %s: resourceVersion %s expired, relisting", self.kind, self.rv)
                 self._relist_until_ok(backoff)
@@ -133,12 +217,25 @@ class Reflector(threading.Thread):
                 self.store._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _probe(self) -> bool:
+        """Discovery for an absent optional source; when it is served now, list it and watch from there."""
+        found = self.store.discover(self.source)
+        if found is None:
+            return False
+        self.api_version = found
+        self.relist()
+        self.absent = False
+        log.info("informing %s (%s)", self.source.id, found)
+        return True
+
     def relist(self) -> None:
-        items, rv = self.store.client.list_with_version(self.kind)
+        items, rv = self.store.client.list_with_version(self.kind, api_version=self.api_version)
+        for obj in items:
+            strip_managed_fields(obj)
         self.rv = rv
         self.last_relist = time.monotonic()
         self.relists += 1
-        self.store._events.put(("relist", self.kind, rv, items))
+        self.store._events.put(("relist", self.source.id, rv, items))
 
 
 class KubeStore(Store):
@@ -149,17 +246,25 @@ class KubeStore(Store):
         client: KubeClient,
         kinds: Iterable[str] = SCHEDULER_KINDS,
         *,
+        sources: Iterable[Source] = (),
         relist_period: float = 0.0,
         watch_timeout: int = 300,
+        probe_period: float = 30.0,
     ) -> None:
         self.client = client
-        self.kinds = tuple(kinds)
-        for k in self.kinds:
-            if k not in RESOURCES:
-                raise ValueError(f"KubeStore cannot inform kind {k!r}")
+        self.sources: dict[str, Source] = {}
+        for src in (*(Source(k) for k in kinds), *sources):
+            if src.kind not in RESOURCES:
+                raise ValueError(f"KubeStore cannot inform kind {src.kind!r}")
+            self.sources.setdefault(src.id, src)
+        self.kinds = tuple(dict.fromkeys(src.kind for src in self.sources.values()))
+        self._sources_of: dict[str, list[str]] = {}
+        for sid, src in self.sources.items():
+            self._sources_of.setdefault(src.kind, []).append(sid)
         self.relist_period = relist_period
         self.watch_timeout = watch_timeout
-        self._objects: dict[str, dict[Key, Obj]] = {k: {} for k in self.kinds}
+        self.probe_period = probe_period
+        self._objects: dict[str, dict[Key, Obj]] = {sid: {} for sid in self.sources}
         self._rv = 0
         self._watches: list[Watch] = []
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
@@ -171,19 +276,45 @@ class KubeStore(Store):
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self) -> KubeStore:
-        """List every kind (filling the cache, no events delivered) and start watching from there."""
-        for kind in self.kinds:
-            items, rv = self.client.list_with_version(kind)
-            table = self._objects[kind]
-            for obj in items:
-                table[_key(kind, obj)] = obj
-            self._rv = max(self._rv, rv_int(rv))
-            self.reflectors[kind] = Reflector(
-                self, kind, rv, relist_period=self.relist_period, watch_timeout=self.watch_timeout
+        """List every source (filling the cache, no events delivered) and start watching from there."""
+        cache: dict[str, Any] = {}  # one discovery read for all sources
+        for sid, src in self.sources.items():
+            api_version = self.discover(src, cache) if src.optional else None
+            rv = ""
+            if api_version is not None or not src.optional:
+                items, rv = self.client.list_with_version(src.kind, api_version=api_version)
+                table = self._objects[sid]
+                for obj in items:
+                    table[_key(src.kind, strip_managed_fields(obj))] = obj
+                self._rv = max(self._rv, rv_int(rv))
+            self.reflectors[sid] = Reflector(
+                self,
+                src,
+                rv,
+                relist_period=self.relist_period,
+                watch_timeout=self.watch_timeout,
+                api_version=api_version,
             )
         for r in self.reflectors.values():
             r.start()
         return self
+
+    def discover(self, src: Source, cache: dict[str, Any] | None = None) -> str | None:
+        """The group/version the API server serves `src` in, or None."""
+        try:
+            return self.client.served_version(src.api_group, src.plural, src.prefer, cache)
+        except StoreError as e:
+            log.info("discovery of %s: %s", src.id, e)
+            return None
+
+    def served(self, kind: str) -> dict[str, str]:
+        """For each informed source of `kind` that is served: source id -> group/version."""
+        out = {}
+        for sid in self._sources_of.get(kind, ()):
+            r = self.reflectors.get(sid)
+            if r is not None and not r.absent:
+                out[sid] = r.api_version or resource_info(kind)[0]
+        return out
 
     def stop(self) -> None:
         self._stop.set()
@@ -208,24 +339,26 @@ class KubeStore(Store):
 
     def _apply_item(self, item: tuple[Any, ...]) -> int:
         if item[0] == "event":
-            _, kind, etype, obj = item
-            return self._apply(kind, etype, obj)
-        _, kind, rv, items = item
-        table = self._objects[kind]
+            _, sid, etype, obj = item
+            return self._apply(sid, etype, obj)
+        _, sid, rv, items = item
+        kind = self.sources[sid].kind
+        table = self._objects[sid]
         fresh = {_key(kind, o): o for o in items}
         n = 0
         list_rv = rv_int(rv)
         for key in sorted(set(table) - set(fresh)):
             cached = table[key]
-            if rv_int(cached["metadata"].get("resourceVersion")) <= list_rv:
-                n += self._apply(kind, "DELETED", cached)
+            if not items or rv_int(cached["metadata"].get("resourceVersion")) <= list_rv:
+                n += self._apply(sid, "DELETED", cached)
         for obj in items:
-            n += self._apply(kind, "MODIFIED", obj)
+            n += self._apply(sid, "MODIFIED", obj)
         return n
 
-    def _apply(self, kind: str, etype: str, obj: Obj) -> int:
+    def _apply(self, sid: str, etype: str, obj: Obj) -> int:
         """One event into the cache (skipped when stale) and out to the handlers."""
-        table = self._objects[kind]
+        table = self._objects[sid]
+        kind = self.sources[sid].kind
         key = _key(kind, obj)
         cached = table.get(key)
         rv = rv_int((obj.get("metadata") or {}).get("resourceVersion"))
@@ -269,11 +402,24 @@ class KubeStore(Store):
             self._dispatching = False
             self._pending.clear()
 
+    def _source_for(self, kind: str, obj: Obj) -> str | None:
+        """The informed source an object of `kind` belongs to, by its apiVersion's group."""
+        sids = self._sources_of.get(kind)
+        if not sids:
+            return None
+        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+        for sid in sids:
+            if self.sources[sid].api_group == group:
+                return sid
+        return None
+
     def _written(self, kind: str, obj: Obj) -> Obj:
+        strip_managed_fields(obj)
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", RESOURCES[kind][0])
-        if kind in self._objects:
-            self._apply(kind, "MODIFIED", obj)
+        sid = self._source_for(kind, obj)
+        if sid is not None:
+            self._apply(sid, "MODIFIED", obj)
         return obj
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -283,9 +429,13 @@ class KubeStore(Store):
 
     def try_get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         ns = (namespace or "default") if is_namespaced(kind) else ""
-        table = self._objects.get(kind)
-        if table is not None:
-            return table.get((ns, name))
+        sids = self._sources_of.get(kind)
+        if sids is not None:
+            for sid in sids:
+                hit = self._objects[sid].get((ns, name))
+                if hit is not None:
+                    return hit
+            return None
         if kind not in RESOURCES:
             return None
         return self.client.try_get(kind, name, ns or None)
@@ -300,8 +450,8 @@ class KubeStore(Store):
     def list(
         self, kind: str, namespace: str | None = None, label_selector: str | LabelSelector | None = None
     ) -> list[Obj]:
-        table = self._objects.get(kind)
-        if table is None:
+        sids = self._sources_of.get(kind)
+        if sids is None:
             if kind not in RESOURCES:
                 return []
             try:
@@ -309,8 +459,11 @@ class KubeStore(Store):
             except NotFoundError:  # a CRD that is not installed
                 return []
             pairs = sorted(((_key(kind, o), o) for o in objs), key=lambda p: p[0])
-        else:
-            pairs = sorted(table.items(), key=lambda p: p[0])
+        elif len(sids) == 1:
+            pairs = sorted(self._objects[sids[0]].items(), key=lambda p: p[0])
+        else:  # several API groups: by key, then in source order
+            merged = [(k, i, o) for i, sid in enumerate(sids) for k, o in self._objects[sid].items()]
+            pairs = [(k, o) for k, _i, o in sorted(merged, key=lambda t: (t[0], t[1]))]
         sel = parse_selector(label_selector) if isinstance(label_selector, str) else label_selector
         out = []
         for (ns, _name), obj in pairs:
@@ -322,7 +475,7 @@ class KubeStore(Store):
         return out
 
     def count(self, kind: str) -> int:
-        return len(self._objects.get(kind, {}))
+        return sum(len(self._objects[sid]) for sid in self._sources_of.get(kind, ()))
 
     # -- writes ----------------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
@@ -359,10 +512,11 @@ class KubeStore(Store):
             live = self.client.get(kind, name, ns)
         except NotFoundError:
             cached = self.try_get(kind, name, namespace)
-            if cached is not None and kind in self._objects:
+            sid = self._source_for(kind, cached) if cached is not None else None
+            if cached is not None and sid is not None:
                 gone = dict(cached)
                 gone["metadata"] = dict(cached["metadata"], resourceVersion=str(self._rv + 1))
-                self._apply(kind, "DELETED", gone)
+                self._apply(sid, "DELETED", gone)
             return None
         return self._written(kind, live)
 

@@ -6,25 +6,33 @@ kdra.observe.model, so its memory stays small on a 40,000-claim cluster. Per kin
 500), replaces the kind in the state, then watches from the list's resourceVersion; a watch that ends is
 resumed from the last resourceVersion seen (bookmarks included), one that expired (410 Gone) is re-listed.
 Kinds the server does not serve (the kdra Queue custom resource, usually) are skipped.
+
+A kind the credentials may not list or watch (401, 403: RBAC) is logged once with the API server's
+message (which names the verb and the resource) and kept in `errors`; `failed` is set for a required
+kind, so `kdra exporter --once` and `kdra top` stop at once and say what is forbidden instead of timing out.
+For the optional Queue kind it is a warning and the exporter goes on without queue metrics.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterable
 
 from kdra.cluster.store import NotFoundError, StoreError
-from kdra.kube.client import ExpiredError, KubeClient, KubeConfig
+from kdra.kube.client import ExpiredError, ForbiddenError, KubeClient, UnauthorizedError
 from kdra.observe.model import KINDS, FleetState
 
 OPTIONAL_KINDS = frozenset({"Queue"})
 WATCH_TIMEOUT = 290
+log = logging.getLogger("kdra.observe")
 
 
-def client_for(kubeconfig: str, context: str | None = None) -> KubeClient:
-    return KubeClient(KubeConfig.load(kubeconfig, context), qps=0)
+def client_for(kubeconfig: str | None, context: str | None = None) -> KubeClient:
+    """By the loading rules every command uses (kdra.kube.kubeconfig); unthrottled: lists and watches."""
+    return KubeClient.from_config(kubeconfig, context=context, qps=0)
 
 
 class KubeSource:
@@ -36,6 +44,9 @@ class KubeSource:
         self.kinds = list(kinds)
         self.ready = threading.Event()
         self.errors: dict[str, str] = {}
+        self.failed = threading.Event()  # a required kind cannot be read with these credentials
+        self._logged: dict[str, str] = {}
+        self._denied_kinds: set[str] = set()
         self.relists: dict[str, int] = {}
         self._listed: set[str] = set()
         self._stop = threading.Event()
@@ -72,11 +83,15 @@ class KubeSource:
                 if not rv:
                     items, rv = self.client.list_with_version(kind)
                     self.state.replace(kind, items)
+                    if kind in self._denied_kinds:
+                        self._allowed(kind)
                     self.relists[kind] = self.relists.get(kind, 0) + 1
                     self._mark_listed(kind)
                 for etype, obj in self.client.watch_stream(
                     kind, rv, timeout_seconds=WATCH_TIMEOUT, stop=self._stop
                 ):
+                    if kind in self._denied_kinds:
+                        self._allowed(kind)  # RBAC was fixed
                     new_rv = (obj.get("metadata") or {}).get("resourceVersion")
                     if new_rv:
                         rv = str(new_rv)
@@ -93,15 +108,49 @@ class KubeSource:
                 self.errors[kind] = "not served by this API server"
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+            except (ForbiddenError, UnauthorizedError) as exc:
+                self._denied(kind, exc)
+                if kind in OPTIONAL_KINDS:
+                    self._mark_listed(kind)
+                    return
+                self._stop.wait(max(backoff, 5.0))  # RBAC may be fixed: try again, slowly
+                backoff = min(backoff * 2, 30.0)
             except StoreError as exc:
                 self.errors[kind] = str(exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _allowed(self, kind: str) -> None:
+        self._denied_kinds.discard(kind)
+        self.errors.pop(kind, None)
+        if not self._denied_kinds - OPTIONAL_KINDS:
+            self.failed.clear()
+
+    def _denied(self, kind: str, exc: Exception) -> None:
+        status = getattr(exc, "status", None) or {}
+        message = str(status.get("message") or exc)
+        self._denied_kinds.add(kind)
+        self.errors[kind] = message
+        if self._logged.get(kind) != message:
+            self._logged[kind] = message
+            if kind in OPTIONAL_KINDS:
+                log.warning("%s; going on without %s metrics", message, kind)
+            else:
+                log.error("%s", message)
+        if kind not in OPTIONAL_KINDS:
+            self.failed.set()
+
+    def problem(self) -> str:
+        """What keeps the source from being ready, one line per kind."""
+        return "; ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "no answer yet"
+
 
 def wait_ready(source: KubeSource, timeout: float) -> bool:
+    """Until every kind is listed (True), a required kind is refused (False, at once) or `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if source.ready.wait(0.2):
             return True
+        if source.failed.is_set():
+            return False
     return source.ready.is_set()

@@ -158,6 +158,7 @@ class PodRec:
     claims: tuple[str, ...]
     need: int | None
     queue: str
+    message: str = ""  # first line of the PodScheduled=False message, for `kdra top`'s pending list
 
 
 CLAIM_DEVICE_LABELS = (
@@ -259,6 +260,9 @@ OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
     ("kdra_queue_limit", "gauge"),
     ("kdra_pod_scheduling_duration_seconds", "histogram"),
     ("kdra_scheduler_attempt_duration_seconds", "histogram"),
+    ("kdra_conflicting_allocations", "gauge"),
+    ("kdra_conflicting_allocations_detected_total", "counter"),
+    ("kdra_conflicting_allocations_repaired_total", "counter"),
     ("kdra_exporter_watch_events_total", "counter"),
     ("kdra_exporter_watch_event_errors_total", "counter"),
 )
@@ -299,6 +303,8 @@ class FleetState:
         self.classes: set[str] = set()
         self.queues: dict[str, Obj] = {}
         self.queue_report: list[dict[str, Any]] | None = None  # from an in-process scheduler
+        # (over-allocated devices now, detected, repaired) from an in-process kdra scheduler
+        self.conflicts: tuple[int, int, int] | None = None
         self.claim_lines: list[SeriesTable] = [SeriesTable(1024) for _ in CLAIM_FAMILIES]
         self.device_lines: list[SeriesTable] = [SeriesTable(part=1) for _ in DEVICE_FAMILIES]
         self.scheduled_seen: set[str] = set()
@@ -406,6 +412,13 @@ class FleetState:
         with self.lock:
             self.attempts.observe(seconds, (result,))
             self.version += 1
+
+    def set_conflicts(self, current: int, detected: int, repaired: int) -> None:
+        """kdra scheduler's conflict detector (kdra.kube.conflicts), when the exporter runs beside it."""
+        with self.lock:
+            if self.conflicts != (current, detected, repaired):
+                self.conflicts = (current, detected, repaired)
+                self.version += 1
 
     def set_queue_report(self, report: list[dict[str, Any]] | None) -> None:
         with self.lock:
@@ -1109,6 +1122,29 @@ class FleetState:
                 parts.extend(self.device_lines[i].blobs())
             parts.extend(self._aggregate_parts())
             tail = [self.e2e.render(), self.attempts.render()]
+            if self.conflicts is not None:
+                current, detected, repaired = self.conflicts
+                tail += [
+                    header(
+                        "kdra_conflicting_allocations",
+                        "gauge",
+                        "Devices allocated to more claims than they can serve now (another scheduler raced "
+                        "kdra for them), as kdra's scheduler sees them.",
+                    ),
+                    f"kdra_conflicting_allocations {current}\n",
+                    header(
+                        "kdra_conflicting_allocations_detected_total",
+                        "counter",
+                        "Over-allocated devices kdra's scheduler found (each device and set of claims once).",
+                    ),
+                    f"kdra_conflicting_allocations_detected_total {detected}\n",
+                    header(
+                        "kdra_conflicting_allocations_repaired_total",
+                        "counter",
+                        "kdra's claims deallocated (and re-allocated where possible) to end a conflict.",
+                    ),
+                    f"kdra_conflicting_allocations_repaired_total {repaired}\n",
+                ]
             tail.append(
                 header("kdra_exporter_watch_events_total", "counter", "Watch events applied, by kind.")
             )
@@ -1196,6 +1232,7 @@ def _pod_record(obj: Obj) -> PodRec:
     terminal = phase in ("Succeeded", "Failed")
     pending = not node and not terminal and not meta.get("deletionTimestamp")
     reason = ""
+    message = ""
     node_reasons: tuple[str, ...] = ()
     if pending:
         if spec.get("schedulingGates"):
@@ -1203,6 +1240,7 @@ def _pod_record(obj: Obj) -> PodRec:
         elif cond is not None and cond.get("status") == "False":
             reason = cond.get("reason") or "Unschedulable"
             node_reasons = _node_reasons(cond.get("message") or "")
+            message = (cond.get("message") or "").split("\n", 1)[0][:300]
         else:
             reason = "NotYetAttempted"
     claims = []
@@ -1221,7 +1259,9 @@ def _pod_record(obj: Obj) -> PodRec:
         for k in QUEUE_REFS:
             if src.get(k) and not queue:
                 queue = str(src[k])
-    return PodRec(meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue)
+    return PodRec(
+        meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue, message
+    )
 
 
 def _request_memory(req: Mapping[str, Any]) -> int | None:

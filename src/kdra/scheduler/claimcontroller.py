@@ -22,6 +22,23 @@ from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
 
 
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The claims a pod uses: named ones, those created from its templates (pod.status.resourceClaimStatuses)
+    and its KEP-5004 extended-resource claim. The same whoever created them (this controller or
+    kube-controller-manager's)."""
+    names = []
+    status = pod.get("status") or {}
+    by_entry = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or by_entry.get(entry.get("name"))
+        if name:
+            names.append(name)
+    special = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if special:
+        names.append(special)
+    return names
+
+
 class ResourceClaimController:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -93,19 +110,7 @@ class ResourceClaimController:
     # -- release ---------------------------------------------------------------------------------
 
     def claim_names(self, pod: Mapping[str, Any]) -> list[str]:
-        names = []
-        status = pod.get("status") or {}
-        by_entry = {
-            s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []
-        }
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name = entry.get("resourceClaimName") or by_entry.get(entry.get("name"))
-            if name:
-                names.append(name)
-        special = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-        if special:
-            names.append(special)
-        return names
+        return pod_claim_names(pod)
 
     def release_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]

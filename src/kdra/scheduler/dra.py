@@ -22,13 +22,81 @@ from typing import Any
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import AllocatorIndex
-from kdra.cluster.store import Obj, WatchEvent
+from kdra.cluster.store import Obj, StoreError, WatchEvent
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 MAX_RESERVED_FOR = 256  # ResourceClaimReservedForMaxSize
+
+
+class ClaimChangedError(StoreError):
+    """A claim changed between the scheduling decision and PreBind's write in a way the decision did not
+    see (deleted, allocated with other devices, deallocated, reservedFor full): the pod is unreserved and
+    retried, never written over it."""
+
+    reason = "Conflict"
+
+
+def _result_ids(alloc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    results = (alloc.get("devices") or {}).get("results") or []
+    return sorted(
+        (
+            str(r.get("request", "")),
+            str(r.get("driver", "")),
+            str(r.get("pool", "")),
+            str(r.get("device", "")),
+            str(r.get("shareID") or ""),
+        )
+        for r in results
+    )
+
+
+def same_allocation(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two allocation results name the same devices (and shares) for the same requests on the same
+    nodes: what the API server stored for a write, whatever fields it defaulted."""
+    if not a or not b:
+        return not a and not b
+    return _result_ids(a) == _result_ids(b) and json.dumps(
+        a.get("nodeSelector"), sort_keys=True
+    ) == json.dumps(b.get("nodeSelector"), sort_keys=True)
+
+
+def claim_status_for_pod(
+    current: Mapping[str, Any], ref: Mapping[str, str], allocation: Mapping[str, Any], *, allocate: bool
+) -> Obj | None:
+    """The status to write so that the claim `current` (as just read) is allocated with `allocation` and
+    reserved for the pod `ref`; None when it already is.
+
+    PreBind calls this after every (re-)read, in the loop and in the binding workers, instead of
+    re-applying its decision: what changed since the decision is checked, not left to the API server's
+    422. Already ours (an earlier write of this scheduler that answered with an error, a 504 or a broken
+    connection, had committed): nothing or only the reservation is left to write. Someone else's change
+    raises ClaimChangedError. `allocate`: the decision allocated the claim (it was unallocated);
+    otherwise it only adds the pod to a claim that was allocated with `allocation` when it was decided."""
+    meta = current.get("metadata") or {}
+    name = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+    if meta.get("deletionTimestamp"):
+        raise ClaimChangedError(f"ResourceClaim {name} is being deleted")
+    st = current.get("status") or {}
+    have = st.get("allocation")
+    rf = list(st.get("reservedFor") or [])
+    mine = any(r.get("uid") == ref.get("uid") for r in rf)
+    if have:
+        if not same_allocation(have, allocation):
+            devices = ", ".join(device_ids((have.get("devices") or {}).get("results") or []))
+            raise ClaimChangedError(
+                f"ResourceClaim {name} was allocated meanwhile by someone else ({devices})"
+            )
+        if mine:
+            return None
+        if len(rf) >= MAX_RESERVED_FOR:
+            raise ClaimChangedError(f"ResourceClaim {name}: reservedFor is full")
+        return dict(st, reservedFor=[*rf, dict(ref)])
+    if not allocate:
+        raise ClaimChangedError(f"ResourceClaim {name} was deallocated meanwhile")
+    return dict(st, allocation=dict(allocation), reservedFor=rf if mine else [*rf, dict(ref)])
 
 
 def claim_spec_key(claim: Mapping[str, Any]) -> str:
@@ -85,10 +153,13 @@ class DraState:
         # claim uid -> claim dict with status.allocation
         self.allocated: dict[str, Obj] = {}
         self.assumed: dict[str, Obj] = {}  # in-flight: allocation decided, not yet written
+        # Claims of evicted victims: counted as released from the eviction on, although the API shows them
+        # allocated until their pods terminate and the controller manager deallocates or deletes them.
+        self.released: set[str] = set()
         self._ext_classes: dict[str, str] | None = None
         # Devices in use by allocated and assumed claims (exclusive ones in `state.dedicated`).
         self.state = AllocatedState()
-        self.spec_keys: dict[tuple[str, str], str] = {}
+        self.spec_keys: dict[str, str] = {}  # claim uid -> claim_spec_key (a claim's spec is immutable)
         cache.dra = self
         for claim in list(cache.claims.values()):
             self.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
@@ -206,6 +277,10 @@ class DraState:
         claim = ev.object
         uid = claim["metadata"].get("uid", "")
         has_alloc = ev.type != "DELETED" and bool((claim.get("status") or {}).get("allocation"))
+        if uid in self.released:
+            if has_alloc:
+                return  # still allocated in the API while its pod terminates: not counted again
+            self.released.discard(uid)
         prev = self.allocated.get(uid)
         if has_alloc:
             if prev is None:
@@ -219,6 +294,8 @@ class DraState:
         elif prev is not None:
             del self.allocated[uid]
             self._mark(prev, -1)
+        if ev.type == "DELETED":
+            self.spec_keys.pop(uid, None)
 
     def assume(self, claim: Obj, allocation: Obj) -> None:
         """Reserve: the allocation is decided but not written yet (in-flight)."""

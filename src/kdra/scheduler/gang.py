@@ -9,8 +9,10 @@ Accepted shapes (a pod names its group; the group gives the minimum count, queue
   `scheduling.k8s.io/group-name`;
 - scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1): `spec.minMember`; label
   `scheduling.x-k8s.io/pod-group`;
-- upstream PodGroup (scheduling.k8s.io, KEP-4671/KEP-5832, 1.36): `spec.schedulingPolicy.gang.minCount`, or
-  the Workload podGroupTemplate named by `spec.podGroupTemplateRef.workload`; pods set
+- upstream PodGroup (scheduling.k8s.io, KEP-4671/KEP-5832): `spec.schedulingPolicy.gang.minCount`, or the
+  Workload podGroupTemplate it names (v1alpha2, 1.36: `spec.podGroupTemplateRef.workload{workloadName,
+  podGroupTemplateName}`; v1beta1, 1.37: `spec.workloadRef{workloadName, templateName}`);
+  `spec.schedulingConstraints.topology[0].key` is a required topology level; pods set
   `spec.schedulingGroup.podGroupName`;
 - upstream Workload, 1.35 shape: `spec.podGroups[].policy.gang.minCount`; pods set
   `spec.workloadRef{name, podGroup, podGroupReplicaKey}` (one gang per replica key).
@@ -178,23 +180,38 @@ def parse_pod_group(obj: Mapping[str, Any], workloads: Mapping[str, Obj] | None 
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise InputError(f"{where}: Invalid value: must be an object")
+    template: Mapping[str, Any] = {}
     if _api_group(obj) == UPSTREAM_GROUP:
         gang = (spec.get("schedulingPolicy") or {}).get("gang")
-        if gang is None:
-            ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+        # v1alpha2 (1.36) names its template podGroupTemplateRef.workload, v1beta1 (1.37) workloadRef.
+        ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or spec.get("workloadRef") or {}
+        if ref:
             wl = (workloads or {}).get(f"{ns}/{ref.get('workloadName', '')}")
+            tname = ref.get("podGroupTemplateName") or ref.get("templateName")
             for t in ((wl or {}).get("spec") or {}).get("podGroupTemplates") or []:
-                if t.get("name") == ref.get("podGroupTemplateName"):
-                    gang = (t.get("schedulingPolicy") or {}).get("gang")
+                if t.get("name") == tname:
+                    template = t
+                    if gang is None:
+                        gang = (t.get("schedulingPolicy") or {}).get("gang")
         min_count = _nonneg_int((gang or {}).get("minCount", 1), f"{where}.schedulingPolicy.gang.minCount")
         if gang is None:
             min_count = 1  # basic policy: no gang
     else:
         raw = spec.get("minMember", spec.get("minCount", 1))
         min_count = _nonneg_int(raw, f"{where}.minMember")
-    return GangSpec(
-        f"{ns}/{name}", f"PodGroup {ns}/{name}", min_count, obj=dict(obj), **_common(spec, obj, where)
-    )
+    common = _common(spec, obj, where)
+    if _api_group(obj) == UPSTREAM_GROUP and not common["topology"]:
+        topo = (spec.get("schedulingConstraints") or template.get("schedulingConstraints") or {}).get(
+            "topology"
+        )
+        if topo:
+            key = (topo[0] or {}).get("key") if isinstance(topo[0], Mapping) else None
+            if not key:
+                raise InputError(f"{where}.schedulingConstraints.topology[0].key: Required value")
+            common["topology"] = TopologyConstraint(str(key), None)
+    if common.get("priority") is None and isinstance(template.get("priority"), int):
+        common["priority"] = template["priority"]
+    return GangSpec(f"{ns}/{name}", f"PodGroup {ns}/{name}", min_count, obj=dict(obj), **common)
 
 
 def workload_gangs(obj: Mapping[str, Any]) -> dict[str, GangSpec]:
@@ -213,6 +230,19 @@ def workload_gangs(obj: Mapping[str, Any]) -> dict[str, GangSpec]:
             key, f"Workload {ns}/{name} podGroup {g.get('name')}", n, **_common(spec, obj, where)
         )
     return out
+
+
+def group_condition_type(obj: Mapping[str, Any]) -> str:
+    """The condition a scheduler sets on a PodGroup: upstream v1beta1 (1.37) renamed PodGroupScheduled to
+    PodGroupInitiallyScheduled (True once, never reverted); every other shape keeps PodGroupScheduled."""
+    api = str(obj.get("apiVersion") or "")
+    if api.split("/", 1)[0] == UPSTREAM_GROUP and not api.endswith(("/v1alpha1", "/v1alpha2")):
+        return "PodGroupInitiallyScheduled"
+    return "PodGroupScheduled"
+
+
+def is_upstream(obj: Mapping[str, Any]) -> bool:
+    return _api_group(obj) == UPSTREAM_GROUP
 
 
 def pod_group_ref(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -258,7 +288,9 @@ class GangRegistry:
         self.members: dict[str, set[str]] = {}  # gang key -> uids of live member pods
         self.bound: dict[str, set[str]] = {}  # gang key -> uids of bound live members
         self.pod_gang: dict[str, str] = {}  # pod uid -> gang key
+        self.succeeded: dict[str, set[str]] = {}  # gang key -> uids of members that ran to completion
         self.errors: dict[str, str] = {}  # gang key -> why its object is invalid
+        self.invalid: dict[str, Obj] = {}  # gang key -> the invalid object (its status says why)
         store.watch(self._on_event, kinds=("PodGroup", "Workload", "Pod"))
         for kind in ("Workload", "PodGroup", "Pod"):
             for obj in store.list(kind):
@@ -283,13 +315,18 @@ class GangRegistry:
         elif ev.kind == "PodGroup":
             if ev.type == "DELETED":
                 self.groups.pop(key, None)
+                self.errors.pop(key, None)
+                self.invalid.pop(key, None)
+                self.succeeded.pop(key, None)
                 return
             try:
                 self.groups[key] = parse_pod_group(obj, self.workloads)
                 self.errors.pop(key, None)
+                self.invalid.pop(key, None)
             except InputError as exc:
                 self.groups.pop(key, None)
                 self.errors[key] = str(exc)
+                self.invalid[key] = obj
         else:
             self._on_pod(ev)
 
@@ -305,11 +342,18 @@ class GangRegistry:
         pod = ev.object
         uid = pod["metadata"].get("uid", "")
         phase = (pod.get("status") or {}).get("phase")
-        if ev.type == "DELETED" or phase in ("Succeeded", "Failed"):
+        # A member being deleted (evicted, or torn down with its gang) no longer counts towards the gang.
+        if (
+            ev.type == "DELETED"
+            or phase in ("Succeeded", "Failed")
+            or pod["metadata"].get("deletionTimestamp")
+        ):
             gk = self.pod_gang.pop(uid, None)
             if gk is not None:
                 self.members.get(gk, set()).discard(uid)
                 self.bound.get(gk, set()).discard(uid)
+                if phase == "Succeeded":
+                    self.succeeded.setdefault(gk, set()).add(uid)
             return
         ref = pod_group_ref(pod)
         if ref is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.queues import EPS, QueueTree, Vector, add, fmt
 
 MAINTAIN_FAIR_SHARE = "MaintainFairShare"
@@ -135,7 +136,6 @@ class VirtualEviction:
         uids = {u for v in victims for u in v.pods}
         cache = sched.cache
         store: Store = sched.store
-        ctrl = sched.controller
         for uid in sorted(uids):
             node = cache.assigned.get(uid)
             if node is None:
@@ -146,10 +146,8 @@ class VirtualEviction:
                 continue
             self.pods.append((pi, node))
             cache.forget(uid)
-            names = ctrl.claim_names(pi.pod) if ctrl is not None else []
             current = store.try_get("Pod", pi.name, pi.namespace)
-            if current is not None and ctrl is not None:
-                names = ctrl.claim_names(current)
+            names = pod_claim_names(current if current is not None else pi.pod)
             for name in names:
                 claim = cache.claims.get((pi.namespace, name))
                 if claim is None or not (claim.get("status") or {}).get("allocation"):
@@ -158,9 +156,11 @@ class VirtualEviction:
                 if all(r.get("uid") in uids for r in rf) and claim not in self.claims:
                     self.claims.append(claim)
                     sched.dra.on_claim(WatchEvent("DELETED", "ResourceClaim", claim, None))
+                    sched.dra.released.add(claim["metadata"].get("uid", ""))
 
     def restore(self) -> None:
         for claim in self.claims:
+            self.sched.dra.released.discard(claim["metadata"].get("uid", ""))
             self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
         for pi, node in self.pods:
             self.sched.cache.assume(pi, node)

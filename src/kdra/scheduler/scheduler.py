@@ -18,11 +18,12 @@ import contextlib
 import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator.features import FeatureGates
+from kdra.cluster.clock import formatter
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController
@@ -84,6 +85,22 @@ class CycleResult:
     status: Status
     message: str = ""
     explanation: Any = None
+
+
+@dataclass
+class BindGroup:
+    """Binds the session commits together (a gang's members, or a preemptor placed over victims).
+
+    `cancel()` drops binds that were decided but not yet made (a victim's eviction was refused). The binder
+    decides how the group is committed: in memory each bind was made when decided; KubeScheduler writes a
+    gang in two phases and holds back binds whose devices other claims still hold in the API."""
+
+    name: str
+    pods: list[tuple[PodInfo, str]] = field(default_factory=list)
+    cancelled: str = ""
+
+    def cancel(self, why: str) -> None:
+        self.cancelled = why or "cancelled"
 
 
 @dataclass
@@ -160,6 +177,7 @@ class Scheduler:
         self.store = store
         self.config = config or SchedulerConfig()
         self.clock = clock or (lambda: 0.0)
+        self.format_time = formatter(self.clock)  # timestamps written into objects, from the same clock
         self.controller = ResourceClaimController(store) if run_controllers else None
         self.cache = SchedulerCache(store)
         self.dra = DraState(self.cache, self.config.features)
@@ -189,9 +207,16 @@ class Scheduler:
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self.node_evaluations = 0
+        self.sessions = 0  # run() calls, and the CPU seconds of the calling thread in them (benchmarks)
+        self.session_cpu = 0.0
         # Called after every scheduling attempt with its result and wall seconds (kdra exporter's
         # scheduler_attempt_duration histogram); empty by default, so attempts are not timed.
         self.attempt_observers: list[Callable[[CycleResult, float], None]] = []
+        # Called with (pod, node) when the scheduler decides to bind a pod, and with its uid when such a
+        # decision is undone (an asynchronous binding failed): the session's queue accounting follows them.
+        self.bind_listeners: list[Callable[[PodInfo, str], None]] = []
+        self.unbind_listeners: list[Callable[[str], None]] = []
+        self._group: BindGroup | None = None
         store.watch(self._on_event, kinds=("Pod", "ResourceClaim", "Node", "ResourceSlice", "DeviceClass"))
         now = self.clock()
         for pod in store.list("Pod"):
@@ -282,9 +307,12 @@ class Scheduler:
 
     def run(self, now: float | None = None) -> list[CycleResult]:
         """Run every action once over the current state; returns what each scheduled pod got."""
+        t0 = time.thread_time()
         session = Session(self, self.clock() if now is None else now)
         for action in self.actions:
             action.execute(session)
+        self.sessions += 1
+        self.session_cpu += time.thread_time() - t0
         return session.results
 
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
@@ -343,6 +371,7 @@ class Scheduler:
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
+        self._bound(pi, node)
         del ni
         return CycleResult(pi.key, node, Status())
 
@@ -359,6 +388,7 @@ class Scheduler:
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
+        self._bound(pi, node)
         return CycleResult(pi.key, node, Status())
 
     def reject_waiting(
@@ -378,9 +408,88 @@ class Scheduler:
         """A pod an action decided not to try (queue quota, gang timeout): condition + unschedulable pool."""
         return self._fail(pi, now, status, message, {status.plugin} if status.plugin else set(), explanation)
 
-    def _bind(self, pi: PodInfo, node: str, now: float) -> None:
-        from kdra.cluster.clock import format_time
+    # -- the binder seam ---------------------------------------------------------------------------
+    # In memory, binding is synchronous: PreBind writes the claims and `_bind` the pod, one pod after the
+    # other. KubeScheduler (kdra.kube.scheduler) binds on worker threads, a gang as one two-phase job. What
+    # the session needs from either is here: a group of binds committed together (`bind_group`), a hook
+    # per decided bind (`bind_listeners`, and `unbind_listeners` when a decided bind is undone), and
+    # releasing the claims a pending pod holds (`release_claims`).
 
+    @contextlib.contextmanager
+    def bind_group(self, name: str) -> Iterator[BindGroup]:
+        """Binds decided inside are committed together on exit. In memory they happen at once, so the
+        group only records them; nested groups join the outer one."""
+        if self._group is not None:
+            yield self._group
+            return
+        group = self._group = BindGroup(name)
+        try:
+            yield group
+        finally:
+            self._group = None
+            self._commit_group(group)
+
+    def _commit_group(self, group: BindGroup) -> None:
+        if group.cancelled and group.pods:
+            raise RuntimeError(
+                f"bind group {group.name}: in-memory binds are synchronous and cannot be cancelled"
+            )
+
+    def _bound(self, pi: PodInfo, node: str) -> None:
+        if self._group is not None:
+            self._group.pods.append((pi, node))
+        for listener in self.bind_listeners:
+            listener(pi, node)
+
+    def _unbound(self, uid: str) -> None:
+        for listener in self.unbind_listeners:
+            listener(uid)
+
+    def release_claims(self, pi: PodInfo, claims: Sequence[Obj]) -> list[str]:
+        """Give back what a pod that stays pending holds: take it out of each claim's reservedFor and
+        deallocate a claim nobody else reserves (kube-scheduler's Unreserve and PostFilter do the same).
+        Returns the names of the claims released."""
+        from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
+
+        out = []
+        for claim in claims:
+            meta = claim["metadata"]
+
+            def unreserve(c: Obj) -> None:
+                st = c.setdefault("status", {})
+                st["reservedFor"] = [r for r in st.get("reservedFor") or [] if r.get("uid") != pi.uid]
+                if not st["reservedFor"]:
+                    st.pop("reservedFor")
+                    st.pop("allocation", None)
+
+            try:
+                upd = self.store.update_with_retry(
+                    "ResourceClaim",
+                    meta["name"],
+                    meta.get("namespace", "default"),
+                    unreserve,
+                    subresource="status",
+                )
+                if not (upd.get("status") or {}).get("allocation") and DELETE_PROTECTION_FINALIZER in (
+                    upd["metadata"].get("finalizers") or []
+                ):
+
+                    def drop(c: Obj) -> None:
+                        c["metadata"]["finalizers"] = [
+                            f
+                            for f in c["metadata"].get("finalizers") or []
+                            if f != DELETE_PROTECTION_FINALIZER
+                        ]
+
+                    self.store.update_with_retry(
+                        "ResourceClaim", meta["name"], meta.get("namespace", "default"), drop
+                    )
+            except NotFoundError:
+                continue
+            out.append(meta["name"])
+        return out
+
+    def _bind(self, pi: PodInfo, node: str, now: float) -> None:
         def bind(p: Obj) -> None:
             p["spec"] = dict(p.get("spec") or {}, nodeName=node)
 
@@ -392,7 +501,9 @@ class Scheduler:
                 for c in (p.setdefault("status", {}).get("conditions") or [])
                 if c.get("type") != "PodScheduled"
             ]
-            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(now)})
+            conds.append(
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.format_time(now)}
+            )
             p["status"]["conditions"] = conds
             p["status"].setdefault("phase", "Pending")
 
@@ -522,6 +633,18 @@ class Scheduler:
                     counts[r] += 1
                 if explanation is None and st.explanation is not None:
                     explanation = st.explanation
+            if explanation is not None:  # every node's verdict, for messages that group nodes by reason
+                from kdra.scheduler.nodefit import FitFailure
+
+                nodes = self.cache.nodes
+                explanation = FitFailure(
+                    explanation,
+                    [
+                        (nodes[i].name, results[i][1])
+                        for i in sorted(results)
+                        if i < len(nodes) and results[i][1] is not None
+                    ],
+                )
             if entry is not None:
                 entry.summary = (entry.version, (counts, plugins, explanation, has_error))
         plugins = set(plugins)
@@ -550,8 +673,6 @@ class Scheduler:
             conds = (current.get("status") or {}).get("conditions") or []
             old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
             if old is None or old.get("message") != text or old.get("reason") != reason:
-                from kdra.cluster.clock import format_time
-
                 upd = clone(current)
                 st_obj = upd.setdefault("status", {})
                 new_conds = [c for c in conds if c.get("type") != "PodScheduled"]
@@ -561,7 +682,7 @@ class Scheduler:
                         "status": "False",
                         "reason": reason,
                         "message": text,
-                        "lastTransitionTime": format_time(now),
+                        "lastTransitionTime": self.format_time(now),
                     }
                 )
                 st_obj["conditions"] = new_conds

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kdra.cluster.store import Obj, Store, WatchEvent, clone
+from kdra.cluster.store import Obj, Store, WatchEvent
 from kdra.errors import InputError
+from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.framework import (
     EV_POD_DELETE,
     SUCCESS,
@@ -44,6 +45,8 @@ from kdra.scheduler.gang import (
     NON_PREEMPTIBLE,
     GangRegistry,
     GangSpec,
+    group_condition_type,
+    is_upstream,
     pod_queue,
 )
 from kdra.scheduler.preemption import (
@@ -51,7 +54,6 @@ from kdra.scheduler.preemption import (
     RunningJob,
     VirtualEviction,
     covers,
-    evict,
     order_victims,
     reclaim_verdict,
 )
@@ -69,6 +71,14 @@ from kdra.scheduler.queues import (
     parse_queue,
     pod_core_usage,
     queue_order_key,
+)
+from kdra.scheduler.seams import (
+    EvictionOutcome,
+    Evictor,
+    StatusWriter,
+    StoreEvictor,
+    StoreStatusWriter,
+    set_condition,
 )
 from kdra.scheduler.topology import GangTopology, TopologyLevels, domains
 
@@ -94,13 +104,18 @@ class GangQueueOptions:
     max_domain_trials: int = 6
     max_victim_trials: int = 4
     max_victim_searches: int = 64  # jobs per session that reclaim (and, apart, preempt) look for victims for
+    # A gang running below its minimum (a member failed to bind, or was deleted, and the rest cannot be
+    # placed) is evicted whole after this many seconds (KAI's stale-gang eviction), so it never holds
+    # devices half-running; its owner recreates the pods and the gang is placed again all or nothing.
+    stale_gang_grace: float = 60.0
+    status_interval: float = 5.0  # seconds between Queue status writes (each written only when changed)
 
 
 def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = None) -> GangQueueOptions:
     """A SchedulingShard (KAI's kai.scheduler/v1 shape; kdra.dev/v1alpha1 adds fields) as options:
     `placementStrategy.gpu` (binpack | spread | fragmentation | upstream), and kdra's `gangTimeout`,
-    `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}: GPUs -> how
-    often)."""
+    `staleGangGrace`, `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}:
+    GPUs -> how often)."""
     from kdra.scheduler.fragscore import PLACEMENT_POLICIES
     from kdra.scheduler.gang import parse_duration
     from kdra.scheduler.preemption import STRATEGIES
@@ -121,6 +136,8 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
         opts.placement = gpu
     if spec.get("gangTimeout") is not None:
         opts.gang_timeout = parse_duration(spec["gangTimeout"], f"{where}.gangTimeout")
+    if spec.get("staleGangGrace") is not None:
+        opts.stale_gang_grace = parse_duration(spec["staleGangGrace"], f"{where}.staleGangGrace")
     for key, attr in (("reclaim", "reclaim"), ("preempt", "preempt"), ("deviceLocality", "device_locality")):
         if spec.get(key) is not None:
             if not isinstance(spec[key], bool):
@@ -161,6 +178,11 @@ class Job:
     def label(self) -> str:
         return self.gang.source if self.gang is not None else f"pod {self.members[0].key}"
 
+    @property
+    def order_name(self) -> str:
+        """The last tie-break of job order: names, never uids, so both worlds order alike."""
+        return self.gang.key if self.gang is not None else self.members[0].key
+
 
 @dataclass
 class _PodUsage:
@@ -197,10 +219,22 @@ class QueueGate(Plugin):
 
 
 class GangQueues:
-    def __init__(self, store: Store, options: GangQueueOptions | None = None) -> None:
+    """The session's state and actions. `evictor` and `status` are the seams to the world (in memory by
+    default; `kdra.kube.session` has the Kubernetes ones); the clock is the scheduler's."""
+
+    def __init__(
+        self,
+        store: Store,
+        options: GangQueueOptions | None = None,
+        *,
+        evictor: Evictor | None = None,
+        status: StatusWriter | None = None,
+    ) -> None:
         from kdra.scheduler.fragscore import placement_plugins
 
         self.store = store
+        self.evictor: Evictor = evictor or StoreEvictor(store)
+        self.status: StatusWriter = status or StoreStatusWriter(store)
         self.options = options or GangQueueOptions()
         shards = store.list("SchedulingShard")
         if shards:  # read once, at start (the first by namespace/name)
@@ -218,7 +252,13 @@ class GangQueues:
         self.topology_objs: dict[str, Obj] = {}
         self.tree = QueueTree()
         self.levels = TopologyLevels()
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the latest problems of Queue/Topology objects (bounded)
+        self.invalid_queues: dict[str, str] = {}  # queue name -> why its object is not usable
+        self._reported: dict[tuple[str, str], str] = {}  # (kind, name) -> problem last reported on the object
+        self.stale_since: dict[str, float] = {}  # gang key -> when it was first seen running below minimum
+        self._queue_status: dict[str, Any] = {}  # queue -> status last written
+        self._queue_status_at = -1e18
+        self.format_time: Any = None
         self.usage: dict[str, _PodUsage] = {}  # bound pod uid -> what it holds
         self.allocated: dict[str, Vector] = {}  # queue (leaves and parents) -> held
         self.first_attempt: dict[str, float] = {}
@@ -250,6 +290,7 @@ class GangQueues:
             acts.append(Reclaim(self))
         if self.options.preempt:
             acts.append(Preempt(self))
+        acts.append(Report(self))
         return acts
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
@@ -264,9 +305,16 @@ class GangQueues:
         from kdra.scheduler.plugins.dynamicresources import DynamicResources
 
         self.now = now
+        if isinstance(self.evictor, StoreEvictor):
+            self.evictor.now = now
         if self.sched is sched:
             return
         self.sched = sched
+        self.format_time = sched.format_time
+        if isinstance(self.evictor, StoreEvictor):
+            self.evictor.format_time = sched.format_time
+        sched.bind_listeners.append(self._on_bound)
+        sched.unbind_listeners.append(self._on_unbound)
         dynres = next((p for p in sched.profile.plugins if isinstance(p, DynamicResources)), None)
         for s in self.scorers:
             s.dynres = dynres  # type: ignore[attr-defined]
@@ -288,7 +336,7 @@ class GangQueues:
             try:
                 self.levels = TopologyLevels.from_objects(self.topology_objs.values())
             except InputError as exc:
-                self.errors.append(str(exc))
+                self._note_error(str(exc))
         elif ev.kind == "Pod":
             pod = ev.object
             uid = pod["metadata"].get("uid", "")
@@ -297,8 +345,31 @@ class GangQueues:
                 self._unaccount(uid)
                 self.reasons.pop(f"pod:{uid}", None)
                 self._estimates.pop(uid, None)
+            elif pod["metadata"].get("deletionTimestamp"):
+                self._unaccount(uid)  # terminating (evicted, deleted): no longer its queue's
             elif (pod.get("spec") or {}).get("nodeName") and uid not in self.usage and self.sched is not None:
                 self._account(pod)
+
+    def _on_bound(self, pi: PodInfo, node: str) -> None:
+        """The scheduler decided to bind `pi`: it counts for its queue and gang from now on, before the
+        bind is confirmed (a live cluster confirms it later, through the watch)."""
+        gk = self.gangs.gang_of(pi.uid)
+        if gk is not None:
+            self.gangs.bound.setdefault(gk, set()).add(pi.uid)
+        if pi.uid not in self.usage:
+            self._account(pi.pod)
+
+    def _on_unbound(self, uid: str) -> None:
+        """A decided bind did not happen (the API refused it): the pod is pending again."""
+        self._unaccount(uid)
+        gk = self.gangs.gang_of(uid)
+        if gk is not None:
+            self.gangs.bound.get(gk, set()).discard(uid)
+
+    def _note_error(self, msg: str) -> None:
+        if msg not in self.errors:
+            self.errors.append(msg)
+            del self.errors[:-64]
 
     @staticmethod
     def _set_obj(table: dict[str, Obj], ev: WatchEvent) -> None:
@@ -310,11 +381,28 @@ class GangQueues:
 
     def _rebuild_tree(self) -> None:
         specs = []
+        self.invalid_queues = {}
         for name in sorted(self.queue_objs):
             try:
                 specs.append(parse_queue(self.queue_objs[name], self.options.gpu_class))
             except InputError as exc:
-                self.errors.append(str(exc))
+                self.invalid_queues[name] = str(exc)
+                self._note_error(str(exc))
+        names = {sp.name for sp in specs}
+        for sp in specs:
+            if sp.parent and sp.parent not in names and sp.parent not in self.invalid_queues:
+                msg = f"Queue {sp.name}: spec.parentQueue: Not found: {sp.parent!r} (no Queue of that name)"
+                self.invalid_queues[sp.name] = msg
+                self._note_error(msg)
+        # A queue under an invalid one is unusable too: its quota would be charged nowhere.
+        changed = True
+        while changed:
+            changed = False
+            for sp in specs:
+                if sp.name not in self.invalid_queues and sp.parent in self.invalid_queues:
+                    self.invalid_queues[sp.name] = f"Queue {sp.name}: its parent Queue {sp.parent} is invalid"
+                    changed = True
+        specs = [sp for sp in specs if sp.name not in self.invalid_queues]
         self.tree = QueueTree(specs)
         self.allocated = {}
         for u in self.usage.values():
@@ -327,6 +415,9 @@ class GangQueues:
     def job_queue(self, pod: Mapping[str, Any], gang: GangSpec | None) -> str:
         q = (gang.queue if gang is not None else None) or pod_queue(pod)
         return self.tree.leaf_or_default(q)
+
+    def requested_queue(self, pod: Mapping[str, Any], gang: GangSpec | None) -> str | None:
+        return (gang.queue if gang is not None else None) or pod_queue(pod)
 
     def device_capacity(self, key: tuple[str, str, str]) -> dict[str, float]:
         assert self.sched is not None
@@ -342,12 +433,15 @@ class GangQueues:
     def _pod_usage(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> Vector:
         assert self.sched is not None
         out = pod_core_usage(requests)
-        ctrl = self.sched.controller
         ns = pod["metadata"].get("namespace") or "default"
-        names = ctrl.claim_names(pod) if ctrl is not None else []
+        names = pod_claim_names(pod)
+        assumed = self.sched.dra.assumed
         for name in names:
             claim = self.sched.cache.claims.get((ns, name))
             alloc = ((claim or {}).get("status") or {}).get("allocation")
+            if claim and not alloc:  # decided, not written yet (asynchronous binding)
+                pseudo = assumed.get(claim["metadata"].get("uid", ""))
+                alloc = ((pseudo or {}).get("status") or {}).get("allocation")
             if not claim or not alloc:
                 continue
             rf = (claim.get("status") or {}).get("reservedFor") or []
@@ -367,7 +461,7 @@ class GangQueues:
         prio = gang.priority if gang is not None and gang.priority is not None else pi.priority
         pre = not (gang is not None and gang.preemptible is False)
         u = _PodUsage(
-            queue, self._pod_usage(pod, pi.requests), self.now, gk or f"pod:{uid}", prio, pre, pi.key
+            queue, self._pod_usage(pod, pi.requests), self.now, gk or f"pod:{pi.key}", prio, pre, pi.key
         )
         self.usage[uid] = u
         for q in self.tree.ancestors(queue):
@@ -511,7 +605,16 @@ class GangQueues:
 
     # -- placing a job ---------------------------------------------------------------------------
 
-    def park(self, job: Job, message: str, plugin: str, results: list[CycleResult]) -> None:
+    def park(
+        self,
+        job: Job,
+        message: str,
+        plugin: str,
+        results: list[CycleResult],
+        group_message: str | None = None,
+    ) -> None:
+        """The job's pods wait with `message` (PodScheduled, and an Event when it changed); its group object
+        says `group_message` (default the same)."""
         assert self.sched is not None
         self.reasons[job.key] = message
         st = Status(Code.UNSCHEDULABLE, (message.split("\n", 1)[0],), plugin)
@@ -521,10 +624,13 @@ class GangQueues:
         gang = job.gang
         if gang is not None and gang.obj is not None and gang.key not in self.timed_out:
             reason = "Unschedulable" if plugin == GANG_PLUGIN else "QueueWait"
-            self._set_group_condition(gang, "False", reason, message)
+            self._set_group_condition(gang, "False", reason, group_message or message)
 
     def admit(self, job: Job, fair: Mapping[str, Vector]) -> str | None:
         """Queue checks before placing: limit (queue and parents), deserved quota for non-preemptible."""
+        asked = self.requested_queue(job.members[0].pod, job.gang) if job.members else None
+        if asked is not None and asked in self.invalid_queues:
+            return f"{job.label} waits: its queue is invalid: {self.invalid_queues[asked]}"
         verdict = check_limits(self.tree, job.queue, self.allocated, job.need)
         if not verdict.ok:
             return f"{job.label} waits: {verdict}"
@@ -545,18 +651,26 @@ class GangQueues:
                 return False
             if gang.min_count < 0:
                 if final:
-                    self.park(
-                        job, f"{job.label}: waiting for its PodGroup/Workload object", GANG_PLUGIN, results
+                    problem = self.gangs.errors.get(gang.key)
+                    why = (
+                        f"its group object is invalid: {problem}"
+                        if problem
+                        else "waiting for its PodGroup/Workload object"
                     )
+                    self.park(job, f"{job.label}: {why}", GANG_PLUGIN, results)
                 return False
             have = len(self.gangs.members.get(gang.key, ()))
             if have < gang.min_count:
                 if final:
+                    # The pods' text does not count the members: it would change with every member that
+                    # arrives, rewriting every waiting member's condition and Event each time (O(n^2)
+                    # writes on a live cluster); the group object counts them.
                     self.park(
                         job,
-                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
+                        f"{job.label} waits for members: fewer than minCount {gang.min_count} pods exist",
                         GANG_PLUGIN,
                         results,
+                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
                     )
                 return False
             first = self.first_attempt.setdefault(gang.key, self.now)
@@ -569,7 +683,10 @@ class GangQueues:
         plan, topo_note = self.plan(job)
         failure: str | None = None
         for restriction in plan:
-            ok, failure = self._place(job, restriction, results, final and restriction is plan[-1])
+            # The binder seam commits the members' binds together: in memory they are made at once; on a
+            # live cluster as one two-phase job (every member's claims written, then every pod bound).
+            with self.sched.bind_group(job.label):
+                ok, failure = self._place(job, restriction, results, final and restriction is plan[-1])
             if ok:
                 self.reasons.pop(job.key, None)
                 if gang is not None:
@@ -583,8 +700,35 @@ class GangQueues:
             msg = failure or f"{job.label}: no placement"
             if topo_note:
                 msg = f"{msg}\n{topo_note}" if failure else topo_note
+            released = self.release_held(job)
+            if released:
+                msg += f"\nreleased the claims its pending members held: {', '.join(released)}"
             self.park(job, msg, GANG_PLUGIN if gang is not None else QUEUE_PLUGIN, results)
         return False
+
+    def release_held(self, job: Job) -> list[str]:
+        """Claims allocated and reserved only for pending members of a gang that cannot be placed (left by
+        a binding cut short: a crash, an API error) go back, so the waiting gang holds no devices."""
+        assert self.sched is not None
+        if job.gang is None:
+            return []
+        out: list[str] = []
+        for m in job.members:
+            held = []
+            for name in pod_claim_names(m.pod):
+                claim = self.sched.cache.claims.get((m.namespace, name))
+                st = (claim or {}).get("status") or {}
+                rf = st.get("reservedFor") or []
+                if (
+                    claim is not None
+                    and st.get("allocation")
+                    and rf
+                    and all(r.get("uid") == m.uid for r in rf)
+                ):
+                    held.append(claim)
+            if held:
+                out.extend(f"{m.namespace}/{n}" for n in self.sched.release_claims(m, held))
+        return out
 
     def _time_out(self, job: Job, timeout: float, results: list[CycleResult]) -> None:
         assert self.sched is not None and job.gang is not None
@@ -602,43 +746,47 @@ class GangQueues:
             self._set_group_condition(gang, "False", "GangScheduleTimeout", msg)
 
     def _set_group_condition(self, gang: GangSpec, status: str, reason: str, message: str) -> None:
-        from kdra.cluster.clock import format_time
-
-        assert gang.obj is not None
-        meta = gang.obj["metadata"]
-        cur = self.store.try_get("PodGroup", meta.get("name", ""), meta.get("namespace") or "default")
-        if cur is None:
-            return
-        old = next(
-            (
-                c
-                for c in (cur.get("status") or {}).get("conditions") or []
-                if c.get("type") == "PodGroupScheduled"
-            ),
-            None,
+        """The gang's verdict on its object (status writer seam): PodGroupScheduled (upstream v1beta1:
+        PodGroupInitiallyScheduled) with kdra's reason and message; kdra-shaped groups also get `phase` and
+        `scheduled` (members bound). An Event on the object when the condition changes."""
+        assert gang.obj is not None and self.format_time is not None
+        obj = gang.obj
+        ctype = group_condition_type(obj)
+        cur_status = obj.get("status") or {}
+        old = next((c for c in cur_status.get("conditions") or [] if c.get("type") == ctype), None)
+        if ctype == "PodGroupInitiallyScheduled" and old is not None and old.get("status") == "True":
+            return  # terminal once True (scheduling.k8s.io/v1beta1)
+        if len(message) > 8192:
+            message = message[:8172] + "\n... (truncated)"
+        conds, changed = set_condition(
+            cur_status.get("conditions"),
+            ctype,
+            status,
+            reason,
+            message,
+            self.format_time(self.now),
+            (obj.get("metadata") or {}).get("generation") if is_upstream(obj) else None,
         )
-        if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+        fields: dict[str, Any] = {"conditions": conds}
+        if not is_upstream(obj):
+            scheduled = len(self.gangs.bound.get(gang.key, ())) + len(self.gangs.succeeded.get(gang.key, ()))
+            phase = (
+                "Unschedulable"
+                if reason == "GangScheduleTimeout"
+                else ("Scheduled" if status == "True" else "Pending")
+            )
+            fields.update(phase=phase, scheduled=scheduled)
+            changed = changed or cur_status.get("phase") != phase or cur_status.get("scheduled") != scheduled
+        if not changed:
+            return
+        self.status.write_status(obj, fields)
+        if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (
             status,
             reason,
             message,
         ):
-            return
-        upd = clone(cur)
-        st = upd.setdefault("status", {})
-        conds = [c for c in st.get("conditions") or [] if c.get("type") != "PodGroupScheduled"]
-        conds.append(
-            {
-                "type": "PodGroupScheduled",
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": format_time(self.now),
-            }
-        )
-        st["conditions"] = conds
-        if reason == "GangScheduleTimeout":
-            st["phase"] = "Unschedulable"
-        self.store.update(upd, subresource="status")
+            etype = "Normal" if status == "True" else "Warning"
+            self.status.event(obj, etype, reason, message.split("\n", 1)[0] if status == "True" else message)
 
     def _member_capacity(self, job: Job) -> Any:
         """A cheap estimate of how many members a node can still host (None: no estimate)."""
@@ -812,27 +960,203 @@ class GangQueues:
             add(j.usage, u.usage)
         return list(jobs.values())
 
-    def evict_jobs(self, victims: Sequence[RunningJob], why: str) -> None:
-        from kdra.cluster.clock import format_time
-
+    def evict_jobs(
+        self, victims: Sequence[RunningJob], why: str, *, dry_run_first: bool = True
+    ) -> EvictionOutcome:
+        """Evict the victims' pods through the evictor seam (all of them or, where it refuses one, none
+        if it can tell in advance); evicted pods stop counting for their queues at once."""
+        pods, uids = [], {}
         for v in victims:
-            for name in v.names:
+            for uid, name in zip(v.pods, v.names, strict=True):
                 ns, pname = name.split("/", 1)
-                if evict(self.store, ns, pname, format_time(self.now), why):
-                    self.evicted.append(name)
+                pod = self.store.try_get("Pod", pname, ns)
+                if pod is not None:
+                    pods.append(pod)
+                    uids[name] = uid
+        outcome = self.evictor.evict(pods, why, dry_run_first=dry_run_first)
+        for name in outcome.evicted:
+            self.evicted.append(name)
+            self._unaccount(uids.get(name, ""))
+        return outcome
 
     def try_with_victims(
         self, job: Job, victims: Sequence[RunningJob], why: str, results: list[CycleResult]
     ) -> bool:
+        """Place `job` as if the victims were gone; only if that works are they evicted. The job's binds
+        are committed once the evictions are accepted (on a live cluster its claims are written when the
+        victims' devices are released; the binder holds them for it meanwhile). A refused eviction (a
+        PodDisruptionBudget) frees nothing: the job's binds are cancelled and it says why."""
         assert self.sched is not None
+        pods = []
+        for v in victims:
+            for name in v.names:
+                ns, pname = name.split("/", 1)
+                pod = self.store.try_get("Pod", pname, ns)
+                if pod is not None:
+                    pods.append(pod)
+        refusals = self.evictor.refusals(pods)  # a dry run first: what a budget protects is not a victim
+        if refusals:
+            self._explain_refusals(job, why, refusals, results)
+            return False
         trial = VirtualEviction(self.sched, victims)
         got: list[CycleResult] = []
-        if self.try_job(job, got, final=False):
-            self.evict_jobs(victims, why)
+        refused: EvictionOutcome | None = None
+        with self.sched.bind_group(job.label) as group:
+            placed = self.try_job(job, got, final=False)
+            if placed:
+                outcome = self.evict_jobs(victims, why, dry_run_first=False)
+                if not outcome.ok:  # a race with the dry run (a budget changed): keep nothing of it
+                    refused = outcome
+                    group.cancel("a victim's eviction was refused")
+        if placed and refused is None:
             results.extend(got)
             return True
         trial.restore()
+        if refused is not None:
+            self._explain_refusals(job, why, refused.refused, results)
         return False
+
+    def _explain_refusals(
+        self, job: Job, why: str, refused: Mapping[str, str], results: list[CycleResult]
+    ) -> None:
+        """The job waits; its pods say which victim's eviction was refused and the API's reason."""
+        notes = "; ".join(f"eviction of pod {n} refused: {w}" for n, w in sorted(refused.items()))
+        prev = self.reasons.get(job.key, "")
+        what = why.split(" for ")[0]
+        self.park(job, (prev + "\n" if prev else "") + f"{what}: {notes}", QUEUE_PLUGIN, results)
+
+    # -- gangs running below their minimum -------------------------------------------------------------
+
+    def check_stale(self, results: list[CycleResult]) -> None:
+        """A gang with members bound but fewer than its minimum (counting members that completed) that
+        stays so for `stale_gang_grace` is evicted whole: binding never leaves a gang half-running holding
+        devices. Evicted pods are recreated by their owner and the gang is placed again all or nothing."""
+        for gk in sorted(self.gangs.bound):
+            bound = self.gangs.bound[gk]
+            spec = self.gangs.spec(gk)
+            if (
+                not bound
+                or spec is None
+                or len(bound) + len(self.gangs.succeeded.get(gk, ())) >= spec.min_count
+            ):
+                self.stale_since.pop(gk, None)
+                continue
+            since = self.stale_since.setdefault(gk, self.now)
+            if self.now - since < self.options.stale_gang_grace:
+                continue
+            names = sorted(u.name for uid in bound if (u := self.usage.get(uid)) is not None)
+            victim = RunningJob(gk, "", 0, since, True)
+            victim.pods = [uid for uid in sorted(bound) if uid in self.usage]
+            victim.names = [self.usage[uid].name for uid in victim.pods]
+            msg = (
+                f"{spec.source} ran {len(bound)} of minCount {spec.min_count} members for "
+                f"{self.now - since:.0f}s (stale gang): evicting {', '.join(names)} to place it again whole"
+            )
+            outcome = self.evict_jobs([victim], msg)
+            if outcome.evicted:
+                self.stale_since.pop(gk, None)
+            if spec.obj is not None:
+                refused = "; ".join(
+                    f"eviction of {n} refused: {w}" for n, w in sorted(outcome.refused.items())
+                )
+                self._set_group_condition(
+                    spec, "False", "GangBelowMinimum", msg + (f"; {refused}" if refused else "")
+                )
+
+    # -- status of queues and of objects kdra cannot use ----------------------------------------------
+
+    def report(self) -> None:
+        """Queue status (allocated, deserved, fair share, limit per resource, and why jobs wait), every
+        `status_interval` seconds and only where it changed; invalid Queue and PodGroup objects get a
+        condition and a Warning Event naming the field and the rule, once per problem."""
+        assert self.format_time is not None
+        for rkey in [
+            k
+            for k in self._reported
+            if (k[1] not in self.invalid_queues if k[0] == "Queue" else k[1] not in self.gangs.errors)
+        ]:
+            del self._reported[rkey]
+        for name, msg in sorted(self.invalid_queues.items()):
+            obj = self.queue_objs.get(name)
+            if obj is not None and self._reported.get(("Queue", name)) != msg:
+                self._reported[("Queue", name)] = msg
+                conds, _ = set_condition(
+                    (obj.get("status") or {}).get("conditions"),
+                    "Valid",
+                    "False",
+                    "InvalidSpec",
+                    msg,
+                    self.format_time(self.now),
+                )
+                self.status.write_status(obj, {"conditions": conds})
+                self.status.event(obj, "Warning", "InvalidSpec", msg)
+        for key, msg in sorted(self.gangs.errors.items()):
+            obj = self.gangs.invalid.get(key)
+            if obj is not None and self._reported.get(("PodGroup", key)) != msg:
+                self._reported[("PodGroup", key)] = msg
+                conds, _ = set_condition(
+                    (obj.get("status") or {}).get("conditions"),
+                    group_condition_type(obj),
+                    "False",
+                    "InvalidSpec",
+                    msg,
+                    self.format_time(self.now),
+                    (obj.get("metadata") or {}).get("generation") if is_upstream(obj) else None,
+                )
+                self.status.write_status(obj, {"conditions": conds})
+                self.status.event(obj, "Warning", "InvalidSpec", msg)
+        if self.now - self._queue_status_at < self.options.status_interval:
+            return
+        self._queue_status_at = self.now
+        # Every pending job of the queue (not only those tried this session), with the latest reason.
+        assert self.sched is not None
+        jobs: dict[str, dict[str, str]] = {}
+        for uid, pi in self.sched.queue.pods.items():
+            gk = self.gangs.gang_of(uid)
+            key = gk if gk is not None else f"pod:{uid}"
+            q = self.job_queue(pi.pod, self.gangs.spec(gk) if gk is not None else None)
+            reason = self.reasons.get(key) or ""
+            if key not in jobs.setdefault(q, {}) or reason:
+                jobs[q][key] = reason.split("\n", 1)[0]
+        waiting: dict[str, list[str]] = {
+            q: [r or "not tried yet" for _k, r in sorted(js.items(), key=lambda kv: (not kv[1], kv[0]))]
+            for q, js in jobs.items()
+        }
+        pending = {k for js in jobs.values() for k in js}
+        for key in [k for k in self.reasons if k not in pending]:
+            del self.reasons[key]  # jobs that are gone (their pods deleted, bound, timed out)
+        for row in self.queue_report():
+            name = row["queue"]
+            obj = self.queue_objs.get(name)
+            if obj is None or str(obj.get("apiVersion", "")).split("/", 1)[0] != "kdra.dev":
+                continue  # only kdra's own Queues: KAI's and Volcano's have status schemas of their own
+            status: dict[str, Any] = {
+                key: {r: fmt_quantity(r, v) for r, v in row[src].items() if abs(v) > EPS}
+                for key, src in (
+                    ("allocated", "allocated"),
+                    ("deserved", "quota"),
+                    ("fairShare", "fairShare"),
+                    ("limit", "limit"),
+                )
+            }
+            why = waiting.get(name, [])
+            status["pendingJobs"] = len(why)
+            prev = self._queue_status.get(name)
+            if prev is not None and prev[0] == status and prev[1] == why[:1]:
+                continue
+            cur_conds = (obj.get("status") or {}).get("conditions")
+            if why:
+                conds, _ = set_condition(
+                    cur_conds, "JobsWaiting", "True", "Waiting", why[0][:4096], self.format_time(self.now)
+                )
+            else:
+                conds, _ = set_condition(
+                    cur_conds, "JobsWaiting", "False", "NoneWaiting", "", self.format_time(self.now)
+                )
+            if name not in self.invalid_queues:
+                conds = [c for c in conds if c.get("type") != "Valid"]
+            self._queue_status[name] = (status, why[:1])
+            self.status.write_status(obj, dict(status, conditions=conds))
 
 
 # -- actions ---------------------------------------------------------------------------------------
@@ -861,10 +1185,11 @@ class AllocateJobs(_GQAction):
         jobs = gq.build_jobs(popped)
         gq.failed = []
         if not jobs:
+            gq.check_stale(session.results)
             return
         fair = gq.fair_shares(jobs)
         by_queue: dict[str, list[Job]] = {}
-        for j in sorted(jobs, key=lambda j: (-j.priority, j.created, j.key)):
+        for j in sorted(jobs, key=lambda j: (-j.priority, j.created, j.order_name)):
             by_queue.setdefault(j.queue, []).append(j)
         results = session.results
         while by_queue:
@@ -884,6 +1209,7 @@ class AllocateJobs(_GQAction):
             timed_out = job.gang is not None and job.gang.key in gq.timed_out
             if not gq.try_job(job, results) and not timed_out:
                 gq.failed.append(job)
+        gq.check_stale(results)
 
 
 class Reclaim(_GQAction):
@@ -1043,6 +1369,8 @@ class Preempt(_GQAction):
                     return True
                 if trials >= gq.options.max_victim_trials:
                     break
+        if trials == 0 and cands and self._preempt_on_a_node(job, session, cands):
+            return True
         if protected:
             prev = gq.reasons.get(job.key, "")
             note = (
@@ -1051,6 +1379,58 @@ class Preempt(_GQAction):
             )
             gq.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, session.results)
         return False
+
+    def _preempt_on_a_node(self, job: Job, session: Session, cands: Sequence[RunningJob]) -> bool:
+        """When no set of victims covers the job's need class by class (a MIG partition and a full GPU are
+        different DeviceClasses of one physical GPU), look node by node, as kube-scheduler's
+        DefaultPreemption does: the fewest lowest-priority victims on one node whose removal lets the job
+        fit there. Single-pod jobs; a victim gang is evicted whole."""
+        gq = self.gq
+        assert gq.sched is not None
+        if job.gang is not None:
+            return False
+        assigned = gq.sched.cache.assigned
+        on_node: dict[str, list[RunningJob]] = {}
+        for v in cands:
+            for node in sorted({assigned[u] for u in v.pods if u in assigned}):
+                on_node.setdefault(node, []).append(v)
+        trials = 0
+        for node in sorted(on_node, key=lambda n: (len(on_node[n]), n)):
+            victims = on_node[node]  # already lowest priority, newest first
+            for k in range(1, len(victims) + 1):
+                if trials >= gq.options.max_victim_trials:
+                    return False
+                trials += 1
+                if gq.try_with_victims(
+                    job, victims[:k], f"preempted by {job.label} (priority {job.priority})", session.results
+                ):
+                    gq.reasons.pop(job.key, None)
+                    return True
+        return False
+
+
+class Report(_GQAction):
+    """Last in a session: Queue status and the conditions of objects kdra cannot use (status writer)."""
+
+    name = "report"
+
+    def execute(self, session: Session) -> None:
+        if self.gq.sched is not None:
+            self.gq.report()
+
+
+def fmt_quantity(resource: str, v: float) -> str:
+    """A Queue status value as a Kubernetes quantity string (memory in Gi/Mi, counts and cores plain)."""
+    if v == float("inf"):
+        return "unlimited"
+    if resource == "memory" or resource.startswith("memory."):
+        for unit, div in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if v >= div and abs(v / div - round(v / div)) < 1e-6:
+                return f"{round(v / div)}{unit}"
+        return str(round(v))
+    if abs(v - round(v)) < 1e-6:
+        return str(round(v))
+    return f"{round(v * 1000)}m" if resource == "cpu" else f"{v:.6g}"
 
 
 def fmt_vector(v: Mapping[str, float]) -> str:

@@ -190,7 +190,9 @@ def _claim_spec(
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}, None, model
 
 
-def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
+def expand_generator(doc: Mapping[str, Any], seed: int = 0, max_pods: int = 200_000) -> Generated:
+    """The objects a WorkloadGenerator stands for; at most `max_pods` pods (InputError naming the stream
+    field that would exceed it, before anything is generated)."""
     meta = doc.get("metadata") or {}
     name = str(meta.get("name") or "generator")
     ctx = _Ctx(name)
@@ -213,6 +215,7 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
     if ns != "default":
         out.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     names: set[str] = set()
+    planned = 0  # pods the streams so far generate at most
     for si, raw in enumerate(streams):
         path = f"spec.streams[{si}]"
         st = _mapping(
@@ -246,7 +249,7 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
                 f"Unsupported value: {stype!r}: supported values: " + ", ".join(f'"{t}"' for t in TYPES),
             )
         kind = TYPES[stype]
-        arrivals = _arrivals(ctx, f"{path}.arrivals", st.get("arrivals"), duration, rng)
+        arrivals = _arrivals(ctx, f"{path}.arrivals", st.get("arrivals"), duration, rng, max_pods - planned)
         count_lo, count_hi = _range(
             ctx,
             f"{path}.replicas" if kind == "Deployment" else f"{path}.parallelism",
@@ -255,6 +258,14 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
         )
         if kind == "Pod" and (count_lo, count_hi) != (1, 1):
             raise ctx.err(f"{path}.parallelism", "Invalid value: notebooks are single pods")
+        planned += int(len(arrivals) * count_hi)
+        if planned > max_pods:
+            field = "replicas" if kind == "Deployment" else "parallelism"
+            raise ctx.err(
+                f"{path}.{field}",
+                f"Invalid value: {len(arrivals):,} arrivals of up to {int(count_hi):,} pods: the workload "
+                f"would have more than {max_pods:,} pods (--max-pods N lifts the limit)",
+            )
         run_lo, run_hi = (
             _range(ctx, f"{path}.runTime", st["runTime"], _dur(ctx)) if "runTime" in st else (-1.0, -1.0)
         )
@@ -344,14 +355,26 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0) -> Generated:
     return Generated(out, duration)
 
 
-def _arrivals(ctx: _Ctx, path: str, raw: Any, duration: float, rng: random.Random) -> list[float]:
+def _arrivals(
+    ctx: _Ctx, path: str, raw: Any, duration: float, rng: random.Random, room: int = 200_000
+) -> list[float]:
     a = _mapping(ctx, path, raw, ("every", "count", "at"))
     if len(a) != 1:
         raise ctx.err(path, "Invalid value: give exactly one of every, count, at")
+
+    def bound(field: str, n: float) -> None:
+        if n > room:
+            raise ctx.err(
+                f"{path}.{field}",
+                f"Invalid value: about {n:,.0f} arrivals: more pods than the workload may have "
+                "(--max-pods N lifts the limit)",
+            )
+
     if "every" in a:
         mean = _dur(ctx)(a["every"], f"{path}.every")
         if mean <= 0:
             raise ctx.err(f"{path}.every", "Invalid value: must be positive")
+        bound("every", duration / mean)
         times = []
         t = rng.expovariate(1.0 / mean) * 0.5  # the first arrival comes early, then a Poisson process
         while t < duration:
@@ -360,8 +383,10 @@ def _arrivals(ctx: _Ctx, path: str, raw: Any, duration: float, rng: random.Rando
         return times
     if "count" in a:
         n = int(_int(ctx)(a["count"], f"{path}.count"))
+        bound("count", n)
         return sorted(rng.uniform(0, duration) for _ in range(n))
     at = a["at"]
     if not isinstance(at, list):
         raise ctx.err(f"{path}.at", "Invalid value: must be a list of durations")
+    bound("at", len(at))
     return sorted(_dur(ctx)(v, f"{path}.at[{i}]") for i, v in enumerate(at))

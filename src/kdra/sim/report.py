@@ -139,6 +139,19 @@ def format_metric(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
+def report_title(report: SimulationReport) -> str:
+    """What was run: both models compared, or one of them."""
+    modes = list(report.modes)
+    if len(modes) > 1:
+        return " vs ".join("DRA" if m == DRA else "device plugins" for m in modes)
+    return "DRA" if modes == [DRA] else "Device plugins"
+
+
+def mode_flag(report: SimulationReport) -> str:
+    modes = list(report.modes)
+    return "both" if len(modes) > 1 else modes[0] if modes else "both"
+
+
 def to_html(report: SimulationReport) -> str:
     modes = list(report.modes)
     end = max(mr.result.end for mr in report.modes.values())
@@ -148,9 +161,10 @@ def to_html(report: SimulationReport) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>kdra simulate: {escape(report.workload)} on {escape(report.fleet)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>DRA vs device plugins: {escape(report.workload)} on the {escape(report.fleet)} fleet</h1>",
-        f"<p class='sub'>kdra simulate · seed {report.seed} · {format_duration(end)} simulated · "
-        f"{total} GPUs</p>",
+        f"<h1>{escape(report_title(report))}: {escape(report.workload)} on the {escape(report.fleet)} "
+        "fleet</h1>",
+        f"<p class='sub'>kdra simulate --mode {escape(mode_flag(report))} · seed {report.seed} · "
+        f"{format_duration(end)} simulated · {total} GPUs</p>",
     ]
     if h is not None:
         dp = report.modes[DEVICE_PLUGIN].metrics

@@ -23,7 +23,10 @@ def bundled_workloads() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_workload(name_or_path: str, seed: int) -> Workload:
+def load_workload(
+    name_or_path: str, seed: int, max_pods: int | None = None, validate: str = "strict"
+) -> Workload:
+    """A bundled workload or a file/folder of objects; unknown fields per `validate` (kdra.api.fields)."""
     from kdra.api.load import load_paths, load_text
 
     path = Path(name_or_path)
@@ -33,7 +36,7 @@ def load_workload(name_or_path: str, seed: int) -> Workload:
         or "/" in name_or_path
         or name_or_path.endswith((".yaml", ".yml", ".json"))
     ):
-        objs = load_paths([name_or_path])
+        objs = load_paths([name_or_path], allow_empty=False)
         label = path.stem if name_or_path != "-" else "stdin"
     else:
         res = resources.files("kdra.sim") / "data" / f"{name_or_path}.yaml"
@@ -46,9 +49,15 @@ def load_workload(name_or_path: str, seed: int) -> Workload:
         label = name_or_path
     if not objs:
         raise InputError(f"workload {name_or_path}: no objects")
-    from kdra.kube.export import replayable_workload  # a `kdra export` file: its pods, replayed
+    from kdra.api.fields import check_fields
 
-    return build_workload(replayable_workload(objs), name=label, seed=seed)
+    check_fields(objs, validate)
+    from kdra.kube.export import replayable_workload  # a `kdra export` file: its pods, replayed
+    from kdra.sim.workload import MAX_PODS
+
+    return build_workload(
+        replayable_workload(objs), name=label, seed=seed, max_pods=MAX_PODS if max_pods is None else max_pods
+    )
 
 
 @dataclass
@@ -80,14 +89,20 @@ def simulate(
     seed: int = 0,
     config: SchedulerConfig | None = None,
     progress: Callable[[str, float, float], None] | None = None,
+    *,
+    max_nodes: int | None = None,
+    max_pods: int | None = None,
+    validate: str = "strict",
 ) -> SimulationReport:
     from kdra.fleets import load_fleet, render
     from kdra.kube.export import load_exported_cluster
 
     # A `kdra export` file stands for its Nodes, DeviceClasses and ResourceSlices as they are (DRA only).
     exported = load_exported_cluster(fleet)
-    fl = load_fleet(fleet) if exported is None else None
-    wl = workload if isinstance(workload, Workload) else load_workload(workload, seed)
+    from kdra.fleets.spec import MAX_NODES
+
+    fl = load_fleet(fleet, max_nodes=max_nodes or MAX_NODES) if exported is None else None
+    wl = workload if isinstance(workload, Workload) else load_workload(workload, seed, max_pods, validate)
     if exported is not None:
         name, dra_objects = exported
         modes = [m for m in modes if m == DRA]

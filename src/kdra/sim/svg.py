@@ -24,7 +24,17 @@ def _nice_step(span: float, target: int = 5) -> float:
     return 10 * mag
 
 
+def time_axis(x_max: float) -> tuple[float, str]:
+    """(seconds per tick unit, label) that fit a run of `x_max` seconds: days for a month, hours for a
+    9-hour run, minutes for a short one."""
+    for unit, label in ((86400.0, "day"), (3600.0, "hour"), (60.0, "minute")):
+        if x_max >= 2 * unit:
+            return unit, label
+    return 1.0, "second"
+
+
 def _fmt(v: float) -> str:
+    v = round(v, 6)  # ticks are sums of steps: no 0.30000000000000004
     if abs(v) >= 1000:
         return f"{v / 1000:g}k"
     return f"{v:g}"
@@ -50,15 +60,20 @@ def step_chart(
     *,
     x_max: float,
     y_label: str,
-    x_unit: float = 86400.0,
-    x_label: str = "day",
+    x_unit: float | None = None,
+    x_label: str | None = None,
     hlines: Sequence[tuple[str, float]] = (),
     width: int = 900,
     height: int = 280,
 ) -> str:
     left, right, top, bottom = 64, 150, 34, 40
     pw, ph = width - left - right, height - top - bottom
-    y_max = max([v for _, _, pts in series for _, v in pts] + [v for _, v in hlines] + [1e-9])
+    if x_unit is None:
+        x_unit, auto_label = time_axis(x_max)
+        x_label = x_label or auto_label
+    x_label = x_label or "day"
+    # An all-zero chart gets a 0..1 axis, not ticks at 1e-09.
+    y_max = max([v for _, _, pts in series for _, v in pts] + [v for _, v in hlines] + [0.0]) or 1.0
     step = _nice_step(y_max)
     y_top = step * (int(y_max / step) + 1)
     xs = x_max / x_unit if x_max > 0 else 1.0
@@ -139,7 +154,7 @@ def bar_chart(
     left, right, top = 150, 150, 34
     height = top + row * len(categories) + 30
     pw = width - left - right
-    v_max = max([v for _, _, vs in series for v in vs] + [1e-9])
+    v_max = max([v for _, _, vs in series for v in vs] + [0.0]) or 1.0
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='100%' role='img' "
         f"aria-label='{escape(title)}' {FONT} font-size='12'>",

@@ -31,6 +31,9 @@ GPU_MEMORY = "kdra.dev/gpu-memory"
 WORKLOAD_LABEL = "kdra.dev/workload"
 
 Obj = dict[str, Any]
+# A workload of more pods than this is almost certainly a typo (replicas: 1000000): it fails at once with
+# a clear error instead of running for hours; --max-pods lifts it. The bundled month has 2,389 pods.
+MAX_PODS = 200_000
 TOP_KINDS = ("Pod", "Deployment", "Job")
 STATIC_KINDS = ("ResourceClaimTemplate", "ResourceClaim", "Namespace", "PriorityClass")
 GENERATOR_KIND = "WorkloadGenerator"
@@ -156,8 +159,11 @@ def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> in
     return v
 
 
-def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0) -> Workload:
-    """Objects -> Workload; expands generators; raises InputError naming object and field."""
+def build_workload(
+    objects: Iterable[Obj], name: str = "workload", seed: int = 0, max_pods: int = MAX_PODS
+) -> Workload:
+    """Objects -> Workload of at most `max_pods` pods; expands generators; raises InputError naming object
+    and field."""
     from kdra.scheduler.gang import is_scheduling_object
     from kdra.sim.generator import expand_generator
 
@@ -167,7 +173,7 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
         if not isinstance(obj, dict):
             raise InputError("workload: every document must be an object")
         if obj.get("kind") == GENERATOR_KIND:
-            gen = expand_generator(obj, seed)
+            gen = expand_generator(obj, seed, max_pods=max_pods)
             expanded.extend(gen.objects)
             wl.horizon = max(wl.horizon or 0.0, gen.horizon)
             wl.name = (obj.get("metadata") or {}).get("name") or wl.name
@@ -201,9 +207,11 @@ def build_workload(objects: Iterable[Obj], name: str = "workload", seed: int = 0
         from kdra.api.validation import validate_objects
 
         validate_objects(dra_objs, cel=True)
+    total = 0
     for obj in expanded:
         if obj.get("kind") in TOP_KINDS:
-            group = _group(obj)
+            group = _group(obj, max_pods - total, max_pods)
+            total += len(group.pods)
             for pod in group.pods:
                 _check_refs(pod, group, templates, claims)
             wl.groups.append(group)
@@ -231,7 +239,14 @@ def _check_refs(
             )
 
 
-def _group(obj: Obj) -> Group:
+def _too_many(where: str, field: str, n: int, limit: int) -> InputError:
+    return InputError(
+        f"{where}: {field}: Invalid value: {n:,}: the workload would have more than {limit:,} pods "
+        "(--max-pods N lifts the limit)"
+    )
+
+
+def _group(obj: Obj, room: int = MAX_PODS, limit: int = MAX_PODS) -> Group:
     kind = obj["kind"]
     meta = obj["metadata"]
     ns = meta.get("namespace") or "default"
@@ -257,6 +272,8 @@ def _group(obj: Obj) -> Group:
     pods = []
     if kind == "Deployment":
         replicas = _int_field(spec, "replicas", 1, f"{where}: spec")
+        if replicas > room:
+            raise _too_many(where, "spec.replicas", replicas, limit)
         rs_hash = _suffix(f"{ns}/{name}/rs", 10)
         for i in range(replicas):
             pname = f"{name}-{rs_hash}-{_suffix(f'{ns}/{name}/{i}')}"
@@ -268,6 +285,8 @@ def _group(obj: Obj) -> Group:
     else:  # Job
         parallelism = _int_field(spec, "parallelism", 1, f"{where}: spec")
         completions = _int_field(spec, "completions", parallelism, f"{where}: spec")
+        if min(parallelism, completions) > room or (not completions and parallelism > room):
+            raise _too_many(where, "spec.parallelism", parallelism, limit)
         for i in range(min(parallelism, completions) if completions else parallelism):
             pname = f"{name}-{_suffix(f'{ns}/{name}/{i}')}"
             pods.append(

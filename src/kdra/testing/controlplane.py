@@ -1,16 +1,24 @@
 """A real Kubernetes 1.36 control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler, with no kubelet.
+kube-controller-manager and kube-scheduler, and optionally KWOK as the kubelet of the test nodes.
 
 `ensure_binaries()` builds (or reuses) the upstream binaries with hack/k8s/build.sh; `ControlPlane`
-generates certificates, starts the four processes on free loopback ports, writes a kubeconfig, waits
+generates certificates, starts the processes on free loopback ports, writes a kubeconfig, waits
 until they are ready and stops exactly the processes it started (each runs in its own process group and
-also dies with the Python process that started it). Nodes are plain API objects: `make_node` /
-`create_node` give Ready nodes without the not-ready taint.
+also dies with the Python process that started it). Nodes are API objects: `make_node` / `create_node`
+give Ready nodes without the not-ready taint, annotated for KWOK (`kwok.x-k8s.io/node: fake`) unless
+`kubelet=False`.
+
+With `ControlPlaneConfig(kwok=True)` KWOK (hack/k8s/kwok/build.sh, `ensure_kwok()`) runs beside the
+control plane and manages the annotated nodes with hack/k8s/kwok/stages.yaml: bound pods become Running,
+pods of Jobs complete, deleted and evicted pods terminate (graceful deletion finishes without a force
+delete), and nodes renew their Leases. Nodes created with `kubelet=False` have no kubelet at all: their
+pods stay Pending and only a force delete removes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import ipaddress
 import os
@@ -26,9 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kdra.testing.kube import KubeClient, KubeError, Obj, wait_for
+from kdra.cluster.store import StoreError
+from kdra.kube.client import KubeClient, KubeConfig, Obj
+from kdra.testing.wait import wait_for
 
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # = "fake": KWOK acts as this node's kubelet
 
 # Feature gates of kube-apiserver, kube-controller-manager and kube-scheduler 1.36 as kdra's allocator
 # assumes them. Everything not listed keeps its 1.36 default (DRA GA; DRAPrioritizedList GA;
@@ -69,6 +80,25 @@ def resolve_gates(base: Mapping[str, bool], overrides: Mapping[str, bool]) -> di
     return merged
 
 
+# Metadata-level audit events for writes only (the request stage dropped: one event per request, at
+# ResponseComplete, with the response code), for the objects a scheduler writes.
+AUDIT_POLICY = """{
+  "apiVersion": "audit.k8s.io/v1",
+  "kind": "Policy",
+  "omitStages": ["RequestReceived"],
+  "rules": [
+    {"level": "None", "verbs": ["get", "list", "watch"]},
+    {"level": "Metadata", "resources": [
+      {"group": "", "resources": ["pods", "pods/binding", "pods/status", "events"]},
+      {"group": "resource.k8s.io",
+       "resources": ["resourceclaims", "resourceclaims/status", "devicetaintrules"]},
+      {"group": "coordination.k8s.io", "resources": ["leases"]}
+    ]},
+    {"level": "None"}
+  ]
+}
+"""
+
 DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
 
 SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
@@ -94,6 +124,43 @@ def repo_root() -> Path:
     )
 
 
+def _run_build(script: Path, what: str, log: IO[str] | None) -> Path:
+    out = log or sys.stderr
+    proc = subprocess.Popen(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        out.write(line)
+        out.flush()
+    rc = proc.wait()
+    if rc != 0:
+        tail = "".join(lines[-40:])
+        raise ControlPlaneError(f"{script} failed with exit code {rc}; the e2e tests need {what}.\n{tail}")
+    return Path(lines[-1].strip()) if lines else Path()
+
+
+def ensure_kwok(log: IO[str] | None = None) -> Path:
+    """Build or reuse KWOK (hack/k8s/kwok/build.sh); return the path of the kwok binary. KDRA_KWOK_BIN
+    names a prebuilt one and skips the build."""
+    prebuilt = os.environ.get("KDRA_KWOK_BIN")
+    if prebuilt:
+        if not os.access(prebuilt, os.X_OK):
+            raise ControlPlaneError(f"KDRA_KWOK_BIN={prebuilt} is not an executable")
+        return Path(prebuilt)
+    script = repo_root() / "hack" / "k8s" / "kwok" / "build.sh"
+    d = _run_build(script, "KWOK", log)
+    if not os.access(d / "kwok", os.X_OK):
+        raise ControlPlaneError(f"{script} reported {d}, which lacks kwok")
+    return d / "kwok"
+
+
+def kwok_stages() -> Path:
+    return repo_root() / "hack" / "k8s" / "kwok" / "stages.yaml"
+
+
 def ensure_binaries(log: IO[str] | None = None) -> Path:
     """Build or reuse the control-plane binaries; return their directory.
 
@@ -109,23 +176,7 @@ def ensure_binaries(log: IO[str] | None = None) -> Path:
             raise ControlPlaneError(f"KDRA_K8S_BIN_DIR={d} lacks executable {', '.join(missing)}")
         return d
     script = repo_root() / "hack" / "k8s" / "build.sh"
-    out = log or sys.stderr
-    proc = subprocess.Popen(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    for line in proc.stdout:
-        lines.append(line)
-        out.write(line)
-        out.flush()
-    rc = proc.wait()
-    if rc != 0:
-        tail = "".join(lines[-40:])
-        raise ControlPlaneError(
-            f"{script} failed with exit code {rc}; the Kubernetes-mode (e2e) tests need its binaries.\n{tail}"
-        )
-    d = Path(lines[-1].strip()) if lines else Path()
+    d = _run_build(script, "the control-plane binaries", log)
     missing = [b for b in K8S_BINARIES if not os.access(d / b, os.X_OK)]
     if missing:
         raise ControlPlaneError(f"{script} reported {d}, which lacks {', '.join(missing)}")
@@ -351,6 +402,16 @@ class ControlPlaneConfig:
     extra_apiserver_args: tuple[str, ...] = ()
     extra_scheduler_args: tuple[str, ...] = ()
     extra_controller_manager_args: tuple[str, ...] = ()
+    # KWOK as the kubelet of nodes annotated kwok.x-k8s.io/node=fake (make_node's default).
+    kwok: bool = False
+    kwok_binary: Path | None = None  # default: ensure_kwok()
+    # The upstream Workload API (scheduling.k8s.io Workload/PodGroup, GenericWorkload), in the version this
+    # control plane serves it: v1alpha2 on 1.36, v1beta1 on 1.37.
+    workload_api: bool = True
+    # Write an audit log of every write to pods, bindings, ResourceClaims, DeviceTaintRules, Events and
+    # Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record of who
+    # wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not logged.
+    audit_log: bool = False
 
     def feature_gates_arg(self) -> str:
         return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.feature_gates.items()))
@@ -367,11 +428,22 @@ class ControlPlane:
         self.certs: Certs | None = None
         self.server = ""
         self.kubeconfig = self.work_dir / "kubeconfig"
+        self.audit_log = self.work_dir / "logs" / "audit.log"  # with ControlPlaneConfig(audit_log=True)
         self.etcd_port = 0
         self.apiserver_port = 0
         self.kcm_port = 0
         self.scheduler_port = 0
         self.startup_seconds = 0.0
+        self.kwok_port = 0
+        self.version = kubernetes_version(self.bin_dir)
+        if self.config.workload_api:
+            gates = dict(self.config.feature_gates)
+            gates.setdefault("GenericWorkload", True)
+            api = f"scheduling.k8s.io/{workload_api_version(self.version)}=true"
+            runtime = self.config.runtime_config
+            if gates["GenericWorkload"] and api not in runtime:
+                runtime = (*runtime, api)
+            self.config = dataclasses.replace(self.config, feature_gates=gates, runtime_config=runtime)
         self._scheduler_gates: dict[str, bool] = dict(self.config.feature_gates)
 
     # -- life cycle ------------------------------------------------------------------------------------
@@ -419,6 +491,15 @@ class ControlPlane:
         self.components["etcd"].start()
         self._wait_http(f"{etcd_url}/health", "etcd", deadline, component="etcd")
 
+        audit_args: list[str] = []
+        if cfg.audit_log:
+            policy = self.work_dir / "audit-policy.json"
+            policy.write_text(AUDIT_POLICY)
+            audit_args = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
         apiserver = [
             str(b / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
@@ -442,6 +523,7 @@ class ControlPlane:
             f"--feature-gates={gates}",
             f"--runtime-config={','.join(cfg.runtime_config)}",
             f"--v={cfg.verbosity}",
+            *audit_args,
             *cfg.extra_apiserver_args,
         ]
         self._add("kube-apiserver", apiserver)
@@ -477,6 +559,31 @@ class ControlPlane:
             "the default ServiceAccount",
             deadline,
         )
+        if cfg.kwok:
+            self.start_kwok(deadline)
+
+    def start_kwok(self, deadline: float | None = None) -> None:
+        """KWOK, the kubelet of the nodes annotated kwok.x-k8s.io/node=fake (stages: hack/k8s/kwok)."""
+        deadline = deadline or time.monotonic() + 120
+        binary = self.config.kwok_binary or ensure_kwok()
+        self.kwok_port = free_port()
+        self._add(
+            "kwok",
+            [
+                str(binary),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={kwok_stages()}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--server-address=127.0.0.1:{self.kwok_port}",
+                f"--cidr={CLUSTER_CIDR}",
+                "--node-ip=127.0.0.1",
+                "--node-lease-duration-seconds=40",
+                "-v=WARN",
+            ],
+        )
+        self.components["kwok"].start()
+        self._wait_http(f"http://127.0.0.1:{self.kwok_port}/healthz", "kwok", deadline, component="kwok")
 
     def _common_args(self, gates: str) -> list[str]:
         cfg = self.config
@@ -578,7 +685,10 @@ class ControlPlane:
     def client(self) -> KubeClient:
         if self.certs is None:
             raise ControlPlaneError("control plane not started")
-        return KubeClient(self.server, self.certs.token, str(self.certs.ca_cert))
+        # Unthrottled: tests and harnesses create hundreds of objects at once.
+        return KubeClient(
+            KubeConfig(server=self.server, token=self.certs.token, ca_file=str(self.certs.ca_cert)), qps=0
+        )
 
     def check_alive(self) -> None:
         for c in self.components.values():
@@ -620,12 +730,39 @@ class ControlPlane:
 
 
 # -- nodes ----------------------------------------------------------------------------------------------
+def kubernetes_version(bin_dir: Path) -> str:
+    """The control plane's Kubernetes version (v1.36.3): the cache directory's name (hack/k8s/build.sh),
+    else kube-apiserver --version."""
+    name = Path(bin_dir).name
+    if name.startswith("v1."):
+        return name
+    try:
+        out = subprocess.run(
+            [str(Path(bin_dir) / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.split()[-1] if out.split() else ""
+
+
+def workload_api_version(version: str) -> str:
+    """scheduling.k8s.io's Workload/PodGroup version served by a release: v1alpha2 (1.36), v1beta1 (1.37+)."""
+    try:
+        minor = int(version.lstrip("v").split(".")[1])
+    except (IndexError, ValueError):
+        minor = 37
+    return "v1alpha2" if minor <= 36 else "v1beta1"
+
+
 def make_node(
     name: str,
     labels: Mapping[str, str] | None = None,
     capacity: Mapping[str, str] | None = None,
+    *,
+    kubelet: bool = True,
 ) -> Obj:
-    """A Ready Node with status (capacity, allocatable) and no taints, as a kubelet would report it."""
+    """A Ready Node with status (capacity, allocatable) and no taints, as a kubelet would report it;
+    annotated for KWOK unless `kubelet=False` (then nothing ever runs its pods)."""
     cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
     cap.update(capacity or {})
     node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
@@ -634,7 +771,11 @@ def make_node(
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": node_labels},
+        "metadata": {
+            "name": name,
+            "labels": node_labels,
+            **({"annotations": {KWOK_NODE_ANNOTATION: "fake"}} if kubelet else {}),
+        },
         "spec": {},
         "status": {
             "capacity": dict(cap),
@@ -671,9 +812,11 @@ def create_node(
     name: str,
     labels: Mapping[str, str] | None = None,
     capacity: Mapping[str, str] | None = None,
+    *,
+    kubelet: bool = True,
 ) -> Obj:
     """Create a Ready, untainted Node (status written through the status subresource)."""
-    node = make_node(name, labels, capacity)
+    node = make_node(name, labels, capacity, kubelet=kubelet)
     client.create(node)
     # A merge patch, not a PUT: controllers (ttl, ipam) may already have touched the new Node.
     updated = client.patch("Node", name, {"status": node["status"]}, subresource="status")
@@ -684,8 +827,8 @@ def create_node(
 
 def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> None:
     """Delete with grace period 0 (pods bound to kubelet-less nodes never finish terminating otherwise)."""
-    with contextlib.suppress(KubeError):
-        client.delete(kind, name, namespace, grace_period=0)
+    with contextlib.suppress(StoreError):
+        client.delete(kind, name, namespace, grace_period=0, missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ and returns every violation of what must hold whatever crashed, paused or raced:
 
 - **double allocation**: no device is in two claims' results, unless the slice marks it
   `allowMultipleAllocations` and the shares' `consumedCapacity` stay within its capacity (results with
-  `adminAccess: true` do not count);
+  `adminAccess: true` do not count); and the devices allocated from a pool draw no more from its shared
+  counters (`sharedCounters`, e.g. a GPU's MIG partitions and the whole GPU) than the counter sets hold;
 - **bound pods hold their claims**: every pod bound to a node (and not terminal) has each of its claims
   allocated, reserved for it (`status.reservedFor` carries its uid) and allocated for its node
   (`status.allocation.nodeSelector` admits the node);
@@ -17,6 +18,11 @@ and returns every violation of what must hold whatever crashed, paused or raced:
   `kdra.dev/pod-group` annotation or label, or the `gangs` argument), the number of bound members is 0 or
   at least the minimum.
 
+From the API server's audit log (`ControlPlaneConfig(audit_log=True)`), `writes_after_lease_loss(...)`
+adds one more: **no write after the lease ran out**: a replica with leader election writes nothing once
+its renew deadline after its last successful Lease renewal has passed (whatever the write's answer: a 504
+may still have committed).
+
 Some of these are transiently false while a controller catches up (a claim of a deleted pod is released a
 moment later); callers wait for the cluster to settle (`wait_consistent`) and then require an empty list.
 Used by every Kubernetes-mode fault test, so one definition of "consistent" serves them all.
@@ -24,9 +30,12 @@ Used by every Kubernetes-mode fault test, so one definition of "consistent" serv
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from kdra.allocator._nodes import node_selector_matches
@@ -44,7 +53,7 @@ class Lister(Protocol):
 
 @dataclass(frozen=True)
 class Violation:
-    rule: str  # double-allocation | unreserved | wrong-node | leak | unexplained | partial-gang
+    rule: str  # double-allocation | unreserved | wrong-node | leak | unexplained | partial-gang | stale-write
     object: str  # Kind namespace/name
     message: str
 
@@ -128,6 +137,53 @@ def double_allocations(
     return out
 
 
+def counter_overuse(
+    claims: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
+) -> list[Violation]:
+    """Allocated devices that together consume more of a pool's shared counters than it has."""
+    slices = list(slices)
+    have: dict[tuple[str, str, str, str], Quantity] = {}
+    draws: dict[tuple[str, str, str], list[tuple[str, str, Quantity]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for cs in spec.get("sharedCounters") or []:
+            for n, c in (cs.get("counters") or {}).items():
+                have[(driver, pool, cs.get("name", ""), n)] = Quantity.parse((c or {}).get("value", "0"))
+        for d in spec.get("devices") or []:
+            for cc in d.get("consumesCounters") or []:
+                for n, c in (cc.get("counters") or {}).items():
+                    draws.setdefault((driver, pool, d.get("name", "")), []).append(
+                        (cc.get("counterSet", ""), n, Quantity.parse((c or {}).get("value", "0")))
+                    )
+    if not have:
+        return []
+    used: dict[tuple[str, str, str, str], Quantity] = {}
+    who: dict[tuple[str, str, str, str], set[str]] = {}
+    for c in claims:
+        alloc = (c.get("status") or {}).get("allocation") or {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            if r.get("adminAccess"):
+                continue
+            driver, pool = r.get("driver", ""), r.get("pool", "")
+            for cs, n, q in draws.get((driver, pool, r.get("device", "")), ()):
+                k = (driver, pool, cs, n)
+                used[k] = used.get(k, Quantity.parse(0)) + q
+                who.setdefault(k, set()).add(_name(c))
+    out = []
+    for k, total in sorted(used.items()):
+        limit = have.get(k)
+        if limit is not None and total > limit:
+            out.append(
+                Violation(
+                    "double-allocation",
+                    f"counter set {k[0]}/{k[1]}/{k[2]}",
+                    f"{k[3]}: devices allocated draw {total} of {limit} ({', '.join(sorted(who[k]))})",
+                )
+            )
+    return out
+
+
 def check_cluster(
     client: Lister,
     namespace: str | None = None,
@@ -143,7 +199,7 @@ def check_cluster(
     all_claims = ns_claims if namespace is None else client.list("ResourceClaim")
     slices = client.list("ResourceSlice")
     nodes = {n["metadata"]["name"]: n for n in client.list("Node")}
-    out = double_allocations(all_claims, slices)
+    out = double_allocations(all_claims, slices) + counter_overuse(all_claims, slices)
 
     live = {(p["metadata"].get("namespace"), p["metadata"]["name"]): p for p in pods}
     by_uid = {p["metadata"].get("uid"): p for p in pods}
@@ -265,3 +321,77 @@ def wait_consistent(
         if not found or time.monotonic() >= deadline:
             return found
         time.sleep(interval)
+
+
+# -- the audit log ----------------------------------------------------------------------------------------
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def audit_events(path: str | Path) -> list[Obj]:
+    """The audit log's events (JSON lines), in order; a line cut short by a writer still writing is
+    skipped."""
+    out = []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict):
+            out.append(ev)
+    return out
+
+
+def audit_time(ev: Mapping[str, Any]) -> float:
+    """When the API server received the request (seconds since the epoch)."""
+    ts = str(ev.get("requestReceivedTimestamp") or ev.get("stageTimestamp") or "")
+    return _dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _describe(ev: Mapping[str, Any]) -> str:
+    ref = ev.get("objectRef") or {}
+    code = (ev.get("responseStatus") or {}).get("code")
+    what = "/".join(x for x in (ref.get("resource"), ref.get("subresource")) if x)
+    name = "/".join(x for x in (ref.get("namespace"), ref.get("name")) if x)
+    return f"{ev.get('verb')} {what} {name} -> {code}"
+
+
+def writes_after_lease_loss(
+    events: Iterable[Mapping[str, Any]],
+    *,
+    writer: str,
+    lease: str,
+    renew_deadline: float,
+    until: float | None = None,
+) -> list[Violation]:
+    """Every write by `writer` (a substring of its User-Agent) received after its leadership ended: later
+    than `renew_deadline` after the latest successful renewal of the Lease `lease` by that writer (the
+    renewal was received after the writer started it, so the writer's own deadline is no later). Writes
+    before the writer first led count too (a standby writes nothing but its Lease). `until` bounds the
+    events looked at (seconds since the epoch), e.g. to a trial's window."""
+    out: list[Violation] = []
+    valid_until: float | None = None  # None: has not led yet
+    for ev in events:
+        if writer not in str(ev.get("userAgent") or "") or ev.get("verb") not in WRITE_VERBS:
+            continue
+        if ev.get("stage") not in (None, "ResponseComplete", "Panic"):
+            continue
+        t = audit_time(ev)
+        if until is not None and t > until:
+            continue
+        ref = ev.get("objectRef") or {}
+        code = int((ev.get("responseStatus") or {}).get("code") or 0)
+        if ref.get("resource") == "leases" and ref.get("name") in (lease, None, ""):  # "": a create
+            if 200 <= code < 300:
+                valid_until = t + renew_deadline
+            continue  # Lease writes are conditional on its resourceVersion: a stale one fails alone
+        if valid_until is None or t > valid_until:
+            late = (
+                "before it led" if valid_until is None else f"{t - valid_until:.2f}s after its lease ran out"
+            )
+            out.append(Violation("stale-write", writer, f"{_describe(ev)}, received {late}"))
+    return out

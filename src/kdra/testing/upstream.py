@@ -27,8 +27,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.cluster.store import NotFoundError, StoreError
+from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import LOCKED_GATES, ControlPlane, create_node, force_delete
-from kdra.testing.kube import KubeClient, KubeError, NotFound, Obj, wait_for
+from kdra.testing.wait import wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
@@ -190,7 +192,7 @@ def run_upstream_case(
     try:
         try:
             result = _run(client, objects, ns, node, created, timeout, settle, sync_delay)
-        except KubeError as e:
+        except StoreError as e:
             if e.code != 422:
                 raise
             result = UpstreamResult(scheduled=False, invalid=str(e.status.get("message", e)))
@@ -249,7 +251,7 @@ def _run(
         made = client.create(body)
         if status and status.get("allocation"):
             made["status"] = status
-            client.replace(made, subresource="status")
+            client.update(made, "status")
         else:
             pending.append(body["metadata"]["name"])
 
@@ -327,7 +329,7 @@ def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle:
         try:
             p: Obj = client.get("Pod", pod_name, ns)
             return p
-        except NotFound:  # e.g. evicted by kube-controller-manager's device-taint eviction
+        except NotFoundError:  # e.g. evicted by kube-controller-manager's device-taint eviction
             gone["deleted"] = True
             return None
 
@@ -377,7 +379,7 @@ def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle:
             continue
         try:
             claim = client.get("ResourceClaim", claim_name, ns)
-        except NotFound:
+        except NotFoundError:
             continue
         result.claims[key] = claim
         alloc = (claim.get("status") or {}).get("allocation")
@@ -397,20 +399,20 @@ def cleanup(
     """Remove a case's objects: force-delete its pods, strip claim finalizers, delete the namespace
     (not waited for: each case has its own) and the cluster-scoped objects (waited for, because the
     next case may reuse their names)."""
-    with contextlib.suppress(KubeError):
+    with contextlib.suppress(StoreError):
         for p in client.list("Pod", ns):
             force_delete(client, "Pod", p["metadata"]["name"], ns)
-    with contextlib.suppress(KubeError):
+    with contextlib.suppress(StoreError):
         for c in client.list("ResourceClaim", ns):
             name = c["metadata"]["name"]
             if c["metadata"].get("finalizers"):
-                with contextlib.suppress(KubeError):
+                with contextlib.suppress(StoreError):
                     client.patch("ResourceClaim", name, {"metadata": {"finalizers": None}}, ns)
             client.delete("ResourceClaim", name, ns)
-    with contextlib.suppress(KubeError):
+    with contextlib.suppress(StoreError):
         client.delete("Namespace", ns)
     for kind, name, namespace in reversed(created):
-        with contextlib.suppress(KubeError):
+        with contextlib.suppress(StoreError):
             client.delete(kind, name, namespace, grace_period=0 if kind == "Node" else None)
 
     def gone() -> bool:
@@ -418,11 +420,11 @@ def cleanup(
             try:
                 client.get(kind, name, namespace)
                 return False
-            except NotFound:
+            except NotFoundError:
                 continue
         try:
             return not client.list("ResourceClaim", ns) and not client.list("Pod", ns)
-        except NotFound:
+        except NotFoundError:
             return True
 
     wait_for(gone, timeout, f"the objects of case namespace {ns} to be deleted")

@@ -141,12 +141,17 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     name = "TaintToleration"
     events = NODE_EVENTS
     weight = 3  # upstream default profile weight
+    # Tolerations every pod this scheduler places has, besides its own (kdra.kube.partition: the taint
+    # that keeps other schedulers off the nodes kdra owns); none by default, as upstream.
+    implied: tuple[Mapping[str, Any], ...] = ()
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         for taint in ni.taints:
             if taint.get("effect") not in ("NoSchedule", "NoExecute"):
                 continue
-            if not any(tolerates(t, taint) for t in pi.tolerations):
+            if not any(tolerates(t, taint) for t in pi.tolerations) and not any(
+                tolerates(t, taint) for t in self.implied
+            ):
                 desc = (
                     f"{{{taint.get('key')}: {taint.get('value')}}}"
                     if taint.get("value")

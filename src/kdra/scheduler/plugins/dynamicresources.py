@@ -11,6 +11,7 @@ finalizer, status.allocation and reservedFor written to the store; special claim
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -21,9 +22,11 @@ from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     MAX_RESERVED_FOR,
+    ClaimChangedError,
     ClaimDemand,
     DraState,
     claim_spec_key,
+    claim_status_for_pod,
 )
 from kdra.scheduler.framework import (
     EV_CLAIM_CHANGE,
@@ -48,6 +51,10 @@ from kdra.scheduler.plugins.basic import default_normalize
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 
 STATE_KEY = "DynamicResources"
+
+
+class _AlreadyWritten(Exception):
+    """A re-read claim already carries what PreBind was about to write."""
 
 
 class _PodClaims:
@@ -91,7 +98,10 @@ class DynamicResources(
     def __init__(self, store: Store, dra: DraState) -> None:
         self.store = store
         self.dra = dra
-        self._results: dict[tuple[Hashable, int, int, int], Any] = {}
+        # (pod signature, node idx) -> (node generation, cache epoch, allocations Filter found): only the
+        # latest answer per node is kept, so the table is bounded by signatures x nodes, not by how often
+        # nodes changed (every allocation on a node changes its generation).
+        self._results: dict[tuple[Hashable, int], tuple[int, int, Any]] = {}
 
     # -- PreEnqueue ------------------------------------------------------------------------------
 
@@ -165,13 +175,13 @@ class DynamicResources(
         return SUCCESS
 
     def _spec_key(self, claim: Obj) -> str:
-        meta = claim["metadata"]
-        k = (meta.get("uid", ""), meta.get("resourceVersion", ""))
-        key = self.dra.spec_keys.get(k)
+        # A claim's spec is immutable: one key per claim uid (dropped with the claim, DraState.on_claim).
+        uid = claim["metadata"].get("uid", "")
+        if not uid:
+            return claim_spec_key(claim)
+        key = self.dra.spec_keys.get(uid)
         if key is None:
-            if len(self.dra.spec_keys) > 200_000:
-                self.dra.spec_keys.clear()
-            key = self.dra.spec_keys[k] = claim_spec_key(claim)
+            key = self.dra.spec_keys[uid] = claim_spec_key(claim)
         return key
 
     def _check_classes(self, claim: Obj) -> Status:
@@ -274,18 +284,24 @@ class DynamicResources(
         return SUCCESS
 
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
-        if len(self._results) > 100_000:
+        if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh
             self._results.clear()
-        self._results[(pc.signature, ni.idx, ni.generation, self.dra.cache.epoch)] = allocations
+        self._results[(pc.signature, ni.idx)] = (ni.generation, self.dra.cache.epoch, allocations)
+
+    def _remembered(self, pc: _PodClaims, ni: NodeInfo) -> Any:
+        got = self._results.get((pc.signature, ni.idx))
+        if got is None or got[0] != ni.generation or got[1] != self.dra.cache.epoch:
+            return None
+        return got[2]
 
     def allocations_for(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> list[Obj] | None:
         pc: _PodClaims = state[STATE_KEY]
-        got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+        got = self._remembered(pc, ni)
         if got is None:
             st = self.filter(state, pi, ni)
             if not st.ok:
                 return None
-            got = self._results.get((pc.signature, ni.idx, ni.generation, self.dra.cache.epoch))
+            got = self._remembered(pc, ni)
         return list(got) if got is not None else []
 
     # -- Score (prioritized list) ----------------------------------------------------------------
@@ -344,53 +360,52 @@ class DynamicResources(
     def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
         pc: _PodClaims = state[STATE_KEY]
         ref = {"resource": "pods", "name": pi.name, "uid": pi.uid}
+        try:
+            for claim, alloc in state.get("dra_allocations") or []:
+                meta = claim["metadata"]
+                if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and meta.get(
+                    "uid", ""
+                ).startswith("special-"):
+                    self._create_special(pi, claim, alloc, ref)
+                    continue
+                self._write_claim(claim, ref, alloc, allocate=True)
+            for claim in pc.allocated:
+                if not reserved_for_pod(claim, pi.uid):
+                    self._write_claim(
+                        claim, ref, (claim.get("status") or {}).get("allocation") or {}, allocate=False
+                    )
+        except ClaimChangedError as exc:
+            return error(str(exc))
+        return SUCCESS
+
+    def _write_claim(self, claim: Obj, ref: dict[str, str], alloc: Obj, *, allocate: bool) -> None:
+        """PreBind's writes for one claim: the delete-protection finalizer (when allocating), then status;
+        each conditional, and after a conflict decided again on the re-read claim (claim_status_for_pod):
+        what is already there is not written twice, and someone else's change stops the pod."""
         store = self.store
-        for claim, alloc in state.get("dra_allocations") or []:
-            meta = claim["metadata"]
-            if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and meta.get(
-                "uid", ""
-            ).startswith("special-"):
-                self._create_special(pi, claim, alloc, ref)
-                continue
-            name, ns = meta["name"], meta.get("namespace", "default")
+        meta = claim["metadata"]
+        name, ns = meta["name"], meta.get("namespace", "default")
+        current = store.get("ResourceClaim", name, ns)
+        if claim_status_for_pod(current, ref, alloc, allocate=allocate) is None:
+            return
+        if allocate and DELETE_PROTECTION_FINALIZER not in (current["metadata"].get("finalizers") or []):
 
             def add_finalizer(c: Obj) -> None:
+                claim_status_for_pod(c, ref, alloc, allocate=True)  # never on a claim someone else took
                 fins = c["metadata"].setdefault("finalizers", [])
                 if DELETE_PROTECTION_FINALIZER not in fins:
                     fins.append(DELETE_PROTECTION_FINALIZER)
 
-            current = store.get("ResourceClaim", name, ns)
-            if DELETE_PROTECTION_FINALIZER not in (current["metadata"].get("finalizers") or []):
-                store.update_with_retry("ResourceClaim", name, ns, add_finalizer)
+            store.update_with_retry("ResourceClaim", name, ns, add_finalizer)
 
-            def set_allocation(c: Obj, alloc: Obj = alloc) -> None:
-                st = c.setdefault("status", {})
-                st["allocation"] = clone(alloc)
-                st.setdefault("reservedFor", []).append(dict(ref))
+        def set_status(c: Obj) -> None:
+            new = claim_status_for_pod(c, ref, alloc, allocate=allocate)
+            if new is None:
+                raise _AlreadyWritten
+            c["status"] = clone(new)
 
-            store.update_with_retry("ResourceClaim", name, ns, set_allocation, subresource="status")
-        for claim in pc.allocated:
-            if reserved_for_pod(claim, pi.uid):
-                continue
-            meta = claim["metadata"]
-
-            def reserve(c: Obj) -> None:
-                rf = c.setdefault("status", {}).setdefault("reservedFor", [])
-                if len(rf) >= MAX_RESERVED_FOR:
-                    raise AllocationError(f"resourceclaim {c['metadata']['name']}: reservedFor is full")
-                rf.append(dict(ref))
-
-            try:
-                store.update_with_retry(
-                    "ResourceClaim",
-                    meta["name"],
-                    meta.get("namespace", "default"),
-                    reserve,
-                    subresource="status",
-                )
-            except AllocationError as exc:
-                return unschedulable(str(exc))
-        return SUCCESS
+        with contextlib.suppress(_AlreadyWritten):
+            store.update_with_retry("ResourceClaim", name, ns, set_status, subresource="status")
 
     def _create_special(self, pi: PodInfo, claim: Obj, alloc: Obj, ref: dict[str, str]) -> None:
         new = clone(claim)

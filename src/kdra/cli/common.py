@@ -1,0 +1,164 @@
+"""Flags and helpers several subcommands share, so they are spelled and behave the same everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from kdra.errors import InputError
+
+
+def add_validate_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--validate",
+        default="strict",
+        metavar="strict|warn|ignore",
+        help="unknown fields: strict rejects them (default, as kubectl), warn prints a warning, ignore "
+        "accepts them silently",
+    )
+
+
+def validate_mode(args: argparse.Namespace) -> str:
+    from kdra.api.fields import parse_validate
+
+    return parse_validate(str(getattr(args, "validate", "strict")))
+
+
+def add_namespace_args(p: argparse.ArgumentParser, what: str) -> None:
+    """-n/--namespace and -A/--all-namespaces, as kubectl spells them."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "-n", "--namespace", default=None, metavar="NAMESPACE", help=f"only {what} of this namespace"
+    )
+    g.add_argument(
+        "-A", "--all-namespaces", action="store_true", help=f"{what} of every namespace (the default)"
+    )
+
+
+def namespace_filter(args: argparse.Namespace) -> str | None:
+    """The namespace -n names, or None for every namespace."""
+    ns = getattr(args, "namespace", None)
+    if ns is not None and not ns:
+        raise InputError("-n/--namespace: Invalid value: '': must not be empty")
+    return None if getattr(args, "all_namespaces", False) else ns
+
+
+def add_gates_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--feature-gates",
+        action="append",
+        default=[],
+        metavar="Gate=bool,...",
+        help="override feature-gate defaults, e.g. DRAConsumableCapacity=false (repeatable)",
+    )
+
+
+def gates_text(args: argparse.Namespace) -> str:
+    value = getattr(args, "feature_gates", "") or ""
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def add_limit_args(p: argparse.ArgumentParser, *, nodes: bool = True, pods: bool = False) -> None:
+    """--max-nodes / --max-pods: lift the bounds that stop a typo from running for hours."""
+    from kdra.fleets.spec import MAX_NODES
+    from kdra.sim.workload import MAX_PODS
+
+    if nodes:
+        p.add_argument(
+            "--max-nodes",
+            type=int,
+            default=MAX_NODES,
+            metavar="N",
+            help=f"refuse fleets of more nodes (default {MAX_NODES:,})",
+        )
+    if pods:
+        p.add_argument(
+            "--max-pods",
+            type=int,
+            default=MAX_PODS,
+            metavar="N",
+            help=f"refuse workloads of more pods (default {MAX_PODS:,})",
+        )
+
+
+def limits(args: argparse.Namespace) -> dict[str, int]:
+    out = {}
+    for flag in ("max_nodes", "max_pods"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            out[flag] = positive_int("--" + flag.replace("_", "-"), int(value))
+    return out
+
+
+def positive_int(flag: str, value: int, minimum: int = 1) -> int:
+    if value < minimum:
+        raise InputError(f"{flag}: Invalid value: {value}: must be at least {minimum}")
+    return value
+
+
+class Progress:
+    """Progress of a long run on stderr: a live bar when stderr is a terminal, otherwise one line every
+    `period` seconds of wall time (so a CI log shows the run is alive), nothing for runs shorter than that.
+
+    `update(key, done, total, what)` reports one task (a simulation mode, a replay cell)."""
+
+    def __init__(
+        self, tasks: Sequence[str], *, stream: TextIO | None = None, period: float = 15.0, unit: str = ""
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.period = period
+        self.unit = unit
+        self.tasks = list(tasks)
+        self._bar: Any = None
+        self._ids: dict[str, Any] = {}
+        self._state: dict[str, tuple[float, float, str]] = {}
+        self._started = time.monotonic()
+        self._last_line = self._started
+
+    def __enter__(self) -> Progress:
+        if self.tty:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description:<28}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self._bar.__enter__()
+            for t in self.tasks:
+                self._ids[t] = self._bar.add_task(t, total=1.0)
+        return self
+
+    def update(self, key: str, done: float, total: float, what: str = "") -> None:
+        if total <= 0:
+            return
+        self._state[key] = (done, total, what)
+        if self._bar is not None:
+            if key not in self._ids:
+                self._ids[key] = self._bar.add_task(key, total=1.0)
+            self._bar.update(self._ids[key], completed=min(1.0, done / total), description=what or key)
+            return
+        now = time.monotonic()
+        if now - self._last_line >= self.period:
+            self._last_line = now
+            self.stream.write(self.line(now) + "\n")
+            self.stream.flush()
+
+    def line(self, now: float | None = None) -> str:
+        elapsed = (now if now is not None else time.monotonic()) - self._started
+        parts = []
+        for key, (done, total, what) in self._state.items():
+            parts.append(f"{what or key} {min(1.0, done / total):.0%}")
+        return f"progress after {elapsed:.0f}s: " + ", ".join(parts)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)

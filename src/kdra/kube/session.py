@@ -1,0 +1,253 @@
+"""The scheduling session's seams on a live cluster (kdra.scheduler.seams): evictions through the Eviction
+API and status written through the API.
+
+`KubeEvictor` evicts a preemption's or reclaim's victims (or a stale gang) with policy/v1 Evictions, so
+PodDisruptionBudgets are respected: first a dry run of every victim (one refusal and nothing is evicted:
+a gang is evicted whole or not at all), then the evictions. The API server marks an evicted pod with
+DisruptionTarget; kdra's patch then gives it kube-scheduler's reason (PreemptionByScheduler) and says who
+preempted it, and a `Preempted` Event goes to the victim. Where the Eviction API is not allowed (403,
+404, 405), the victim is deleted with that DisruptionTarget condition, as kube-scheduler preempts. The
+victims terminate gracefully (their kubelet, KWOK in the tests, finishes them); kube-controller-manager
+releases their claims. A refusal (429, the budget) is reported and the victim is not counted as freed.
+
+`KubeStatusWriter` sets status fields with a merge patch on the object's status subresource (the path
+follows the object's apiVersion: kdra, upstream scheduling.k8s.io, KAI or Volcano) and posts Events with
+the object as involvedObject, as kube-scheduler reports on pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kdra.cluster.store import NotFoundError, Obj, StoreError
+from kdra.kube.store import KubeStore
+from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, EvictionOutcome
+
+log = logging.getLogger("kdra.kube.session")
+
+EVICTION_NOT_ALLOWED = (403, 404, 405)  # the Eviction API is forbidden to kdra or not there: delete instead
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def object_event(
+    obj: Mapping[str, Any], reason: str, message: str, etype: str, component: str, instance: str
+) -> Obj:
+    """A core/v1 Event about any object (namespace "default" for cluster-scoped ones, as kubectl shows)."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    ts = _now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion", ""),
+            "kind": obj.get("kind", ""),
+            "name": meta.get("name", ""),
+            **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        },
+        "reason": reason,
+        "message": message[:8192],
+        "type": etype,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance,
+        "firstTimestamp": ts,
+        "lastTimestamp": ts,
+        "count": 1,
+    }
+
+
+class KubeStatusWriter:
+    def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
+        self.store = store
+        self.component = component
+        self.instance = instance
+        self.writes = 0
+        self.events = 0
+
+    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> None:
+        kind = str(obj.get("kind") or "")
+        meta = obj.get("metadata") or {}
+        try:
+            out = self.store.client.patch(
+                kind,
+                meta.get("name", ""),
+                {"status": dict(status)},
+                meta.get("namespace") or None,
+                "status",
+                api_version=obj.get("apiVersion"),
+            )
+        except NotFoundError:
+            return
+        except StoreError as e:  # the object's schema refused a field: say so, schedule on
+            log.warning("status of %s %s: %s", kind, meta.get("name"), e)
+            return
+        self.writes += 1
+        self.store._written(kind, out)
+
+    def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
+        try:
+            self.store.client.create(object_event(obj, reason, message, etype, self.component, self.instance))
+            self.events += 1
+        except StoreError as e:  # an Event is best effort
+            log.info("event on %s %s: %s", obj.get("kind"), (obj.get("metadata") or {}).get("name"), e)
+
+
+class KubeEvictor:
+    def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
+        self.store = store
+        self.component = component
+        self.instance = instance
+        self.evictions = 0
+        self.refused = 0  # evictions refused (dry runs included)
+
+    def _dry_run(self, pods: Sequence[Obj], fallback: set[str]) -> dict[str, str]:
+        """Dry-run evictions (the API server checks the budgets, nothing is evicted); pods the Eviction
+        API is not allowed for go to `fallback`."""
+        refused = {}
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            try:
+                self.store.client.evict(
+                    meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"), dry_run=True
+                )
+            except NotFoundError:
+                continue
+            except StoreError as e:
+                if e.code in EVICTION_NOT_ALLOWED:
+                    fallback.add(key)
+                    continue
+                refused[key] = _reason(e)
+        return refused
+
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        refused = self._dry_run(pods, set())
+        self.refused += len(refused)
+        return refused
+
+    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
+        client = self.store.client
+        out = EvictionOutcome(released=False)
+        live = []
+        for pod in pods:
+            meta = pod["metadata"]
+            ns, name = meta.get("namespace") or "default", meta["name"]
+            if meta.get("deletionTimestamp"):
+                out.evicted.append(f"{ns}/{name}")  # already going
+                continue
+            live.append(pod)
+        fallback: set[str] = set()
+        if dry_run_first:
+            out.refused = self._dry_run(live, fallback)
+            if out.refused:
+                self.refused += len(out.refused)
+                return out
+        for pod in live:
+            meta = pod["metadata"]
+            ns, name = meta.get("namespace") or "default", meta["name"]
+            key = f"{ns}/{name}"
+            try:
+                if key in fallback:
+                    self._mark(ns, name, message)
+                    client.delete("Pod", name, ns, missing_ok=True)
+                else:
+                    try:
+                        client.evict(ns, name, uid=meta.get("uid"))
+                    except StoreError as e:
+                        if e.code not in EVICTION_NOT_ALLOWED:
+                            raise
+                        self._mark(ns, name, message)
+                        client.delete("Pod", name, ns, missing_ok=True)
+                    else:
+                        self._mark(ns, name, message)
+            except NotFoundError:
+                out.evicted.append(key)
+                continue
+            except StoreError as e:
+                out.refused[key] = _reason(e)
+                self.refused += 1
+                continue
+            self.evictions += 1
+            out.evicted.append(key)
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            with contextlib.suppress(StoreError):
+                client.create(
+                    object_event(
+                        pod,
+                        "Preempted",
+                        f"{message} (on node {node})" if node else message,
+                        "Normal",
+                        self.component,
+                        self.instance,
+                    )
+                )
+        return out
+
+    def _mark(self, ns: str, name: str, message: str) -> None:
+        """DisruptionTarget=True, reason PreemptionByScheduler, with who and why (kube-scheduler's patch)."""
+        cond = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": PREEMPTION_BY_SCHEDULER,
+            "message": message[:4096],
+            "lastTransitionTime": _now(),
+        }
+        try:
+            self.store.client.patch(
+                "Pod", name, {"status": {"conditions": [cond]}}, ns, "status", patch_type="strategic"
+            )
+        except StoreError as e:
+            log.info("DisruptionTarget on %s/%s: %s", ns, name, e)
+
+
+def _reason(e: StoreError) -> str:
+    msg = str((e.status or {}).get("message") or e)
+    return msg
+
+
+def start_session_scheduler(
+    client: Any,
+    config: Any = None,
+    options: Any = None,
+    *,
+    identity: str | None = None,
+    bind_workers: int = 16,
+    resync: float = 0.0,
+    preemption_wait: float = 120.0,
+    partition: Any = None,
+) -> tuple[KubeStore, Any, Any]:
+    """`kdra scheduler`'s stack: informers (the scheduler's kinds and the session's sources), the session
+    with the Kubernetes seams, and the KubeScheduler running its actions. Returns (store, session,
+    scheduler); the caller steps the scheduler and stops the store."""
+    from kdra.kube.scheduler import KubeScheduler, default_identity
+    from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES
+    from kdra.scheduler.scheduler import SchedulerConfig
+    from kdra.scheduler.session import GangQueues
+
+    config = config or SchedulerConfig(scheduler_name="kdra")
+    identity = identity or default_identity()
+    store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=resync).start()
+    gq = GangQueues(
+        store,
+        options,
+        evictor=KubeEvictor(store, config.scheduler_name, identity),
+        status=KubeStatusWriter(store, config.scheduler_name, identity),
+    )
+    sched = KubeScheduler(
+        store, gq.config(config), identity=identity, bind_workers=bind_workers, partition=partition
+    )
+    sched.victim_wait = preemption_wait
+    return store, gq, sched

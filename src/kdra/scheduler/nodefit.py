@@ -1,0 +1,121 @@
+"""A pod's node-level fit outside a scheduling cycle, with the scheduler's own filter plugins.
+
+`kdra allocate` and `kdra explain` must rule nodes out exactly as kube-scheduler (and kdra's scheduler) do
+before any device is allocated: nodeSelector and required node affinity, taints and tolerations, an
+unschedulable node, spec.nodeName, and cpu/memory/pods/extended-resource fit. Rather than a second matcher,
+this runs the filter plugins of kdra.scheduler.plugins over NodeInfos built from the Node objects and the
+pods already on them, in the default profile's order, stopping at the first plugin that rejects a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from kdra.scheduler.cache import is_terminal
+from kdra.scheduler.framework import CycleState, FilterPlugin
+from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, TaintToleration
+from kdra.scheduler.plugins.noderesources import NodeResourcesFit
+from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+
+class _NoDraCache:
+    """NodeResourcesFit asks the cache which extended resources DRA serves (KEP-5004); offline, none."""
+
+    dra: Any = None
+
+
+def node_declares_resources(node: Mapping[str, Any]) -> bool:
+    status = node.get("status") or {}
+    return bool(status.get("allocatable") or status.get("capacity"))
+
+
+class NodeFit:
+    """Filter verdicts for pods on a fixed set of nodes; `assume` adds a placed pod's requests."""
+
+    def __init__(self, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.infos = {
+            str((n.get("metadata") or {}).get("name", "")): NodeInfo(n, i) for i, n in enumerate(nodes)
+        }
+        # A Node without status.allocatable (a hand-written file, or a node made up from slices) says
+        # nothing about its size: resources are checked only on nodes that declare them.
+        self.sized = {name for name, ni in self.infos.items() if node_declares_resources(ni.node)}
+        resources = NodeResourcesFit()
+        resources.bind_cache(cast(Any, _NoDraCache()))
+        self.plugins: list[FilterPlugin] = [
+            NodeUnschedulable(),
+            NodeName(),
+            TaintToleration(),
+            NodeAffinity(),
+            resources,
+        ]
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node in self.infos and not is_terminal(pod):
+                self.infos[node].add_pod(_pod_info(pod))
+
+    def reasons(self, pod: Mapping[str, Any] | PodInfo, node: str) -> tuple[str, ...]:
+        """() when the pod passes every node-level filter on `node`, else the first rejecting plugin's
+        reasons in kube-scheduler's wording ("node(s) didn't match Pod's node affinity/selector")."""
+        ni = self.infos.get(node)
+        if ni is None:
+            return ()
+        pi = pod if isinstance(pod, PodInfo) else _pod_info(pod)
+        state = CycleState()
+        for p in self.plugins:
+            if isinstance(p, NodeResourcesFit) and node not in self.sized:
+                continue
+            st = p.filter(state, pi, ni)
+            if not st.ok:
+                return st.reasons or (p.name,)
+        return ()
+
+    def assume(self, pod: Mapping[str, Any], node: str) -> None:
+        ni = self.infos.get(node)
+        if ni is not None:
+            ni.add_pod(_pod_info(pod))
+
+
+def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    """A PodInfo keyed by a uid even for pods from files, which have none (NodeInfo counts pods by uid)."""
+    from kdra.api.templates import pod_uid
+
+    pi = PodInfo(pod)
+    if not pi.uid:
+        pi.uid = pod_uid(dict(pod))
+    return pi
+
+
+__all__ = ["NodeFit", "node_declares_resources"]
+
+
+class FitFailure:
+    """What the Filter phase said on every node when a pod fit nowhere. `str()` is the first device
+    explanation, as the scheduler has always reported it; `summary()` groups every node by reason
+    (kdra.allocator.summary.NodesSummary), computing the allocator's explanations only when asked."""
+
+    def __init__(self, first: Any, per_node: Sequence[tuple[str, Any]]) -> None:
+        self.first = first
+        self.per_node = list(per_node)  # (node name, framework Status) of each node that failed
+        self._summary: Any = None
+
+    def __str__(self) -> str:
+        return str(self.first)
+
+    def findings(self) -> list[Any]:
+        from kdra.allocator.summary import NodeFinding
+
+        out = []
+        for node, st in self.per_node:
+            if st.explanation is not None:
+                out.append(NodeFinding(node, explanation=st.explanation))
+            else:
+                out.append(NodeFinding(node, reasons=tuple(st.reasons) or (st.plugin or "rejected",)))
+        return out
+
+    def summary(self) -> Any:
+        if self._summary is None:
+            from kdra.allocator.summary import NodesSummary
+
+            self._summary = NodesSummary(self.findings())
+        return self._summary

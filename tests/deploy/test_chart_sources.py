@@ -1,0 +1,53 @@
+"""The Helm chart's generated parts agree with their sources (deploy/rbac, deploy/crds), and the
+kubelet-like $(VAR) expansion the chart's host-process test relies on. No helm needed (the chart itself is
+rendered in tests/e2e/test_helm_chart.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from kdra.testing.hostpod import container_env, expand
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "kdra"
+
+
+def test_generated_chart_files_are_current() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "hack" / "helm" / "sync_chart.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_every_value_is_typed_in_the_schema() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def walk(v: object, s: dict, path: str) -> None:
+        if isinstance(v, dict) and s.get("properties") is not None:
+            for k, sub in v.items():
+                assert k in s["properties"], f"{path}.{k} is not in values.schema.json"
+                walk(sub, s["properties"][k], f"{path}.{k}")
+
+    walk(values, schema, "values")
+
+
+def test_kubelet_expansion_of_args() -> None:
+    env = {"POD_IP": "10.1.2.3", "A": "x"}
+    assert expand("--metrics-listen=$(POD_IP):9406", env) == "--metrics-listen=10.1.2.3:9406"
+    assert expand("$(MISSING) $$(A) $(A)", env) == "$(MISSING) $(A) x"
+    pod = {"spec": {"serviceAccountName": "sa"}}
+    c = {
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "GREETING", "value": "hi $(POD_NAME)"},
+        ]
+    }
+    assert container_env(pod, c, pod_name="p-1", namespace="ns") == {"POD_NAME": "p-1", "GREETING": "hi p-1"}

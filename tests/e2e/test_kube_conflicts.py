@@ -1,0 +1,193 @@
+"""Issue 18, item 4: kdra beside kube-scheduler over the same devices.
+
+Without a partition the two race for the lowest free devices of the same nodes and write some of them
+into two claims. kdra must report each such device (a ConflictingAllocation Event on the pods of both
+claims, the metric kdra_conflicting_allocations), repair its own side while its pod does not run (the
+nodes here have no kubelet, so no pod runs) and leave kube-scheduler's claims alone, so that in the end
+the invariant checker finds no device in two claims. With a partition (kdra owns tainted nodes) the two
+never meet. The start-up warning says which case a deployment is in.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kdra.kube.client import KubeClient
+from kdra.kube.conflicts import QUARANTINE_LABEL
+from kdra.kube.partition import owner_taint
+from kdra.observe.exposition import parse_text
+from kdra.testing.controlplane import ControlPlane, free_port
+from kdra.testing.invariants import audit_events, double_allocations, wait_consistent
+
+from .kubeutil import (
+    DeviceFleet,
+    bound_pods,
+    claim_template,
+    create_pods,
+    kdra_scheduler,
+    template_pod,
+    wait_until,
+)
+
+pytestmark = pytest.mark.e2e
+
+PER_SCHEDULER = 24
+
+
+@pytest.fixture
+def fleet(kube: KubeClient) -> Iterator[DeviceFleet]:
+    # Kubelet-less nodes: kdra repairs its side of a conflict only while its pod is not running, and KWOK
+    # would run it at once.
+    f = DeviceFleet(kube, f"cf-{uuid.uuid4().hex[:5]}", nodes=4, devices=32, kubelet=False).create()
+    yield f
+    f.delete()
+
+
+def metrics(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {name: value for name, labels, value in parse_text(text) if name.startswith("kdra_conflicting")}
+
+
+def claim_results(kube: KubeClient, namespace: str) -> list[tuple[str, dict[str, str]]]:
+    out = []
+    for c in kube.list("ResourceClaim", namespace):
+        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []:
+            out.append((c["metadata"]["name"], r))
+    return out
+
+
+def claim_owners(kube: KubeClient, namespace: str) -> dict[str, str]:
+    """claim name -> schedulerName of the pod it was made for."""
+    pods = {p["metadata"]["uid"]: p for p in kube.list("Pod", namespace)}
+    out = {}
+    for c in kube.list("ResourceClaim", namespace):
+        owner = next(iter(c["metadata"].get("ownerReferences") or []), {})
+        pod = pods.get(owner.get("uid"))
+        if pod is not None:
+            out[c["metadata"]["name"]] = pod["spec"].get("schedulerName") or "default-scheduler"
+    return out
+
+
+def test_conflicts_beside_kube_scheduler_are_reported_and_kdras_side_repaired(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, fleet: DeviceFleet, tmp_path: Path
+) -> None:
+    kube.create(claim_template("one", namespace, fleet.device_class))
+    port = free_port()
+    with kdra_scheduler(
+        control_plane, tmp_path / "kdra.log", "--metrics-listen", f"127.0.0.1:{port}"
+    ) as proc:
+        wait_until(lambda: "serving schedulerName" in proc.log(), 60, "kdra to start")
+        assert "warning: no partition with kube-scheduler" in proc.log(), proc.log()
+        pods = []
+        for i in range(PER_SCHEDULER):  # interleaved, so that both schedulers work at the same time
+            pods.append(template_pod(f"k{i:02d}", namespace, "one", scheduler="kdra"))
+            pods.append(template_pod(f"d{i:02d}", namespace, "one", scheduler="default-scheduler"))
+        create_pods(kube, pods, workers=8)
+        try:
+            wait_until(lambda: len(bound_pods(kube, namespace)) == 2 * PER_SCHEDULER, 120, "every pod bound")
+            violations = wait_consistent(
+                kube, namespace, timeout=60, schedulers=("kdra", "default-scheduler")
+            )
+        except TimeoutError:
+            raise AssertionError(proc.log()) from None
+        assert violations == [], "\n".join(map(str, violations)) + "\n" + proc.log()
+        m = metrics(port)
+        log = proc.log()
+    # The race did happen, and kdra saw every conflict end.
+    assert m["kdra_conflicting_allocations_detected_total"] > 0, log
+    assert m["kdra_conflicting_allocations_repaired_total"] > 0, log
+    assert m["kdra_conflicting_allocations"] == 0, log
+    events = [e for e in kube.list("Event", namespace) if e.get("reason") == "ConflictingAllocation"]
+    on = {e["involvedObject"]["name"][0] for e in events}
+    assert on == {"k", "d"}, events  # on the pods of both sides
+    repaired = [e for e in kube.list("Event", namespace) if e.get("reason") == "ConflictRepaired"]
+    assert repaired and all(e["involvedObject"]["name"].startswith("k") for e in repaired)
+    # kdra never wrote a claim of kube-scheduler's pods.
+    owners = claim_owners(kube, namespace)
+    theirs = {name for name, sched in owners.items() if sched == "default-scheduler"}
+    touched = {
+        e["objectRef"].get("name")
+        for e in audit_events(control_plane.audit_log)
+        if e["userAgent"].startswith("kdra/")
+        and e["objectRef"].get("resource") == "resourceclaims"
+        and e["objectRef"].get("namespace") == namespace
+    }
+    assert not touched & theirs, sorted(touched & theirs)
+    assert double_allocations(kube.list("ResourceClaim"), kube.list("ResourceSlice")) == []
+    # Each device kdra released while kube-scheduler's claim still held it stays quarantined (kube-scheduler
+    # would take it for free and hand it out again) as long as that claim holds it.
+    rules = kube.list("DeviceTaintRule", labelSelector=f"{QUARANTINE_LABEL}=kdra")
+    try:
+        assert rules, log
+        held = {(r["driver"], r["pool"], r["device"]): c for c, r in claim_results(kube, namespace)}
+        for rule in rules:
+            sel = rule["spec"]["deviceSelector"]
+            assert owners[held[(sel["driver"], sel["pool"], sel["device"])]] == "default-scheduler"
+    finally:
+        for rule in rules:
+            kube.delete("DeviceTaintRule", rule["metadata"]["name"], missing_ok=True)
+
+
+def test_a_node_partition_keeps_kdra_and_kube_scheduler_apart(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:5]
+    owned = DeviceFleet(kube, f"own-{tag}", nodes=2, devices=16).create()
+    shared = DeviceFleet(kube, f"shr-{tag}", nodes=2, devices=16).create()
+    try:
+        for name in owned.node_names:  # kube-scheduler is kept off kdra's nodes by its taint
+            kube.patch("Node", name, {"spec": {"taints": [owner_taint("kdra")]}})
+        kube.create(claim_template("one", namespace, owned.device_class))
+        port = free_port()
+        args = ("--owned-nodes", f"kdra.test/fleet={owned.prefix}", "--metrics-listen", f"127.0.0.1:{port}")
+        with kdra_scheduler(control_plane, tmp_path / "kdra.log", *args) as proc:
+            wait_until(lambda: "serving schedulerName" in proc.log(), 60, "kdra to start")
+            assert "warning" not in proc.log(), proc.log()  # the partition holds for what exists
+            pods = []
+            for i in range(PER_SCHEDULER):
+                pods.append(template_pod(f"k{i:02d}", namespace, "one", scheduler="kdra"))
+                pods.append(template_pod(f"d{i:02d}", namespace, "one", scheduler="default-scheduler"))
+            create_pods(kube, pods, workers=8)
+            try:
+                wait_until(
+                    lambda: len(bound_pods(kube, namespace)) == 2 * PER_SCHEDULER, 120, "every pod bound"
+                )
+            except TimeoutError:
+                raise AssertionError(proc.log()) from None
+            violations = wait_consistent(
+                kube, namespace, timeout=30, schedulers=("kdra", "default-scheduler")
+            )
+            assert violations == [], "\n".join(map(str, violations))
+            m = metrics(port)
+        bound = bound_pods(kube, namespace)
+        assert {n for p, n in bound.items() if p.startswith("k")} <= set(owned.node_names)
+        assert {n for p, n in bound.items() if p.startswith("d")} <= set(shared.node_names)
+        assert m["kdra_conflicting_allocations_detected_total"] == 0
+    finally:
+        owned.delete()
+        shared.delete()
+
+
+def test_start_up_warns_when_owned_nodes_are_open_to_kube_scheduler(
+    control_plane: ControlPlane, kube: KubeClient, tmp_path: Path
+) -> None:
+    tag = uuid.uuid4().hex[:5]
+    owned = DeviceFleet(kube, f"opn-{tag}", nodes=2, devices=2).create()
+    try:
+        kube.patch("Node", owned.node_names[0], {"spec": {"taints": [owner_taint("kdra")]}})
+        args = ("--owned-nodes", f"kdra.test/fleet={owned.prefix}", "--owned-device-classes", "no-such-class")
+        with kdra_scheduler(control_plane, tmp_path / "kdra.log", *args) as proc:
+            wait_until(lambda: "serving schedulerName" in proc.log(), 60, "kdra to start")
+            log = proc.log()
+        assert (
+            f"kube-scheduler can place pods on 1 of the 2 nodes kdra owns ({owned.node_names[1]})" in log
+        ), log
+        assert "DeviceClass no-such-class does not exist" in log, log
+    finally:
+        owned.delete()

@@ -1,0 +1,297 @@
+"""The session's in-memory seams and what Kubernetes mode relies on, decided the same way in memory: the
+binder's groups and listeners, the evictor's outcomes (refusals free nothing), stale gangs evicted whole,
+claims of pending members released, invalid objects reported, the clock's timestamps, upstream v1beta1
+PodGroups, and preemption across DeviceClasses of one physical GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from builders import device_class, node, pod, template
+from helpers import bound, condition, fleet, gang_pods, pod_group, queue, queued_pod, scheduler
+
+from kdra.cluster import MemoryStore, VirtualClock, WallClock
+from kdra.cluster.clock import formatter
+from kdra.cluster.store import clone
+from kdra.scheduler.gang import group_condition_type, parse_pod_group
+from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+from kdra.scheduler.seams import EvictionOutcome, StoreEvictor, StoreStatusWriter
+from kdra.scheduler.session import GangQueueOptions, GangQueues
+
+Obj = dict[str, Any]
+
+
+def group_cond(store: MemoryStore, name: str) -> Obj:
+    pg = store.get("PodGroup", name, "default")
+    return next(c for c in pg["status"]["conditions"] if c["type"] == "PodGroupScheduled")
+
+
+def test_clocks_format_their_own_timestamps() -> None:
+    assert formatter(VirtualClock())(90) == "2026-01-01T00:01:30Z"
+    assert formatter(WallClock())(0) == "1970-01-01T00:00:00Z"
+    assert formatter(lambda: 0.0)(3600) == "2026-01-01T01:00:00Z"  # a bare callable: virtual dates
+
+
+def test_a_gang_binds_as_one_group_and_its_status_counts_the_members() -> None:
+    store = MemoryStore()
+    fleet(store, 2, gpus=4)
+    sched, gq = scheduler(store)
+    store.create(pod_group("g", 3))
+    gang_pods(store, "g", 3, gpus=2)
+    groups: list[list[str]] = []
+    commit = sched._commit_group
+
+    def spy(group: Any) -> None:
+        groups.append(sorted(pi.name for pi, _ in group.pods))
+        commit(group)
+
+    sched._commit_group = spy  # type: ignore[method-assign]
+    decided: list[str] = []
+    sched.bind_listeners.append(lambda pi, node: decided.append(pi.name))
+    sched.run(0)
+    assert len(bound(store, "g-")) == 3
+    assert ["g-000", "g-001", "g-002"] in groups  # one group for the three members
+    assert sorted(decided) == ["g-000", "g-001", "g-002"]
+    pg = store.get("PodGroup", "g", "default")
+    assert pg["status"]["phase"] == "Scheduled" and pg["status"]["scheduled"] == 3
+    assert group_cond(store, "g")["status"] == "True"
+    assert isinstance(gq.status, StoreStatusWriter)
+    assert any(e[2] == "Scheduled" for e in gq.status.events)
+
+
+class RefusingEvictor(StoreEvictor):
+    """Refuses every eviction, as a PodDisruptionBudget with no disruption allowed would."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.asked: list[str] = []
+
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        names = [f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods]
+        self.asked.extend(names)
+        return {n: "Cannot evict pod as it would violate the pod's disruption budget." for n in names}
+
+    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
+        names = [f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods]
+        self.asked.extend(names)
+        return EvictionOutcome(
+            refused={n: "Cannot evict pod as it would violate the pod's disruption budget." for n in names}
+        )
+
+
+def test_a_refused_eviction_frees_nothing_and_the_preemptor_says_why() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=1)
+    store.create(template("t1", count=1))
+    evictor = RefusingEvictor(store)
+    gq = GangQueues(store, GangQueueOptions(), evictor=evictor)
+    sched = Scheduler(store, gq.config(SchedulerConfig()))
+    store.create(pod("low", cpu="1", template_name="t1", priority=1))
+    sched.run(0)
+    assert bound(store) == {"low": "n000"}
+    store.create(pod("high", cpu="1", template_name="t1", priority=100))
+    sched.run(1)
+    assert evictor.asked == ["default/low"]
+    assert bound(store) == {"low": "n000"}  # nothing evicted, and the preemptor did not bind over it
+    msg = condition(store, "high")
+    assert "eviction of pod default/low refused" in msg and "disruption budget" in msg, msg
+    assert gq.usage and any(u.name == "default/low" for u in gq.usage.values())  # still counted
+
+
+def test_a_gang_running_below_its_minimum_is_evicted_whole_after_the_grace() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=8)
+    sched, _gq = scheduler(store, stale_gang_grace=30)
+    store.create(pod_group("g", 3))
+    gang_pods(store, "g", 3, gpus=1)
+    sched.run(0)
+    assert len(bound(store, "g-")) == 3
+    store.delete("Pod", "g-002", "default")  # a member is gone and nobody recreates it
+    sched.run(10)
+    assert len(bound(store, "g-")) == 2  # within the grace: the owner may still bring it back
+    sched.run(45)
+    assert bound(store, "g-") == {}  # evicted whole
+    for name in ("g-000", "g-001"):
+        p = store.get("Pod", name, "default")
+        dt = next(c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert p["status"]["phase"] == "Failed" and dt["reason"] == "PreemptionByScheduler"
+    c = group_cond(store, "g")
+    assert c["reason"] == "GangBelowMinimum" and "stale gang" in c["message"], c
+
+
+def test_members_that_completed_keep_a_gang_from_being_stale() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=8)
+    sched, _gq = scheduler(store, stale_gang_grace=1)
+    store.create(pod_group("g", 2))
+    gang_pods(store, "g", 2, gpus=1)
+    sched.run(0)
+    p = clone(store.get("Pod", "g-000", "default"))
+    p["status"]["phase"] = "Succeeded"
+    store.update(p, subresource="status")
+    sched.run(100)
+    partner = store.get("Pod", "g-001", "default")
+    assert partner["spec"]["nodeName"] and partner["status"].get("phase") != "Failed"  # not rolled back
+
+
+def test_claims_held_by_pending_members_are_released_when_the_gang_cannot_be_placed() -> None:
+    """A binding cut short (a crash between writing a member's claim and binding it) leaves the claim
+    allocated and reserved for a pending pod; if the gang cannot be placed now, the claim goes back."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    sched, _gq = scheduler(store)
+    store.create(pod_group("g", 3))
+    gang_pods(store, "g", 3, gpus=2)  # 6 GPUs wanted, 4 there
+    claims = sorted(store.list("ResourceClaim"), key=lambda c: c["metadata"]["name"])
+    first = clone(claims[0])
+    owner = first["metadata"]["ownerReferences"][0]
+    first["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "n000", "device": f"gpu-{i}"}
+                    for i in range(2)
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n000"]}]}
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": owner["name"], "uid": owner["uid"]}],
+    }
+    store.update(first, subresource="status")
+    sched.run(0)
+    assert bound(store, "g-") == {}
+    assert not [c for c in store.list("ResourceClaim") if (c.get("status") or {}).get("allocation")]
+    assert "released the claims its pending members held" in condition(store, owner["name"])
+
+
+def test_a_queue_naming_a_missing_parent_is_reported_and_its_jobs_wait() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=2)
+    store.create(queue("orphan", gpu_quota=2, parentQueue="nope"))
+    sched, gq = scheduler(store)
+    queued_pod(store, "o", "orphan", 1)
+    store.create(template("t1x", count=1))
+    store.create(pod("free", cpu="1", template_name="t1x"))
+    sched.run(0)
+    assert bound(store) == {"free": "n000"}
+    assert "its queue is invalid: Queue orphan: spec.parentQueue: Not found: 'nope'" in condition(store, "o")
+    q = store.get("Queue", "orphan")
+    valid = next(c for c in q["status"]["conditions"] if c["type"] == "Valid")
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert isinstance(gq.status, StoreStatusWriter)
+    assert [e for e in gq.status.events if e[2] == "InvalidSpec"] == [
+        ("Queue orphan", "Warning", "InvalidSpec", valid["message"])
+    ]
+    sched.run(1)
+    assert len([e for e in gq.status.events if e[2] == "InvalidSpec"]) == 1  # reported once
+
+
+def test_queue_status_shows_allocated_deserved_and_fair_share() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    store.create(queue("a", gpu_quota=1, weight=1))
+    store.create(queue("b", gpu_quota=1, weight=1))
+    sched, _gq = scheduler(store)
+    for i in range(3):
+        queued_pod(store, f"a{i}", "a", 1)
+        queued_pod(store, f"b{i}", "b", 1)
+    sched.run(0)
+    st = store.get("Queue", "a")["status"]
+    assert st["allocated"]["deviceclass/gpu"] == "2" and st["fairShare"]["deviceclass/gpu"] == "2"
+    assert st["deserved"] == {"deviceclass/gpu": "1"} and st["pendingJobs"] == 1
+    waiting = next(c for c in st["conditions"] if c["type"] == "JobsWaiting")
+    assert waiting["status"] == "True" and waiting["message"]
+
+
+def test_upstream_v1beta1_pod_group_reads_its_workload_template_and_topology() -> None:
+    wl = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ns"},
+        "spec": {
+            "podGroupTemplates": [
+                {
+                    "name": "workers",
+                    "schedulingPolicy": {"gang": {"minCount": 4}},
+                    "schedulingConstraints": {"topology": [{"key": "kdra.dev/rack"}]},
+                    "priority": 7,
+                }
+            ]
+        },
+    }
+    pg = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "w-workers", "namespace": "ns"},
+        "spec": {"workloadRef": {"workloadName": "w", "templateName": "workers"}},
+    }
+    g = parse_pod_group(pg, {"ns/w": wl})
+    assert (g.min_count, g.topology.required, g.priority) == (4, "kdra.dev/rack", 7)
+    assert group_condition_type(pg) == "PodGroupInitiallyScheduled"
+    assert group_condition_type(dict(pg, apiVersion="scheduling.k8s.io/v1alpha2")) == "PodGroupScheduled"
+    assert group_condition_type({"apiVersion": "kdra.dev/v1alpha1"}) == "PodGroupScheduled"
+
+
+def partitioned_node(store: MemoryStore, name: str) -> None:
+    """One GPU offered as a whole device and as two halves, all drawing on one counter set (MIG's shape)."""
+    counters = {"memory": {"value": "80Gi"}}
+    half = {"memory": {"value": "40Gi"}}
+
+    def dev(dname: str, kind: str, draw: Obj) -> Obj:
+        return {
+            "name": dname,
+            "attributes": {"type": {"string": kind}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": draw}],
+        }
+
+    store.create(node(name, cpu="64", memory="256Gi"))
+    pool = {"name": name, "generation": 1, "resourceSliceCount": 2}
+    for suffix, spec in (
+        ("counters", {"sharedCounters": [{"name": "gpu-0", "counters": counters}]}),
+        (
+            "gpus",
+            {
+                "devices": [
+                    dev("gpu-0", "gpu", counters),
+                    dev("gpu-0-a", "part", half),
+                    dev("gpu-0-b", "part", half),
+                ]
+            },
+        ),
+    ):
+        store.create(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{suffix}"},
+                "spec": {"driver": "gpu.example.com", "nodeName": name, "pool": pool, **spec},
+            }
+        )
+
+
+def test_preemption_across_device_classes_of_one_gpu_looks_node_by_node() -> None:
+    """The victim holds half the GPU (class `part`); the preemptor wants the whole GPU (class `gpu`): no set
+    of victims covers the need class by class, so the search goes by node, as kube-scheduler's does."""
+    store = MemoryStore()
+    for cls, kind in (("gpu", "gpu"), ("part", "part")):
+        dc = device_class(cls)
+        dc["spec"]["selectors"] = [
+            {"cel": {"expression": f"device.attributes['gpu.example.com'].type == '{kind}'"}}
+        ]
+        store.create(dc)
+    partitioned_node(store, "n0")
+    store.create(template("half", count=1, cls="part"))
+    store.create(template("whole", count=1, cls="gpu"))
+    sched, gq = scheduler(store)
+    store.create(pod("low", cpu="1", template_name="half", priority=1))
+    sched.run(0)
+    assert bound(store) == {"low": "n0"}
+    store.create(pod("high", cpu="1", template_name="whole", priority=100))
+    sched.run(1)
+    assert bound(store) == {"high": "n0"}
+    assert gq.evicted == ["default/low"]
