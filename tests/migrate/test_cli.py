@@ -370,3 +370,81 @@ def test_main_runs_migrate_with_exit_codes() -> None:
         main.main(["migrate", "--mode", "nonsense", str(VLLM)])
     assert exit_info.value.code == 2
     assert main.main(["migrate", "/nonexistent.yaml"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("80Gx", "not a Kubernetes quantity"),
+        ("", "not a Kubernetes quantity"),
+        ("eighty", "not a Kubernetes quantity"),
+        ("0", "must be greater than zero"),
+        ("-1Gi", "must be greater than zero"),
+        ("1e400", "beyond int64 bytes"),
+    ],
+)
+def test_bad_gpu_memory_is_one_line_naming_option_and_rule(
+    value: str, rule: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = importlib.import_module("kdra.cli.main")
+    # Also when no input needs it: a typo is refused before any input is read, whatever the input holds.
+    for path in (MANIFESTS / "hami-shares.yaml", VLLM):
+        assert main.main(["migrate", f"--gpu-memory={value}", str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        (line,) = captured.err.splitlines()
+        assert line.startswith(f"error: --gpu-memory {value!r}: ") and rule in line
+        assert "Traceback" not in captured.err
+
+
+def test_gpu_memory_takes_any_kubernetes_quantity() -> None:
+    exact = run_cli(["--gpu-memory=80Gi", str(MANIFESTS / "hami-shares.yaml")])
+    assert exact.code == 0
+    same = run_cli(["--gpu-memory=81920Mi", str(MANIFESTS / "hami-shares.yaml")])
+    assert same.code == 0 and same.out == exact.out
+    decimal = run_cli(["--gpu-memory=85.9G", str(MANIFESTS / "hami-shares.yaml")])
+    assert decimal.code == 0 and "capacity" in decimal.out
+
+
+ALIAS_BOMB = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bomb
+  annotations:
+    a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+spec:
+  containers:
+  - name: c
+    image: x
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+"""
+
+
+def test_alias_bomb_is_refused_with_the_object_loaders_bound(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text("kind: ConfigMap\n---\n" + ALIAS_BOMB)
+    for argv in ([str(path)], ["--check", str(path)], ["--mode", "extended-resource", str(path)]):
+        run = run_cli(argv)
+        assert run.code == 2, argv
+        assert run.out == ""
+        assert f"{path}:3: document 2: not valid YAML: document contains excessive aliasing" in run.err
+    recursive = tmp_path / "recursive.yaml"
+    recursive.write_text(ALIAS_BOMB.replace('&a ["x", "x"', "&a [*a, *a"))
+    run = run_cli([str(recursive)])
+    assert run.code == 2 and "found a recursive alias" in run.err
+
+
+def test_ordinary_anchors_still_migrate() -> None:
+    # The same document with two levels of aliases (110 nodes) is far below the bound.
+    text = ALIAS_BOMB.replace(ALIAS_BOMB[ALIAS_BOMB.index("    c: &c") : ALIAS_BOMB.index("spec:")], "")
+    run = run_cli(["-"], stdin=text)
+    assert run.code == 0, run.err
+    assert "resourceClaimTemplateName: bomb-gpu" in run.out

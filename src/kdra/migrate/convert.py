@@ -97,26 +97,6 @@ def free_name(name: str, taken: set[str], limit: int = 63) -> str:
         number += 1
 
 
-_BINARY = {
-    "": 1,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-}
-
-
-def quantity_bytes(quantity: str) -> int | None:
-    match = re.match(r"^(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?$", quantity.strip())
-    if not match:
-        return None
-    return int(match.group(1)) * _BINARY[match.group(2) or ""]
-
-
 @dataclass
 class Products:
     """GPU product node selection that moves into the device requests."""
@@ -538,7 +518,7 @@ class PodSpecConverter:
             capacity["memory"] = f"{hami[res.HAMI_MEMORY]}Mi"  # HAMi counts MiB
         if res.HAMI_MEMORY_PERCENT in hami:
             percent = hami[res.HAMI_MEMORY_PERCENT]
-            total = quantity_bytes(self.ctx.options.gpu_memory) if self.ctx.options.gpu_memory else None
+            total = self.ctx.options.gpu_memory_size()
             if total is None or not 0 < percent <= 100:
                 self._blocked(
                     (*limits_path, res.HAMI_MEMORY_PERCENT),

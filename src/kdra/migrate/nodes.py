@@ -17,6 +17,8 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import BaseResolver, Resolver
 
+from kdra.api.load import check_aliasing
+
 YAMLError = yaml.YAMLError
 MarkedYAMLError = yaml.MarkedYAMLError
 
@@ -74,13 +76,16 @@ Path = tuple[str | int, ...]
 
 
 def compose(body: str) -> Node | None:
-    """The node graph of one document (None when it is empty). Raises yaml.YAMLError."""
+    """The node graph of one document (None when it is empty). Raises yaml.YAMLError, also for an alias bomb
+    or a recursive alias (the bound kubectl and kdra's object loader apply)."""
     loader = _LOADER(body)
     try:
         node: Node | None = loader.get_single_node()
-        return node
     finally:
         loader.dispose()
+    if node is not None and "&" in body:  # without an anchor there is no alias: nothing to count
+        check_aliasing(node)
+    return node
 
 
 def check(body: str) -> None:

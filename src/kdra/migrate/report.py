@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.quantity import parse_quantity
+from kdra.errors import InputError
 from kdra.migrate.kinds import KINDS, Place
 from kdra.migrate.nodes import Path, path_text
 
@@ -21,10 +23,37 @@ class Options:
     # Kinds added with --kind (KIND[.GROUP] -> places); they extend and override the built-in table.
     extra_kinds: tuple[tuple[str, tuple[Place, ...]], ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.gpu_memory is not None:
+            gpu_memory_bytes(self.gpu_memory)  # refused here, before any input is read
+
+    def gpu_memory_size(self) -> int | None:
+        """--gpu-memory in bytes (rounded up), None when not given."""
+        return None if self.gpu_memory is None else gpu_memory_bytes(self.gpu_memory)
+
     def kinds(self) -> dict[str, tuple[Place, ...]]:
         if not self.extra_kinds:
             return KINDS
         return {**KINDS, **dict(self.extra_kinds)}
+
+
+_MAX_GPU_MEMORY = 2**63 - 1  # bytes: what an int64 quantity holds
+
+
+def gpu_memory_bytes(text: str) -> int:
+    """One GPU's memory as a Kubernetes quantity (`80Gi`, `81559Mi`, `85.9G`), in bytes rounded up; raises
+    InputError naming the option and the rule."""
+    where = f"--gpu-memory {text!r}"
+    try:
+        quantity = parse_quantity(text.strip())
+    except ValueError as err:
+        raise InputError(f"{where}: not a Kubernetes quantity ({err}); one GPU's memory, e.g. 80Gi") from None
+    size = -(-quantity.nanos // 10**9)
+    if size <= 0:
+        raise InputError(f"{where}: one GPU's memory must be greater than zero")
+    if size > _MAX_GPU_MEMORY:
+        raise InputError(f"{where}: beyond int64 bytes")
+    return size
 
 
 @dataclass
