@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kdra.migrate import Options, migrate_text
-from kdra.migrate.documents import split_documents
+from kdra.migrate.documents import bodies_mentioning, iter_chunks, split_documents
 from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
 from kdra.migrate.resources import classify, product_expression
@@ -53,10 +53,34 @@ LINES = st.sampled_from(
 )
 
 
+# Property tests run on a loaded shared machine: generation may be slow there, which says nothing about kdra.
+ROBUST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@ROBUST
 @given(st.lists(LINES, max_size=30), st.booleans())
 def test_split_is_lossless(lines: list[str], final_newline: bool) -> None:
     text = "\n".join(lines) + ("\n" if final_newline else "")
     assert "".join(chunk.text for chunk in split_documents(text)) == text
+
+
+@ROBUST
+@given(st.lists(LINES, max_size=30), st.booleans(), st.lists(st.integers(1, 40), max_size=20))
+def test_split_is_the_same_however_the_text_is_read(
+    lines: list[str], final_newline: bool, cuts: list[int]
+) -> None:
+    """Files are read in blocks that end anywhere (inside a `---`, between \r and \n): the chunks must be
+    those of the whole text, and the second pass's bodies those of the chunks that mention the word."""
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    pieces, at = [], 0
+    for cut in cuts:
+        pieces.append(text[at : at + cut])
+        at += cut
+    pieces.append(text[at:])
+    whole = split_documents(text)
+    assert list(iter_chunks(pieces)) == whole
+    expected = [c.body for c in whole if "kind" in c.text]
+    assert list(bodies_mentioning(pieces, ("kind",))) == expected
 
 
 def test_split_keeps_helm_source_comments_with_their_document() -> None:
