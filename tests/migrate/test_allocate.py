@@ -76,8 +76,8 @@ def _pods(case: str, namespace: str) -> tuple[list[dict[str, Any]], list[tuple[s
                 "metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}-{name}"},
                 "spec": {"containers": pod_containers, "resourceClaims": claims},
             }
-            # The migrated tolerations go along: `kdra allocate` honours node taints as kube-scheduler does, and
-            # the ExtendedResourceToleration ones migrate writes are what let TPU pods onto mixed's tainted TPU
+            # The migrated tolerations go along: `kdra allocate` honours node taints as kube-scheduler does,
+            # and the ExtendedResourceToleration ones migrate writes let TPU pods onto mixed's tainted TPU
             # nodes. Node selectors stay behind: cloud labels (zones, node pools) mixed does not have.
             if spec.get("tolerations"):
                 pod["spec"]["tolerations"] = spec["tolerations"]

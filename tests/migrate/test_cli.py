@@ -448,3 +448,23 @@ def test_ordinary_anchors_still_migrate() -> None:
     run = run_cli(["-"], stdin=text)
     assert run.code == 0, run.err
     assert "resourceClaimTemplateName: bomb-gpu" in run.out
+
+
+def test_requests_through_aliases_and_merge_keys_fail_the_check(tmp_path: Path) -> None:
+    # The vendor's name is written once, under a key that is no `limits`; the requests are where it is used.
+    anchored = (
+        "apiVersion: example.com/v1\nkind: Trainer\nmetadata:\n  name: t\n"
+        "x-defaults:\n  gpus: &gpus {nvidia.com/gpu: 2}\n"
+        "spec:\n  pods:\n  - resources:\n      limits:\n        <<: *gpus\n        cpu: 1\n"
+    )
+    aliased = anchored.replace("limits:\n        <<: *gpus\n        cpu: 1\n", "limits: *gpus\n")
+    for text in (anchored, aliased):
+        path = tmp_path / "trainer.yaml"
+        path.write_text(text)
+        run = run_cli(["--check", str(path)])
+        assert run.code == 1, text
+        assert (
+            '(Trainer t): spec.pods[0].resources.limits["nvidia.com/gpu"] (line 6): nvidia.com/gpu: 2'
+            in run.out
+        )
+        assert run_cli([str(path)]).code == 2

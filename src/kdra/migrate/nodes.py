@@ -83,9 +83,18 @@ def compose(body: str) -> Node | None:
         node: Node | None = loader.get_single_node()
     finally:
         loader.dispose()
-    if node is not None and "&" in body:  # without an anchor there is no alias: nothing to count
+    if node is not None and may_alias(body):
         check_aliasing(node)
     return node
+
+
+_ANCHOR = re.compile(r"&[^\s,\[\]{}&]")
+
+
+def may_alias(body: str) -> bool:
+    """Whether a document may hold aliases: an alias needs an anchor (`&name`) before it. A cheap test on the
+    text (`&&` in a shell command is no anchor; an `&x` inside a string only costs a slower path)."""
+    return "&" in body and _ANCHOR.search(body) is not None
 
 
 def check(body: str) -> None:

@@ -16,7 +16,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kdra.migrate import resources as res
 from kdra.migrate.kinds import Place, matches_prefix
-from kdra.migrate.nodes import Path, text_of
+from kdra.migrate.nodes import MERGE_TAG, Path, may_alias, text_of
 
 
 @dataclass
@@ -35,8 +35,8 @@ def requests(
     manifest costs its mentions, not its size."""
     if root is None:
         return
-    if body is None:
-        yield from _walk(root, base)
+    if body is None or may_alias(body):
+        yield from _walk(root, base)  # an alias's text does not name what it stands for: visit the nodes
         return
     seen: set[int] = set()
     for mark in marks if marks is not None else res.vendor_mentions(body):
@@ -104,21 +104,30 @@ def _request_name(key_text: str, parent_key: str) -> str | None:
 
 
 def _walk(root: Node, base: Path) -> Iterator[Request]:
-    """Every request, visiting every node once (for trees without their text)."""
-    seen: set[int] = set()
+    """Every request, also through aliases and merge keys (`limits: *gpus`, `limits: {<<: *gpus}`): a node is
+    visited once per key it stands under, since that key decides whether its entries are requests; a request
+    key reached twice is reported once, at the first place in document order."""
+    seen: set[tuple[int, str]] = set()
+    reported: set[int] = set()
     stack: list[tuple[Node, Path, str]] = [(root, base, "")]
     while stack:
         node, path, parent_key = stack.pop()
-        if id(node) in seen:
+        if (id(node), parent_key) in seen:
             continue
-        seen.add(id(node))
+        seen.add((id(node), parent_key))
         if isinstance(node, MappingNode):
             children = []
             for key, value in node.value:
+                if key.tag == MERGE_TAG:  # merged entries are this mapping's own, under the same key
+                    merged = value.value if isinstance(value, SequenceNode) else [value]
+                    children += [(m, path, parent_key) for m in merged if isinstance(m, MappingNode)]
+                    continue
                 key_text = str(key.value) if isinstance(key, ScalarNode) else ""
                 name = _request_name(key_text, parent_key)
                 if name is not None:
-                    yield Request(key, value, name, (*path, key_text))
+                    if id(key) not in reported:
+                        reported.add(id(key))
+                        yield Request(key, value, name, (*path, key_text))
                 elif not isinstance(value, ScalarNode):
                     children.append((value, (*path, key_text), key_text))
             stack.extend(reversed(children))
