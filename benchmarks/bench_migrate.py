@@ -2,7 +2,7 @@
 
 Builds streams from the migration corpus (tests/migrate/manifests, the inputs that convert), every workload
 renamed so names stay unique, and runs `kdra migrate` on them in a fresh process each, printing input size,
-wall and CPU time, throughput (MB/s of input per CPU second) and peak RSS (ru_maxrss of that process):
+wall and CPU time, throughput (MB/s of input per CPU second) and peak RSS (that process's VmHWM):
 
   gpu      every document a GPU workload (the worst case: each one is parsed and edited)
   cluster  a cluster dump: one GPU workload in ten, the rest Services, ConfigMaps and CPU Deployments
@@ -114,13 +114,28 @@ def build(size: int, gpu_share: float) -> str:
 SRC = ROOT / "src"
 
 
+# The child reports its own peak from /proc (VmHWM, of the process image after exec): ru_maxrss from wait4
+# would not do, since Linux carries the forking parent's peak across exec into it, and this parent holds the
+# streams it built.
+CHILD = """\
+import re, sys
+from kdra.cli.main import main
+code = main(sys.argv[2:])
+with open("/proc/self/status") as status:
+    peak = re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)
+with open(sys.argv[1], "w") as out:
+    out.write(peak)
+sys.exit(code)
+"""
+
+
 def run(path: Path, *extra: str) -> dict[str, float]:
     """`kdra migrate` on `path` in a fresh process: wall, CPU seconds, peak RSS in MiB."""
-    code = "import sys; from kdra.cli.main import main; sys.exit(main(sys.argv[1:]))"
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as errors:  # notes can be many: a pipe would fill and block the child
+    with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as peak:
+        # notes can be many: a pipe would fill and block the child
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, "migrate", *extra, str(path)],
+            [sys.executable, "-c", CHILD, peak.name, "migrate", *extra, str(path)],
             stdout=subprocess.DEVNULL,
             stderr=errors,
             env={**os.environ, "PYTHONPATH": str(SRC)},
@@ -129,10 +144,11 @@ def run(path: Path, *extra: str) -> dict[str, float]:
         wall = time.perf_counter() - start
         errors.seek(0)
         err = errors.read().decode(errors="replace")
-    exit_code = os.waitstatus_to_exitcode(status)
-    if exit_code not in (0, 1):
-        raise SystemExit(f"kdra migrate failed ({exit_code}): {err[-2000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
+        exit_code = os.waitstatus_to_exitcode(status)
+        if exit_code not in (0, 1):
+            raise SystemExit(f"kdra migrate failed ({exit_code}): {err[-2000:]}")
+        rss = int(peak.read() or 0) / 1024
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": rss}
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from kdra.migrate.kinds import parse_kind_option
 _SUFFIXES = (".yaml", ".yml")
 _FORMATS = ("yaml",)
 _OTHER_FORMATS = ("json", "table", "wide", "name")  # other commands' -o values: never taken as a file name
-_SPOOL = 8 * 2**20  # bytes of output kept in memory before spooling to disk
+_SPOOL = 2**20  # characters of output kept in memory before spooling to disk (memory must not follow input)
 _BLOCK = 2**20  # characters read at a time
 
 
