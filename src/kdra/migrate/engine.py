@@ -23,7 +23,7 @@ from kdra.migrate.convert import PodSpecConverter
 from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
 from kdra.migrate.kinds import LIST_SUFFIX, Place, places_for, pod_specs
-from kdra.migrate.nodes import YAMLError, check, compose, get, lookup, text_of
+from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
 from kdra.migrate.scan import reason, requests, value_text
 
@@ -35,6 +35,8 @@ CLASSES_BANNER = (
 )
 
 _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+# KAI Scheduler's GPU sharing: pod annotations, no resource request (KAI's reservation pod requests the GPU).
+KAI_SHARING = ("gpu-fraction", "gpu-memory")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 HELM_HINT = (
@@ -129,7 +131,7 @@ class StreamMigration:
         if not body.strip():
             return chunk.text
         marks = res.vendor_mentions(body)
-        relevant = bool(marks)
+        relevant = bool(marks) or any(word in body for word in KAI_SHARING)
         templated = bool(_TEMPLATE_SYNTAX.search(body))
         if templated and relevant:
             line = chunk.line + body[: _TEMPLATE_SYNTAX.search(body).start()].count("\n")  # type: ignore[union-attr]
@@ -208,6 +210,8 @@ class StreamMigration:
         namespace = text_of(get(meta, "namespace")) or ""
         where = Where(self.source, chunk.number, chunk.line, kind, name, namespace, prefix)
         places: tuple[Place, ...] = places_for(kind, api_version or None, self.kinds) if kind else ()
+        if isinstance(obj, MappingNode):
+            self._kai_sharing(ctx, where, obj, places)
         if self.options.mode == CLAIMS and isinstance(obj, MappingNode):
             if kind == "ResourceQuota" and api_version in ("v1", ""):
                 consumers.quota(ctx, where, obj)
@@ -258,6 +262,24 @@ class StreamMigration:
                 ctx.consume(request.key)
         del name_key
         return ok
+
+    def _kai_sharing(
+        self, ctx: DocContext, where: Where, obj: MappingNode, places: tuple[Place, ...]
+    ) -> None:
+        """A pod template with KAI's GPU-sharing annotations has no request to convert, yet it depends on the
+        device plugin (KAI's reservation pod takes a whole nvidia.com/gpu): warn, never pass it in silence."""
+        for found in pod_specs(obj, places):
+            if not found.path or found.path[-1] != "spec":
+                continue
+            annotations = get_path(obj, *found.path[:-1], "metadata", "annotations")
+            for key in KAI_SHARING:
+                value = text_of(get(annotations, key))
+                if value is not None:
+                    ctx.report.warnings.append(
+                        f"{where.describe()}: KAI GPU sharing ({key}: {value}) left as is: KAI's reservation "
+                        "pod still requests nvidia.com/gpu from the device plugin; under DRA ask for a share "
+                        "in a claim instead (a device with allowMultipleAllocations, capacity requests)"
+                    )
 
     def _pod_spec(self, ctx: DocContext, where: Where, found: Any, obj: MappingNode) -> None:
         key_node, containers_node, _ = lookup(found.node, "containers")
