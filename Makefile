@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap kwok
+.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -23,10 +23,24 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The allocator oracle (the real k8s.io/dynamic-resource-allocation per Kubernetes version, tests/oracle):
+# built from the Go module proxy on first use into ~/.cache/kdra/oracle (cold: about 4 CPU-minutes for both
+# versions, 8-19 min wall on the loaded shared machine; then cached).
+oracle:
+	tests/oracle/build.sh >/dev/null
+
 # Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in their own serial pytest run because
-# they share one real control plane (a session fixture, which xdist would start once per worker).
-unit: venv
+# they share one real control plane (a session fixture, which xdist would start once per worker). The
+# differential test against the oracle (tests/differential) is part of them.
+unit: venv oracle
 	$(BIN)/pytest -n 2 -m "not e2e"
+
+# Many more random worlds against the oracle (both versions); disagreements are shrunk into
+# tests/scenarios/cases/differential/. `make differential N=100000 SEED=0`.
+N ?= 100000
+SEED ?= 0
+differential: venv oracle
+	$(BIN)/python -m kdra.testing.differential --n $(N) --seed $(SEED) --save tests/scenarios/cases/differential --quiet
 
 # Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
 # cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the

@@ -679,3 +679,80 @@ def test_shared_claim_is_allocated_once_and_reserved_for_both_pods(
         {"resource": "pods", "name": "worker-0", "uid": "uid-0"},
         {"resource": "pods", "name": "worker-1", "uid": "uid-1"},
     ]
+
+
+# --------------------------------------------------------------------------------------- versions
+
+VERSIONED = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {numa: {int: 0}}}
+  - {name: gpu-1, attributes: {numa: {int: 1}}}
+  - {name: gpu-2, attributes: {numa: {int: 0}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: three, namespace: default}
+spec:
+  devices:
+    requests: [{name: r, exactly: {deviceClassName: gpu, count: 3}}]
+    constraints: [{distinctAttribute: gpu.example.com/numa}]
+"""
+
+
+def test_kubernetes_version_selects_the_allocator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1.36's distinctAttribute remembers one value per request, so 0, 1, 0 passes; 1.37 compares every
+    # device with every other (the default), so three devices with two NUMA values do not fit.
+    code, out, _ = run_text(
+        VERSIONED, tmp_path, capsys, monkeypatch, "-o", "json", "--kubernetes-version", "1.36"
+    )
+    assert code == 0
+    devices = [r["device"] for r in json.loads(out)["items"][0]["status"]["allocation"]["devices"]["results"]]
+    assert devices == ["gpu-0", "gpu-1", "gpu-2"]
+    code, _, err = run_text(VERSIONED, tmp_path, capsys, monkeypatch)
+    assert code == 1 and "distinctAttribute" in err
+    code, _, err = run_text(VERSIONED, tmp_path, capsys, monkeypatch, "--kubernetes-version", "1.35")
+    assert code == 2 and "--kubernetes-version" in err
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "message"),
+    [
+        (
+            "1.37",
+            "DRAAdminAccess=false",
+            "cannot set feature gate DRAAdminAccess to false, feature is locked to true",
+        ),
+        ("1.37", "DRAPrioritizedList=false", "cannot set feature gate DRAPrioritizedList to false"),
+        ("1.37", "DRAConsumableCapacity=false", "DRAFractionalCapacityRange is enabled, but depends on"),
+        ("1.36", "DRADerivedAttributes=true", "unrecognized feature gate: DRADerivedAttributes"),
+    ],
+)
+def test_feature_gates_are_read_as_the_release_reads_them(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    version: str,
+    gates: str,
+    message: str,
+) -> None:
+    code, _, err = run_text(
+        VERSIONED, tmp_path, capsys, monkeypatch, "--kubernetes-version", version, "--feature-gates", gates
+    )
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback

@@ -1,6 +1,6 @@
 """Scope 5, differential conformance: every case of the scenario corpus through the real kube-scheduler
 (kdra.testing.upstream on the fixture), compared with the verdict the corpus recorded on upstream's
-allocator and with `kdra allocate` on the same objects. Part of `make test` (226 cases, about 12 minutes);
+allocator and with `kdra allocate` on the same objects. Part of `make test` (240 cases, about 12 minutes);
 KDRA_E2E_CORPUS=0 leaves it out of a quick local run.
 
 Compared: invalid objects (the API server's 422 names the recorded field; kdra exits 2), fit or no fit
@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from kdra.testing.controlplane import ControlPlane
+from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
 from kdra.testing.upstream import run_upstream_case
 
 pytestmark = [
@@ -34,18 +35,26 @@ def devices(alloc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return [(r["request"], r["driver"], r["pool"], r["device"]) for r in alloc.get("results") or []]
 
 
-def run_kdra(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
-    """`kdra allocate -o json` on the case, in process: (exit code, parsed stdout or None)."""
+def server_version(control_plane: ControlPlane) -> str:
+    """The control plane's Kubernetes minor version ("1.36"), from the API server's /version."""
+    info = control_plane.client().request("GET", "/version")
+    return f"{info['major']}.{str(info['minor']).rstrip('+')}"
+
+
+def run_kdra(
+    case: dict[str, Any], version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, Any]:
+    """`kdra allocate -o json` on the case as that release, in process: (exit code, parsed stdout or None)."""
     from kdra.cli.main import main
 
     f = tmp_path / "objects.yaml"
     f.write_text(yaml.safe_dump_all(case["objects"], sort_keys=False))
-    argv = ["allocate", "-f", str(f), "-o", "json"]
+    argv = ["allocate", "-f", str(f), "-o", "json", "--kubernetes-version", version]
     if case.get("node"):
         argv += ["--node", str(case["node"])]
-    gates = case.get("featureGates") or {}
+    gates = effective_gates(case, version)  # locked gates left out, as the control plane does
     if gates:
-        argv += ["--feature-gates", ",".join(f"{k}={'true' if v else 'false'}" for k, v in gates.items())]
+        argv += ["--feature-gates", gate_flag(gates)]
     capsys.readouterr()
     try:
         code = main(argv)
@@ -79,12 +88,17 @@ def test_corpus_case_on_kube_scheduler(
     control_plane: ControlPlane, path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     case = yaml.safe_load(path.read_text())
-    expect = case["expect"]
+    version = server_version(control_plane)
+    if version not in case_versions(case):
+        pytest.skip(
+            f"the case is pinned to Kubernetes {case_versions(case)}, the control plane runs {version}"
+        )
+    expect = case_expect(case, version)
     result = run_upstream_case(
         control_plane, case["objects"], node=case.get("node"), feature_gates=case.get("featureGates")
     )
     detail = f"{path.name}: {result}"
-    code, listing = run_kdra(case, tmp_path, capsys)
+    code, listing = run_kdra(case, version, tmp_path, capsys)
     kdra_detail = (
         f"{path.name}: kdra allocate exit {code}: {json.dumps(listing)[:3000]}\nkube-scheduler: {result}"
     )

@@ -148,6 +148,7 @@ class DeviceEntry:
         "binds_to_node",
         "capacity",
         "capacity_raw",
+        "compat_groups",
         "consumes",
         "driver",
         "has_policy",
@@ -180,13 +181,17 @@ class DeviceEntry:
         self.has_policy = any(c.policy is not None or c.value.nanos < 0 for c in cap.values())
         self.allow_multi: bool = bool(raw.get("allowMultipleAllocations"))
         consumes: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+        compat: list[frozenset[str]] = []
         for i, cc in enumerate(raw.get("consumesCounters") or []):
             counters = tuple(
                 (n, _quantity((c or {}).get("value", "0"), f"{where}.consumesCounters[{i}].{n}").nanos)
                 for n, c in (cc.get("counters") or {}).items()
             )
             consumes.append((cc.get("counterSet", ""), counters))
+            compat.append(frozenset(cc.get("compatibilityGroups") or ()))
         self.consumes = tuple(consumes)
+        # DRADeviceCompatibilityGroups (1.37 alpha): per consumption, the groups it declares (empty: none).
+        self.compat_groups: tuple[frozenset[str], ...] | None = tuple(compat) if any(compat) else None
         self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
         self.binding_conditions: list[str] | None = raw.get("bindingConditions")
         self.binding_failure_conditions: list[str] | None = raw.get("bindingFailureConditions")
@@ -239,6 +244,8 @@ class SliceEntry:
         "pool",
         "raw",
         "shared_counters",
+        "skip_node_ops",
+        "uses_compat_groups",
     )
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
@@ -255,6 +262,8 @@ class SliceEntry:
         self.all_nodes: bool = bool(spec.get("allNodes"))
         self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
         self.has_per_device_field = spec.get("perDeviceNodeSelection") is not None
+        # DRAOptionalNodeOperations (1.37 alpha): node-local operations the driver lets the kubelet skip.
+        self.skip_node_ops: tuple[str, ...] = tuple(spec.get("skipNodeOperations") or ())
         self.per_device: bool = bool(spec.get("perDeviceNodeSelection"))
         where = f"ResourceSlice {self.name}: spec"
         shared: list[tuple[str, dict[str, int]]] = []
@@ -268,6 +277,7 @@ class SliceEntry:
         self.devices: list[DeviceEntry] = [
             DeviceEntry(d, self, f"{where}.devices[{i}]") for i, d in enumerate(spec.get("devices") or [])
         ]
+        self.uses_compat_groups = any(d.compat_groups is not None for d in self.devices)
 
     def __repr__(self) -> str:
         return f"SliceEntry({self.name}, {self.driver}/{self.pool}@{self.generation})"
@@ -375,6 +385,7 @@ class NodeView:
         field(default_factory=dict)
     )
     keys: frozenset[tuple[str, str, str]] | None = None  # see device_keys()
+    declared_features: frozenset[str] = frozenset()  # the Node's status.declaredFeatures
 
     def device_keys(self) -> frozenset[tuple[str, str, str]]:
         """Keys of every device whose in-use state matters on this node (the pools' devices, and for
@@ -402,20 +413,30 @@ def _build_pool(
     features: FeatureGates,
     all_slices_for_pool: list[SliceEntry] | None,
 ) -> Pool:
+    """buildPool: device slices for the node, counter sets, and the pool's other slices (whose devices
+    consume the same counters), or an invalid pool with the reason."""
     slices = sorted(slices, key=lambda s: s.name)
-    if features.partitionable_devices:
-        counter_slices = [s for s in slices if s.shared_counters]
-        device_slices = [s for s in slices if not s.shared_counters]
-    else:
-        counter_slices = []
-        device_slices = slices
+    partitionable = features.partitionable_devices
+    counter_slices = [s for s in slices if partitionable and s.shared_counters]
+    device_slices = [s for s in slices if not (partitionable and s.shared_counters)]
+    others: list[SliceEntry] = []
+    if all_slices_for_pool is not None and len(slices) < len(all_slices_for_pool):
+        names = {s.name for s in slices}
+        for s in all_slices_for_pool:
+            if s.name in names:
+                continue
+            # 1.37 may have left out a counter slice that does not target the node; 1.36 saw all of them.
+            if partitionable and s.shared_counters and not features.counter_slices_everywhere:
+                counter_slices.append(s)
+            else:
+                others.append(s)
     seen: set[str] = set()
     for s in device_slices:
         for d in s.devices:
             if d.name in seen:
                 return Pool(driver, name, invalid=True, invalid_reason=f"duplicate device name {d.name}")
             seen.add(d.name)
-    if not features.partitionable_devices:
+    if not partitionable:
         return Pool(driver, name, slices=device_slices)
     counter_sets: dict[str, dict[str, int]] = {}
     for s in counter_slices:
@@ -425,14 +446,7 @@ def _build_pool(
                     driver, name, invalid=True, invalid_reason=f"duplicate counter set name {cs_name}"
                 )
             counter_sets[cs_name] = counters
-    reason = _validate_consumption(counter_sets, slices)
-    if reason:
-        return Pool(driver, name, invalid=True, invalid_reason=reason)
-    if all_slices_for_pool is None or len(slices) == len(all_slices_for_pool):
-        return Pool(driver, name, slices=device_slices, counter_sets=counter_sets)
-    names = {s.name for s in slices}
-    others = [s for s in all_slices_for_pool if s.name not in names]
-    reason = _validate_consumption(counter_sets, others)
+    reason = _validate_consumption(counter_sets, device_slices) or _validate_consumption(counter_sets, others)
     if reason:
         return Pool(driver, name, invalid=True, invalid_reason=reason)
     return Pool(driver, name, slices=device_slices, other_slices=others, counter_sets=counter_sets)
@@ -458,12 +472,20 @@ def gather_pools(
     features: FeatureGates,
     slices_by_pool: Mapping[tuple[str, str], list[SliceEntry]],
 ) -> list[Pool]:
+    """GatherPools: the pools with devices this node can use, sorted by (driver, pool) with pools that
+    have binding conditions last; incomplete and invalid pools are included, marked."""
+    everywhere = features.counter_slices_everywhere
+    # 1.37 ignores slices that use compatibility groups while DRADeviceCompatibilityGroups is off (their
+    # pool becomes incomplete).
+    skip_compat = not features.v1_36 and not features.compatibility_groups
     by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
     for s in slices_for_node:
         if not features.partitionable_devices and (s.has_per_device_field or s.shared_counters):
             continue
-        if s.shared_counters:
-            relevant = True
+        if skip_compat and s.uses_compat_groups:
+            continue
+        if s.shared_counters and everywhere:
+            relevant = True  # 1.36 (and 1.37's stable allocator): visible from every node
         elif s.node_name or s.all_nodes or s.node_selector is not None:
             try:
                 relevant = node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
@@ -506,6 +528,8 @@ def gather_pools(
                     break
             if obsolete:
                 continue
+            if skip_compat:
+                all_for_pool = [s for s in all_for_pool if not s.uses_compat_groups]
             if len(all_for_pool) != first.count:
                 result.append(
                     Pool(
@@ -554,16 +578,33 @@ class AllocatorIndex:
         self.slices: list[SliceEntry] = [cache.get(s) for s in slices]
         self.slices_on_node: dict[str, list[SliceEntry]] = {}
         self.slices_shared: list[SliceEntry] = []
+        # Slices with sharedCounters published for one node: kube-scheduler 1.36 shows them on every node.
+        self.counter_slices_on_nodes: list[SliceEntry] = []
         self.slices_by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
         for s in self.slices:
             if s.node_name:
                 self.slices_on_node.setdefault(s.node_name, []).append(s)
+                if s.shared_counters:
+                    self.counter_slices_on_nodes.append(s)
             else:
                 self.slices_shared.append(s)
             self.slices_by_pool.setdefault((s.driver, s.pool), []).append(s)
         self._views: dict[Any, NodeView] = {}
         self._class_selectors: dict[str, tuple[str, ...]] = {}
         self._class_devices: dict[str, dict[str | None, list[DeviceEntry]]] = {}
+        self._shared_pool_names: frozenset[str] | None = None
+
+    def pool_names_shared_by_drivers(self) -> frozenset[str]:
+        """Pool names that more than one driver uses for a pool with shared counters (Kubernetes 1.36
+        keys counters by pool name alone, so such pools share them)."""
+        names = self._shared_pool_names
+        if names is None:
+            drivers: dict[str, set[str]] = {}
+            for s in self.slices:
+                if s.shared_counters:
+                    drivers.setdefault(s.pool, set()).add(s.driver)
+            names = self._shared_pool_names = frozenset(n for n, d in drivers.items() if len(d) > 1)
+        return names
 
     def class_selectors(self, class_name: str) -> tuple[str, ...]:
         sel = self._class_selectors.get(class_name)
@@ -598,7 +639,7 @@ class AllocatorIndex:
             return devices
         exprs = tuple(selectors)
         consumable = self.features.consumable_capacity
-        list_types = self.features.list_type_attributes
+        list_types = self.features.cel_list_type_attributes
         out = []
         for d in devices:
             res = evaluate_selectors(d, exprs, consumable, list_types)
@@ -612,7 +653,7 @@ class AllocatorIndex:
             return lists
         exprs = self.class_selectors(class_name)
         consumable = self.features.consumable_capacity
-        list_types = self.features.list_type_attributes
+        list_types = self.features.cel_list_type_attributes
         gate_binding = not self.features.device_binding_and_status
         every = lists[None]
         for s in self.slices:
@@ -629,10 +670,14 @@ class AllocatorIndex:
         meta = node.get("metadata") or node
         name: str = meta.get("name", "")
         labels: Mapping[str, str] = meta.get("labels") or {}
-        key = (name, tuple(sorted(labels.items())))
+        declared = frozenset(
+            ((node.get("status") or {}).get("declaredFeatures") or ()) if "metadata" in node else ()
+        )
+        key = (name, tuple(sorted(labels.items())), declared)
         view = self._views.get(key)
         if view is None:
             view = self._build_view(name, labels)
+            view.declared_features = declared
             if len(self._views) > 100_000:
                 self._views.clear()
             self._views[key] = view
@@ -640,6 +685,8 @@ class AllocatorIndex:
 
     def _build_view(self, name: str, labels: Mapping[str, str]) -> NodeView:
         for_node = self.slices_on_node.get(name, []) + self.slices_shared
+        if self.features.counter_slices_everywhere:
+            for_node += [s for s in self.counter_slices_on_nodes if s.node_name != name]
         pools = gather_pools(for_node, name, labels, self.features, self.slices_by_pool)
         devices: list[DeviceEntry] = []
         device_pool: list[int] = []

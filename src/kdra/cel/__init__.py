@@ -74,6 +74,7 @@ from kdra.cel._api import (
     CELCompileError,
     CELRuntimeError,
     Program,
+    compile_derived_attribute,
     compile_selector,
     estimate_cost,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "CELRuntimeError",
     "CelDevice",
     "Program",
+    "compile_derived_attribute",
     "compile_selector",
     "device_input",
     "estimate_cost",

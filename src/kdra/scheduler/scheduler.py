@@ -25,6 +25,7 @@ from typing import Any
 from kdra.allocator.features import FeatureGates
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.errors import InputError
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController
 from kdra.scheduler.dra import DraState
@@ -66,6 +67,9 @@ SCHEDULER_NAME = "default-scheduler"
 EXPLANATION_ANNOTATION = "kdra.dev/unschedulable-explanation"
 
 
+FILTER_ERROR_MODES = ("fail-pod", "skip-node")
+
+
 @dataclass
 class SchedulerConfig:
     scoring: ScoringStrategy = field(default_factory=ScoringStrategy)
@@ -76,6 +80,17 @@ class SchedulerConfig:
     # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
     # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
     actions: Sequence[Action] | None = None
+    # A Filter error on any node (e.g. a CEL runtime error in a class selector on some devices):
+    # "fail-pod" fails the pod's scheduling attempt (SchedulerError), as kube-scheduler does;
+    # "skip-node" rules out only the nodes that failed and places the pod elsewhere (kdra's old behaviour).
+    filter_errors: str = "fail-pod"
+
+    def __post_init__(self) -> None:
+        if self.filter_errors not in FILTER_ERROR_MODES:
+            raise InputError(
+                f"--filter-errors: Unsupported value: {self.filter_errors!r}: "
+                f"supported values: {', '.join(FILTER_ERROR_MODES)}"
+            )
 
 
 @dataclass
@@ -342,6 +357,13 @@ class Scheduler:
                     st.explanation,
                 )
         node, statuses = self._find_node(state, pi)
+        if node is not None and self.config.filter_errors == "fail-pod":
+            # kube-scheduler's findNodesThatPassFilters: an error on any node ends the attempt.
+            failed = next(
+                (s for _, (_, s, _) in sorted(statuses.items()) if s and s.code == Code.ERROR), None
+            )
+            if failed is not None:
+                return self._fail(pi, now, failed, failed.message, set(), None)
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
         ni = self.cache.node_by_name[node]

@@ -279,7 +279,9 @@ class DynamicResources(
             return error(str(exc))
         if outcome.allocations is None:
             # Computed only if the pod's final message prints it (most node failures are never shown).
-            return unschedulable("cannot allocate all claims", explanation=outcome.lazy_explanation)
+            # A search that ran out of budget says so (kube-scheduler: "timed out trying to allocate").
+            reason = "gave up trying to allocate devices (search limit)" if outcome.gave_up else None
+            return unschedulable(reason or "cannot allocate all claims", explanation=outcome.lazy_explanation)
         self._remember(pc, ni, outcome.allocations)
         return SUCCESS
 
