@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus debootstrap kwok
+.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok
 
 venv: $(VENV)/.installed
 
@@ -23,19 +23,34 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in their own serial pytest run because
-# they share one real control plane (a session fixture, which xdist would start once per worker).
-unit: venv
+# The allocator oracle (the real k8s.io/dynamic-resource-allocation per Kubernetes version, tests/oracle):
+# built from the Go module proxy on first use into ~/.cache/kdra/oracle (cold: about 4 CPU-minutes for both
+# versions, 8-19 min wall on the loaded shared machine; then cached).
+oracle:
+	tests/oracle/build.sh >/dev/null
+
+# Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in `make e2e`. The differential test
+# against the oracle (tests/differential) is part of them.
+unit: venv oracle
 	$(BIN)/pytest -n 2 -m "not e2e"
 
-# Builds kube-apiserver/-controller-manager/-scheduler 1.36 and etcd on first use (hack/k8s/build.sh,
-# cached in ~/.cache/kdra/k8s), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
-# few elsewhere, e.g. tests/fleets). See docs/kubernetes-mode.md. The chart tests build helm on first use
-# (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root filesystem (hack/image/rootfs.sh,
-# ~/.cache/kdra/image), with Debian's debootstrap, installed when missing. KWOK (hack/k8s/kwok/build.sh,
-# ~/.cache/kdra/kwok) is the test nodes' kubelet.
+# Many more random worlds against the oracle (both versions); disagreements are shrunk into
+# tests/scenarios/cases/differential/. `make differential N=100000 SEED=0`.
+N ?= 100000
+SEED ?= 0
+differential: venv oracle
+	$(BIN)/python -m kdra.testing.differential --n $(N) --seed $(SEED) --save tests/scenarios/cases/differential --quiet
+
+# Builds kube-apiserver/-controller-manager/-scheduler and etcd of Kubernetes 1.37 (KDRA_K8S_VERSION) and of
+# 1.36 (for the differential corpus, E2E_CORPUS_VERSIONS) on first use (hack/k8s/build.sh, cached in
+# ~/.cache/kdra/k8s/<version>), starts them on 127.0.0.1 and runs every e2e-marked test (tests/e2e and the
+# few elsewhere, e.g. tests/fleets) in parallel lanes: hack/e2e.sh, docs/kubernetes-mode.md. The chart tests
+# build helm on first use (hack/helm/build.sh, ~/.cache/kdra/helm) and the image test a Debian root
+# filesystem (hack/image/rootfs.sh, ~/.cache/kdra/image), with Debian's debootstrap, installed when missing.
+# KWOK (hack/k8s/kwok/build.sh, ~/.cache/kdra/kwok) is the test nodes' kubelet.
+E2E_FREE_WORKERS ?= 1
 e2e: venv prometheus debootstrap kwok
-	$(BIN)/pytest -p no:xdist -m e2e
+	BIN=$(BIN) E2E_FREE_WORKERS=$(E2E_FREE_WORKERS) hack/e2e.sh
 
 # KWOK v0.8.0 (the e2e test nodes' kubelet), built once into ~/.cache/kdra/kwok by hack/k8s/kwok/build.sh.
 kwok:

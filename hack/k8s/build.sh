@@ -3,13 +3,19 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes, from the Go module proxy)
 # and etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes itself requires).
 #
-# Binaries land OUTSIDE the repository, in $KDRA_K8S_CACHE/<version>/ (default ~/.cache/kdra/k8s),
-# so only the first run on a machine pays for the build. The Go module and build caches live under
-# ~/.cache/kdra as well. Idempotent: a second run with the same inputs only prints the directory.
+# One Go module per supported Kubernetes minor: hack/k8s/v1.36/go.mod, hack/k8s/v1.37/go.mod (each pins
+# k8s.io/kubernetes and replaces its staging modules with the matching v0.x release). KDRA_K8S_VERSION
+# picks one (default 1.37).
 #
-# Usage: hack/k8s/build.sh [--print-dir]
+# Binaries land OUTSIDE the repository, in $KDRA_K8S_CACHE/<k8s version>/ (default ~/.cache/kdra/k8s),
+# so only the first run on a machine pays for the build, and each version has its own directory. The Go
+# module and build caches live under ~/.cache/kdra as well (shared by the versions: a second version
+# recompiles only what changed). Idempotent: a second run with the same inputs only prints the directory.
+#
+# Usage: hack/k8s/build.sh
 #   prints the binary directory as the last line of stdout; progress goes to stderr.
 # Environment:
+#   KDRA_K8S_VERSION Kubernetes minor to build: 1.36 or 1.37 (default 1.37; "v1.36", "1.36.3" work too)
 #   KDRA_K8S_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/kdra/k8s)
 #   KDRA_BUILD_JOBS  go build -p (default 2)
 #   KDRA_BUILD_NICE  nice level for the build (default 10)
@@ -24,16 +30,21 @@ nicelvl="${KDRA_BUILD_NICE:-10}"
 log() { printf '[hack/k8s/build.sh] %s\n' "$*" >&2; }
 die() { printf '[hack/k8s/build.sh] ERROR: %s\n' "$*" >&2; exit 1; }
 
-modver() { awk -v m="$1" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$here/go.mod"; }
+requested="${KDRA_K8S_VERSION:-1.37}"
+minor_req="$(sed -E 's/^v?(1\.[0-9]+)(\.[0-9]+)?$/\1/' <<<"$requested")"
+mod_dir="$here/v$minor_req"
+[[ -f "$mod_dir/go.mod" ]] || die "KDRA_K8S_VERSION=$requested: no $mod_dir/go.mod (supported: \
+$(cd "$here" && ls -d v1.*/ 2>/dev/null | tr -d / | sed 's/^v//' | tr '\n' ' '))"
+
+modver() { awk -v m="$1" '($1 == m && $2 ~ /^v/) {print $2; exit} ($1 == "require" && $2 == m) {print $3; exit}' "$mod_dir/go.mod"; }
 k8s_version="$(modver k8s.io/kubernetes)"
-[[ -n "$k8s_version" ]] || die "cannot read the k8s.io/kubernetes version from $here/go.mod"
+[[ -n "$k8s_version" ]] || die "cannot read the k8s.io/kubernetes version from $mod_dir/go.mod"
 etcd_version="$(modver go.etcd.io/etcd/server/v3)"
-[[ -n "$etcd_version" ]] || die "cannot read the go.etcd.io/etcd/server/v3 version from $here/go.mod"
+[[ -n "$etcd_version" ]] || die "cannot read the go.etcd.io/etcd/server/v3 version from $mod_dir/go.mod"
 
 out="$cache_root/$k8s_version"
 binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd)
 
-# The stamp ties the cached binaries to the exact inputs: module graph, this script, the Go version.
 # A Go installed from the upstream tarball may not be on a non-login shell's PATH.
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH to build the Kubernetes \
@@ -42,7 +53,21 @@ go_version="$(go env GOVERSION)"
 go_minor="$(sed -E 's/^go1\.([0-9]+).*/\1/' <<<"$go_version")"
 [[ "$go_minor" =~ ^[0-9]+$ ]] || die "cannot parse the Go version '$go_version'"
 (( go_minor >= 26 )) || die "k8s.io/kubernetes $k8s_version needs Go >= 1.26, found $go_version"
-stamp="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" <(echo "$go_version") | sha256sum | cut -c1-16)"
+
+# The build recipe. Go 1.27 turns on the jsonv2 experiment, and a kube-apiserver built with it serves
+# broken OpenAPI ("failed to download openapi"); Go 1.26 knows the experiment too, so switching it off is
+# always safe.
+packages=(
+    k8s.io/kubernetes/cmd/kube-apiserver
+    k8s.io/kubernetes/cmd/kube-controller-manager
+    k8s.io/kubernetes/cmd/kube-scheduler
+    go.etcd.io/etcd/server/v3
+)
+recipe="GOEXPERIMENT=nojsonv2 CGO_ENABLED=0 -trimpath -ldflags=-s,-w,version-X ${packages[*]}"
+# The stamp ties the cached binaries to the exact inputs: the module graph, the recipe, the Go version
+# (not this script's text, so editing a comment or the version selection rebuilds nothing).
+stamp="$(cat "$mod_dir/go.mod" "$mod_dir/go.sum" <(echo "$recipe") <(echo "$go_version") \
+    | sha256sum | cut -c1-16)"
 
 have_all() {
     [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$stamp" ]] || return 1
@@ -74,9 +99,7 @@ export GOCACHE="${KDRA_GOCACHE:-$cache_base/gocache}"
 export GOTOOLCHAIN=local          # never download another toolchain
 export GOFLAGS="-mod=readonly -buildvcs=false"
 export CGO_ENABLED=0
-# Go 1.27 turns on the jsonv2 experiment, and a kube-apiserver built with it serves broken OpenAPI
-# ("failed to download openapi"). Go 1.26 knows the experiment too, so switching it off is always safe.
-export GOEXPERIMENT=nojsonv2
+export GOEXPERIMENT=nojsonv2      # see the recipe above
 
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -95,16 +118,12 @@ log "  with $go_version, GOEXPERIMENT=$GOEXPERIMENT, -p $jobs, nice $nicelvl"
 log "  into $out; module cache $GOMODCACHE; build cache $GOCACHE"
 log "  a cold build takes tens of minutes on 2 cores; later runs reuse the binaries"
 start=$SECONDS
-cd "$here"
+cd "$mod_dir"
 log "downloading modules"
 go mod download || die "go mod download failed (is the Go module proxy reachable? GOPROXY=$(go env GOPROXY))"
 log "compiling"
 nice -n "$nicelvl" go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    go.etcd.io/etcd/server/v3 \
-    || die "go build failed (see the compiler output above)"
+    "${packages[@]}" || die "go build failed (see the compiler output above)"
 # go build names a binary after the package path's last element, without a major-version suffix:
 # go.etcd.io/etcd/server/v3 -> server.
 mv "$tmp/server" "$tmp/etcd"

@@ -1,8 +1,7 @@
-"""Load upstream's allocator conformance vectors (shared/conformance/upstream-allocator, see its README)."""
+"""Load upstream's allocator conformance vectors (tests/allocator/conformance/v1.XX, see its README)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -10,20 +9,12 @@ import yaml
 
 from kdra.allocator import Allocator, FeatureGates
 
+HERE = Path(__file__).resolve().parent
 
-def conformance_dir() -> Path:
-    env = os.environ.get("KDRA_CONFORMANCE_DIR")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        cand = parent / "shared" / "conformance" / "upstream-allocator"
-        if cand.is_dir():
-            return cand
-        cand = parent.parent / "shared" / "conformance" / "upstream-allocator"
-        if cand.is_dir():
-            return cand
-    return Path("/work/shared/conformance/upstream-allocator")
+
+def conformance_dir(version: str = "1.36") -> Path:
+    """The recorded table of one Kubernetes version: tests/allocator/conformance/v1.XX (see its README)."""
+    return HERE / "conformance" / f"v{version}"
 
 
 def load_case(path: Path) -> dict[str, Any]:
@@ -58,14 +49,16 @@ def allocated_claims(case: dict[str, Any]) -> list[dict[str, Any]]:
     return claims
 
 
-def run_case(case: dict[str, Any], **kwargs: Any) -> Any:
-    features = FeatureGates.only(case.get("features") or [])
+def run_case(case: dict[str, Any], version: str = "1.36", **kwargs: Any) -> Any:
+    features = FeatureGates.only(case.get("features") or [], version)
     classes = {c["metadata"]["name"]: c for c in case.get("deviceClasses") or []}
     allocator = Allocator(
         classes, case.get("resourceSlices") or [], allocated_claims(case), features, **kwargs
     )
     node = next(n for n in case["nodes"] if n["name"] == case["node"])
-    node_obj = {"metadata": {"name": node["name"], "labels": node.get("labels") or {}}}
+    node_obj: dict[str, Any] = {"metadata": {"name": node["name"], "labels": node.get("labels") or {}}}
+    if node.get("declaredFeatures"):
+        node_obj["status"] = {"declaredFeatures": node["declaredFeatures"]}
     return allocator.allocate(node_obj, case.get("claims") or [])
 
 

@@ -121,9 +121,43 @@ def test_search_budget_turns_into_unschedulable_with_explanation() -> None:
     out = Allocator(
         CLASSES, [slice_("s", devs)], blocker, FeatureGates(), prune=False, max_steps=500
     ).allocate(node(), [c])
-    assert out.allocations is None
+    assert out.allocations is None and out.gave_up
     assert out.explanation is not None and out.explanation.search_limit_hit
-    assert "search stopped after" in str(out.explanation)
+    # It says it gave up, not that the claims do not fit.
+    assert str(out.explanation).startswith("node node-1: gave up searching for an allocation")
+    assert out.explanation.summary.startswith("gave up: the search stopped after")
+    assert "without finding an allocation or proving there is none" in str(out.explanation)
+    # With the exact pruning the same budget is enough to prove it does not fit (no group of 12 GPUs
+    # sharing a value is free): not gave up, and an explanation that says so.
+    out = Allocator(CLASSES, [slice_("s", devs)], blocker, FeatureGates(), max_steps=500).allocate(
+        node(), [c]
+    )
+    assert out.allocations is None and not out.gave_up
+    assert out.steps < 500
+    assert str(out.explanation).startswith("node node-1: cannot allocate all claims")
+
+
+def test_firstavailable_demand_counts_the_smallest_alternative() -> None:
+    # Two claims share three GPUs; one wants 2 or else 1 (firstAvailable), the other 2: together they
+    # need at least 3 of 3 - so the explanation must not say "need 4" (the first alternative only).
+    devs = [device(f"gpu-{i}") for i in range(3)]
+    first = claim(
+        "first",
+        {
+            "name": "r",
+            "firstAvailable": [
+                {"name": "two", "deviceClassName": "gpu", "count": 2},
+                {"name": "one", "deviceClassName": "gpu", "count": 1},
+            ],
+        },
+    )
+    second = claim("second", request("r", 2))
+    blocker = [allocated("x", "gpu-0")]
+    out = Allocator(CLASSES, [slice_("s", devs)], blocker, FeatureGates()).allocate(node(), [first, second])
+    assert out.allocations is None
+    assert "together the claims need 3 devices, but only 2 different usable devices exist" in str(
+        out.explanation
+    )
 
 
 def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:
@@ -141,21 +175,29 @@ def test_shares_get_fresh_uuid_and_consumed_capacity() -> None:
     assert "bw: needs 4G, 2G of 10G left" in str(out.explanation)
 
 
-def test_distinct_attribute_remembers_one_value_per_request_like_1_36() -> None:
+def test_distinct_attribute_remembers_one_value_per_request_in_1_36_and_every_device_in_1_37() -> None:
     # kube-scheduler 1.36 compares a new device only with the last device of each request, so three
-    # devices with values 0, 1, 0 satisfy distinctAttribute for one request with count 3.
+    # devices with values 0, 1, 0 satisfy distinctAttribute for one request with count 3; 1.37 compares
+    # with every device, so they do not.
     devs = [device("gpu-0", numa=0), device("gpu-1", numa=1), device("gpu-2", numa=0)]
     c = claim("c", request("r", 3), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}])
     for prune in (True, False):
-        out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates(), prune=prune).allocate(node(), [c])
+        v136 = FeatureGates.for_version("1.36")
+        out = Allocator(CLASSES, [slice_("s", devs)], [], v136, prune=prune).allocate(node(), [c])
         assert results(out) == [("r", "gpu-0"), ("r", "gpu-1"), ("r", "gpu-2")]
-    # Across requests with one device each it is pairwise.
+        v137 = FeatureGates.for_version("1.37")
+        out = Allocator(CLASSES, [slice_("s", devs)], [], v137, prune=prune).allocate(node(), [c])
+        assert out.allocations is None
+    # Across requests with one device each it is pairwise in both.
     c2 = claim(
         "c", request("a"), request("b"), request("d"), constraints=[{"distinctAttribute": f"{DRIVER}/numa"}]
     )
-    out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates()).allocate(node(), [c2])
-    assert out.allocations is None
-    assert "distinctAttribute" in str(out.explanation)
+    for version in ("1.36", "1.37"):
+        out = Allocator(CLASSES, [slice_("s", devs)], [], FeatureGates.for_version(version)).allocate(
+            node(), [c2]
+        )
+        assert out.allocations is None
+        assert "distinctAttribute" in str(out.explanation)
 
 
 def test_counter_demand_prunes_and_explains() -> None:

@@ -87,7 +87,7 @@ def test_random_add_remove_sequences_equal_building_from_the_remaining_claims() 
         share(f"s{i}", f"nic-{rng.randrange(2)}", f"id{i}", bw=f"{rng.randrange(1, 5)}G") for i in range(6)
     ]
     pool.append(allocated("admin", "gpu-0", adminAccess=True))
-    for gates in (F, FeatureGates.parse("DRAConsumableCapacity=false")):
+    for gates in (F, F.with_gates(DRAConsumableCapacity=False, DRAFractionalCapacityRange=False)):
         for _ in range(40):
             state = AllocatedState()
             held: list[dict[str, Any]] = []

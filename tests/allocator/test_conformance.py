@@ -1,6 +1,8 @@
-"""Every case of upstream's allocator test table, replayed on the real v1.36.2 allocator, must give
-the same answer in kdra: the same results in the same order, node selector and config, the same
-"does not fit", or the same error text. Nothing is skipped."""
+"""Every case of upstream's allocator test table, replayed on the real allocator of each supported
+Kubernetes version (v1.36: recorded on v1.36.2; v1.37: recorded on k8s.io/dynamic-resource-allocation
+v0.37.2 by tests/oracle/record), must give the same answer in kdra under that version: the same results in
+the same order, node selector and config, the same "does not fit", or the same error text. Nothing is
+skipped."""
 
 from __future__ import annotations
 
@@ -14,23 +16,27 @@ from kdra.errors import AllocationError
 
 from .conformance import conformance_dir, expected_results, load_case, normalise_results, run_case
 
-CASES = sorted(conformance_dir().glob("*.yaml"))
+EXPECTED_FILES = {"1.36": 218, "1.37": 276}
+CASES = [(v, p) for v in sorted(EXPECTED_FILES) for p in sorted(conformance_dir(v).glob("*.yaml"))]
 
 
-def test_all_cases_present() -> None:
-    assert len(CASES) == 218, f"expected 218 conformance files in {conformance_dir()}, found {len(CASES)}"
+@pytest.mark.parametrize("version", sorted(EXPECTED_FILES))
+def test_all_cases_present(version: str) -> None:
+    n = len(list(conformance_dir(version).glob("*.yaml")))
+    want = EXPECTED_FILES[version]
+    assert n == want, f"expected {want} files in {conformance_dir(version)}"
 
 
-@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
-def test_upstream_allocator_case(path: Path) -> None:
+@pytest.mark.parametrize(("version", "path"), CASES, ids=[f"{v}/{p.stem}" for v, p in CASES])
+def test_upstream_allocator_case(version: str, path: Path) -> None:
     case = load_case(path)
     expect = case["expect"]
     if "error" in expect:
         with pytest.raises(AllocationError) as info:
-            run_case(case)
+            run_case(case, version)
         assert str(info.value) == expect["error"]
         return
-    outcome = run_case(case)
+    outcome = run_case(case, version)
     if expect.get("unschedulable"):
         assert outcome.allocations is None, normalise_results(outcome.allocations, case["claims"])
         assert outcome.explanation is not None

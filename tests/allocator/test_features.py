@@ -1,15 +1,26 @@
-"""Feature gates: Kubernetes 1.36 defaults and --feature-gates parsing."""
+"""Feature gates per Kubernetes release: defaults, locks, dependencies, --feature-gates parsing, and the
+allocator variant kube-scheduler would pick."""
 
 from __future__ import annotations
 
 import pytest
 
 from kdra.allocator import FeatureGates
+from kdra.allocator.features import DEFAULT_VERSION, GATES
 from kdra.errors import InputError
 
 
-def test_1_36_defaults_ga_and_beta_on_alpha_off() -> None:
-    g = FeatureGates()
+def test_default_is_1_37_and_for_version_selects_the_release() -> None:
+    assert DEFAULT_VERSION == "1.37"
+    assert FeatureGates().version == "1.37"
+    assert FeatureGates.for_version("1.36").version == "1.36"
+    with pytest.raises(InputError, match=r"unsupported Kubernetes version '1.35' \(supported: 1.36, 1.37\)"):
+        FeatureGates.for_version("1.35")
+
+
+@pytest.mark.parametrize("version", ["1.36", "1.37"])
+def test_ga_and_beta_on_alpha_off(version: str) -> None:
+    g = FeatureGates.for_version(version)
     for name in (
         "DRAPrioritizedList",
         "DRAAdminAccess",
@@ -23,17 +34,86 @@ def test_1_36_defaults_ga_and_beta_on_alpha_off() -> None:
         assert g.enabled(name), name
     assert not g.enabled("DRAListTypeAttributes")
     assert g.device_binding_and_status and g.consumable_capacity and not g.list_type_attributes
+    assert g.variant == "incubating"
 
 
-def test_parse_overrides_defaults() -> None:
-    g = FeatureGates.parse("DRAConsumableCapacity=false, DRAListTypeAttributes=true")
-    assert not g.consumable_capacity
-    assert g.list_type_attributes
-    assert g.prioritized_list
+def test_release_differences_in_defaults() -> None:
+    v136, v137 = FeatureGates.for_version("1.36"), FeatureGates.for_version("1.37")
+    # DRADeviceTaintRules: beta and off in 1.36, GA and on in 1.37; DRAFractionalCapacityRange is new.
+    assert not v136.enabled("DRADeviceTaintRules") and v137.enabled("DRADeviceTaintRules")
+    assert "DRAFractionalCapacityRange" not in GATES["1.36"] and v137.fractional_capacity_range
+    for alpha in ("DRADeviceCompatibilityGroups", "DRADerivedAttributes", "DRAOptionalNodeOperations"):
+        assert not v137.enabled(alpha)
+    with pytest.raises(InputError, match="unrecognized feature gate: DRADerivedAttributes"):
+        FeatureGates.parse("DRADerivedAttributes=true", version="1.36")
+
+
+def test_parse_overrides_defaults_of_the_release() -> None:
+    g = FeatureGates.parse("DRAConsumableCapacity=false, DRAListTypeAttributes=true", version="1.36")
+    assert g.version == "1.36"
+    assert not g.consumable_capacity and g.enabled("DRAListTypeAttributes") and g.prioritized_list
+    # kube-scheduler 1.36 passes DRAListTypeAttributes only to CEL, 1.37 also to the allocator.
+    assert not g.list_type_attributes and g.cel_list_type_attributes
+    g37 = FeatureGates.parse("DRAListTypeAttributes=true")
+    assert g37.list_type_attributes and g37.variant == "experimental"
+
+
+@pytest.mark.parametrize(
+    ("version", "text", "message"),
+    [
+        (
+            "1.36",
+            "DRAAdminAccess=false",
+            "cannot set feature gate DRAAdminAccess to false, feature is locked to true",
+        ),
+        (
+            "1.37",
+            "DRAPrioritizedList=false",
+            "cannot set feature gate DRAPrioritizedList to false, feature is locked",
+        ),
+        (
+            "1.37",
+            "DRAResourceClaimDeviceStatus=false",
+            "DRAResourceClaimDeviceStatus to false, feature is locked",
+        ),
+        (
+            "1.36",
+            "DRAResourceClaimDeviceStatus=false",
+            "DRADeviceBindingConditions is enabled, but depends on features that are disabled: "
+            "[DRAResourceClaimDeviceStatus]",
+        ),
+        (
+            "1.37",
+            "DRAConsumableCapacity=false",
+            "DRAFractionalCapacityRange is enabled, but depends on features that are disabled: "
+            "[DRAConsumableCapacity]",
+        ),
+        (
+            "1.37",
+            "DRADeviceTaints=false",
+            "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
+        ),
+    ],
+)
+def test_parse_refuses_locked_gates_and_missing_dependencies_like_the_components(
+    version: str, text: str, message: str
+) -> None:
+    with pytest.raises(InputError) as info:
+        FeatureGates.parse(text, version=version)
+    assert message in str(info.value)
+
+
+def test_parse_accepts_a_consistent_set() -> None:
+    g = FeatureGates.parse("DRAConsumableCapacity=false,DRAFractionalCapacityRange=false")
+    assert not g.consumable_capacity and not g.fractional_capacity_range
+    g = FeatureGates.parse("DRADeviceTaints=false,DRADeviceTaintRules=false", version="1.37")
+    assert not g.device_taints
+    assert FeatureGates.parse("DRADeviceTaints=false", version="1.36").version == "1.36"
 
 
 def test_binding_conditions_need_device_status_too() -> None:
-    assert not FeatureGates.parse("DRAResourceClaimDeviceStatus=false").device_binding_and_status
+    g = FeatureGates.for_version("1.36").with_gates(DRAResourceClaimDeviceStatus=False)
+    assert not g.device_binding_and_status
 
 
 @pytest.mark.parametrize("text", ["NoSuchGate=true", "DRAAdminAccess=yes", "DRAAdminAccess", "=true"])
@@ -42,7 +122,25 @@ def test_parse_rejects_unknown_names_and_bad_values(text: str) -> None:
         FeatureGates.parse(text)
 
 
-def test_only_turns_everything_else_off() -> None:
-    g = FeatureGates.only(["DRAPrioritizedList"])
+def test_only_sets_the_allocator_switches_directly() -> None:
+    g = FeatureGates.only(["DRAPrioritizedList"], "1.36")
     assert g.prioritized_list and not g.admin_access and not g.consumable_capacity
-    assert FeatureGates.parse(str(g)) == g
+    assert g.variant == "stable"
+    # The table's DRAListTypeAttributes is the allocator's switch even in 1.36.
+    assert FeatureGates.only(["DRAListTypeAttributes"], "1.36").list_type_attributes
+
+
+def test_variant_follows_kube_scheduler() -> None:
+    base = FeatureGates.for_version("1.37")
+    assert base.variant == "incubating"
+    off = base.with_gates(
+        DRAConsumableCapacity=False, DRAFractionalCapacityRange=False, DRADeviceBindingConditions=False
+    )
+    assert off.variant == "stable"
+    assert base.with_gates(DRADeviceCompatibilityGroups=True).variant == "experimental"
+
+
+def test_with_version_keeps_overrides() -> None:
+    g = FeatureGates.parse("DRAPartitionableDevices=false", version="1.36").with_version("1.37")
+    assert g.version == "1.37" and not g.partitionable_devices and g.fractional_capacity_range
+    assert g.overrides() == {"DRAPartitionableDevices": False}

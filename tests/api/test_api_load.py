@@ -176,7 +176,7 @@ def test_dump_json() -> None:
 
 def _corpus_files() -> list[Path]:
     files = sorted((SHARED / "reference" / "examples").glob("*.yaml"))
-    files += sorted((SHARED / "conformance" / "upstream-allocator").glob("*.yaml"))[:40]
+    files += sorted((_REPO / "tests" / "allocator" / "conformance" / "v1.36").glob("*.yaml"))[:40]
     return files
 
 

@@ -16,7 +16,10 @@ import pytest
 import yaml
 from kdra_api_cases import STATUS_CLAIM, cases, status_cases
 
+from kdra.allocator.features import FeatureGates
 from kdra.api.validation import validate
+
+V1_36 = FeatureGates.for_version("1.36")  # the release the verdicts were recorded on
 
 RECORDED = Path(__file__).resolve().parent / "data" / "apiserver_verdicts.yaml"
 VERDICTS: dict[str, dict[str, Any]] = {r["id"]: r for r in yaml.safe_load(RECORDED.read_text())}
@@ -43,7 +46,7 @@ def test_same_verdict_as_kube_apiserver(cid: str, obj: dict[str, Any]) -> None:
     recorded = VERDICTS[cid]
     # The recording ran in the `default` namespace, which has no admin-access label.
     labels: dict[str, Any] | None = {} if obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate") else None
-    got = [str(e) for e in validate(obj, namespace_labels=labels)]
+    got = [str(e) for e in validate(obj, namespace_labels=labels, features=V1_36)]
     if recorded["accepted"]:
         assert got == [], f"kube-apiserver accepted {cid}"
         return
@@ -68,7 +71,7 @@ def test_same_status_verdict_as_kube_apiserver(cid: str, status: dict[str, Any])
     recorded = VERDICTS[cid]
     obj = copy.deepcopy(STATUS_CLAIM)
     obj["status"] = status
-    got = [str(e) for e in validate(obj)]
+    got = [str(e) for e in validate(obj, features=V1_36)]
     if recorded["accepted"]:
         assert got == []
         return

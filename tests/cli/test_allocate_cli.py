@@ -709,3 +709,114 @@ def test_device_preference_says_what_decided_the_devices(
     )
     code, out, err = run(["-f", str(path), "--device-preference", "nope"], capsys, monkeypatch)
     assert code == 2 and "invalid choice: 'nope'" in err
+
+
+def test_stored_class_is_evaluated_not_revalidated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 item 9: a DeviceClass read back from a cluster (it has a resourceVersion) is evaluated as
+    kube-scheduler does, in the StoredExpressions environment, not validated again as a new object. The
+    same selector written fresh is rejected like the API server rejects it: joining a literal list has an
+    unbounded estimated cost, though it is cheap to run."""
+    expr = '["gpu", "nvidia", "com"].join(".") == device.driver'
+    fresh = CLASS.replace('device.driver == "gpu.nvidia.com"', json.dumps(expr))
+    stored = fresh.replace("  name: gpu.nvidia.com\n", '  name: gpu.nvidia.com\n  resourceVersion: "4211"\n')
+    code, _, err = run_text(docs(fresh, SLICE, claim()), tmp_path, capsys, monkeypatch)
+    assert code == 2, err
+    assert "DeviceClass gpu.nvidia.com" in err and "too complex, exceeds cost limit" in err
+    code, out, err = run_text(docs(stored, SLICE, claim()), tmp_path, capsys, monkeypatch, "-o", "json")
+    assert code == 0, err
+    results = json.loads(out)["items"][0]["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["gpu-0"]
+
+
+def test_api_servers_cost_limit_is_kdras(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 300 x 300 nested comprehension is accepted by kube-apiserver (estimated 634,211 of 1,000,000), so
+    kdra accepts it too; 380 x 380 (1,016,131) is rejected by both."""
+    for size, accepted in ((300, True), (380, False)):
+        lst = "[" + ",".join(str(i) for i in range(size)) + "]"
+        expr = f"{lst}.all(x, {lst}.all(y, x + y >= 0))"
+        code, _, err = run_text(docs(CLASS, SLICE, selector_claim(expr)), tmp_path, capsys, monkeypatch)
+        if accepted:
+            assert code == 0, err
+        else:
+            assert code == 2 and "too complex, exceeds cost limit" in err, err
+
+
+# --------------------------------------------------------------------------------------- versions
+
+VERSIONED = """\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu}
+spec:
+  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1}
+spec:
+  driver: gpu.example.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: gpu-0, attributes: {numa: {int: 0}}}
+  - {name: gpu-1, attributes: {numa: {int: 1}}}
+  - {name: gpu-2, attributes: {numa: {int: 0}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: three, namespace: default}
+spec:
+  devices:
+    requests: [{name: r, exactly: {deviceClassName: gpu, count: 3}}]
+    constraints: [{distinctAttribute: gpu.example.com/numa}]
+"""
+
+
+def test_kubernetes_version_selects_the_allocator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1.36's distinctAttribute remembers one value per request, so 0, 1, 0 passes; 1.37 compares every
+    # device with every other (the default), so three devices with two NUMA values do not fit.
+    code, out, _ = run_text(
+        VERSIONED, tmp_path, capsys, monkeypatch, "-o", "json", "--kubernetes-version", "1.36"
+    )
+    assert code == 0
+    devices = [r["device"] for r in json.loads(out)["items"][0]["status"]["allocation"]["devices"]["results"]]
+    assert devices == ["gpu-0", "gpu-1", "gpu-2"]
+    code, _, err = run_text(VERSIONED, tmp_path, capsys, monkeypatch)
+    assert code == 1 and "distinctAttribute" in err
+    code, _, err = run_text(VERSIONED, tmp_path, capsys, monkeypatch, "--kubernetes-version", "1.35")
+    assert code == 2 and "--kubernetes-version" in err
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "message"),
+    [
+        (
+            "1.37",
+            "DRAAdminAccess=false",
+            "cannot set feature gate DRAAdminAccess to false, feature is locked to true",
+        ),
+        ("1.37", "DRAPrioritizedList=false", "cannot set feature gate DRAPrioritizedList to false"),
+        ("1.37", "DRAConsumableCapacity=false", "DRAFractionalCapacityRange is enabled, but depends on"),
+        ("1.36", "DRADerivedAttributes=true", "unrecognized feature gate: DRADerivedAttributes"),
+    ],
+)
+def test_feature_gates_are_read_as_the_release_reads_them(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    version: str,
+    gates: str,
+    message: str,
+) -> None:
+    code, _, err = run_text(
+        VERSIONED, tmp_path, capsys, monkeypatch, "--kubernetes-version", version, "--feature-gates", gates
+    )
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback

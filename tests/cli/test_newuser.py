@@ -368,16 +368,15 @@ def test_repeated_flags_accumulate() -> None:
             "-f",
             "x",
             "--feature-gates",
-            "DRAAdminAccess=false",
+            "DRAPartitionableDevices=false",
             "--feature-gates",
-            "DRAPrioritizedList=false",
+            "DRAListTypeAttributes=true",
         ]
     )
-    from kdra.allocator.features import FeatureGates
-    from kdra.cli.common import gates_text
+    from kdra.cli.common import feature_gates
 
-    gates = FeatureGates.parse(gates_text(args))
-    assert not gates.admin_access and not gates.prioritized_list
+    gates = feature_gates(args)
+    assert not gates.partitionable_devices and gates.list_type_attributes
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -189,3 +189,17 @@ def test_device_classes() -> None:
     classes = {c["metadata"]["name"]: c for c in nvidia.device_classes()}
     assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
     assert "type == 'mig'" in classes["mig.nvidia.com"]["spec"]["selectors"][0]["cel"]["expression"]
+
+
+def test_numa_node_is_a_standard_attribute_from_1_37_only() -> None:
+    # KEP-6072 made resource.kubernetes.io/numaNode standard in 1.37; a 1.36 cluster's driver has no such
+    # attribute to publish (pcieRoot and pciBusID are standard in both).
+    for version, want in (("1.37", True), ("1.36", False)):
+        devices = [
+            d for s in _node(False, kubernetes_version=version) for d in s["spec"].get("devices") or []
+        ]
+        assert devices
+        for d in devices:
+            attrs = d["attributes"]
+            assert ("resource.kubernetes.io/numaNode" in attrs) == want, (version, d["name"])
+            assert "resource.kubernetes.io/pcieRoot" in attrs

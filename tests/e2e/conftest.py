@@ -1,11 +1,18 @@
 """Fixtures for the Kubernetes-mode (e2e) tests: one real control plane per pytest session.
 
-The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler 1.36 on 127.0.0.1,
-and KWOK as the kubelet of the test nodes) is built on first use by hack/k8s/build.sh and
-hack/k8s/kwok/build.sh (binaries cached in ~/.cache/kdra/k8s/<version> and ~/.cache/kdra/kwok) and
-started once per session. Run these tests serially (`make e2e`, or `pytest -m e2e -p no:xdist`):
-under xdist each worker would start a control plane of its own. A failed build makes every e2e test
-error with the build's output; unit tests are unaffected.
+The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler; Kubernetes 1.37, or
+1.36 with KDRA_K8S_VERSION=1.36, on 127.0.0.1, and KWOK as the kubelet of the test nodes) is built on first
+use by hack/k8s/build.sh and hack/k8s/kwok/build.sh (binaries cached in ~/.cache/kdra/k8s/<version> and
+~/.cache/kdra/kwok) and started once per session. `make e2e` runs the tests in several
+pytest processes (lanes) that all attach to one plane started by `python -m kdra.testing.shared_plane`
+(environment KDRA_E2E_CONTROL_PLANE); without it (`pytest -p no:xdist tests/e2e/...`) the session starts
+its own. A failed build makes every e2e test error with the build's output; unit tests are unaffected.
+
+Markers: `e2e_serial` for tests that restart the API server or etcd (they get a plane of their own, after
+the lanes); `e2e_lane(name="kube-scheduler")` for tests that use kube-scheduler or create cluster-scoped
+objects with well-known names; `e2e_lane(name="kdra-scheduler")` for tests that run `kdra scheduler` under
+the default scheduler name or lease. Tests of one lane run one after another; lanes, and the unmarked
+tests (a lane of their own), run side by side (hack/e2e.sh, docs/kubernetes-mode.md "Parallel e2e").
 
 Environment: KDRA_K8S_BIN_DIR (prebuilt binaries, skip the build), KDRA_E2E_KEEP=1 (keep the work
 directory with logs, certificates and kubeconfig after the session).
@@ -25,11 +32,12 @@ import pytest
 from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import (
     ControlPlane,
-    ControlPlaneConfig,
     ensure_binaries,
+    ensure_default_service_account,
     ensure_kwok,
     force_delete,
 )
+from kdra.testing.shared_plane import AttachedControlPlane, session_config
 
 E2E_DIR = Path(__file__).parent
 
@@ -45,6 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def control_plane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
+    attached = AttachedControlPlane.from_env()
+    if attached is not None:
+        yield attached
+        return
     capman = request.config.pluginmanager.getplugin("capturemanager")
     # Show the (possibly long) build's progress on the terminal instead of capturing it.
     if capman is not None:
@@ -55,9 +67,7 @@ def control_plane(
         bin_dir = ensure_binaries(sys.stderr)
         kwok = ensure_kwok(sys.stderr)
     work = tmp_path_factory.mktemp("controlplane")
-    # KWOK is every test node's kubelet (nodes made with kubelet=False have none); the audit log is what
-    # fault tests read to see who wrote what, and when (kdra.testing.invariants).
-    cp = ControlPlane(bin_dir, work, ControlPlaneConfig(kwok=True, kwok_binary=kwok, audit_log=True))
+    cp = ControlPlane(bin_dir, work, session_config(kwok))
     cp.start()
     sys.stderr.write(f"\ncontrol plane up in {cp.startup_seconds:.1f}s at {cp.server} (work dir {work})\n")
     try:
@@ -80,10 +90,8 @@ def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
     """A fresh namespace per test, its pods force-deleted afterwards (no kubelet finishes them)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # The service-account controller creates the namespace's default ServiceAccount; pods wait for it.
-    from kdra.testing.wait import wait_for
-
-    wait_for(lambda: kube.get("ServiceAccount", "default", name), 60, f"ServiceAccount {name}/default")
+    # Pods are refused until the namespace's default ServiceAccount exists (made here, not waited for).
+    ensure_default_service_account(kube, name)
     yield name
     for pod in kube.list("Pod", name):
         force_delete(kube, "Pod", pod["metadata"]["name"], name)

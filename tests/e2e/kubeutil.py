@@ -23,15 +23,20 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 @dataclass
 class DeviceFleet:
-    """`nodes` Nodes with `devices` devices each of `driver`, one slice per node, and a DeviceClass."""
+    """`nodes` Nodes with `devices` devices each of `driver`, one slice per node, and a DeviceClass. The
+    driver defaults to one named after the prefix, so that tests running side by side (make e2e's lanes)
+    never select each other's devices."""
 
     kube: KubeClient
     prefix: str
     nodes: int
     devices: int
-    driver: str = "dev.kdra.test"
+    driver: str = ""
     node_names: list[str] = field(default_factory=list)
     kubelet: bool = True  # KWOK runs the pods bound to these nodes (False: nothing does)
+
+    def __post_init__(self) -> None:
+        self.driver = self.driver or f"{self.prefix}.kdra.test"
 
     @property
     def device_class(self) -> str:

@@ -3,16 +3,17 @@ from the template, kube-scheduler allocates a device from a ResourceSlice and bi
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import ControlPlane, create_node
+from kdra.testing.controlplane import ControlPlane, create_node, gates_arg, resolve_gates
 from kdra.testing.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
 DRIVER = "gpu.example.com"
 
@@ -101,11 +102,61 @@ def pod(name: str, template_name: str) -> Obj:
 
 
 def test_version_and_dra_api(kube: KubeClient, control_plane: ControlPlane) -> None:
+    release = control_plane.release
     version = kube.request("GET", "/version")
-    assert version["gitVersion"].startswith("v1.36."), version
+    assert version["gitVersion"].startswith(f"v{release.minor}."), version
+    assert version["gitVersion"] == control_plane.version
     groups = kube.request("GET", "/apis/resource.k8s.io")
     served = {v["version"] for v in groups["versions"]}
     assert {"v1", "v1beta2"} <= served, served
+    group, _, api = release.device_taint_rule_api.partition("/")
+    resources = kube.request("GET", f"/apis/{group}/{api}")
+    assert "devicetaintrules" in {r["name"] for r in resources["resources"]}, release.device_taint_rule_api
+
+
+def _gates_on(kube: KubeClient) -> dict[str, bool]:
+    """kubernetes_feature_enabled{name=...} of kube-apiserver's /metrics."""
+    out = {}
+    for line in str(kube.request("GET", "/metrics")).splitlines():
+        if line.startswith("kubernetes_feature_enabled{"):
+            name = line.split('name="', 1)[1].split('"', 1)[0]
+            out[name] = line.rsplit(" ", 1)[1] == "1"
+    return out
+
+
+def _refused(control_plane: ControlPlane, gates: dict[str, bool]) -> str:
+    """kube-scheduler's complaint about these --feature-gates ('' when it accepts them). Gates are
+    validated while flags are parsed, so --version answers in a fraction of a second."""
+    proc = subprocess.run(
+        [str(control_plane.bin_dir / "kube-scheduler"), f"--feature-gates={gates_arg(gates)}", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return "" if proc.returncode == 0 else proc.stderr + proc.stdout
+
+
+def test_release_table_matches_the_binaries(kube: KubeClient, control_plane: ControlPlane) -> None:
+    """K8sRelease (controlplane.py) is what the binaries do: the fixture's gates and the allocator-gate
+    defaults are in effect, locked gates are on and refuse to be turned off, every declared dependency
+    is enforced, and resolve_gates turns dependents off so that the components start."""
+    release = control_plane.release
+    on = _gates_on(kube)
+    for gate, want in release.feature_gates.items():
+        assert on.get(gate) is want, (gate, on.get(gate))
+    for gate, want in release.allocator_gate_defaults.items():
+        assert on.get(gate) is (control_plane.config.feature_gates or {}).get(gate, want), gate
+    for gate in release.locked_gates:
+        assert on.get(gate) is True, gate
+        assert "locked to true" in _refused(control_plane, {gate: False}), gate
+    for gate, needs in release.gate_dependencies.items():
+        for need in needs:
+            if need in release.locked_gates:
+                continue
+            assert "depends on features that are disabled" in _refused(
+                control_plane, {gate: True, need: False}
+            ), (gate, need)
+            assert _refused(control_plane, resolve_gates(release.feature_gates, {need: False}, release)) == ""
 
 
 def test_template_claim_is_created_allocated_and_pod_bound(

@@ -32,7 +32,9 @@ from kdra.testing.hostpod import host_process, write_service_account
 
 from .kubeutil import DeviceFleet, bound_pods, claim_template, create_pods, template_pod, wait_until
 
-pytestmark = pytest.mark.e2e
+# It runs `kdra scheduler` and `kdra exporter` pods as host processes: beside the other kdra schedulers'
+# tests, not beside them (make e2e's lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 ROOT = Path(__file__).resolve().parents[2]
 KDRA = [sys.executable, "-m", "kdra.cli.main"]  # stands for the image's ENTRYPOINT ["kdra"]

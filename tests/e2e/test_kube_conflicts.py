@@ -34,7 +34,8 @@ from .kubeutil import (
     wait_until,
 )
 
-pytestmark = pytest.mark.e2e
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 PER_SCHEDULER = 24
 
@@ -139,7 +140,8 @@ def test_a_node_partition_keeps_kdra_and_kube_scheduler_apart(
 ) -> None:
     tag = uuid.uuid4().hex[:5]
     owned = DeviceFleet(kube, f"own-{tag}", nodes=2, devices=16).create()
-    shared = DeviceFleet(kube, f"shr-{tag}", nodes=2, devices=16).create()
+    # One driver and one class over both fleets: the partition (node taints), not the class, keeps them apart.
+    shared = DeviceFleet(kube, f"shr-{tag}", nodes=2, devices=16, driver=owned.driver).create()
     try:
         for name in owned.node_names:  # kube-scheduler is kept off kdra's nodes by its taint
             kube.patch("Node", name, {"spec": {"taints": [owner_taint("kdra")]}})

@@ -26,7 +26,7 @@ from .kubeutil import (
     wait_until,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 
 @pytest.fixture
@@ -96,6 +96,7 @@ def test_kill_and_restart_kdra_scheduler_mid_run(
     assert set(bound) | unschedulable_explained(kube, namespace) == {p["metadata"]["name"] for p in pods}
 
 
+@pytest.mark.e2e_serial  # restarts the API server: needs a plane of its own
 def test_apiserver_restart_mid_run_watches_recover(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, fleet: DeviceFleet, tmp_path: Path
 ) -> None:

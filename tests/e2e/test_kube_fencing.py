@@ -32,7 +32,8 @@ from .kubeutil import (
     wait_until,
 )
 
-pytestmark = pytest.mark.e2e
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 TRIALS = 10
 PODS_PER_TRIAL = 20

@@ -23,7 +23,8 @@ from kdra.testing.invariants import audit_events, wait_consistent
 
 from .kubeutil import DeviceFleet, bound_pods, claim_template, kdra_scheduler, template_pod, wait_until
 
-pytestmark = pytest.mark.e2e
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 

@@ -23,7 +23,7 @@ from .kubeutil import (
     wait_until,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
 

@@ -39,7 +39,8 @@ from .sessionutil import (
     wait,
 )
 
-pytestmark = pytest.mark.e2e
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 H100 = "H100-SXM-80GB"
 

@@ -21,7 +21,8 @@ from kdra.testing.invariants import check_cluster
 
 from .kubeutil import DeviceFleet, claim_template, kdra_scheduler, template_pod, wait_until
 
-pytestmark = pytest.mark.e2e
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "scheduler.yaml"
 

@@ -22,6 +22,9 @@ from kdra.testing.controlplane import ControlPlane, create_node, write_kubeconfi
 from .kubeutil import bound_pods, claim_template, create_pods, kdra_scheduler, template_pod, wait_until
 
 pytestmark = pytest.mark.e2e
+# `kdra driver sim` creates the fleet's DeviceClasses (gpu.nvidia.com, ...) the corpus cases create too,
+# and export/allocate read the whole cluster: beside kube-scheduler's lane, not beside it.
+SHARED_NAMES = pytest.mark.e2e_lane(name="kube-scheduler")
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -83,6 +86,7 @@ def fleet_slices(kube: KubeClient, prefix: str) -> dict[str, dict[str, Any]]:
     }
 
 
+@SHARED_NAMES
 def test_driver_sim_publishes_and_reconciles_a_fleet(
     control_plane: ControlPlane, kube: KubeClient, admin: Client, tmp_path: Path, capsys: Any
 ) -> None:
@@ -140,6 +144,7 @@ def test_driver_sim_publishes_and_reconciles_a_fleet(
             kube.delete("ResourceSlice", s, missing_ok=True)
 
 
+@SHARED_NAMES
 def test_crds_install_and_accept_kdra_objects(admin: Client) -> None:
     for f in sorted((DEPLOY / "crds").glob("*.yaml")):
         apply(admin, f)
@@ -192,6 +197,7 @@ def test_crds_install_and_accept_kdra_objects(admin: Client) -> None:
     admin.delete("Queue", q, missing_ok=True)
 
 
+@pytest.mark.e2e_lane(name="kdra-scheduler")
 def test_scheduler_runs_with_least_privilege_rbac(
     control_plane: ControlPlane, kube: KubeClient, admin: Client, namespace: str, tmp_path: Path
 ) -> None:
@@ -224,6 +230,7 @@ def test_scheduler_runs_with_least_privilege_rbac(
         fleet.delete()
 
 
+@SHARED_NAMES
 def test_explain_export_and_allocate_read_the_live_cluster(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path, capsys: Any
 ) -> None:
@@ -311,6 +318,7 @@ def test_explain_export_and_allocate_read_the_live_cluster(
         kube.delete("DeviceClass", cls, missing_ok=True)
 
 
+@SHARED_NAMES
 def test_driver_sim_watch_restores_a_deleted_slice(
     control_plane: ControlPlane, kube: KubeClient, tmp_path: Path
 ) -> None:

@@ -32,7 +32,7 @@ from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete, free_port
 from kdra.testing.wait import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
 DRIVER = "gpu.nvidia.com"
 PRODUCT = "NVIDIA H100 80GB HBM3"

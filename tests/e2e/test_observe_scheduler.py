@@ -16,7 +16,7 @@ from kdra.testing.controlplane import ControlPlane, free_port
 
 from .kubeutil import DeviceFleet, claim_template, kdra_scheduler, template_pod, wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
 
 
 @pytest.fixture

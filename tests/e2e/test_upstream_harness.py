@@ -13,7 +13,7 @@ import yaml
 from kdra.testing.controlplane import ControlPlane
 from kdra.testing.upstream import run_upstream_case
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
 CASES = Path(__file__).parent.parent / "scenarios" / "cases" / "upstream"
 # A small, varied sample; the full differential suite (every expressible case, against kdra) builds on it.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import MANIFESTS, cases, run_cli
+from .conftest import MANIFESTS, case_args, ok_cases, run_cli
 
 VLLM = MANIFESTS / "vllm-deployment.yaml"
 VLLM_EXPECTED = MANIFESTS / "vllm-deployment.expected.yaml"
@@ -51,10 +51,9 @@ def test_check_exits_1_and_lists_each_change() -> None:
     assert "DeviceClasses to add: gpu.nvidia.com" in run.out
 
 
-@pytest.mark.parametrize("case", cases())
+@pytest.mark.parametrize("case", ok_cases())
 def test_check_passes_on_migrated_output(case: str) -> None:
-    args = (MANIFESTS / f"{case}.args").read_text().split() if (MANIFESTS / f"{case}.args").exists() else []
-    run = run_cli([*args, "--check", str(MANIFESTS / f"{case}.expected.yaml")])
+    run = run_cli([*case_args(case), "--check", str(MANIFESTS / f"{case}.expected.yaml")])
     assert run.code == 0, run.out
     assert run.out == ""
 
@@ -111,7 +110,7 @@ def test_in_place_rewrites_files_and_prints_the_classes(tmp_path: Path) -> None:
 def test_in_place_classes_to_output_file(tmp_path: Path) -> None:
     (target,) = _copy(tmp_path, "cronjob-mig.yaml")
     classes = tmp_path / "classes.out"
-    run = run_cli(["-i", "-o", str(classes), str(target)])
+    run = run_cli(["-i", "--output-file", str(classes), str(target)])
     assert run.code == 0
     assert run.out == ""
     assert "name: mig.nvidia.com" in classes.read_text()
@@ -141,9 +140,39 @@ def test_stdin_is_the_default_input() -> None:
 
 def test_output_file(tmp_path: Path) -> None:
     out = tmp_path / "migrated.yaml"
+    run = run_cli(["--output-file", str(out), str(VLLM)])
+    assert (run.code, run.out) == (0, "")
+    assert out.read_text() == VLLM_EXPECTED.read_text()
+    assert "deprecated" not in run.err
+    assert not [p for p in tmp_path.iterdir() if p.name != out.name]  # written through a temp file, renamed
+
+
+def test_dash_o_is_the_output_format_and_the_old_file_spelling_still_works(tmp_path: Path) -> None:
+    assert run_cli(["-o", "yaml", str(VLLM)]).out == VLLM_EXPECTED.read_text()
+    out = tmp_path / "migrated.yaml"
     run = run_cli(["-o", str(out), str(VLLM)])
     assert (run.code, run.out) == (0, "")
     assert out.read_text() == VLLM_EXPECTED.read_text()
+    assert (
+        f"warning: -o FILE is deprecated (-o is the output format, like kubectl's); use --output-file {out}"
+        in run.err
+    )
+    for other in ("json", "table", "wide"):
+        bad = run_cli(["-o", other, str(VLLM)])
+        assert bad.code == 2 and "prints YAML only" in bad.err and not (tmp_path / other).exists()
+
+
+def test_no_device_classes_for_a_post_renderer() -> None:
+    run = run_cli(["--no-device-classes", "-"], stdin=VLLM.read_text())
+    assert run.code == 0
+    assert "kind: DeviceClass" not in run.out and "kind: ResourceClaimTemplate" in run.out
+
+
+def test_kind_option_errors_name_the_rule() -> None:
+    for bad in ("AppWrapper", "appwrapper=spec", "AppWrapper=spec..x", "AppWrapper=spec.a b"):
+        run = run_cli(["--kind", bad, str(VLLM)])
+        assert run.code == 2, bad
+        assert "--kind" in run.err or "pod spec path" in run.err, run.err
 
 
 def test_folder_input_concatenates_files_and_emits_classes_once(tmp_path: Path) -> None:
@@ -166,15 +195,17 @@ def test_main_wires_the_subcommand() -> None:
 # -- errors ------------------------------------------------------------------------------------------------
 
 
-def test_fractional_gpu_names_file_document_object_container_field_and_hint(tmp_path: Path) -> None:
+def test_fractional_gpu_names_file_document_object_path_line_and_hint(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text("# header\n---\n" + FRACTIONAL)
     run = run_cli([str(path)])
     assert run.code == 2
     assert run.out == ""
-    assert f"{path}: document 2 (Deployment ml/tiny): container 'model': " in run.err
-    assert 'spec.template.spec.containers[1].resources.limits["nvidia.com/gpu"]' in run.err
-    assert "'0.5' is not a whole number" in run.err
+    assert (
+        f"{path}: document 2 (Deployment ml/tiny): "
+        'spec.template.spec.containers[1].resources.limits["nvidia.com/gpu"]'
+        " (line 18): '0.5' is not a whole number" in run.err
+    )
     assert "hint:" in run.err and "MIG" in run.err
 
 
@@ -184,14 +215,25 @@ def test_requests_different_from_limits() -> None:
     )
     run = run_cli(["-"], stdin=text)
     assert run.code == 2
-    assert 'resources.requests["nvidia.com/gpu"]: request 1 differs from limit 2' in run.err
+    assert 'resources.requests["nvidia.com/gpu"] (line 18): request 1 differs from limit 2' in run.err
     assert "requests == limits" in run.err
+
+
+def test_request_without_limit_is_refused_as_the_api_server_does() -> None:
+    run = run_cli(
+        ["-"],
+        stdin=FRACTIONAL.replace(
+            'limits:\n            nvidia.com/gpu: "0.5"', "requests:\n            nvidia.com/gpu: 1"
+        ),
+    )
+    assert run.code == 2
+    assert "requested without a limit" in run.err
 
 
 def test_memory_percentage_needs_a_reference_size() -> None:
     run = run_cli([str(MANIFESTS / "hami-shares.yaml")])
     assert run.code == 2
-    assert "document 2 (Pod notebooks/notebook-alice): container 'jupyter'" in run.err
+    assert "document 2 (Pod notebooks/notebook-alice): spec.containers[0].resources.limits" in run.err
     assert "--gpu-memory" in run.err
 
 
@@ -207,28 +249,94 @@ def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
     one.write_text(FRACTIONAL)
     two.write_text(FRACTIONAL.replace("tiny", "other"))
     run = run_cli([str(one), str(two)])
-    assert "2 request(s) cannot be migrated" in run.err
+    assert "2 invalid input(s); no file was changed" in run.err
     assert "ml/tiny" in run.err and "ml/other" in run.err
 
 
-def test_chart_template_with_gpu_requests_is_refused(tmp_path: Path) -> None:
+CHART_TEMPLATE = (
+    "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+    "      - name: x\n        resources:\n          limits:\n"
+    "            nvidia.com/gpu: {{ .Values.gpu.count }}\n"
+    "{{- with .Values.nodeSelector }}\n      nodeSelector:\n"
+    "        {{- toYaml . | nindent 8 }}\n{{- end }}\n"
+)
+
+
+def test_chart_template_with_gpu_requests_is_refused_with_the_helm_way(tmp_path: Path) -> None:
     path = tmp_path / "deployment.yaml"
-    path.write_text(
-        "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
-        "      - name: x\n        resources:\n          limits:\n"
-        "            nvidia.com/gpu: {{ .Values.gpu.count }}\n"
-        "{{- with .Values.nodeSelector }}\n      nodeSelector:\n"
-        "        {{- toYaml . | nindent 8 }}\n{{- end }}\n"
-    )
+    path.write_text(CHART_TEMPLATE)
     run = run_cli([str(path)])
     assert run.code == 2
-    assert "not valid YAML" in run.err and "helm template" in run.err
+    assert f"{path}:10: document 1: a Helm chart template" in run.err
+    assert "helm template RELEASE CHART" in run.err and "--post-renderer kdra" in run.err
+    assert "ordereddict" not in run.err
+    check = run_cli(["--check", str(path)])
+    assert check.code == 1 and "cannot convert:" in check.out
 
 
-def test_unparsable_document_without_device_requests_passes_through() -> None:
-    text = "a: {{ .Values.x }}\n---\nkind: ConfigMap\n"
-    run = run_cli(["-"], stdin=text)
-    assert (run.code, run.out) == (0, text)
+def test_a_quoted_template_value_is_refused_too() -> None:
+    run = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', '"{{ .Values.gpus }}"'))
+    assert run.code == 2
+    assert "Helm chart template" in run.err
+
+
+def test_a_chart_directory_says_how_to_render_it_and_which_values_to_change(tmp_path: Path) -> None:
+    chart = tmp_path / "llm-stack"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: llm-stack\nversion: 0.1.0\n")
+    (chart / "values.yaml").write_text(
+        "replicaCount: 1\nengine:\n  resources:\n    limits:\n      nvidia.com/gpu: 2\n      memory: 40Gi\n"
+    )
+    (chart / "templates" / "deployment.yaml").write_text(CHART_TEMPLATE)
+    for argv in ([str(chart)], [str(tmp_path)]):  # the chart itself, or a folder holding it
+        run = run_cli(argv)
+        assert run.code == 2, run.err
+        assert f"{chart}: a Helm chart (Chart.yaml)" in run.err
+        assert f"helm template RELEASE {chart}" in run.err
+        assert 'llm-stack/values.yaml:5: engine.resources.limits["nvidia.com/gpu"] = 2' in run.err
+        assert (
+            "llm-stack/templates/deployment.yaml:10: nvidia.com/gpu: {{ .Values.gpu.count }} (reads "
+            "values: gpu.count)" in run.err
+        )
+    assert run_cli(["--check", str(chart)]).code == 1
+
+
+def test_invalid_yaml_without_gpu_requests_is_still_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("kind: ConfigMap\n---\n" + CHART_TEMPLATE.replace("nvidia.com/gpu", "cpu"))
+    run = run_cli([str(path)])
+    assert run.code == 2
+    assert f"{path}:14: document 2: not valid YAML" in run.err
+    assert "helm template" in run.err
+
+
+def test_binary_junk_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "model.yaml"
+    path.write_bytes(b"apiVersion: v1\nkind: Pod\n\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    run = run_cli([str(path)])
+    assert run.code == 2
+    assert f"{path}:3: not UTF-8 text (byte 0x89 at offset 25)" in run.err
+    nul = tmp_path / "nul.yaml"
+    nul.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: \x00}\n")
+    run = run_cli([str(nul)])
+    assert (
+        run.code == 2 and f"{nul}:3: document 1: not valid YAML: character #x0000 is not allowed" in run.err
+    )
+
+
+def test_template_syntax_in_strings_of_rendered_manifests_is_fine() -> None:
+    rule = (
+        "kind: PrometheusRule\nspec:\n  groups:\n  - rules:\n    - annotations:\n"
+        "        summary: 'GPU {{ $labels.gpu }} hot'\n"
+    )
+    assert run_cli(["-"], stdin=rule).out == rule
+
+
+def test_tabs_get_a_hint(tmp_path: Path) -> None:
+    run = run_cli([str(MANIFESTS / "bad-tabs.yaml")])
+    assert run.code == 2
+    assert "bad-tabs.yaml:10: document 1: not valid YAML" in run.err
+    assert "indented with a tab" in run.err
 
 
 def test_missing_file() -> None:
@@ -262,3 +370,101 @@ def test_main_runs_migrate_with_exit_codes() -> None:
         main.main(["migrate", "--mode", "nonsense", str(VLLM)])
     assert exit_info.value.code == 2
     assert main.main(["migrate", "/nonexistent.yaml"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("80Gx", "not a Kubernetes quantity"),
+        ("", "not a Kubernetes quantity"),
+        ("eighty", "not a Kubernetes quantity"),
+        ("0", "must be greater than zero"),
+        ("-1Gi", "must be greater than zero"),
+        ("1e400", "beyond int64 bytes"),
+    ],
+)
+def test_bad_gpu_memory_is_one_line_naming_option_and_rule(
+    value: str, rule: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main = importlib.import_module("kdra.cli.main")
+    # Also when no input needs it: a typo is refused before any input is read, whatever the input holds.
+    for path in (MANIFESTS / "hami-shares.yaml", VLLM):
+        assert main.main(["migrate", f"--gpu-memory={value}", str(path)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        (line,) = captured.err.splitlines()
+        assert line.startswith(f"error: --gpu-memory {value!r}: ") and rule in line
+        assert "Traceback" not in captured.err
+
+
+def test_gpu_memory_takes_any_kubernetes_quantity() -> None:
+    exact = run_cli(["--gpu-memory=80Gi", str(MANIFESTS / "hami-shares.yaml")])
+    assert exact.code == 0
+    same = run_cli(["--gpu-memory=81920Mi", str(MANIFESTS / "hami-shares.yaml")])
+    assert same.code == 0 and same.out == exact.out
+    decimal = run_cli(["--gpu-memory=85.9G", str(MANIFESTS / "hami-shares.yaml")])
+    assert decimal.code == 0 and "capacity" in decimal.out
+
+
+ALIAS_BOMB = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bomb
+  annotations:
+    a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+spec:
+  containers:
+  - name: c
+    image: x
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+"""
+
+
+def test_alias_bomb_is_refused_with_the_object_loaders_bound(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text("kind: ConfigMap\n---\n" + ALIAS_BOMB)
+    for argv in ([str(path)], ["--check", str(path)], ["--mode", "extended-resource", str(path)]):
+        run = run_cli(argv)
+        assert run.code == 2, argv
+        assert run.out == ""
+        assert f"{path}:3: document 2: not valid YAML: document contains excessive aliasing" in run.err
+    recursive = tmp_path / "recursive.yaml"
+    recursive.write_text(ALIAS_BOMB.replace('&a ["x", "x"', "&a [*a, *a"))
+    run = run_cli([str(recursive)])
+    assert run.code == 2 and "found a recursive alias" in run.err
+
+
+def test_ordinary_anchors_still_migrate() -> None:
+    # The same document with two levels of aliases (110 nodes) is far below the bound.
+    text = ALIAS_BOMB.replace(ALIAS_BOMB[ALIAS_BOMB.index("    c: &c") : ALIAS_BOMB.index("spec:")], "")
+    run = run_cli(["-"], stdin=text)
+    assert run.code == 0, run.err
+    assert "resourceClaimTemplateName: bomb-gpu" in run.out
+
+
+def test_requests_through_aliases_and_merge_keys_fail_the_check(tmp_path: Path) -> None:
+    # The vendor's name is written once, under a key that is no `limits`; the requests are where it is used.
+    anchored = (
+        "apiVersion: example.com/v1\nkind: Trainer\nmetadata:\n  name: t\n"
+        "x-defaults:\n  gpus: &gpus {nvidia.com/gpu: 2}\n"
+        "spec:\n  pods:\n  - resources:\n      limits:\n        <<: *gpus\n        cpu: 1\n"
+    )
+    aliased = anchored.replace("limits:\n        <<: *gpus\n        cpu: 1\n", "limits: *gpus\n")
+    for text in (anchored, aliased):
+        path = tmp_path / "trainer.yaml"
+        path.write_text(text)
+        run = run_cli(["--check", str(path)])
+        assert run.code == 1, text
+        assert (
+            '(Trainer t): spec.pods[0].resources.limits["nvidia.com/gpu"] (line 6): nvidia.com/gpu: 2'
+            in run.out
+        )
+        assert run_cli([str(path)]).code == 2

@@ -16,9 +16,8 @@ import pytest
 import yaml
 
 from kdra.migrate import Options, classes_text, join_outputs, migrate_text
-from kdra.migrate.workloads import pod_templates
 
-from .conftest import MANIFESTS, case_args
+from .conftest import MANIFESTS, case_args, pod_specs
 
 scheduler_mod = importlib.import_module("kdra.scheduler.scheduler")
 store_mod = importlib.import_module("kdra.cluster.store")
@@ -35,15 +34,21 @@ E2E_CASES = [
     "amd-deployment",
     "cronjob-mig",
     "helm-rendered",
+    "init-containers",
     "jobset",
     "kubectl-list",
     "leaderworkerset",
+    "mixed-indent",
+    "mpijob",
     "multi-container-pod",
     "pytorchjob",
     "raycluster",
+    "rayservice-llm",
     "statefulset-affinity",
+    "tfjob",
     "tpu-job",
     "vllm-deployment",
+    "volcano-job",
 ]
 
 
@@ -57,28 +62,30 @@ def _objects(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def _replicas(obj: dict[str, Any], role: str, template_path: tuple[Any, ...]) -> int:
-    """How many pods the controller of `obj` runs from the template at `template_path`."""
+def _replicas(obj: dict[str, Any], role: str, path: tuple[Any, ...]) -> int:
+    """How many pods the controller of `obj` runs from the pod spec at `path`."""
     kind, spec = obj["kind"], obj.get("spec") or {}
     if kind in ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"):
         return int(spec.get("replicas", 1))
+    if kind == "Job" and obj["apiVersion"].startswith("batch.volcano.sh"):
+        return int(spec["tasks"][path[2]].get("replicas", 1))
     if kind == "Job":
         return int(spec.get("parallelism", 1))
     if kind == "CronJob":
         return int(spec["jobTemplate"]["spec"].get("parallelism", 1))
     if kind == "PodTemplate":
         return 0
-    if kind.endswith("Job") and "ReplicaSpecs" in str(template_path[1]):
-        return int(spec[template_path[1]][template_path[2]].get("replicas", 1))
+    if kind.endswith("Job") and "ReplicaSpecs" in str(path[1]):
+        return int(spec[path[1]][path[2]].get("replicas", 1))
     if kind in ("RayCluster", "RayJob", "RayService"):
         if role == "head":
             return 1
         group = obj
-        for key in template_path[:-1]:
+        for key in path[:-2]:
             group = group[key]
         return int(group.get("replicas", group.get("minReplicas", 1)))
     if kind == "JobSet":
-        job = spec["replicatedJobs"][template_path[2]]
+        job = spec["replicatedJobs"][path[2]]
         return int(job.get("replicas", 1)) * int(job["template"]["spec"].get("parallelism", 1))
     if kind == "LeaderWorkerSet":
         size = int(spec["leaderWorkerTemplate"].get("size", 1))
@@ -90,22 +97,23 @@ def _pods(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pods the workloads' controllers would create, with stable names."""
     pods = []
     for obj in objs:
-        for tpl in pod_templates(obj):
+        for path, role, spec in pod_specs(obj):
             meta = obj.get("metadata") or {}
             base = "-".join(
-                p for p in (meta.get("name") or meta.get("generateName", "w").rstrip("-"), tpl.role) if p
+                p for p in (meta.get("name") or meta.get("generateName", "w").rstrip("-"), role) if p
             )
-            for index in range(_replicas(obj, tpl.role, tpl.path) if tpl.path else 1):
+            single = obj["kind"] == "Pod"
+            for index in range(1 if single else _replicas(obj, role, path)):
                 pods.append(
                     {
                         "apiVersion": "v1",
                         "kind": "Pod",
                         "metadata": {
-                            "name": f"{base}-{index}" if tpl.path else base,
+                            "name": base if single else f"{base}-{index}",
                             "namespace": meta.get("namespace", "default"),
                             "uid": f"uid-{base}-{index}",
                         },
-                        "spec": copy.deepcopy(tpl.template["spec"]),
+                        "spec": copy.deepcopy(spec),
                     }
                 )
     return pods

@@ -17,9 +17,12 @@ import pytest
 import yaml
 
 from kdra.cli.main import main
+from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
 
 CASES_DIR = Path(__file__).parent / "cases"
 CASES = sorted(CASES_DIR.rglob("*.yaml"))
+# Every case under every Kubernetes version it holds for (`kubernetesVersion` pins one).
+RUNS = [(p, v) for p in CASES for v in case_versions(yaml.safe_load(p.read_text()))]
 EXPECT_KINDS = ("allocation", "unschedulable", "error", "invalid")
 RESULT_KEYS = (
     "request",
@@ -45,15 +48,18 @@ def load_case(path: Path) -> dict[str, Any]:
     return case
 
 
-def run_cli(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def run_cli(
+    case: dict[str, Any], version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
     objects_file = tmp_path / "objects.yaml"
     objects_file.write_text(yaml.safe_dump_all(case["objects"], sort_keys=False))
-    argv = ["allocate", "-f", str(objects_file), "-o", "json"]
+    argv = ["allocate", "-f", str(objects_file), "-o", "json", "--kubernetes-version", version]
     if case.get("node"):
         argv += ["--node", str(case["node"])]
-    gates = case.get("featureGates") or {}
+    # As a cluster of that release runs them: locked and unknown gates left out (kdra.testing.corpus).
+    gates = effective_gates(case, version)
     if gates:
-        argv += ["--feature-gates", ",".join(f"{k}={'true' if v else 'false'}" for k, v in gates.items())]
+        argv += ["--feature-gates", gate_flag(gates)]
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse usage errors
@@ -104,8 +110,8 @@ def check_result(where: str, expected: dict[str, Any], actual: dict[str, Any]) -
         assert UUID.match(str(actual.get("shareID", ""))), f"{where}: shareID missing or not a UUID"
 
 
-def check_allocation(case: dict[str, Any], listing: dict[str, Any]) -> None:
-    expected: dict[str, Any] = case["expect"]["allocation"] or {}
+def check_allocation(expect: dict[str, Any], listing: dict[str, Any]) -> None:
+    expected: dict[str, Any] = expect["allocation"] or {}
     assert listing.get("kind") == "List", f"stdout is not a List: {listing.get('kind')}"
     assert "explanation" not in listing
     items = listing.get("items") or []
@@ -138,16 +144,16 @@ def check_allocation(case: dict[str, Any], listing: dict[str, Any]) -> None:
                 assert got_config == (want["config"] or []), f"claim {key}: config {got_config}"
 
 
-@pytest.mark.parametrize("path", CASES, ids=_case_id)
-def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("path", "version"), RUNS, ids=[f"{_case_id(p)}@{v}" for p, v in RUNS])
+def test_scenario(path: Path, version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     case = load_case(path)
-    expect = case["expect"]
-    code, out, err = run_cli(case, tmp_path, capsys)
+    expect = case_expect(case, version)
+    code, out, err = run_cli(case, version, tmp_path, capsys)
     assert "Traceback" not in err, err
     context = f"exit {code}\n--- stderr:\n{err}\n--- stdout:\n{out[:4000]}"
     if "allocation" in expect:
         assert code == 0, context
-        check_allocation(case, json.loads(out))
+        check_allocation(expect, json.loads(out))
     elif expect.get("unschedulable"):
         assert code == 1, context
         listing = json.loads(out)
@@ -175,12 +181,14 @@ def test_case_format(path: Path) -> None:
     cites = case.get("cites")
     assert cites and all(isinstance(c, str) and c for c in (cites if isinstance(cites, list) else [cites]))
     assert isinstance(case.get("objects"), list) and case["objects"], "objects must be a non-empty list"
-    expect = case.get("expect") or {}
-    kinds = [k for k in EXPECT_KINDS if k in expect and expect[k] is not False]
-    assert len(kinds) == 1, f"expect needs exactly one of {EXPECT_KINDS}, has {sorted(expect)}"
-    assert set(expect) <= {*EXPECT_KINDS, "explanationContains"}
-    if "explanationContains" in expect:
-        assert expect.get("unschedulable") is True
+    assert case.get("kubernetesVersion") in (None, "1.36", "1.37")
+    assert set(case.get("expectByVersion") or {}) <= {"1.36", "1.37"}
+    for expect in [case.get("expect") or {}, *(case.get("expectByVersion") or {}).values()]:
+        kinds = [k for k in EXPECT_KINDS if k in expect and expect[k] is not False]
+        assert len(kinds) == 1, f"expect needs exactly one of {EXPECT_KINDS}, has {sorted(expect)}"
+        assert set(expect) <= {*EXPECT_KINDS, "explanationContains"}
+        if "explanationContains" in expect:
+            assert expect.get("unschedulable") is True
     for gate, value in (case.get("featureGates") or {}).items():
         assert isinstance(gate, str) and isinstance(value, bool)
 

@@ -93,6 +93,27 @@ def test_start_up_warnings_say_where_kube_scheduler_reaches_kdras_devices() -> N
     assert "--owned-device-classes: DeviceClass gone does not exist (yet)" in missing
 
 
+def test_start_up_check_leaves_out_a_class_too_expensive_to_evaluate() -> None:
+    """A DeviceClass whose selector is a 300 x 300 comprehension is not evaluated over every device at
+    start-up (that would stall the scheduler for seconds per device set): the check says it left it out."""
+    from kdra.kube import partition as part
+
+    s, sch = cluster(Partition(), taint_owned=False)
+    hostile = device_class("hostile")
+    items = "[" + ",".join(str(i) for i in range(300)) + "]"
+    hostile["spec"]["selectors"][0]["cel"]["expression"] = f"{items}.all(x, {items}.all(y, x + y >= 0))"
+    s.create(hostile)
+    sch.run(0)  # takes the class in
+    budget = part.STARTUP_CEL_BUDGET
+    part.STARTUP_CEL_BUDGET = 1_000_000  # below one evaluation of the comprehension (~0.9M units)
+    try:
+        out = startup_warnings(Partition(), "default-scheduler", sch.dra.index, sch.cache.nodes)
+    finally:
+        part.STARTUP_CEL_BUDGET = budget
+    assert any("DeviceClass(es) hostile left out of this check" in w for w in out), out
+    assert any("6 of the 6 devices" in w for w in out), out  # the other classes still checked
+
+
 def test_claims_already_allocated_elsewhere_are_not_checked_for_ownership() -> None:
     s, sch = cluster(Partition.parse(None, "gpu"))
     s.create(claim("shared", cls="other"))

@@ -110,6 +110,44 @@ def test_unschedulable_dra_pod_gets_the_allocators_explanation() -> None:
     assert "\n" in msg  # followed by kdra's explanation
 
 
+def _selector_error_world(store: MemoryStore) -> None:
+    """Two nodes; the class selector reads an attribute only n2's GPUs have, so on n1's GPUs it fails at
+    run time (no such key) while n2 fits."""
+    cls = device_class()
+    cls["spec"]["selectors"].append(
+        {"cel": {"expression": 'device.attributes["gpu.example.com"].tier == "a"'}}
+    )
+    store.create(cls)
+    for name in ("n1", "n2"):
+        store.create(node(name))
+        sl = gpu_slice(name, 2)
+        if name == "n2":
+            for dev in sl["spec"]["devices"]:
+                dev["attributes"]["tier"] = {"string": "a"}
+        store.create(sl)
+    store.create(template("one", count=1))
+
+
+def test_selector_error_on_some_nodes_fails_the_attempt_like_kube_scheduler() -> None:
+    s = MemoryStore()
+    _selector_error_world(s)
+    sch = Scheduler(s)
+    s.create(pod("p", template_name="one"))
+    assert placements(sch.run(0)) == {"p": None}
+    cond = condition(s, "p")
+    assert cond["reason"] == "SchedulerError"
+    assert "CEL runtime error: no such key: tier" in cond["message"]
+    assert "on device gpu.example.com/n1/gpu-0" in cond["message"]  # 1.37 names the device
+
+
+def test_filter_errors_skip_node_keeps_kdras_old_behaviour() -> None:
+    s = MemoryStore()
+    _selector_error_world(s)
+    sch = Scheduler(s, SchedulerConfig(filter_errors="skip-node"))
+    s.create(pod("p", template_name="one"))
+    assert placements(sch.run(0)) == {"p": "n2"}
+
+
 def test_missing_device_class_is_unresolvable() -> None:
     s = MemoryStore()
     s.create(node("n1"))

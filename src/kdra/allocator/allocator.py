@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from kdra.allocator.capacity import check_capacity, consumed_capacity
+from kdra.allocator.capacity import CapacityError, CapacityRules, check_capacity, consumed_capacity
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import (
     MATCH,
@@ -38,6 +38,7 @@ from kdra.allocator.index import (
 )
 from kdra.allocator.preference import preferred_order
 from kdra.api.quantity import Quantity, parse_quantity_any
+from kdra.cel import CELCompileError, CELRuntimeError, compile_derived_attribute
 from kdra.errors import AllocationError, InputError
 
 if TYPE_CHECKING:
@@ -273,7 +274,9 @@ class ReqData:
         "class_obj",
         "class_selectors",
         "count",
+        "derived",
         "has_capacity",
+        "last_error",
         "mode",
         "name",
         "num_devices",
@@ -317,6 +320,11 @@ class ReqData:
         self.all_devices: list[tuple[DeviceEntry, int]] = []
         self.candidates: list[tuple[DeviceEntry, int, str | None]] | None = None
         self.ordered: list[tuple[DeviceEntry, int, str | None]] = []  # in a DevicePreference's order
+        self.last_error: int | None = None  # index of the last candidate with a selector error
+        # DRADerivedAttributes (1.37 alpha): attribute name -> CEL expression computing it per device.
+        self.derived: dict[str, str] = {
+            str(a.get("name", "")): str(a.get("expression", "")) for a in raw.get("derivedAttributes") or []
+        }
         self.selected_sub = 0
 
     @property
@@ -350,6 +358,14 @@ class _Constraint:
         self.request_names = set(request_names)
         self.attribute = attribute
         self.list_types = list_types
+        # Set by the run when requests define derived attributes (DRADerivedAttributes): the attribute
+        # of a device for a request, a derived one first (may raise AllocationError).
+        self.lookup: Callable[[ReqData, DeviceEntry, str], Any] | None = None
+
+    def value_of(self, rd: ReqData, dev: DeviceEntry) -> Any:
+        if self.lookup is not None:
+            return self.lookup(rd, dev, self.attribute)
+        return dev.attribute(self.attribute)
 
     def applies(self, rd: ReqData) -> bool:
         if not self.request_names:
@@ -392,7 +408,7 @@ class MatchAttribute(_Constraint):
     def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if self.request_names and not self.applies(rd):
             return True
-        raw = dev.attribute(self.attribute)
+        raw = self.value_of(rd, dev)
         if raw is None:
             return False
         av = attribute_value(raw)
@@ -427,46 +443,69 @@ class MatchAttribute(_Constraint):
         if self.list_types:
             del self.stack[self.num :]
 
-
-class DistinctAttribute(_Constraint):
-    """The attribute's values differ across the devices of the named requests.
-
-    Faithful to kube-scheduler 1.36, which remembers one value per request name (the device added
-    last; removing a device forgets the request's entry): each new device is compared with those
-    values only, so with count > 1 a device is not compared with every earlier device of its own
-    request. Later Kubernetes versions compare with all devices (dra-semantics.md section 4)."""
-
-    def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
-        super().__init__(request_names, attribute, list_types)
-        self.values: dict[str, tuple[str, Any] | None] = {}
-
-    def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
-        if self.request_names and not self.applies(rd):
-            return True
+    def value_matches(self, dev: DeviceEntry) -> bool:
+        """Whether `add` would accept the device now (the constraint already holds a device)."""
         raw = dev.attribute(self.attribute)
         if raw is None:
             return False
         av = attribute_value(raw)
+        if av is None:
+            return False
+        if self.list_types:
+            return _intersect(self.stack[-1], _as_set(av)) is not None
+        return not av[0].endswith("s") and self.first is not None and self.first == av
+
+
+class DistinctAttribute(_Constraint):
+    """The attribute's values differ across the devices of the named requests.
+
+    kube-scheduler 1.36 remembers one value per request name (the device added last; removing a device
+    forgets the request's entry), so with count > 1 a device is not compared with every earlier device
+    of its own request. 1.37 compares each new device with every device added before
+    (`per_request=False`)."""
+
+    def __init__(
+        self, request_names: Sequence[str], attribute: str, list_types: bool, per_request: bool = False
+    ) -> None:
+        super().__init__(request_names, attribute, list_types)
+        self.per_request = per_request
+        self.values: dict[str, tuple[str, Any] | None] = {}  # 1.36: per request name
+        self.stack: list[tuple[str, Any] | None] = []  # 1.37: every device added
+
+    def add(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        if self.request_names and not self.applies(rd):
+            return True
+        raw = self.value_of(rd, dev)
+        if raw is None:
+            return False
+        av = attribute_value(raw)
+        earlier = self.values.values() if self.per_request else self.stack
         if self.list_types:
             if av is None:
                 return False
             new = _as_set(av)
-            for old in self.values.values():
+            for old in earlier:
                 if old is not None and _intersect(new, _as_set(old)) is not None:
                     return False
         else:
-            for old in self.values.values():
+            for old in earlier:
                 if av is None or av[0].endswith("s"):
                     return False  # upstream: unknown (or list) value type cannot be compared
                 if old is not None and old[0] == av[0] and old[1] == av[1]:
                     return False
-        self.values[rd.base_name] = av
+        if self.per_request:
+            self.values[rd.base_name] = av
+        else:
+            self.stack.append(av)
         return True
 
     def remove(self, rd: ReqData, dev: DeviceEntry) -> None:
         if self.request_names and not self.applies(rd):
             return
-        self.values.pop(rd.base_name, None)
+        if self.per_request:
+            self.values.pop(rd.base_name, None)
+        else:
+            self.stack.pop()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,7 +547,7 @@ class AllocationOutcome:
     do not fit on the node. `explanation` says why: only on failure, and computed on first access
     (`lazy_explanation` hands it on without computing it)."""
 
-    __slots__ = ("_explanation", "allocations", "lazy_explanation", "node", "steps")
+    __slots__ = ("_explanation", "allocations", "gave_up", "lazy_explanation", "node", "steps")
 
     def __init__(
         self,
@@ -518,10 +557,12 @@ class AllocationOutcome:
         steps: int = 0,
         *,
         lazy_explanation: LazyExplanation | None = None,
+        gave_up: bool = False,
     ) -> None:
         self.node = node
         self.allocations = allocations
         self.steps = steps
+        self.gave_up = gave_up  # the search budget ran out: not proven not to fit
         self._explanation = explanation
         self.lazy_explanation = lazy_explanation
 
@@ -593,7 +634,7 @@ class Allocator:
         self._share_id = share_id
         # Available counters per pool (counter sets minus what allocated devices consume), computed once
         # per state version.
-        self._available: dict[int, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
+        self._available: dict[Any, tuple[dict[str, dict[str, int]], bool, Pool]] = {}
         self._available_version = self.state.version
 
     @classmethod
@@ -646,7 +687,9 @@ class Allocator:
             err.invalid_pools = {p.id: p.invalid_reason for p in view.pools if p.invalid}
             err.lazy_explanation = lazy
             raise err
-        return AllocationOutcome(view.node_name, None, steps=run.steps, lazy_explanation=lazy)
+        return AllocationOutcome(
+            view.node_name, None, steps=run.steps, lazy_explanation=lazy, gave_up=ok is None
+        )
 
     def explain(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> LazyExplanation:
         """Why `claims` do not fit on `node` under the current state, computed on first use: for a
@@ -694,12 +737,17 @@ class Allocator:
 
     # -- counters ---------------------------------------------------------------------------------
     def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
-        """(available counters per set, whether any is already negative) for a pool."""
+        """(available counters per set, whether any is already negative) for a pool.
+
+        Kubernetes 1.36 keys these by pool name alone: the first pool of a name whose counters are
+        looked at decides them for every pool of that name (another driver's included), as long as the
+        state does not change (upstream: for the Allocator's life, one scheduling cycle)."""
         if self._available_version != self.state.version:
             self._available.clear()
             self._available_version = self.state.version
-        hit = self._available.get(id(pool))
-        if hit is not None and hit[2] is pool:
+        key: Any = ("name", pool.name) if self.features.v1_36 else id(pool)
+        hit = self._available.get(key)
+        if hit is not None and (hit[2] is pool or self.features.v1_36):
             return hit[0], hit[1]
         avail = {name: dict(counters) for name, counters in (pool.counter_sets or {}).items()}
         state = self.state
@@ -716,8 +764,45 @@ class Allocator:
                             if cname in cs:
                                 cs[cname] -= amount
         broken = any(v < 0 for cs in avail.values() for v in cs.values())
-        self._available[id(pool)] = (avail, broken, pool)
+        self._available[key] = (avail, broken, pool)
         return avail, broken
+
+    def counters_exact(self, pool: Pool) -> bool:
+        """Whether pruning may use this pool's counters: not in 1.36 when another driver has a pool of
+        the same name with counters (which of them decides the shared counters depends on search order)."""
+        return not (self.features.v1_36 and pool.name in self.index.pool_names_shared_by_drivers())
+
+
+OPTIONAL_NODE_OPERATIONS_FEATURE = "DRAOptionalNodeOperations"  # a Node's status.declaredFeatures entry
+
+
+@dataclass(frozen=True, slots=True)
+class _Compat:
+    """compatibilityGroupIntersection: the devices on one counter set so far. A device without groups
+    only goes with other devices without groups; otherwise the groups must keep a common element."""
+
+    has_members: bool = False
+    all_empty: bool = False
+    groups: frozenset[str] = frozenset()
+
+    def admits(self, groups: frozenset[str]) -> bool:
+        if not self.has_members:
+            return True
+        if not groups:
+            return self.all_empty
+        if self.all_empty:
+            return False
+        return bool(self.groups & groups)
+
+    def add(self, groups: frozenset[str]) -> _Compat:
+        if not self.has_members:
+            return _Compat(True, not groups, groups)
+        if self.all_empty or not groups:
+            return self
+        return _Compat(True, False, self.groups & groups)
+
+
+_NO_MEMBERS = _Compat()
 
 
 class _Run:
@@ -735,11 +820,23 @@ class _Run:
         self.results: list[list[_Result]] = [[] for _ in claims]
         self.allocating: dict[DeviceKey, set[int]] = {}
         self.allocating_capacity: dict[DeviceKey, dict[str, int]] = {}
-        self.remaining: dict[int, dict[str, dict[str, int]]] = {}  # per pool, counters left in this run
+        # Counters left in this run, per pool (1.36: per pool name, see Allocator.available_counters).
+        self.remaining: dict[Any, dict[str, dict[str, int]]] = {}
         self.steps = 0
         self.budget = owner.max_steps
         self.validated = False
         self.prefer = owner.prefer
+        self.cap_rules = CapacityRules.of(owner.features)
+        # 1.37's experimental allocator (an alpha gate or DRAListTypeAttributes selects it) checks
+        # optional node operations and, with their gate, compatibility groups.
+        self.experimental = self.features.variant == "experimental"
+        self.compat_groups = self.experimental and self.features.compatibility_groups
+        self._compat: dict[int, dict[str, _Compat]] = {}  # per pool and counter set, this run
+        self.has_derived = False  # some request defines derived attributes (no pruning then)
+        self._derived_values: dict[tuple[DeviceKey, str], Any] = {}
+        self._compat_base: dict[int, dict[str, _Compat]] = {}
+        self._claim_prunable: dict[int, bool] = {}
+        self._error_free_after: dict[tuple[int, int], bool] = {}
 
     # -- validation (upstream: the loop at the top of Allocate and validateDeviceRequest) ----------
     def validate(self) -> None:
@@ -779,14 +876,21 @@ class _Run:
                         self.requests[(ci, ri, si)] = rd
                         if min_req is None or rd.num_devices < min_req:
                             min_req = rd.num_devices
-                    min_per_claim += min_req or 0
+                    min_req = min_req or 0
                 else:
                     rd = ReqData(exactly or {"name": name}, None, ci, ri, 0)
                     rd.name = name
                     rd.admin = bool((exactly or {}).get("adminAccess"))
                     self._validate_request(rd, ref, admin_set=(exactly or {}).get("adminAccess") is not None)
                     self.requests[(ci, ri, 0)] = rd
-                    min_per_claim += rd.num_devices
+                    min_req = rd.num_devices
+                if not f.v1_36 and min_req > ALLOCATION_RESULTS_MAX_SIZE - min_per_claim:
+                    # 1.37 checks the limit request by request, before validating the next one.
+                    raise AllocationError(
+                        f"claim {ref}, request {name}: adding {min_req} devices exceeds the claim limit of "
+                        f"{ALLOCATION_RESULTS_MAX_SIZE}, with {min_per_claim} already accounted for"
+                    )
+                min_per_claim += min_req
             if min_per_claim > ALLOCATION_RESULTS_MAX_SIZE:
                 raise AllocationError(
                     f"claim {ref}: number of requested devices {min_per_claim} exceeds the claim limit of "
@@ -797,18 +901,58 @@ class _Run:
                 names = c.get("requests") or []
                 if c.get("matchAttribute") is not None:
                     constraints.append(MatchAttribute(names, c["matchAttribute"], f.list_type_attributes))
-                elif c.get("distinctAttribute") is not None:
+                elif c.get("distinctAttribute") is not None and f.variant != "stable":
                     constraints.append(
-                        DistinctAttribute(names, c["distinctAttribute"], f.list_type_attributes)
+                        DistinctAttribute(
+                            names, c["distinctAttribute"], f.list_type_attributes, per_request=f.v1_36
+                        )
                     )
                 else:
                     raise AllocationError(
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
             self.constraints.append(constraints)
+        if self.has_derived:
+            for constraints in self.constraints:
+                for c in constraints:
+                    c.lookup = self._lookup_attribute
         self.validated = True
 
+    def _lookup_attribute(self, rd: ReqData, dev: DeviceEntry, name: str) -> Any:
+        """lookupAttribute: the request's derived attribute of that name, else the device's own."""
+        expr = rd.derived.get(name)
+        if expr is None:
+            return dev.attribute(name)
+        key = (dev.key, expr)
+        if key in self._derived_values:
+            return self._derived_values[key]
+        f = self.features
+        try:
+            program = compile_derived_attribute(
+                expr,
+                consumable_capacity=f.consumable_capacity,
+                list_type_attributes=f.cel_list_type_attributes,
+                stored_expressions=True,
+            )
+        except CELCompileError as err:
+            raise AllocationError(f"compile derived attribute {name} failed: {err}") from None
+        try:
+            value = program.attribute(dev.cel_input())
+        except CELRuntimeError as err:
+            raise AllocationError(
+                f"evaluate derived attribute {name} on device {dev.id} failed: {err}"
+            ) from None
+        self._derived_values[key] = value
+        return value
+
     def _validate_request(self, rd: ReqData, ref: str, admin_set: bool = False) -> None:
+        if rd.derived and not self.features.v1_36:
+            if not (self.experimental and self.features.derived_attributes):
+                raise AllocationError(
+                    f"claim {ref}, request {rd.name}: cannot handle request with derived attributes, "
+                    "the feature is disabled"
+                )
+            self.has_derived = True
         sels = []
         for i, sel in enumerate(rd.raw.get("selectors") or []):
             cel = (sel or {}).get("cel")
@@ -865,27 +1009,53 @@ class _Run:
                         rd, dev, self.view.all_node_ok.get(id(dev), True), raise_errors=True
                     ):
                         continue
-                    if consumable and check_capacity(
-                        rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None
-                    ):
-                        continue
+                    # 1.36 leaves out devices without enough capacity left; 1.37 only those whose
+                    # capacity could never serve the request (the rest make All fail when reached).
+                    allocated = self.state.consumed.get(dev.key) if self.features.v1_36 else None
+                    if consumable:
+                        try:
+                            why = check_capacity(
+                                rd.capacity_requests, dev.capacity, allocated, None, self.cap_rules
+                            )
+                        except CapacityError as err:
+                            raise AllocationError(
+                                f"claim {ref}, request {rd.name}: checking capacity for device "
+                                f"{dev.name}: {err}"
+                            ) from None
+                        if why:
+                            continue
                     rd.all_devices.append((dev, pi))
 
     # -- selection --------------------------------------------------------------------------------
-    def _selector_error(self, rd: ReqData, err: SelectorError, is_class: bool) -> AllocationError:
-        kind = "CEL compile error" if err.compile_error else "CEL runtime error"
+    def _selector_error(
+        self, rd: ReqData, err: SelectorError, is_class: bool, dev: DeviceEntry
+    ) -> AllocationError:
+        """selectorsMatch's error text. 1.37 names the device of a runtime error and adds a hint to
+        "no such key" (cel.EnhanceRuntimeError)."""
         who = f"class {rd.class_name}" if is_class else f"claim {claim_ref(self.claims[rd.claim_index])}"
-        return AllocationError(f"{who}: selector #{err.index}: {kind}: {err.message}")
+        if err.compile_error:
+            return AllocationError(f"{who}: selector #{err.index}: CEL compile error: {err.message}")
+        if self.features.v1_36:
+            return AllocationError(f"{who}: selector #{err.index}: CEL runtime error: {err.message}")
+        message = err.message
+        if "no such key:" in message:
+            message += (
+                ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                "with has() for optional fields"
+            )
+        return AllocationError(
+            f"{who}: selector #{err.index} on device {dev.id}: CEL runtime error: {message}"
+        )
 
     def _selectable(self, rd: ReqData, dev: DeviceEntry, node_ok: bool, raise_errors: bool) -> bool | str:
         """isSelectable: True, False, or (raise_errors=False) the error text to raise when reached."""
         if not self.features.device_binding_and_status and dev.binding_conditions:
             return False
         consumable = self.features.consumable_capacity
-        lists = self.features.list_type_attributes
+        lists = self.features.cel_list_type_attributes
         res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
         if isinstance(res, SelectorError):
-            exc = self._selector_error(rd, res, True)
+            exc = self._selector_error(rd, res, True, dev)
             if raise_errors:
                 raise exc
             return str(exc)
@@ -893,7 +1063,7 @@ class _Run:
             return False
         res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
         if isinstance(res, SelectorError):
-            exc = self._selector_error(rd, res, False)
+            exc = self._selector_error(rd, res, False, dev)
             if raise_errors:
                 raise exc
             return str(exc)
@@ -915,13 +1085,13 @@ class _Run:
             rd.class_selectors,
             rd.request_selectors,
             f.consumable_capacity,
-            f.list_type_attributes,
+            f.cel_list_type_attributes,
             f.device_binding_and_status,
         )
         entry = view.candidates.get(key)
         if entry is None:
             shared: list[tuple[DeviceEntry, int, tuple[SelectorError, bool] | None]] = []
-            lists = f.list_type_attributes
+            lists = f.cel_list_type_attributes
             consumable = f.consumable_capacity
             gate_binding = not f.device_binding_and_status
             for dev, pi, ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
@@ -949,18 +1119,53 @@ class _Run:
             cands = cast(list[tuple[DeviceEntry, int, str | None]], shared)  # no error entries: reuse
         else:
             cands = [
-                (dev, pi, str(self._selector_error(rd, err[0], err[1])) if err is not None else None)
+                (dev, pi, str(self._selector_error(rd, err[0], err[1], dev)) if err is not None else None)
                 for dev, pi, err in shared
             ]
+        if f.consumable_capacity and rd.capacity_requests:
+            cands = self._with_capacity_errors(rd, cands)
         rd.candidates = cands
         return cands
+
+    def _with_capacity_errors(
+        self, rd: ReqData, cands: list[tuple[DeviceEntry, int, str | None]]
+    ) -> list[tuple[DeviceEntry, int, str | None]]:
+        """1.37 aborts on a capacity request a device's range arithmetic cannot represent (it does not
+        depend on what is in use): such candidates carry that error, raised when the search reaches
+        them, like a selector error."""
+        if self.features.v1_36:
+            return cands
+        out: list[tuple[DeviceEntry, int, str | None]] | None = None
+        for k, (dev, pi, err) in enumerate(cands):
+            if err:
+                continue
+            try:
+                check_capacity(rd.capacity_requests, dev.capacity, None, None, self.cap_rules)
+            except CapacityError as exc:
+                if out is None:
+                    out = list(cands)
+                ref = claim_ref(self.claims[rd.claim_index])
+                out[k] = (
+                    dev,
+                    pi,
+                    f"claim {ref}, request {rd.name}: checking capacity for device {dev.id}: {exc}",
+                )
+        return out if out is not None else cands
 
     # -- in-use -----------------------------------------------------------------------------------
     def device_in_use(self, key: DeviceKey) -> bool:
         return key in self.state.dedicated or bool(self.allocating.get(key))
 
     def capacity_in_use(self, key: DeviceKey) -> bool:
-        return key in self.state.consumed or key in self.allocating_capacity
+        """Whether a shareable device already has a share (its counters are then already taken). 1.37
+        also counts a persisted share that reported no consumedCapacity."""
+        return key in self.allocating_capacity or self.shared_in_state(key)
+
+    def shared_in_state(self, key: DeviceKey) -> bool:
+        """The allocated state holds a share of the device (deviceCapacityInUse without this run)."""
+        if key in self.state.consumed:
+            return True
+        return not self.features.v1_36 and key in self.state.shared
 
     def capacity_fits(self, rd: ReqData, dev: DeviceEntry) -> bool:
         if (
@@ -970,25 +1175,37 @@ class _Run:
             and dev.key not in self.allocating_capacity
         ):
             return True  # nothing requested, nothing consumed: each capacity is taken whole and fits
-        return not check_capacity(
-            rd.capacity_requests,
-            dev.capacity,
-            self.state.consumed.get(dev.key),
-            self.allocating_capacity.get(dev.key),
-        )
+        try:
+            return not check_capacity(
+                rd.capacity_requests,
+                dev.capacity,
+                self.state.consumed.get(dev.key),
+                self.allocating_capacity.get(dev.key),
+                self.cap_rules,
+            )
+        except CapacityError:
+            return False  # reported where the candidate is reached (candidates())
 
     def blocked_alone(self, rd: ReqData, dev: DeviceEntry, pi: int) -> str:
         """Why the device cannot serve the request even with nothing else allocated ("" if it can)."""
         f = self.features
         if f.consumable_capacity:
-            why = check_capacity(rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None)
+            try:
+                why = check_capacity(
+                    rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None, self.cap_rules
+                )
+            except CapacityError:
+                return "capacity"
             if why:
                 return "capacity"
         if dev.consumes:
             if not f.partitionable_devices:
                 return "counters"
-            if not (f.consumable_capacity and dev.allow_multi and dev.key in self.state.consumed):
-                avail, broken = self.owner.available_counters(self.view.pools[pi])
+            pool = self.view.pools[pi]
+            if not (
+                f.consumable_capacity and dev.allow_multi and self.shared_in_state(dev.key)
+            ) and self.owner.counters_exact(pool):
+                avail, broken = self.owner.available_counters(pool)
                 if broken:
                     return "counters"
                 for set_name, counters in dev.consumes:
@@ -1003,15 +1220,19 @@ class _Run:
         return ""
 
     # -- counters ---------------------------------------------------------------------------------
+    def _counter_key(self, pi: int) -> Any:
+        return self.view.pools[pi].name if self.features.v1_36 else pi
+
     def _reserve_counters(self, dev: DeviceEntry, pi: int) -> bool:
         pool = self.view.pools[pi]
-        rem = self.remaining.get(pi)
+        key = self._counter_key(pi)
+        rem = self.remaining.get(key)
         if rem is None:
             avail, broken = self.owner.available_counters(pool)
             if broken:
                 return False
             rem = {name: dict(c) for name, c in avail.items()}
-            self.remaining[pi] = rem
+            self.remaining[key] = rem
         ok = True
         touched: list[tuple[dict[str, int], str, int]] = []
         for set_name, counters in dev.consumes:
@@ -1031,7 +1252,7 @@ class _Run:
         return ok
 
     def _release_counters(self, dev: DeviceEntry, pi: int) -> None:
-        rem = self.remaining[pi]
+        rem = self.remaining[self._counter_key(pi)]
         for set_name, counters in dev.consumes:
             cs = rem.get(set_name)
             if cs is None:
@@ -1047,7 +1268,9 @@ class _Run:
         self.budget = budget
         # The search recurses once per device, request and claim (as upstream does); make room for
         # pods with many devices instead of failing with RecursionError.
-        depth = 3 * sum(max(rd.num_devices, 1) for rd in self.requests.values()) + 4 * len(self.claims)
+        depth = 3 * sum(min(max(rd.num_devices, 1), 64) for rd in self.requests.values()) + 4 * len(
+            self.claims
+        )
         if sys.getrecursionlimit() < depth + 1000:
             sys.setrecursionlimit(depth + 1000)
         return self.allocate_one(0, 0, 0, 0, False, 0)
@@ -1056,6 +1279,8 @@ class _Run:
         """Cheap necessary conditions, checked before searching (avoids exhaustive searches such as
         kubernetes#131730). Exact: never rejects a solvable input and never hides an error the
         search would report (requests whose candidates include a CEL error are left to the search)."""
+        if self.has_derived:
+            return False  # derived attributes may fail to evaluate: only the search knows where
         has_all = any(rd.mode == "All" for rd in self.requests.values())
         if has_all and any(self.constraints):
             return False  # the search may have to report an All-constraint error
@@ -1066,7 +1291,7 @@ class _Run:
         demand: dict[tuple[int, str, str], int] = {}  # (pool, counter set, counter) -> least consumption
         for ci, claim in enumerate(self.claims):
             reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
-            single: list[tuple[ReqData, list[DeviceEntry]]] = []
+            per_request: list[list[tuple[ReqData, list[DeviceEntry]]]] = []
             for ri in range(len(reqs)):
                 subs: list[ReqData] = []
                 si = 0
@@ -1074,17 +1299,19 @@ class _Run:
                     subs.append(self.requests[(ci, ri, si)])
                     si += 1
                 feasible = False
+                alts: list[tuple[ReqData, list[DeviceEntry]]] = []
                 for rd in subs:
                     if rd.mode == "All":
                         feasible = True
+                        alts.append((rd, [d for d, _ in rd.all_devices]))
                         continue
                     usable, errors = request_candidates(self, rd)
                     if errors:
                         return False
                     if len(usable) >= rd.num_devices:
                         feasible = True
+                    alts.append((rd, [d for d, _ in usable]))
                     if len(subs) == 1:
-                        single.append((rd, [d for d, _ in usable]))
                         self._add_counter_demand(rd, usable, demand)
                     if len(subs) == 1 and not rd.admin:
                         if self.features.consumable_capacity and any(d.allow_multi for d, _ in usable):
@@ -1095,9 +1322,12 @@ class _Run:
                         total += rd.num_devices
                 if not feasible:
                     return True
-            if not self._constraints_satisfiable(ci, single):
+                per_request.append(alts)
+            if not self._constraints_satisfiable(ci, per_request):
                 return True
         for (pi, set_name, cname), amount in demand.items():
+            if not self.owner.counters_exact(self.view.pools[pi]):
+                continue
             avail, _ = self.owner.available_counters(self.view.pools[pi])
             if amount > avail.get(set_name, {}).get(cname, amount):
                 return True
@@ -1138,33 +1368,51 @@ class _Run:
             if least > 0:
                 demand[key] = demand.get(key, 0) + least
 
-    def _constraints_satisfiable(self, ci: int, single: list[tuple[ReqData, list[DeviceEntry]]]) -> bool:
+    def _constraints_satisfiable(
+        self, ci: int, per_request: list[list[tuple[ReqData, list[DeviceEntry]]]]
+    ) -> bool:
         """Necessary condition per constraint: enough usable devices share a value (matchAttribute) or
-        have different values (distinctAttribute) for the requests it covers. Constraints that cover a
-        request with alternatives (firstAvailable) or in All mode are left to the search."""
+        have different values (distinctAttribute) for the requests it covers. `per_request` holds, per
+        request of the claim, its alternatives (one unless firstAvailable) with their usable devices.
+        A request counts with the fewest devices any of its alternatives takes (none if some
+        alternative is not covered); constraints over a request in All mode are left to the search."""
         constraints = self.constraints[ci]
         if not constraints:
             return True
-        by_name = {rd.full_name: (rd, devs) for rd, devs in single}
-        all_requests = [rd for rd in self.requests.values() if rd.claim_index == ci]
         for c in constraints:
-            covered = [rd for rd in all_requests if c.applies(rd)]
-            if not covered or any(rd.full_name not in by_name or rd.mode == "All" for rd in covered):
-                continue
-            need = sum(rd.num_devices for rd in covered)
-            if need < 2:
-                continue
+            contributions: list[int] = []
             devices: dict[int, DeviceEntry] = {}
-            for rd in covered:
-                for dev in by_name[rd.full_name][1]:
-                    devices[id(dev)] = dev
-            if self.features.consumable_capacity and any(d.allow_multi for d in devices.values()):
-                continue  # one shared device may serve several requests
+            skip = False
+            for alts in per_request:
+                covered = [(rd, devs) for rd, devs in alts if c.applies(rd)]
+                if not covered:
+                    continue
+                if any(rd.mode == "All" for rd, _ in alts):
+                    skip = True
+                    break
+                for _, devs in covered:
+                    for dev in devs:
+                        devices[id(dev)] = dev
+                contributions.append(0 if len(covered) < len(alts) else min(rd.num_devices for rd, _ in alts))
+            need = sum(contributions)
+            if skip or need < 2:
+                continue
+            if (
+                isinstance(c, MatchAttribute)
+                and self.features.consumable_capacity
+                and any(d.allow_multi for d in devices.values())
+            ):
+                continue  # one shared device may serve several requests (a distinct value only one)
             counts: dict[Any, int] = {}
             for dev in devices.values():
                 raw = dev.attribute(c.attribute)
-                av = attribute_value(raw) if raw is not None else None
+                if raw is None:
+                    continue
+                av = attribute_value(raw)
                 if av is None:
+                    # No value upstream can compare: as the first device of a distinctAttribute it still
+                    # passes, so count it as a value of its own.
+                    counts[("?", id(dev))] = 1
                     continue
                 if c.list_types:
                     for v in _as_set(av)[1]:
@@ -1175,9 +1423,21 @@ class _Run:
             if isinstance(c, MatchAttribute):
                 if max(counts.values(), default=0) < need:
                     return False
-            elif all(rd.num_devices == 1 for rd in covered) and len(counts) < need:
-                # Only then is 1.36's distinctAttribute pairwise (it keeps one value per request).
-                return False
+            elif isinstance(c, DistinctAttribute):
+                # 1.37 compares every pair of devices. 1.36 keeps one value per request, so the values
+                # the requests end with are pairwise distinct, and a request with several devices
+                # needs two values at least (consecutive devices are compared).
+                if c.per_request:
+                    # When request r adds its second device, it is compared with the final values of
+                    # the requests before it and with its own first one: that takes (requests before
+                    # r) + 2 distinct values.
+                    need = before = 0
+                    for n in contributions:
+                        if n > 0:
+                            need = max(need, before + min(n, 2))
+                            before += 1
+                if len(counts) < need:
+                    return False
         return True
 
     def _step(self) -> None:
@@ -1246,6 +1506,11 @@ class _Run:
         dedicated = self.state.dedicated
         allocating = self.allocating
         consumable = self.features.consumable_capacity
+        # Exact cut: fewer candidates left than devices still needed, and none of them could raise an
+        # error when reached (upstream would scan them and fail).
+        prune = self.owner.prune and self._prunable(ci)
+        if prune and len(cands) - start < rd.num_devices - di and self._last_error(rd) < start:
+            return False
         for k in range(start, len(cands)):
             self.steps += 1
             dev, pi, err = cands[k]
@@ -1263,6 +1528,9 @@ class _Run:
             undo = self.allocate_device(rd, dev, pi, must=False)
             if undo is None:
                 continue
+            if prune and self._match_dead_end(rd, ri, di, k):
+                undo()
+                continue
             try:
                 done = self.allocate_one(ci, ri, si, di + 1, in_sub, k + 1)
             except _MaxSizeExceeded:
@@ -1272,6 +1540,161 @@ class _Run:
                 return True
             undo()
         return False
+
+    # -- compatibility groups (DRADeviceCompatibilityGroups, 1.37 experimental) -------------------
+    def _compat_baseline(self, pi: int) -> dict[str, _Compat]:
+        """Per counter set of the pool: the intersection the already-allocated devices contribute."""
+        base = self._compat_base.get(pi)
+        if base is None:
+            base = {}
+            pool = self.view.pools[pi]
+            for slices in (pool.slices, pool.other_slices):
+                for s in slices:
+                    for d in s.devices:
+                        if not d.consumes or not self.state.is_allocated(d.key):
+                            continue
+                        for i, (set_name, _) in enumerate(d.consumes):
+                            groups = d.compat_groups[i] if d.compat_groups else frozenset()
+                            base[set_name] = base.get(set_name, _NO_MEMBERS).add(groups)
+            self._compat_base[pi] = base
+        return base
+
+    def _consume_compat_groups(self, dev: DeviceEntry, pi: int) -> Callable[[], None] | None:
+        """checkAndConsumeCompatibilityGroups: None if the device's groups do not intersect those of the
+        devices already on one of its counter sets, else the function that undoes folding them in."""
+        running = self._compat.setdefault(pi, {})
+        baseline = self._compat_baseline(pi)
+        saved: list[tuple[str, _Compat | None]] = []
+
+        def restore() -> None:
+            for set_name, prev in reversed(saved):
+                if prev is None:
+                    running.pop(set_name, None)
+                else:
+                    running[set_name] = prev
+
+        for i, (set_name, _) in enumerate(dev.consumes):
+            prev = running.get(set_name)
+            cur = prev if prev is not None else baseline.get(set_name, _NO_MEMBERS)
+            groups = dev.compat_groups[i] if dev.compat_groups else frozenset()
+            if not cur.admits(groups):
+                restore()
+                return None
+            saved.append((set_name, prev))
+            running[set_name] = cur.add(groups)
+        return restore
+
+    # -- exact pruning during the search ----------------------------------------------------------
+    # A cut is allowed only where upstream's search, continuing from the same point, would neither
+    # find an allocation nor raise an error; the search order is untouched, so the first allocation
+    # found (the answer) is the same.
+
+    def _last_error(self, rd: ReqData) -> int:
+        """Index of the last candidate whose selectors fail to evaluate (-1 if none)."""
+        last = rd.last_error
+        if last is None:
+            last = -1
+            for k, (_, _, err) in enumerate(self.candidates(rd)):
+                if err:
+                    last = k
+            rd.last_error = last
+        return last
+
+    def _prunable(self, ci: int) -> bool:
+        """Cuts inside claim `ci` cannot change which errors upstream reports or how it backtracks:
+        the claim can never exceed the result limit (upstream's aggressive backtracking), and no request
+        is in All mode (its constraint error)."""
+        if self.has_derived:
+            return False  # a derived attribute may fail to evaluate on a device the search skipped
+        ok = self._claim_prunable.get(ci)
+        if ok is None:
+            total = 0
+            ok = True
+            ri = 0
+            while (ci, ri, 0) in self.requests:
+                most = 0
+                si = 0
+                while (ci, ri, si) in self.requests:
+                    alt = self.requests[(ci, ri, si)]
+                    if alt.mode == "All":
+                        ok = False
+                    most = max(most, alt.num_devices)
+                    si += 1
+                total += most
+                ri += 1
+            ok = ok and total <= ALLOCATION_RESULTS_MAX_SIZE
+            self._claim_prunable[ci] = ok
+        return ok
+
+    def _later_requests_error_free(self, ci: int, ri: int) -> bool:
+        key = (ci, ri)
+        ok = self._error_free_after.get(key)
+        if ok is None:
+            ok = True
+            r = ri + 1
+            while ok and (ci, r, 0) in self.requests:
+                si = 0
+                while (ci, r, si) in self.requests:
+                    if self._last_error(self.requests[(ci, r, si)]) >= 0:
+                        ok = False
+                        break
+                    si += 1
+                r += 1
+            self._error_free_after[key] = ok
+        return ok
+
+    def _match_dead_end(self, rd: ReqData, ri: int, di: int, k: int) -> bool:
+        """After `rd` took candidate `k` as its device `di`: whether some matchAttribute constraint of
+        the claim, whose value is now fixed, leaves too few devices with that value for the rest of its
+        requests in this claim (this request's later candidates and the later requests without
+        alternatives), counting only devices not in use. Devices that allow multiple allocations could
+        serve several requests, so their presence disables the cut."""
+        ci = rd.claim_index
+        constraints = self.constraints[ci]
+        if not constraints or self._last_error(rd) > k or not self._later_requests_error_free(ci, ri):
+            return False
+        for c in constraints:
+            if not isinstance(c, MatchAttribute) or c.num == 0 or not c.applies(rd):
+                continue
+            needs: list[tuple[ReqData, int, int]] = []
+            if rd.num_devices - di - 1 > 0:
+                needs.append((rd, rd.num_devices - di - 1, k + 1))
+            r = ri + 1
+            while (ci, r, 0) in self.requests:
+                later = self.requests[(ci, r, 0)]
+                if later.parent_name is None and later.mode != "All" and c.applies(later):
+                    needs.append((later, later.num_devices, 0))
+                r += 1
+            if not needs:
+                continue
+            union: set[int] = set()
+            total = 0
+            for req, need, start in needs:
+                supply = 0
+                # `start` indexes the list the search walks: a device preference's order when one is on.
+                walked = req.ordered if self.prefer is not None and req.ordered else self.candidates(req)
+                for dev, _, _ in walked[start:]:
+                    if self._taken_for(req, dev):
+                        continue
+                    if not c.value_matches(dev):
+                        continue
+                    if self.features.consumable_capacity and dev.allow_multi:
+                        return False
+                    supply += 1
+                    union.add(id(dev))
+                if supply < need:
+                    return True
+                total += need
+            if len(union) < total:
+                return True
+        return False
+
+    def _taken_for(self, rd: ReqData, dev: DeviceEntry) -> bool:
+        key = dev.key
+        if rd.admin:
+            holders = self.allocating.get(key)
+            return bool(holders and rd.claim_index in holders)
+        return key in self.state.dedicated or bool(self.allocating.get(key))
 
     def allocate_device(
         self, rd: ReqData, dev: DeviceEntry, pi: int, must: bool
@@ -1288,17 +1711,35 @@ class _Run:
                 return None
         if not rd.admin and self.device_in_use(key):
             return None
+        if (
+            self.experimental
+            and dev.slice.skip_node_ops
+            and (
+                not f.optional_node_operations
+                or OPTIONAL_NODE_OPERATIONS_FEATURE not in self.view.declared_features
+            )
+        ):
+            return None  # the node must declare the DRAOptionalNodeOperations feature
         if not f.partitionable_devices and dev.consumes:
             return None
         skip_counters = allow_multi and self.capacity_in_use(key)
+        compat_undo: Callable[[], None] | None = None
+        if self.compat_groups and not skip_counters and dev.consumes:
+            compat_undo = self._consume_compat_groups(dev, pi)
+            if compat_undo is None:
+                return None
         counters_reserved = False
         if not skip_counters and dev.consumes:
             if not self._reserve_counters(dev, pi):
+                if compat_undo is not None:
+                    compat_undo()
                 return None
             counters_reserved = True
         if f.device_taints and blocking_taint(dev, rd.tolerations) is not None:
             if counters_reserved:
                 self._release_counters(dev, pi)
+            if compat_undo is not None:
+                compat_undo()
             return None
         constraints = self.constraints[ci]
         added = 0
@@ -1308,6 +1749,8 @@ class _Run:
                     constraints[j].remove(rd, dev)
                 if counters_reserved:
                     self._release_counters(dev, pi)
+                if compat_undo is not None:
+                    compat_undo()
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {rd.name}: cannot add device {dev.id} "
@@ -1330,9 +1773,17 @@ class _Run:
                     constraints[j].remove(rd, dev)
                 if counters_reserved:
                     self._release_counters(dev, pi)
+                if compat_undo is not None:
+                    compat_undo()
                 return None
             if allow_multi:
-                consumed = consumed_capacity(rd.capacity_requests, dev.capacity)
+                try:
+                    consumed = consumed_capacity(rd.capacity_requests, dev.capacity, self.cap_rules)
+                except CapacityError as err:
+                    raise AllocationError(
+                        f"claim {claim_ref(self.claims[ci])}, request {rd.name}: computing consumed capacity "
+                        f"for device {dev.id}: {err}"
+                    ) from None
                 cap_existed = key in self.allocating_capacity
                 agg = self.allocating_capacity.setdefault(key, {})
                 for name, q in consumed.items():
@@ -1357,6 +1808,8 @@ class _Run:
                 constraints[j].remove(rd, dev)
             if counters_reserved:
                 self._release_counters(dev, pi)
+            if compat_undo is not None:
+                compat_undo()
 
         return undo
 
@@ -1388,12 +1841,14 @@ class _Run:
             if r.rd.admin:
                 item["adminAccess"] = True
             if r.rd.tolerations:
-                item["tolerations"] = [dict(t) for t in r.rd.tolerations]
+                item["tolerations"] = [_defaulted_toleration(t) for t in r.rd.tolerations]
             if f.device_binding_and_status:
                 if r.dev.binding_conditions:
                     item["bindingConditions"] = list(r.dev.binding_conditions)
                 if r.dev.binding_failure_conditions:
                     item["bindingFailureConditions"] = list(r.dev.binding_failure_conditions)
+            if self.experimental and r.dev.slice.skip_node_ops:
+                item["skipNodeOperations"] = list(r.dev.slice.skip_node_ops)
             if r.share:
                 item["shareID"] = self.owner._make_share_id(claim, ci, r.rd.full_name, r.dev, i)
             if r.consumed:
@@ -1419,22 +1874,37 @@ class _Run:
                 entry.update({k: v for k, v in c.items() if k not in ("source", "requests")})
                 config.append(entry)
             class_ranges[cname] = (start, len(config))
+        v1_36 = f.v1_36
         for c in spec_devices.get("config") or []:
             names = c.get("requests") or []
             body = {k: v for k, v in c.items() if k != "requests"}
             if not names:
                 config.append({"source": "FromClaim", **body})
                 continue
+            # 1.36 adds the config once per request it names (a config naming two requests appears
+            # twice); 1.37 once.
             for ri, request in enumerate(requests):
                 if request.get("name") in names:
                     config.append({"source": "FromClaim", "requests": list(names), **body})
+                    if v1_36:
+                        continue
                     break
                 rd0 = self.requests[(ci, ri, 0)]
                 if rd0.parent_name is None:
                     continue
                 if self._selected(ci, ri).full_name in names:
                     config.append({"source": "FromClaim", "requests": list(names), **body})
-                    break
+                    if not v1_36:
+                        break
+        if not v1_36:
+            # 1.37: a config that applies to every request gets no list ("empty means all").
+            for entry in config:
+                names = entry.get("requests")
+                if names and all(
+                    request.get("name") in names or self._selected(ci, ri).full_name in names
+                    for ri, request in enumerate(requests)
+                ):
+                    del entry["requests"]
         allocation: dict[str, Any] = {"devices": {"results": results}}
         if config:
             allocation["devices"]["config"] = config
@@ -1510,6 +1980,15 @@ def request_candidates(run: _Run, rd: ReqData) -> tuple[list[tuple[DeviceEntry, 
             continue
         usable.append((dev, pi))
     return usable, errors
+
+
+def _defaulted_toleration(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's toleration as the API server stores it (operator defaults to Equal), which is what
+    upstream copies into the result."""
+    out = dict(t)
+    if not out.get("operator"):
+        out["operator"] = "Equal"
+    return out
 
 
 def _add_requirements(src: Iterable[Mapping[str, Any]], dst: list[dict[str, Any]]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from kdra.allocator.capacity import check_capacity
+from kdra.allocator.capacity import CapacityError, check_capacity
 from kdra.allocator.index import MATCH, DeviceEntry, SelectorError, attribute_value, display_attribute
 
 if TYPE_CHECKING:
@@ -165,7 +165,10 @@ class Explanation:
         }
 
     def __str__(self) -> str:
-        out = [f"node {self.node}: cannot allocate all claims"]
+        head = (
+            "gave up searching for an allocation" if self.search_limit_hit else "cannot allocate all claims"
+        )
+        out = [f"node {self.node}: {head}"]
         for reason in self.reasons:
             out.append(f"  {reason}")
         for r in self.requests:
@@ -333,7 +336,7 @@ def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
             program = compile_selector(
                 part,
                 consumable_capacity=f.consumable_capacity,
-                list_type_attributes=f.list_type_attributes,
+                list_type_attributes=f.cel_list_type_attributes,
                 stored_expressions=True,
             )
             if not program.matches(dev.cel_input()):
@@ -346,7 +349,7 @@ def _failing_conjunct(run: _Run, dev: DeviceEntry, expression: str) -> str:
 def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestExplanation, list[DeviceEntry]]:
     f = run.features
     consumable = f.consumable_capacity
-    lists = f.list_type_attributes
+    lists = f.cel_list_type_attributes
     from kdra.allocator.allocator import blocking_taint
     from kdra.allocator.index import evaluate_selectors
 
@@ -393,9 +396,16 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         if why == "capacity":
             ex.blocked_by_capacity += 1
             if "capacity" not in ex.examples:
-                detail = check_capacity(
-                    rd.capacity_requests, dev.capacity, run.state.consumed.get(dev.key), None
-                )
+                try:
+                    detail = check_capacity(
+                        rd.capacity_requests,
+                        dev.capacity,
+                        run.state.consumed.get(dev.key),
+                        None,
+                        run.cap_rules,
+                    )
+                except CapacityError as err:
+                    detail = str(err)
                 ex.examples["capacity"] = f"{dev.name}: {detail}"
             continue
         if why == "counters":
@@ -546,7 +556,7 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
                 usable_by_request[rd.full_name] = usable
                 alternatives.append((rd, rex, usable))
                 si += 1
-            rd0, rex0, usable0 = alternatives[0]
+            rd0, rex0, _ = alternatives[0]
             if not any(r.fits_alone for _, r, _ in alternatives):
                 what = "any alternative of request" if len(alternatives) > 1 else "request"
                 if rd0.mode == "All" and len(alternatives) == 1:
@@ -564,11 +574,14 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
                         f"(needs {rex0.needed}, {rex0.usable} usable)"
                     )
             if not rd0.admin:
-                demand += rd0.num_devices
-                for dev in usable0:
-                    supply.setdefault(dev.id, dev)
-                    if run.features.consumable_capacity and dev.allow_multi:
-                        exclusive = False
+                # A request with alternatives (firstAvailable) needs at least what its smallest
+                # alternative takes, from the devices any alternative could use.
+                demand += min(rd.num_devices for rd, _, _ in alternatives)
+                for _, _, usable in alternatives:
+                    for dev in usable:
+                        supply.setdefault(dev.id, dev)
+                        if run.features.consumable_capacity and dev.allow_multi:
+                            exclusive = False
             ri += 1
         ex.reasons.extend(_constraint_reasons(run, ci, name, usable_by_request))
     if not ex.reasons and exclusive and demand > len(supply):
@@ -579,8 +592,11 @@ def explain(run: _Run, limit_hit: bool = False) -> Explanation:
     if not ex.reasons:
         ex.reasons.extend(_counter_reasons(run))
     if limit_hit:
-        ex.reasons.append(
-            f"search stopped after {run.steps} steps (limit {run.owner.max_steps}) without finding a solution"
+        # First: kdra gave up, it did not prove that the claims cannot fit.
+        ex.reasons.insert(
+            0,
+            f"gave up: the search stopped after {run.steps} steps (limit {run.owner.max_steps}) without "
+            "finding an allocation or proving there is none",
         )
     if not ex.reasons and not limit_hit:
         ex.reasons.extend(_what_if(run))

@@ -1,61 +1,167 @@
-"""Feature gates that change allocator behaviour, with Kubernetes 1.36 defaults.
+"""Feature gates and the Kubernetes release they belong to (1.36 or 1.37).
 
-Names are Kubernetes feature-gate names (pkg/features/kube_features.go). The allocator reads them
-through the same switches upstream's `structured.Features` struct has (structured/internal/types.go):
-AdminAccess, PrioritizedList, PartitionableDevices, DeviceTaints, DeviceBindingAndStatus (needs both
-DRADeviceBindingConditions and DRAResourceClaimDeviceStatus), ConsumableCapacity, ListTypeAttributes.
+A `FeatureGates` carries a Kubernetes minor version and the values of that release's DRA feature gates
+(names as in pkg/features/kube_features.go). Everything that behaves differently between releases reads
+it from the `FeatureGates` it is given, never from a global: the gates' defaults and locks, API
+validation, the CEL environment and the allocator's behaviour (the `v1_37`-style switches below).
+
+The allocator reads the gates through the switches upstream's `structured.Features` struct has
+(structured/internal/types.go), mapped the way that release's kube-scheduler maps them
+(dynamicresources.AllocatorFeatures): in 1.36 DRAListTypeAttributes reaches only the CEL environment,
+in 1.37 also the allocator. `FeatureGates.only([...])` instead sets the allocator's switches directly
+(how upstream's allocator test table lists them), locks and dependencies not applied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
+from kdra.api.versions import DEFAULT_VERSION, SUPPORTED_VERSIONS, KubernetesVersion, check_version
 from kdra.errors import InputError
 
-# Kubernetes 1.36 maturity: GA and beta gates are on by default, alpha gates are off.
-# (dra-semantics.md section 0; KEPs 4381, 4816, 5018, 4817, 4815, 5055, 5004, 5075, 5007, 5491, 5517, 5729.)
-DEFAULTS_1_36: dict[str, bool] = {
-    "DynamicResourceAllocation": True,  # GA, locked
-    "DRASchedulerFilterTimeout": True,  # beta
-    "DRAPrioritizedList": True,  # GA 1.36
-    "DRAAdminAccess": True,  # GA 1.36
-    "DRAResourceClaimDeviceStatus": True,  # beta
-    "DRAPartitionableDevices": True,  # beta 1.36
-    "DRADeviceTaints": True,  # beta 1.36
-    "DRADeviceTaintRules": True,  # beta 1.36
-    "DRAExtendedResource": True,  # beta 1.36
-    "DRAConsumableCapacity": True,  # beta 1.36
-    "DRADeviceBindingConditions": True,  # beta 1.36
-    "DRAListTypeAttributes": False,  # alpha 1.36
-    "DRANodeAllocatableResources": False,  # alpha 1.36
-    "DRAWorkloadResourceClaims": False,  # alpha 1.36
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_VERSION",
+    "DEPENDENCIES",
+    "GATES",
+    "SUPPORTED_VERSIONS",
+    "FeatureGates",
+    "GateSpec",
+    "KubernetesVersion",
+    "check_version",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """One gate at one release: default, maturity and whether it is locked to its default."""
+
+    default: bool
+    stage: Literal["alpha", "beta", "GA"]
+    locked: bool = False
+
+
+_A_OFF = GateSpec(False, "alpha")
+_B_ON = GateSpec(True, "beta")
+_B_OFF = GateSpec(False, "beta")
+_GA = GateSpec(True, "GA")
+_GA_LOCKED = GateSpec(True, "GA", locked=True)
+
+# The DRA gates of each release (k8s.io/kubernetes pkg/features/kube_features.go at v1.36.3 and v1.37.2).
+GATES: dict[str, dict[str, GateSpec]] = {
+    "1.36": {
+        "DynamicResourceAllocation": _GA_LOCKED,
+        "DRAAdminAccess": _GA_LOCKED,
+        "DRAConsumableCapacity": _B_ON,
+        "DRADeviceBindingConditions": _B_ON,
+        "DRADeviceTaintRules": _B_OFF,  # beta, off: depends on an off-by-default beta API
+        "DRADeviceTaints": _B_ON,
+        "DRAExtendedResource": _B_ON,
+        "DRAListTypeAttributes": _A_OFF,
+        "DRANodeAllocatableResources": _A_OFF,
+        "DRAPartitionableDevices": _B_ON,
+        "DRAPrioritizedList": _GA,
+        "DRAResourceClaimDeviceStatus": _B_ON,
+        "DRAResourceClaimGranularStatusAuthorization": _B_ON,
+        "DRAResourcePoolStatus": _A_OFF,
+        "DRASchedulerFilterTimeout": _B_ON,
+        "DRAWorkloadResourceClaims": _A_OFF,
+    },
+    "1.37": {
+        "DynamicResourceAllocation": _GA_LOCKED,
+        "DRAAdminAccess": _GA_LOCKED,
+        "DRAConsumableCapacity": _B_ON,
+        "DRADerivedAttributes": _A_OFF,
+        "DRADeviceBindingConditions": _B_ON,
+        "DRADeviceCompatibilityGroups": _A_OFF,
+        "DRADeviceTaintRules": _GA,
+        "DRADeviceTaints": _GA,
+        "DRAExtendedResource": _GA_LOCKED,
+        "DRAFractionalCapacityRange": _B_ON,
+        "DRAListTypeAttributes": _A_OFF,
+        "DRANodeAllocatableResources": _A_OFF,
+        "DRAOptionalNodeOperations": _A_OFF,
+        "DRAPartitionableDevices": _B_ON,
+        "DRAPartitionableDevicesType": _A_OFF,
+        "DRAPrioritizedList": _GA_LOCKED,
+        "DRAResourceClaimDeviceStatus": _GA_LOCKED,
+        "DRAResourceClaimGranularStatusAuthorization": _B_ON,
+        "DRAResourcePoolStatus": _A_OFF,
+        "DRASchedulerFilterTimeout": _B_ON,
+        "DRAWorkloadResourceClaims": _B_OFF,
+    },
 }
+
+# Gate -> DRA gates it needs (defaultKubernetesFeatureGateDependencies; DynamicResourceAllocation, locked
+# on, and non-DRA gates left out: NodeDeclaredFeatures is on in both releases, GenericWorkload is off so
+# DRAWorkloadResourceClaims cannot be switched on). The components refuse a set where a gate is on and a
+# gate it needs is off.
+DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {
+    "1.36": {
+        "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
+        "DRADeviceTaintRules": ("DRADeviceTaints",),
+        "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+        "DRAWorkloadResourceClaims": ("GenericWorkload",),
+    },
+    "1.37": {
+        "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
+        "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices",),
+        "DRADeviceTaintRules": ("DRADeviceTaints",),
+        "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
+        "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
+        "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+        "DRAWorkloadResourceClaims": ("GenericWorkload",),
+    },
+}
+
+DEFAULTS: dict[str, dict[str, bool]] = {v: {n: s.default for n, s in g.items()} for v, g in GATES.items()}
+DEFAULTS_1_36 = DEFAULTS["1.36"]
+DEFAULTS_1_37 = DEFAULTS["1.37"]
 
 
 @dataclass(frozen=True)
 class FeatureGates:
-    """An immutable set of feature-gate values; unknown names are rejected so typos are not silent."""
+    """An immutable set of feature-gate values of one Kubernetes release; unknown names are rejected
+    so typos are not silent. `FeatureGates()` is Kubernetes 1.37 with its defaults."""
 
-    gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULTS_1_36))
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    version: KubernetesVersion = DEFAULT_VERSION
+    # False only for `only()`: the gates are the allocator's switches themselves (upstream's test
+    # table), not what kube-scheduler would pass on.
+    scheduler: bool = True
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.gates) - set(DEFAULTS_1_36))
+        version = check_version(self.version)
+        defaults = DEFAULTS[version]
+        unknown = sorted(set(self.gates) - set(defaults))
         if unknown:
-            raise InputError(f"unknown feature gate(s): {', '.join(unknown)}")
-        merged = dict(DEFAULTS_1_36)
+            raise InputError(f"unknown feature gate(s) in Kubernetes {version}: {', '.join(unknown)}")
+        merged = dict(defaults)
         merged.update(self.gates)
         object.__setattr__(self, "gates", merged)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def defaults(cls) -> FeatureGates:
-        return cls()
+    def defaults(cls, version: str = DEFAULT_VERSION) -> FeatureGates:
+        return cls({}, check_version(version))
 
     @classmethod
-    def parse(cls, text: str, base: FeatureGates | None = None) -> FeatureGates:
-        """Parse `--feature-gates` syntax: `Name=true,Other=false` (applied on top of `base`)."""
-        values = dict(base.gates) if base is not None else dict(DEFAULTS_1_36)
+    def for_version(cls, version: str) -> FeatureGates:
+        """The release's defaults, e.g. `FeatureGates.for_version("1.36")`."""
+        return cls.defaults(version)
+
+    @classmethod
+    def parse(cls, text: str, base: FeatureGates | None = None, version: str | None = None) -> FeatureGates:
+        """`--feature-gates` as the release's components read it: `Name=true,Other=false` applied on
+        top of `base` (or the version's defaults). Unknown names, bad values, a locked gate set to
+        anything but its default and a gate on whose dependency is off are refused with the
+        components' wording."""
+        ver = check_version(version or (base.version if base is not None else DEFAULT_VERSION))
+        specs = GATES[ver]
+        values = dict(base.gates) if base is not None and base.version == ver else dict(DEFAULTS[ver])
+        errors: list[str] = []
         for raw in text.split(","):
             item = raw.strip()
             if not item:
@@ -64,67 +170,167 @@ class FeatureGates:
             name = name.strip()
             if not sep:
                 raise InputError(f"invalid feature gate {item!r}: expected Name=true|false")
-            if name not in DEFAULTS_1_36:
+            if name not in specs:
                 raise InputError(
-                    f"unrecognized feature gate: {name} (known: {', '.join(sorted(DEFAULTS_1_36))})"
+                    f"unrecognized feature gate: {name} (Kubernetes {ver} knows: {', '.join(sorted(specs))})"
                 )
             lowered = value.strip().lower()
             if lowered not in ("true", "false"):
                 raise InputError(f"invalid value of {name}={value.strip()}, err: expected true or false")
-            values[name] = lowered == "true"
-        return cls(values)
+            on = lowered == "true"
+            spec = specs[name]
+            if spec.locked and on != spec.default:
+                errors.append(
+                    f"cannot set feature gate {name} to {lowered}, feature is locked to "
+                    f"{'true' if spec.default else 'false'}"
+                )
+                continue
+            values[name] = on
+        if not errors:
+            for gate, needs in sorted(DEPENDENCIES[ver].items()):
+                if not values.get(gate, False):
+                    continue
+                off = [n for n in needs if not values.get(n, False)]
+                if off:
+                    errors.append(
+                        f"{gate} is enabled, but depends on features that are disabled: [{' '.join(off)}]"
+                    )
+        if errors:
+            raise InputError(f"--feature-gates (Kubernetes {ver}): " + "; ".join(errors))
+        return cls(values, ver)
 
     @classmethod
-    def only(cls, enabled: Iterable[str]) -> FeatureGates:
-        """Exactly the named gates on and every other gate off (how the conformance files list them)."""
+    def only(cls, enabled: Iterable[str], version: str = DEFAULT_VERSION) -> FeatureGates:
+        """Exactly the named gates on and every other gate off, as the allocator's own switches (how
+        upstream's allocator test table lists them); locks and dependencies do not apply."""
+        ver = check_version(version)
         names = set(enabled)
-        unknown = sorted(names - set(DEFAULTS_1_36))
+        unknown = sorted(names - set(DEFAULTS[ver]))
         if unknown:
-            raise InputError(f"unknown feature gate(s): {', '.join(unknown)}")
-        return cls({name: name in names for name in DEFAULTS_1_36})
+            raise InputError(f"unknown feature gate(s) in Kubernetes {ver}: {', '.join(unknown)}")
+        return cls({name: name in names for name in DEFAULTS[ver]}, ver, scheduler=False)
 
     def with_gates(self, **changes: bool) -> FeatureGates:
+        """A copy with some gates changed (programmatic: no lock or dependency checks)."""
         values = dict(self.gates)
         values.update(changes)
-        return FeatureGates(values)
+        return FeatureGates(values, self.version, self.scheduler)
+
+    def with_version(self, version: str) -> FeatureGates:
+        """The same overrides of the defaults, on another release (gates it does not know dropped)."""
+        ver = check_version(version)
+        if ver == self.version:
+            return self
+        base = DEFAULTS[self.version]
+        changed = {k: v for k, v in self.gates.items() if base.get(k) != v and k in DEFAULTS[ver]}
+        return FeatureGates(changed, ver, self.scheduler)
 
     def enabled(self, name: str) -> bool:
-        return bool(self.gates[name])
+        return bool(self.gates.get(name, False))
+
+    def overrides(self) -> dict[str, bool]:
+        """The gates that differ from the release's defaults (what `--feature-gates` would say)."""
+        base = DEFAULTS[self.version]
+        return {k: v for k, v in sorted(self.gates.items()) if base.get(k) != v}
 
     def __str__(self) -> str:
         return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.gates.items()))
 
     def __hash__(self) -> int:
-        return hash(tuple(sorted(self.gates.items())))
+        return hash((self.version, self.scheduler, tuple(sorted(self.gates.items()))))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, FeatureGates) and dict(self.gates) == dict(other.gates)
+        return (
+            isinstance(other, FeatureGates)
+            and self.version == other.version
+            and self.scheduler == other.scheduler
+            and dict(self.gates) == dict(other.gates)
+        )
 
     # -- the allocator's switches (upstream structured.Features) --------------------------------
     @property
     def admin_access(self) -> bool:
-        return self.gates["DRAAdminAccess"]
+        return self.enabled("DRAAdminAccess")
 
     @property
     def prioritized_list(self) -> bool:
-        return self.gates["DRAPrioritizedList"]
+        return self.enabled("DRAPrioritizedList")
 
     @property
     def partitionable_devices(self) -> bool:
-        return self.gates["DRAPartitionableDevices"]
+        return self.enabled("DRAPartitionableDevices")
 
     @property
     def device_taints(self) -> bool:
-        return self.gates["DRADeviceTaints"]
+        return self.enabled("DRADeviceTaints")
 
     @property
     def device_binding_and_status(self) -> bool:
-        return self.gates["DRADeviceBindingConditions"] and self.gates["DRAResourceClaimDeviceStatus"]
+        return self.enabled("DRADeviceBindingConditions") and self.enabled("DRAResourceClaimDeviceStatus")
 
     @property
     def consumable_capacity(self) -> bool:
-        return self.gates["DRAConsumableCapacity"]
+        return self.enabled("DRAConsumableCapacity")
 
     @property
     def list_type_attributes(self) -> bool:
-        return self.gates["DRAListTypeAttributes"]
+        """The allocator's ListTypeAttributes switch (set semantics in matchAttribute/distinctAttribute).
+        kube-scheduler 1.36 does not pass the gate to the allocator (only to CEL); 1.37 does."""
+        if self.scheduler and self.version == "1.36":
+            return False
+        return self.enabled("DRAListTypeAttributes")
+
+    @property
+    def fractional_capacity_range(self) -> bool:
+        return self.enabled("DRAFractionalCapacityRange")
+
+    @property
+    def compatibility_groups(self) -> bool:
+        return self.enabled("DRADeviceCompatibilityGroups")
+
+    @property
+    def derived_attributes(self) -> bool:
+        return self.enabled("DRADerivedAttributes")
+
+    @property
+    def optional_node_operations(self) -> bool:
+        return self.enabled("DRAOptionalNodeOperations")
+
+    # -- CEL ----------------------------------------------------------------------------------
+    @property
+    def cel_list_type_attributes(self) -> bool:
+        """Whether CEL gives list-valued attributes to stored selectors (the scheduler's environment).
+        1.36 only with DRAListTypeAttributes (else such a device fails every selector with
+        "unsupported attribute value"); 1.37's stored-expression environment always declares and
+        converts them."""
+        return self.version != "1.36" or self.enabled("DRAListTypeAttributes")
+
+    # -- behaviour that changed between releases (what the allocator checks) -------------------
+    @property
+    def v1_36(self) -> bool:
+        """Kubernetes 1.36 allocator behaviour: slices with sharedCounters visible from every node,
+        shared counters keyed by pool name alone, distinctAttribute remembering one value per request,
+        `All` dropping shareable devices without enough capacity left, the 1.36 claim-limit and CEL
+        runtime error texts, binding conditions copied into results by the incubating allocator."""
+        return self.version == "1.36"
+
+    @property
+    def counter_slices_everywhere(self) -> bool:
+        """Slices with sharedCounters are visible from every node, whatever their node selection: 1.36,
+        and 1.37's stable allocator (its incubating and experimental ones dropped this)."""
+        return self.version == "1.36" or self.variant == "stable"
+
+    @property
+    def variant(self) -> str:
+        """The upstream allocator kube-scheduler picks for these switches (structured.NewAllocator: the
+        most stable one that supports every enabled feature)."""
+        stable = not (self.consumable_capacity or self.device_binding_and_status)
+        if self.version != "1.36":
+            stable = stable and not self.fractional_capacity_range
+        experimental = self.list_type_attributes or (
+            self.version != "1.36"
+            and (self.compatibility_groups or self.derived_attributes or self.optional_node_operations)
+        )
+        if experimental:
+            return "experimental"
+        return "stable" if stable else "incubating"

@@ -8,12 +8,16 @@ Slices are compiled into `SliceEntry`/`DeviceEntry` objects once per slice versi
 `SliceCache` keyed by uid (or name) plus resourceVersion when the object has one, the object itself
 otherwise, and reused only for the same object or equal content (keys collide across stores). CEL
 selector results are memoised on the `DeviceEntry`, keyed by the selector list, so re-evaluating a
-class or request selector for a device is a dict lookup.
+class or request selector for a device is a dict lookup; expensive results are also kept by device
+content, so republishing a slice does not re-run them. `cel_budget` bounds the new CEL work of one
+scheduling attempt (CelBudgetExhausted), so that one user's expensive selectors cannot stall everyone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +152,7 @@ class DeviceEntry:
         "binds_to_node",
         "capacity",
         "capacity_raw",
+        "compat_groups",
         "consumes",
         "driver",
         "has_policy",
@@ -180,13 +185,17 @@ class DeviceEntry:
         self.has_policy = any(c.policy is not None or c.value.nanos < 0 for c in cap.values())
         self.allow_multi: bool = bool(raw.get("allowMultipleAllocations"))
         consumes: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+        compat: list[frozenset[str]] = []
         for i, cc in enumerate(raw.get("consumesCounters") or []):
             counters = tuple(
                 (n, _quantity((c or {}).get("value", "0"), f"{where}.consumesCounters[{i}].{n}").nanos)
                 for n, c in (cc.get("counters") or {}).items()
             )
             consumes.append((cc.get("counterSet", ""), counters))
+            compat.append(frozenset(cc.get("compatibilityGroups") or ()))
         self.consumes = tuple(consumes)
+        # DRADeviceCompatibilityGroups (1.37 alpha): per consumption, the groups it declares (empty: none).
+        self.compat_groups: tuple[frozenset[str], ...] | None = tuple(compat) if any(compat) else None
         self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
         self.binding_conditions: list[str] | None = raw.get("bindingConditions")
         self.binding_failure_conditions: list[str] | None = raw.get("bindingFailureConditions")
@@ -239,6 +248,8 @@ class SliceEntry:
         "pool",
         "raw",
         "shared_counters",
+        "skip_node_ops",
+        "uses_compat_groups",
     )
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
@@ -255,6 +266,8 @@ class SliceEntry:
         self.all_nodes: bool = bool(spec.get("allNodes"))
         self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
         self.has_per_device_field = spec.get("perDeviceNodeSelection") is not None
+        # DRAOptionalNodeOperations (1.37 alpha): node-local operations the driver lets the kubelet skip.
+        self.skip_node_ops: tuple[str, ...] = tuple(spec.get("skipNodeOperations") or ())
         self.per_device: bool = bool(spec.get("perDeviceNodeSelection"))
         where = f"ResourceSlice {self.name}: spec"
         shared: list[tuple[str, dict[str, int]]] = []
@@ -268,6 +281,7 @@ class SliceEntry:
         self.devices: list[DeviceEntry] = [
             DeviceEntry(d, self, f"{where}.devices[{i}]") for i, d in enumerate(spec.get("devices") or [])
         ]
+        self.uses_compat_groups = any(d.compat_groups is not None for d in self.devices)
 
     def __repr__(self) -> str:
         return f"SliceEntry({self.name}, {self.driver}/{self.pool}@{self.generation})"
@@ -375,6 +389,7 @@ class NodeView:
         field(default_factory=dict)
     )
     keys: frozenset[tuple[str, str, str]] | None = None  # see device_keys()
+    declared_features: frozenset[str] = frozenset()  # the Node's status.declaredFeatures
 
     def device_keys(self) -> frozenset[tuple[str, str, str]]:
         """Keys of every device whose in-use state matters on this node (the pools' devices, and for
@@ -402,20 +417,30 @@ def _build_pool(
     features: FeatureGates,
     all_slices_for_pool: list[SliceEntry] | None,
 ) -> Pool:
+    """buildPool: device slices for the node, counter sets, and the pool's other slices (whose devices
+    consume the same counters), or an invalid pool with the reason."""
     slices = sorted(slices, key=lambda s: s.name)
-    if features.partitionable_devices:
-        counter_slices = [s for s in slices if s.shared_counters]
-        device_slices = [s for s in slices if not s.shared_counters]
-    else:
-        counter_slices = []
-        device_slices = slices
+    partitionable = features.partitionable_devices
+    counter_slices = [s for s in slices if partitionable and s.shared_counters]
+    device_slices = [s for s in slices if not (partitionable and s.shared_counters)]
+    others: list[SliceEntry] = []
+    if all_slices_for_pool is not None and len(slices) < len(all_slices_for_pool):
+        names = {s.name for s in slices}
+        for s in all_slices_for_pool:
+            if s.name in names:
+                continue
+            # 1.37 may have left out a counter slice that does not target the node; 1.36 saw all of them.
+            if partitionable and s.shared_counters and not features.counter_slices_everywhere:
+                counter_slices.append(s)
+            else:
+                others.append(s)
     seen: set[str] = set()
     for s in device_slices:
         for d in s.devices:
             if d.name in seen:
                 return Pool(driver, name, invalid=True, invalid_reason=f"duplicate device name {d.name}")
             seen.add(d.name)
-    if not features.partitionable_devices:
+    if not partitionable:
         return Pool(driver, name, slices=device_slices)
     counter_sets: dict[str, dict[str, int]] = {}
     for s in counter_slices:
@@ -425,14 +450,7 @@ def _build_pool(
                     driver, name, invalid=True, invalid_reason=f"duplicate counter set name {cs_name}"
                 )
             counter_sets[cs_name] = counters
-    reason = _validate_consumption(counter_sets, slices)
-    if reason:
-        return Pool(driver, name, invalid=True, invalid_reason=reason)
-    if all_slices_for_pool is None or len(slices) == len(all_slices_for_pool):
-        return Pool(driver, name, slices=device_slices, counter_sets=counter_sets)
-    names = {s.name for s in slices}
-    others = [s for s in all_slices_for_pool if s.name not in names]
-    reason = _validate_consumption(counter_sets, others)
+    reason = _validate_consumption(counter_sets, device_slices) or _validate_consumption(counter_sets, others)
     if reason:
         return Pool(driver, name, invalid=True, invalid_reason=reason)
     return Pool(driver, name, slices=device_slices, other_slices=others, counter_sets=counter_sets)
@@ -458,12 +476,20 @@ def gather_pools(
     features: FeatureGates,
     slices_by_pool: Mapping[tuple[str, str], list[SliceEntry]],
 ) -> list[Pool]:
+    """GatherPools: the pools with devices this node can use, sorted by (driver, pool) with pools that
+    have binding conditions last; incomplete and invalid pools are included, marked."""
+    everywhere = features.counter_slices_everywhere
+    # 1.37 ignores slices that use compatibility groups while DRADeviceCompatibilityGroups is off (their
+    # pool becomes incomplete).
+    skip_compat = not features.v1_36 and not features.compatibility_groups
     by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
     for s in slices_for_node:
         if not features.partitionable_devices and (s.has_per_device_field or s.shared_counters):
             continue
-        if s.shared_counters:
-            relevant = True
+        if skip_compat and s.uses_compat_groups:
+            continue
+        if s.shared_counters and everywhere:
+            relevant = True  # 1.36 (and 1.37's stable allocator): visible from every node
         elif s.node_name or s.all_nodes or s.node_selector is not None:
             try:
                 relevant = node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
@@ -506,6 +532,8 @@ def gather_pools(
                     break
             if obsolete:
                 continue
+            if skip_compat:
+                all_for_pool = [s for s in all_for_pool if not s.uses_compat_groups]
             if len(all_for_pool) != first.count:
                 result.append(
                     Pool(
@@ -554,16 +582,33 @@ class AllocatorIndex:
         self.slices: list[SliceEntry] = [cache.get(s) for s in slices]
         self.slices_on_node: dict[str, list[SliceEntry]] = {}
         self.slices_shared: list[SliceEntry] = []
+        # Slices with sharedCounters published for one node: kube-scheduler 1.36 shows them on every node.
+        self.counter_slices_on_nodes: list[SliceEntry] = []
         self.slices_by_pool: dict[tuple[str, str], list[SliceEntry]] = {}
         for s in self.slices:
             if s.node_name:
                 self.slices_on_node.setdefault(s.node_name, []).append(s)
+                if s.shared_counters:
+                    self.counter_slices_on_nodes.append(s)
             else:
                 self.slices_shared.append(s)
             self.slices_by_pool.setdefault((s.driver, s.pool), []).append(s)
         self._views: dict[Any, NodeView] = {}
         self._class_selectors: dict[str, tuple[str, ...]] = {}
         self._class_devices: dict[str, dict[str | None, list[DeviceEntry]]] = {}
+        self._shared_pool_names: frozenset[str] | None = None
+
+    def pool_names_shared_by_drivers(self) -> frozenset[str]:
+        """Pool names that more than one driver uses for a pool with shared counters (Kubernetes 1.36
+        keys counters by pool name alone, so such pools share them)."""
+        names = self._shared_pool_names
+        if names is None:
+            drivers: dict[str, set[str]] = {}
+            for s in self.slices:
+                if s.shared_counters:
+                    drivers.setdefault(s.pool, set()).add(s.driver)
+            names = self._shared_pool_names = frozenset(n for n, d in drivers.items() if len(d) > 1)
+        return names
 
     def class_selectors(self, class_name: str) -> tuple[str, ...]:
         sel = self._class_selectors.get(class_name)
@@ -598,7 +643,7 @@ class AllocatorIndex:
             return devices
         exprs = tuple(selectors)
         consumable = self.features.consumable_capacity
-        list_types = self.features.list_type_attributes
+        list_types = self.features.cel_list_type_attributes
         out = []
         for d in devices:
             res = evaluate_selectors(d, exprs, consumable, list_types)
@@ -612,7 +657,7 @@ class AllocatorIndex:
             return lists
         exprs = self.class_selectors(class_name)
         consumable = self.features.consumable_capacity
-        list_types = self.features.list_type_attributes
+        list_types = self.features.cel_list_type_attributes
         gate_binding = not self.features.device_binding_and_status
         every = lists[None]
         for s in self.slices:
@@ -629,10 +674,14 @@ class AllocatorIndex:
         meta = node.get("metadata") or node
         name: str = meta.get("name", "")
         labels: Mapping[str, str] = meta.get("labels") or {}
-        key = (name, tuple(sorted(labels.items())))
+        declared = frozenset(
+            ((node.get("status") or {}).get("declaredFeatures") or ()) if "metadata" in node else ()
+        )
+        key = (name, tuple(sorted(labels.items())), declared)
         view = self._views.get(key)
         if view is None:
             view = self._build_view(name, labels)
+            view.declared_features = declared
             if len(self._views) > 100_000:
                 self._views.clear()
             self._views[key] = view
@@ -640,6 +689,8 @@ class AllocatorIndex:
 
     def _build_view(self, name: str, labels: Mapping[str, str]) -> NodeView:
         for_node = self.slices_on_node.get(name, []) + self.slices_shared
+        if self.features.counter_slices_everywhere:
+            for_node += [s for s in self.counter_slices_on_nodes if s.node_name != name]
         pools = gather_pools(for_node, name, labels, self.features, self.slices_by_pool)
         devices: list[DeviceEntry] = []
         device_pool: list[int] = []
@@ -658,10 +709,76 @@ class AllocatorIndex:
         return NodeView(name, pools, devices, device_pool, node_ok, all_ok)
 
 
+# ---------------------------------------------------------------------------------------------
+# Bounded CEL work (issue 18: one user's expensive selectors must not stall everyone)
+# ---------------------------------------------------------------------------------------------
+
+# A result that took at least this much CEL work (cost units, plus one per evaluation) is also kept by
+# device content, so that a slice published again with the same devices (a new resourceVersion, a pool
+# generation bump) does not pay for it twice. Cheap results are not worth the fingerprint.
+EXPENSIVE_RESULT_UNITS = 10_000
+_MAX_EXPENSIVE_RESULTS = 100_000
+_expensive_results: dict[tuple[Any, ...], SelectorResult] = {}
+_expensive_selectors: set[tuple[tuple[str, ...], bool, bool]] = set()
+
+
+class CelBudgetExhausted(Exception):
+    """The CEL work allowed for this scheduling attempt is used up. Raised only between devices, after
+    the result of the device just evaluated was memoised, so the next attempt starts where this one
+    stopped; caches built from a partial walk are not kept by their builders."""
+
+    def __init__(self, budget: CelBudget) -> None:
+        super().__init__(f"CEL budget of {budget.limit:,} units used up")
+        self.budget = budget
+
+
+class CelBudget:
+    """The CEL work (cost units, plus one per evaluation) one scheduling attempt may spend on selector
+    results that are not memoised yet; memoised results are free."""
+
+    __slots__ = ("evaluations", "limit", "spent")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+        self.evaluations = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.limit
+
+
+_budget: ContextVar[CelBudget | None] = ContextVar("kdra_cel_budget", default=None)
+
+
+@contextmanager
+def cel_budget(limit: int | None) -> Iterator[CelBudget | None]:
+    """Bound the new CEL work done inside the block (None: unbounded); see CelBudgetExhausted."""
+    if limit is None:
+        yield None
+        return
+    budget = CelBudget(limit)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def _fingerprint(dev: DeviceEntry) -> str:
+    import json
+
+    return json.dumps(
+        [dev.driver, dev.attributes, dev.capacity_raw, dev.allow_multi], sort_keys=True, default=str
+    )
+
+
 def evaluate_selectors(
     dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False
 ) -> SelectorResult:
-    """MATCH, the index of the first false selector, or the first error; memoised per device."""
+    """MATCH, the index of the first false selector, or the first error; memoised per device (and, when
+    expensive, per device content). Inside `cel_budget`, a result not memoised yet is charged to the
+    budget, and CelBudgetExhausted is raised once it is used up (after memoising this device's result)."""
     if not exprs:
         return MATCH
     key = (exprs, consumable, list_types)
@@ -669,9 +786,20 @@ def evaluate_selectors(
     cached = matches.get(key)
     if cached is not None:
         return cached
+    budget = _budget.get()
+    if budget is not None and budget.exhausted:
+        raise CelBudgetExhausted(budget)
+    content_key: tuple[Any, ...] | None = None
+    if key in _expensive_selectors:
+        content_key = (key, _fingerprint(dev))
+        known = _expensive_results.get(content_key)
+        if known is not None:
+            matches[key] = known
+            return known
     if len(matches) >= MAX_CACHED_SELECTOR_SETS:
         matches.clear()  # bounded memory when many distinct selector lists come and go
     result: SelectorResult = MATCH
+    units = 0
     for i, expr in enumerate(exprs):
         try:
             # kube-scheduler compiles stored selectors in the StoredExpressions environment.
@@ -682,12 +810,24 @@ def evaluate_selectors(
             result = SelectorError(i, True, str(exc))
             break
         try:
-            ok = program.matches(dev.cel_input())
+            ok, cost = program.matches_with_cost(dev.cel_input())
         except CELRuntimeError as exc:
+            units += 1 + exc.cost
             result = SelectorError(i, False, str(exc))
             break
+        units += 1 + cost
         if not ok:
             result = i
             break
     matches[key] = result
+    if units >= EXPENSIVE_RESULT_UNITS:
+        _expensive_selectors.add(key)
+        if len(_expensive_results) >= _MAX_EXPENSIVE_RESULTS:
+            _expensive_results.clear()
+        _expensive_results[content_key or (key, _fingerprint(dev))] = result
+    if budget is not None:
+        budget.spent += units
+        budget.evaluations += 1
+        if budget.exhausted:
+            raise CelBudgetExhausted(budget)
     return result

@@ -45,7 +45,7 @@ def _allowed_alias_ratio(decoded: int) -> float:
     return 0.99 - 0.89 * (decoded - _ALIAS_RATIO_LOW) / (_ALIAS_RATIO_HIGH - _ALIAS_RATIO_LOW)
 
 
-def _check_aliasing(root: yaml.Node) -> None:
+def check_aliasing(root: yaml.Node) -> None:
     """Count the nodes the document would have with every alias expanded, without expanding anything (an
     alias is the same Node object composed again), and refuse excessive aliasing before any value is built."""
     sizes: dict[int, int] = {}
@@ -89,7 +89,7 @@ class _Loader(_BaseLoader):
     silently keeping the last one, and refuses alias bombs before building anything."""
 
     def construct_document(self, node: yaml.Node) -> Any:
-        _check_aliasing(node)
+        check_aliasing(node)
         return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

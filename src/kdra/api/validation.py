@@ -19,11 +19,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
 from kdra.errors import InputError
+
+if TYPE_CHECKING:  # read-only use: the api layer does not import the allocator at run time
+    from kdra.allocator.features import FeatureGates
 
 # ---- field.Error ------------------------------------------------------------------------------------
 
@@ -358,12 +361,21 @@ def _go_type(expected: type | tuple[type, ...]) -> str:
 class _V:
     """Accumulates FieldErrors; helpers read fields of unknown shape without ever raising."""
 
-    __slots__ = ("cel_compile", "errs", "list_type_attributes")
+    __slots__ = ("cel_compile", "errs", "fractional_capacity_range", "list_type_attributes", "v1_36")
 
-    def __init__(self, *, cel_compile: bool = True, list_type_attributes: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        cel_compile: bool = True,
+        list_type_attributes: bool = False,
+        features: FeatureGates | None = None,
+    ) -> None:
         self.errs: list[FieldError] = []
         self.cel_compile = cel_compile
         self.list_type_attributes = list_type_attributes
+        # What differs between kube-apiserver 1.36 and 1.37 (the release in `features`).
+        self.v1_36 = features is not None and features.version == "1.36"
+        self.fractional_capacity_range = features.fractional_capacity_range if features is not None else True
 
     # -- error constructors
     def add(self, path: str, typ: str, value: object = OMIT, detail: str = "") -> None:
@@ -1476,15 +1488,35 @@ class _V:
             return
         if lo > max_cap:
             self.invalid(path + ".min", str(lo), f"min is larger than capacity value: {max_cap}")
-        if default < lo:  # reported on `min` by kube-apiserver 1.36.3 (recorded)
-            self.invalid(path + ".min", str(default), f"default is less than min: {lo}")
+        # kube-apiserver 1.36.3 reports these on `min`/`max` (recorded); 1.37 on `default`.
+        default_path = path + (".min" if self.v1_36 else ".default")
+        if default < lo:
+            self.invalid(default_path, str(default), f"default is less than min: {lo}")
         if hi is not None:
             if lo > hi:
                 self.invalid(path + ".max", str(lo), f"min is larger than max: {hi}")
             if hi > max_cap:
                 self.invalid(path + ".max", str(hi), f"max is larger than capacity value: {max_cap}")
-            if default > hi:  # reported on `max` by kube-apiserver 1.36.3 (recorded)
-                self.invalid(path + ".max", str(default), f"default is more than max: {hi}")
+            if default > hi:
+                self.invalid(
+                    path + (".max" if self.v1_36 else ".default"),
+                    str(default),
+                    f"default is more than max: {hi}",
+                )
+        # 1.37 with DRAFractionalCapacityRange: a range with a fractional value is checked in milli-units.
+        milli = (
+            not self.v1_36
+            and self.fractional_capacity_range
+            and any(q is not None and q.nanos % 1_000_000_000 for q in (lo, hi, step, default))
+        )
+        if milli:
+            unsafe = False
+            for q, name in ((default, "default"), (lo, "min"), (hi, "max"), (step, "step")):
+                if q is not None and q.nanos % 1_000_000:
+                    self.invalid(f"{path}.{name}", str(q), "value cannot be represented as a milli value")
+                    unsafe = True
+            if unsafe:
+                return
         if step is None:
             return
         if step.sign() <= 0:
@@ -1495,6 +1527,15 @@ class _V:
             self.invalid(
                 path + ".step", str(step), f"one step {added} is larger than capacity value: {max_cap}"
             )
+        if milli:
+            for value in (default, hi):
+                if value is not None and (value.milli_value() - lo.milli_value()) % step.milli_value() != 0:
+                    self.invalid(
+                        path + ".step",
+                        str(value),
+                        f"value is not a multiple of a given step ({step}) from ({lo})",
+                    )
+            return
         unsafe = False
         for q, name in ((default, "default"), (lo, "min"), (hi, "max"), (step, "step")):
             if q is None:
@@ -1805,16 +1846,26 @@ def validate(
     cel: bool = True,
     list_type_attributes: bool = False,
     namespace_labels: dict[str, Any] | None = None,
+    features: FeatureGates | None = None,
 ) -> list[FieldError]:
-    """Validate one object as kube-apiserver 1.36 would on create; [] when valid or of a kind kdra
-    does not validate.
+    """Validate one object as kube-apiserver would on create; [] when valid or of a kind kdra does not
+    validate. `features` selects the release and its gates (default: 1.37's defaults; the rules that
+    differ from 1.36 are the requestPolicy ones: field paths and DRAFractionalCapacityRange). Objects with
+    a metadata.resourceVersion were stored by an API server: their CEL selectors are not compiled again
+    (as upstream's validation of stored expressions).
 
     cel=False skips compiling selectors (length limits still apply). list_type_attributes is the
     DRAListTypeAttributes gate (off in 1.36: list-typed attribute fields are dropped, as the API
     server drops them). namespace_labels, when known, are the labels of the object's namespace: the
     API server only allows adminAccess in namespaces labelled resource.kubernetes.io/admin-access=true.
     """
-    v = _V(cel_compile=cel, list_type_attributes=list_type_attributes)
+    # A stored object (it has a resourceVersion: the API server accepted it) keeps its CEL expressions
+    # unchecked, as the API server's validation does for stored expressions (opts.stored in
+    # pkg/apis/resource/validation): they are evaluated in the StoredExpressions environment, not
+    # re-validated, so a limit or declaration that changed since cannot reject what the cluster holds.
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    stored = isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+    v = _V(cel_compile=cel and not stored, list_type_attributes=list_type_attributes, features=features)
     if not isinstance(obj, dict):
         v.invalid("<root>", OMIT, "must be an object")
         return v.errs
@@ -1966,7 +2017,13 @@ def format_errors(obj: object, errors: list[FieldError]) -> list[str]:
     return [f"{ref}: {e}" for e in errors]
 
 
-def validate_objects(objs: Iterable[object], *, cel: bool = True, list_type_attributes: bool = False) -> None:
+def validate_objects(
+    objs: Iterable[object],
+    *,
+    cel: bool = True,
+    list_type_attributes: bool = False,
+    features: FeatureGates | None = None,
+) -> None:
     """Validate all objects; raise one InputError listing every problem of every object.
 
     Namespace objects among them supply the labels for the adminAccess check; claims in namespaces
@@ -1983,7 +2040,13 @@ def validate_objects(objs: Iterable[object], *, cel: bool = True, list_type_attr
     lines: list[str] = []
     for obj in objs:
         ns_labels = namespaces.get(namespace_of(obj)) if namespaces else None
-        errs = validate(obj, cel=cel, list_type_attributes=list_type_attributes, namespace_labels=ns_labels)
+        errs = validate(
+            obj,
+            cel=cel,
+            list_type_attributes=list_type_attributes,
+            namespace_labels=ns_labels,
+            features=features,
+        )
         if errs:
             lines.extend(format_errors(obj, errs))
     if lines:

@@ -47,16 +47,19 @@ cases plus random ones; kdra agrees exactly on every curated case outside KNOWN_
   (comprehension iterations weighted by their body, size-proportional string/list work) ending in
   `operation cancelled: actual cost limit exceeded`; hostile expressions stop in well under a second.
   Regular expressions use RE2 syntax and never backtrack exponentially (Pike VM for risky patterns).
-- estimate_cost / Program.max_cost: a static worst case calibrated against upstream's EstimateCost
-  (type() and join() are unbounded there, so such selectors are "too complex" for validation).
+- estimate_cost / Program.max_cost: the API server's worst-case estimate, ported from cel-go v0.29's
+  checker/cost.go with Kubernetes' library.CostEstimator and the DRA size estimator (_cost.py); equal to
+  upstream's MaxCost on every expression of tests/cel/cost_golden.jsonl (recorded from v0.37.2), so
+  validation accepts and rejects what kube-apiserver 1.37 does. Stored objects (with a resourceVersion)
+  are not re-validated (kdra.api.validation), as upstream.
 
 Known gaps: only the first syntax error is reported (cel-go's parser recovers and lists several);
 for deeply invalid expressions the set of type errors can differ after the first; quantities keep
 their exact value but not Go's internal scale, so quantity("1000m").isInteger() is true (upstream:
 false); \\p{..} Unicode classes in regexes are rejected; timestamp/duration, url/ip/cidr/format
 libraries and optional types are not declared ("undeclared reference"); runtime cost units
-approximate cel-go's; estimate_cost is more permissive than upstream for string min()/max() and for
-nested comprehensions over list attributes compared with !=; a constant non-key index ("invalid
+approximate cel-go's; the estimate follows 1.37 where 1.36 differs (the global matches() and includes()
+cost 1 there); a constant non-key index ("invalid
 qualifier type") fails at evaluation rather than at program construction.
 
 Public surface (docs/contracts.md):
@@ -74,6 +77,7 @@ from kdra.cel._api import (
     CELCompileError,
     CELRuntimeError,
     Program,
+    compile_derived_attribute,
     compile_selector,
     estimate_cost,
 )
@@ -86,6 +90,7 @@ __all__ = [
     "CELRuntimeError",
     "CelDevice",
     "Program",
+    "compile_derived_attribute",
     "compile_selector",
     "device_input",
     "estimate_cost",

@@ -8,7 +8,7 @@ from typing import Any
 from kdra.cel._compiler import CheckError, Compiler, Env, ProgramError, display
 from kdra.cel._device import CelDevice
 from kdra.cel._parser import ParseError, parse
-from kdra.cel._values import EvalError, type_of
+from kdra.cel._values import EvalError, Semver, type_of
 from kdra.errors import AllocationError, InputError
 
 # k8s.io/api/resource/v1 CELSelectorExpressionMaxCost and CELSelectorExpressionMaxLength
@@ -28,9 +28,10 @@ class CELCompileError(InputError):
 class CELRuntimeError(AllocationError):
     """Evaluation failed for one device; str() is cel-go's error text (e.g. 'no such key: foo')."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, cost: int = 0) -> None:
         super().__init__(message)
         self.message = message
+        self.cost = cost  # runtime cost spent before the error
 
 
 def _display(src: str, pos: int, message: str) -> str:
@@ -87,6 +88,11 @@ class Program:
 
     def matches(self, device: CelDevice) -> bool:
         """True/False for this device; CELRuntimeError (cel-go wording) for any evaluation error."""
+        return self.matches_with_cost(device)[0]
+
+    def matches_with_cost(self, device: CelDevice) -> tuple[bool, int]:
+        """matches() and the runtime cost it took (cost units, the budget CEL_SELECTOR_EXPRESSION_MAX_COST
+        bounds); a CELRuntimeError carries its cost in `.cost`."""
         if device.attributes is None:
             device.prepare()
         err = device._err_lists if self._lists else device._err_scalar
@@ -98,20 +104,89 @@ class Program:
         try:
             r = self._fn(frame)
         except EvalError as e:
+            raise CELRuntimeError(e.message, CEL_SELECTOR_EXPRESSION_MAX_COST - frame[1]) from None
+        except RecursionError:
+            raise CELRuntimeError("max recursion depth exceeded") from None
+        cost = CEL_SELECTOR_EXPRESSION_MAX_COST - frame[1]
+        if r is True or r is False:
+            return r, cost
+        tn = type_of(r).name
+        detail = _CONVERSION.get(tn, f"type conversion error from '{tn}' to 'bool'")
+        raise CELRuntimeError(f"CEL result of type {tn} could not be converted to bool: {detail}", cost)
+
+    def evaluate(self, device: CelDevice) -> Any:
+        """The expression's value for this device; CELRuntimeError for any evaluation error."""
+        if device.attributes is None:
+            device.prepare()
+        err = device._err_lists if self._lists else device._err_scalar
+        if err is not None:
+            raise CELRuntimeError(err)
+        frame: list[Any] = [device, CEL_SELECTOR_EXPRESSION_MAX_COST]
+        if self._nslots > 2:
+            frame.extend([None] * (self._nslots - 2))
+        try:
+            return self._fn(frame)
+        except EvalError as e:
             raise CELRuntimeError(e.message) from None
         except RecursionError:
             raise CELRuntimeError("max recursion depth exceeded") from None
-        if r is True or r is False:
-            return r
-        tn = type_of(r).name
-        detail = _CONVERSION.get(tn, f"type conversion error from '{tn}' to 'bool'")
-        raise CELRuntimeError(f"CEL result of type {tn} could not be converted to bool: {detail}")
+
+    def attribute(self, device: CelDevice) -> dict[str, Any]:
+        """The value as a DeviceAttribute dict (valToDeviceAttribute): {"int": 1}, {"strings": [...]}."""
+        value = self.evaluate(device)
+        scalar = _attribute_field(value)
+        if scalar is not None:
+            return {scalar[0]: scalar[1]}
+        if isinstance(value, list):
+            if not value:
+                return {"strings": []}
+            first = _attribute_field(value[0])
+            if first is None:
+                raise CELRuntimeError(f"unsupported list element type: {type_of(value[0]).name}")
+            out = []
+            for i, item in enumerate(value):
+                got = _attribute_field(item)
+                if got is None or got[0] != first[0]:
+                    raise CELRuntimeError(
+                        f"expected list element at index {i} to be {first[0]}, got {type_of(item).name}"
+                    )
+                out.append(got[1])
+            return {first[0] + "s": out}
+        raise CELRuntimeError(f"unsupported CEL return type: {type_of(value).name}")
 
     def __repr__(self) -> str:
         return f"Program({self.expression!r})"
 
 
-def _compile(expression: str, consumable_capacity: bool, list_type_attributes: bool, stored: bool) -> Program:
+def _attribute_field(v: Any) -> tuple[str, Any] | None:
+    if v is True or v is False:
+        return "bool", v
+    if type(v) is int:
+        return "int", v
+    if type(v) is str:
+        return "string", v
+    if isinstance(v, Semver):
+        return "version", str(v)
+    return None
+
+
+_DERIVED_SCALARS = ("bool", "int", "string", "any", "dyn", "kubernetes.Semver")
+
+
+def _derived_type_ok(t: str, allow_list: bool) -> bool:
+    """validateOutputType for derived attributes: a primitive scalar or (allow_list) a list of them."""
+    if t in _DERIVED_SCALARS:
+        return True
+    return allow_list and t.startswith("list(") and t[5:-1] in _DERIVED_SCALARS
+
+
+def _compile(
+    expression: str,
+    consumable_capacity: bool,
+    list_type_attributes: bool,
+    stored: bool,
+    derived: bool = False,
+) -> Program:
     if len(expression.encode("utf-8")) > CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
         raise CELCompileError(
             f"Too long: may not be more than {CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes", expression
@@ -136,23 +211,51 @@ def _compile(expression: str, consumable_capacity: bool, list_type_attributes: b
         shown_errors = "\n".join(_display(expression, e.pos, _overload_spelling(e.message)) for e in errors)
         raise CELCompileError("compilation failed: " + shown_errors, expression)
     t = c.t
-    ok = t in ("bool", "any") or (list_type_attributes and t == "dyn")
-    if not ok:
+    if derived:
+        allow_list = list_type_attributes or stored
+        if not _derived_type_ok(t, allow_list):
+            what = "a primitive scalar (string, integer, boolean, semver)"
+            if allow_list:
+                what += " or a list of these scalars"
+            raise CELCompileError(f"must evaluate to {what}, not {display(t)}", expression)
+    elif not (t in ("bool", "any") or (list_type_attributes and t == "dyn")):
         shown = display(t)
         raise CELCompileError(f"must evaluate to bool or the unknown type, not {shown}", expression)
     from kdra.cel._cost import estimate
 
-    return Program(expression, c.fn, comp.nslots, t, list_type_attributes, estimate(ast, env))
+    return Program(
+        expression, c.fn, comp.nslots, t, list_type_attributes, estimate(ast, env, comp.types, expression)
+    )
 
 
 @lru_cache(maxsize=4096)
 def _cached(
-    expression: str, consumable_capacity: bool, list_type_attributes: bool, stored: bool
+    expression: str,
+    consumable_capacity: bool,
+    list_type_attributes: bool,
+    stored: bool,
+    derived: bool = False,
 ) -> Program | CELCompileError:
     try:
-        return _compile(expression, consumable_capacity, list_type_attributes, stored)
+        return _compile(expression, consumable_capacity, list_type_attributes, stored, derived)
     except CELCompileError as e:
         return e
+
+
+def compile_derived_attribute(
+    expression: str,
+    *,
+    consumable_capacity: bool = True,
+    list_type_attributes: bool = False,
+    stored_expressions: bool = True,
+) -> Program:
+    """Compile a derived attribute's expression (DRADerivedAttributes, 1.37 alpha): the result must be a
+    primitive scalar, or a list of them where list-typed attributes are allowed (the stored-expression
+    environment always allows them). Evaluate with `Program.attribute(device)`."""
+    r = _cached(expression, consumable_capacity, list_type_attributes, stored_expressions, True)
+    if isinstance(r, CELCompileError):
+        raise CELCompileError(r.message, r.expression)
+    return r
 
 
 def compile_selector(

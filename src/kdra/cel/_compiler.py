@@ -158,6 +158,8 @@ class Compiler:
         self.nslots = 2
         self.errors: list[CheckError] = []
         self.program_error: ProgramError | None = None
+        # Static type of every checked node (id(node) -> type): the cost estimate (_cost.py) reads it.
+        self.types: dict[int, str] = {}
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -190,7 +192,9 @@ class Compiler:
         """Check and compile n; a check error is recorded and n becomes error-typed, so that (like
         cel-go's checker) every independent error in the expression is reported."""
         try:
-            return self._compile(n)
+            c = self._compile(n)
+            self.types[id(n)] = c.t
+            return c
         except CheckError as e:
             self.errors.append(e)
         except ProgramError as e:

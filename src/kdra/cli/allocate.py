@@ -2,8 +2,9 @@
 
 The contract (issue 2, scope 6) that other tools and checks rely on:
 
-    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--feature-gates Gate=bool,...] [-n NS | -A]
-                  [--validate strict|warn|ignore] [-o yaml|json|table|wide|name] [--nodes N | -v]
+    kdra allocate -f FILE [-f FILE ...] [--node NAME] [--kubernetes-version 1.36|1.37]
+                  [--feature-gates Gate=bool,...] [-n NS | -A] [--validate strict|warn|ignore]
+                  [-o yaml|json|table|wide|name] [--nodes N | -v]
                   [--device-preference fragmentation|binpack|spread|topology]
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
@@ -76,7 +77,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "allocate",
         help="allocate devices to ResourceClaims as kube-scheduler would, and explain failures",
-        description="Allocate devices to ResourceClaims as kube-scheduler 1.36's DRA plugin would.",
+        description="Allocate devices to ResourceClaims as kube-scheduler's DRA plugin would "
+        "(Kubernetes 1.37 by default, or --kubernetes-version 1.36).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -218,15 +220,14 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from kdra.allocator import AllocationOutcome, Allocator
     from kdra.allocator._nodes import node_selector_matches
-    from kdra.allocator.features import FeatureGates
     from kdra.allocator.summary import NodeFinding
     from kdra.api.fields import check_fields
     from kdra.api.templates import instantiate_template, is_claim_for_pod
     from kdra.api.validation import validate_objects
-    from kdra.cli.common import gates_text, namespace_filter, positive_int, validate_mode
+    from kdra.cli.common import feature_gates, namespace_filter, positive_int, validate_mode
     from kdra.scheduler.nodefit import NodeFit
 
-    gates = FeatureGates.parse(gates_text(args))
+    gates = feature_gates(args)
     validate = validate_mode(args)
     only_ns = namespace_filter(args)
     if args.nodes is not None:
@@ -255,6 +256,7 @@ def _run(args: argparse.Namespace) -> int:
     validate_objects(
         objs + [o for o in loaded if o.get("kind") in IGNORED_KINDS],
         list_type_attributes=True,
+        features=gates,
     )
 
     by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in SUPPORTED_KINDS}

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kdra.cli.common import add_limit_args, limits
+from kdra.cli.common import add_gates_arg, add_limit_args, feature_gates, limits
 
 EPILOG = """\
 render prints, as multi-document YAML (or a v1 List in JSON) that `kdra allocate` and kubectl accept:
@@ -52,6 +52,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-validate", action="store_true", help="skip API validation of the rendered objects")
     r.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     add_limit_args(r)
+    add_gates_arg(r, feature_gates=False)
     r.set_defaults(func=_render)
 
     d = sub.add_parser("describe", help="a per-pool summary of a fleet")
@@ -96,12 +97,15 @@ def _render(args: argparse.Namespace) -> int:
     from kdra.fleets import iter_render, load_fleet
 
     fleet = load_fleet(args.fleet, **limits(args))
-    objs: Iterable[dict[str, Any]] = iter_render(fleet, dra=not args.no_dra, legacy=args.legacy)
+    features = feature_gates(args)
+    objs: Iterable[dict[str, Any]] = iter_render(
+        fleet, dra=not args.no_dra, legacy=args.legacy, kubernetes_version=features.version
+    )
     if not args.no_validate:
         from kdra.api.validation import validate_objects
 
         objs = list(objs)
-        validate_objects(objs)
+        validate_objects(objs, features=features)
     out = sys.stdout
     if args.output == "json":
         out.write(dump_json(list(objs)))

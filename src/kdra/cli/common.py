@@ -6,9 +6,12 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kdra.errors import InputError
+
+if TYPE_CHECKING:
+    from kdra.allocator.features import FeatureGates
 
 
 def add_validate_arg(p: argparse.ArgumentParser) -> None:
@@ -46,19 +49,41 @@ def namespace_filter(args: argparse.Namespace) -> str | None:
     return None if getattr(args, "all_namespaces", False) else ns
 
 
-def add_gates_arg(p: argparse.ArgumentParser) -> None:
+def add_gates_arg(p: argparse.ArgumentParser, *, feature_gates: bool = True) -> None:
+    """--kubernetes-version (1.36|1.37, default 1.37: that release's gate defaults, locked gates, API
+    validation and allocator) and, unless `feature_gates` is False, --feature-gates (repeatable)."""
+    from kdra.api.versions import DEFAULT_VERSION, SUPPORTED_VERSIONS
+
     p.add_argument(
-        "--feature-gates",
-        action="append",
-        default=[],
-        metavar="Gate=bool,...",
-        help="override feature-gate defaults, e.g. DRAConsumableCapacity=false (repeatable)",
+        "--kubernetes-version",
+        choices=SUPPORTED_VERSIONS,
+        default=DEFAULT_VERSION,
+        metavar="VERSION",
+        help=f"behave like this Kubernetes release: {', '.join(SUPPORTED_VERSIONS)} "
+        f"(default {DEFAULT_VERSION}): its feature-gate defaults, locked gates, API validation and allocator",
     )
+    if feature_gates:
+        p.add_argument(
+            "--feature-gates",
+            action="append",
+            default=[],
+            metavar="Gate=bool,...",
+            help="override the release's feature-gate defaults, e.g. DRAListTypeAttributes=true (repeatable)",
+        )
 
 
 def gates_text(args: argparse.Namespace) -> str:
     value = getattr(args, "feature_gates", "") or ""
     return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def feature_gates(args: argparse.Namespace) -> FeatureGates:
+    """The FeatureGates the flags describe; InputError (exit 2) for what the release refuses (unknown or
+    locked gates, a gate on whose dependency is off), with the components' wording."""
+    from kdra.allocator.features import DEFAULT_VERSION, FeatureGates
+
+    version = getattr(args, "kubernetes_version", None) or DEFAULT_VERSION
+    return FeatureGates.parse(gates_text(args), version=version)
 
 
 def add_limit_args(p: argparse.ArgumentParser, *, nodes: bool = True, pods: bool = False) -> None:

@@ -94,6 +94,7 @@ def _nvml(args: argparse.Namespace) -> int:
 
 def _register_sim(sub: Any) -> None:
     """`kdra driver sim`: kdra.kube.driver publishes a fleet to a live cluster."""
+    from kdra.cli.common import add_gates_arg
     from kdra.cli.kube import add_kube_args
 
     s = sub.add_parser(
@@ -109,6 +110,7 @@ def _register_sim(sub: Any) -> None:
     s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
     add_limit_args(s)
+    add_gates_arg(s, feature_gates=False)
     s.set_defaults(func=_sim)
 
 
@@ -118,7 +120,14 @@ def _sim(args: argparse.Namespace) -> int:
 
     client = make_client(args)
     try:
-        run_driver_sim(client, args.fleet, watch=args.watch, interval=args.interval, **limits(args))
+        run_driver_sim(
+            client,
+            args.fleet,
+            watch=args.watch,
+            interval=args.interval,
+            kubernetes_version=args.kubernetes_version,
+            **limits(args),
+        )
     except KeyboardInterrupt:
         return 0
     return 0

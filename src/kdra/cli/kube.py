@@ -110,6 +110,13 @@ def register(subparsers: Any) -> None:
         help="partition with kube-scheduler: allocate only claims whose requests name these DeviceClasses",
     )
     add_gates_arg(s)
+    s.add_argument(
+        "--filter-errors",
+        choices=("fail-pod", "skip-node"),
+        default="fail-pod",
+        help="a Filter error on a node (a CEL runtime error in a selector): fail the pod's scheduling "
+        "attempt (SchedulerError), as kube-scheduler does (default), or rule out only that node",
+    )
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
     # object on the cluster sets these too (its fields win over the flags).
@@ -157,6 +164,21 @@ def register(subparsers: Any) -> None:
         default=None,
         help="serve /metrics (kdra exporter's metrics and the scheduling-attempt histogram), /healthz and "
         "/readyz (informers synced, leader or standby) here, from start-up (default: not served)",
+    )
+    s.add_argument(
+        "--cel-attempt-budget",
+        type=int,
+        default=2_000_000,
+        metavar="UNITS",
+        help="CEL cost units one scheduling attempt may spend on selector results not evaluated before; a "
+        "pod that needs more waits behind the others and goes on later (default 2,000,000; 0: unbounded)",
+    )
+    s.add_argument(
+        "--cel-run-budget",
+        type=int,
+        default=4_000_000,
+        metavar="UNITS",
+        help="the same for one batch of attempts, after which new events are taken in (default 4,000,000)",
     )
     from kdra.cli.serving import add_serving_args
 
@@ -219,7 +241,6 @@ def register(subparsers: Any) -> None:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
-    from kdra.allocator.features import FeatureGates
     from kdra.kube.leader import LeaderElector
     from kdra.kube.partition import Partition, startup_warnings
     from kdra.kube.scheduler import KubeScheduler, default_identity
@@ -233,15 +254,18 @@ def _scheduler(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    from kdra.cli.common import gates_text
+    from kdra.cli.common import feature_gates
 
-    gates = FeatureGates.parse(gates_text(args))
+    gates = feature_gates(args)
     partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring),
         features=gates,
         scheduler_name=args.scheduler_name,
         device_preference=args.device_preference,
+        cel_attempt_budget=args.cel_attempt_budget or None,
+        cel_run_budget=args.cel_run_budget or None,
+        filter_errors=args.filter_errors,
     )
     endpoint = None
     if args.metrics_listen:
@@ -404,14 +428,13 @@ def _write_stats(path: str, sched: Any, client: Any) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from kdra.allocator.features import FeatureGates
-    from kdra.cli.common import gates_text, namespace_filter, positive_int
+    from kdra.cli.common import feature_gates, namespace_filter, positive_int
     from kdra.kube.explain import explain_pod
 
     positive_int("--nodes", args.nodes, 0)
     client = make_client(args)
     only_ns = namespace_filter(args)
-    gates = FeatureGates.parse(gates_text(args))
+    gates = feature_gates(args)
     shown = None if args.verbose else args.nodes
     if args.pod:
         if args.all_namespaces:

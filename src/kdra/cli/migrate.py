@@ -1,96 +1,240 @@
-"""`kdra migrate`: device-plugin manifests -> DRA ResourceClaims (see kdra.migrate for what converts)."""
+"""`kdra migrate`: device-plugin manifests -> DRA ResourceClaims (see kdra.migrate and docs/migrate.md).
+
+Inputs are read one document at a time and the result is spooled (memory up to a few MiB, then a temporary
+file) until every input migrated: nothing is printed or written when any input fails.
+"""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import io
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 from kdra.errors import InputError
-from kdra.migrate import CLAIMS, MODES, FileResult, Options, classes_text, join_outputs, migrate_text
+from kdra.migrate import CLAIMS, MODES, Options, Report, StreamMigration, classes_document, names_in_use
+from kdra.migrate.documents import iter_chunks
+from kdra.migrate.helm import chart_message, is_chart
+from kdra.migrate.kinds import parse_kind_option
 
 _SUFFIXES = (".yaml", ".yml")
+_FORMATS = ("yaml",)
+_OTHER_FORMATS = ("json", "table", "wide", "name")  # other commands' -o values: never taken as a file name
+_SPOOL = 2**20  # characters of output kept in memory before spooling to disk (memory must not follow input)
+_BLOCK = 2**20  # characters read at a time
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "migrate",
         help="convert nvidia.com/gpu-style requests to DRA ResourceClaims",
-        description="Convert device-plugin requests (nvidia.com/gpu, MIG, HAMi, amd.com/gpu, google.com/tpu) "
-        "in workload manifests to DRA ResourceClaimTemplates. Documents that need no change are copied "
-        "byte for byte.",
+        description="Convert device-plugin requests (nvidia.com/gpu, MIG, time-slicing, HAMi, amd.com/gpu, "
+        "google.com/tpu, gpu.intel.com) in workload manifests to DRA ResourceClaimTemplates. Only the "
+        "entries that "
+        "change are rewritten; every other byte is kept. See docs/migrate.md.",
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or folders; '-' or nothing = stdin")
     parser.add_argument("--mode", choices=MODES, default=CLAIMS, help="claims (default) or extended-resource")
-    parser.add_argument("--check", action="store_true", help="exit 1 and list what would change")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 and list what would change or cannot be converted"
+    )
     parser.add_argument("--diff", action="store_true", help="print a unified diff instead of the result")
     parser.add_argument(
         "-i", "--in-place", action="store_true", help="rewrite the files (DeviceClasses to stdout)"
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write the result (with -i: the DeviceClasses) here"
+        "-o",
+        "--output",
+        metavar="FORMAT",
+        default="yaml",
+        help="output format: yaml (the only one: the manifests keep their own text); "
+        "-o FILE is the old spelling of --output-file",
+    )
+    parser.add_argument(
+        "--output-file", metavar="FILE", help="write the result (with -i: the DeviceClasses) to FILE"
     )
     parser.add_argument(
         "--gpu-memory",
         metavar="QUANTITY",
         help="memory of one GPU (e.g. 80Gi), to turn nvidia.com/gpumem-percentage into a capacity request",
     )
+    parser.add_argument(
+        "--kind",
+        action="append",
+        default=[],
+        metavar="KIND[.GROUP]=PATH[,PATH]",
+        help="where a kind keeps its pod specs, e.g. AppWrapper.workload.codeflare.dev="
+        "spec.components[].template.spec.template.spec ('*' = every key, '[]' = every item); repeatable",
+    )
+    parser.add_argument(
+        "--no-device-classes",
+        action="store_true",
+        help="do not print the DeviceClasses the result needs (e.g. as a Helm post-renderer)",
+    )
     parser.set_defaults(func=run)
 
 
-def _inputs(paths: list[str]) -> list[tuple[str, str, Path | None]]:
-    """(name, text, path) for every input; stdin has no path."""
-    out: list[tuple[str, str, Path | None]] = []
+# -- inputs --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Input:
+    name: str
+    path: Path | None  # None: stdin, spooled
+    spool: IO[str] | None = None
+
+    def blocks(self) -> Iterator[str]:
+        """The text in blocks (documents are split from them; a block needs not end at a line end)."""
+        if self.spool is not None:
+            self.spool.seek(0)
+            yield from iter(lambda: self.spool.read(_BLOCK), "")  # type: ignore[union-attr]
+            return
+        assert self.path is not None
+        try:
+            with self.path.open(encoding="utf-8", newline="") as stream:
+                yield from iter(lambda: stream.read(_BLOCK), "")
+        except UnicodeDecodeError:
+            raise InputError(_not_text(self.name, self.path.read_bytes())) from None
+        except OSError as err:
+            raise InputError(f"{self.name}: cannot read: {err.strerror or err}") from err
+
+
+def _not_text(name: str, data: bytes) -> str:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        byte = f"byte 0x{data[err.start]:02x} at offset {err.start}"
+        return f"{name}:{line}: not UTF-8 text ({byte}): kdra migrate reads YAML manifests"
+    return f"{name}: not UTF-8 text"  # pragma: no cover
+
+
+def _stdin() -> Input:
+    spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
+    stream = sys.stdin
+    if stream is None or stream.closed:
+        raise InputError("<stdin>: stdin is closed; give files or folders")
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            data = buffer.read()
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(_not_text("<stdin>", data)) from None
+            spool.write(text)
+        else:
+            shutil.copyfileobj(stream, spool)
+    except OSError as err:
+        raise InputError(f"<stdin>: cannot read: {err}") from err
+    return Input("<stdin>", None, spool)
+
+
+def _inputs(paths: list[str], charts: list[str]) -> list[Input]:
+    out: list[Input] = []
     for raw in paths or ["-"]:
         if raw == "-":
-            out.append(("<stdin>", sys.stdin.read(), None))
+            out.append(_stdin())
             continue
         path = Path(raw)
+        if is_chart(path):
+            charts.append(chart_message(path))
+            continue
         if path.is_dir():
-            files = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and p.suffix in _SUFFIXES and not any(part.startswith(".") for part in p.parts)
-            )
+            for file in _walk(path, charts):
+                out.append(Input(str(file), file))
         elif path.is_file():
-            files = [path]
+            out.append(Input(str(path), path))
         else:
             raise InputError(f"{raw}: no such file or folder")
-        for file in files:
-            try:
-                out.append((str(file), file.read_text(encoding="utf-8"), file))
-            except (OSError, UnicodeDecodeError) as err:
-                raise InputError(f"{file}: cannot read: {err}") from err
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file in the same folder, then rename: readers see the old file or the new one, never half."""
-    path = path.resolve()  # through a symlink, rewrite the file it points to and keep the link
-    mode = path.stat().st_mode & 0o7777
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".kdra-tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+def _walk(folder: Path, charts: list[str]) -> Iterator[Path]:
+    """Every *.yaml/*.yml below `folder`, sorted, hidden ones skipped; a chart inside is reported whole."""
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if is_chart(entry):
+                charts.append(chart_message(entry))
+            else:
+                yield from _walk(entry, charts)
+        elif entry.is_file() and entry.suffix in _SUFFIXES:
+            yield entry
 
 
-def _diff(result: FileResult) -> str:
-    name = result.source
+# -- outputs -------------------------------------------------------------------------------------------------
+
+
+class Joined:
+    """Writes several streams into one, with `---` between them where the next does not start with one."""
+
+    def __init__(self, sink: IO[str]) -> None:
+        self.sink = sink
+        self.last = ""
+        self.fresh = True
+
+    def next_stream(self) -> None:
+        self.fresh = True
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self.fresh and self.last:
+            if not self.last.endswith("\n"):
+                self.sink.write("\n")
+            if not text.startswith("---"):
+                self.sink.write("---\n")
+        self.fresh = False
+        self.sink.write(text)
+        self.last = text
+
+
+@dataclass
+class Result:
+    input: Input
+    report: Report
+    changed: bool
+    defined: set[str]
+    temp: Path | None = None  # -i: the migrated file, renamed over the original on success
+    text: list[str] = field(default_factory=list)  # --diff: the migrated text
+
+
+def _temp_beside(path: Path) -> tuple[IO[str], Path]:
+    target = path.resolve()
+    handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".kdra-tmp", dir=target.parent)
+    return os.fdopen(handle, "w", encoding="utf-8", newline=""), Path(name)
+
+
+def _replace(temp: Path, path: Path) -> None:
+    """Rename the finished temp file over the original (through a symlink: over the file it points to)."""
+    target = path.resolve()
+    os.chmod(temp, target.stat().st_mode & 0o7777)
+    os.replace(temp, target)
+
+
+def _discard(text: str) -> None:
+    del text
+
+
+def _diffs(results: list[Result]) -> str:
+    return "".join(
+        _diff(r.input.name, "".join(r.input.blocks()), "".join(r.text)) for r in results if r.changed
+    )
+
+
+def _diff(name: str, original: str, text: str) -> str:
     lines = difflib.unified_diff(
-        result.original.splitlines(keepends=True),
-        result.text.splitlines(keepends=True),
+        original.splitlines(keepends=True),
+        text.splitlines(keepends=True),
         fromfile=f"a/{name}",
         tofile=f"b/{name}",
     )
@@ -99,69 +243,169 @@ def _diff(result: FileResult) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+# -- the command ---------------------------------------------------------------------------------------------
+
+
+def _options(args: argparse.Namespace) -> tuple[Options, str | None]:
     if args.in_place and (args.check or args.diff):
         raise InputError("--in-place cannot be combined with --check or --diff")
-    inputs = _inputs(args.paths)
-    if args.in_place and any(path is None for _, _, path in inputs):
-        raise InputError("--in-place needs files, not stdin")
-    options = Options(mode=args.mode, gpu_memory=args.gpu_memory)
-    results = [migrate_text(text, name, options) for name, text, _ in inputs]
-    for result in results:
-        for warning in result.report.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-    errors = [error for result in results for error in result.report.errors]
-    if errors:
+    output_file = args.output_file
+    if args.output in _OTHER_FORMATS:
         raise InputError(
-            f"{len(errors)} request(s) cannot be migrated; no file was changed\n" + "\n".join(errors)
+            f"-o {args.output}: kdra migrate prints YAML only (-o yaml): the manifests keep their own text"
         )
-    classes = classes_text(results, args.mode)
+    if args.output not in _FORMATS:
+        if output_file:
+            raise InputError(f"-o {args.output}: unknown output format (yaml)")
+        print(
+            "warning: -o FILE is deprecated (-o is the output format, like kubectl's); use --output-file "
+            f"{args.output}",
+            file=sys.stderr,
+        )
+        output_file = args.output
+    extra = tuple(parse_kind_option(text) for text in args.kind)
+    return Options(mode=args.mode, gpu_memory=args.gpu_memory, extra_kinds=extra), output_file
 
-    if args.check:
-        changed = [r for r in results if r.changed]
-        for result in changed:
-            for change in result.report.changes:
-                print(change)
-        if classes:
-            print("DeviceClasses to add: " + ", ".join(sorted(_class_names(results))))
-        if args.diff:
-            _emit(args.output, "".join(_diff(r) for r in changed))
-        return 1 if changed or classes else 0
 
+def run(args: argparse.Namespace) -> int:
+    options, output_file = _options(args)
+    charts: list[str] = []
+    inputs = _inputs(args.paths, charts)
+    if args.in_place and any(i.path is None for i in inputs):
+        raise InputError("--in-place needs files, not stdin")
+    taken: set[str] = set()
+    defined: set[str] = set()
+    for item in inputs:  # pass 1: names the inputs already use
+        templates, classes = names_in_use(item.blocks())
+        taken |= templates
+        defined |= classes
+    spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
+    joined = Joined(spool)
+    results: list[Result] = []
+    try:
+        for item in inputs:
+            results.append(_migrate(item, options, taken, joined, args))
+        return _finish(args, options, results, charts, defined, spool, joined, output_file)
+    finally:
+        spool.close()
+        for result in results:
+            if result.temp is not None and result.temp.exists():
+                result.temp.unlink()
+
+
+def _migrate(
+    item: Input, options: Options, taken: set[str], joined: Joined, args: argparse.Namespace
+) -> Result:
+    migration = StreamMigration(item.name, options, taken)
+    result = Result(item, migration.report, False, set())
+    write: Any
     if args.diff:
-        text = "".join(_diff(r) for r in results if r.changed)
-        if classes:
-            text += "--- /dev/null\n+++ b/<DeviceClasses>\n" + "".join(
-                "+" + line for line in classes.splitlines(keepends=True)
-            )
-        _emit(args.output, text)
-        return 0
+        write = result.text.append
+    elif args.check:
+        write = _discard
+    elif args.in_place:
+        assert item.path is not None
+        stream, result.temp = _temp_beside(item.path)
+        write = stream.write
+    else:
+        joined.next_stream()
+        write = joined.write
+    try:
+        migration.run(iter_chunks(item.blocks()), write)
+    finally:
+        if args.in_place:
+            stream.close()
+    result.changed = migration.changed
+    return result
 
+
+def _finish(
+    args: argparse.Namespace,
+    options: Options,
+    results: list[Result],
+    charts: list[str],
+    defined: set[str],
+    spool: IO[str],
+    joined: Joined,
+    output_file: str | None,
+) -> int:
+    reports = [r.report for r in results]
+    for report in reports:
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    invalid = [e for report in reports for e in report.invalid]
+    blocked = [e for report in reports for e in report.blocked] + charts
+    if invalid:
+        more = f" (and {len(blocked)} request(s) that cannot be migrated)" if blocked else ""
+        raise InputError(
+            f"{len(invalid)} invalid input(s){more}; no file was changed\n" + "\n".join(invalid + blocked)
+        )
+    needed: dict[str, Any] = {}
+    for report in reports:
+        for name, obj in report.classes.items():
+            needed.setdefault(name, obj)
+    classes = "" if args.no_device_classes else classes_document(needed, defined, args.mode)
+    if args.check:
+        for report in reports:
+            for change in report.changes:
+                print(change)
+        for entry in blocked:
+            print(f"cannot convert: {entry}")
+        if classes:
+            print("DeviceClasses to add: " + ", ".join(sorted(n for n in needed if n not in defined)))
+        if args.diff:
+            out = io.StringIO(_diffs(results))
+            _emit(output_file, out)
+        changed = any(r.changed for r in results) or any(r.changes for r in reports)
+        return 1 if changed or blocked or classes else 0
+    if blocked:
+        raise InputError(
+            f"{len(blocked)} request(s) cannot be migrated; no file was changed\n" + "\n".join(blocked)
+        )
+    for report in reports:
+        for note in report.notes:
+            print(f"note: {note}", file=sys.stderr)
+    if args.diff:
+        out = io.StringIO()
+        out.write(_diffs(results))
+        if classes:
+            out.write("--- /dev/null\n+++ b/<DeviceClasses>\n")
+            out.write("".join("+" + line for line in classes.splitlines(keepends=True)))
+        _emit(output_file, out)
+        return 0
     if args.in_place:
-        for (_, _, path), result in zip(inputs, results, strict=True):
-            if result.changed and path is not None:
-                _write_atomic(path, result.text)
-                print(f"migrated {path}", file=sys.stderr)
+        for result in results:
+            if result.changed and result.temp is not None and result.input.path is not None:
+                _replace(result.temp, result.input.path)
+                print(f"migrated {result.input.path}", file=sys.stderr)
         if classes:
-            _emit(args.output, classes)
+            _emit(output_file, io.StringIO(classes))
         return 0
-
-    _emit(args.output, join_outputs([r.text for r in results] + [classes]))
+    if classes:
+        joined.next_stream()
+        joined.write(classes)
+    _emit(output_file, spool)
     return 0
 
 
-def _class_names(results: list[FileResult]) -> set[str]:
-    defined = set().union(*(r.defined_classes for r in results)) if results else set()
-    return {name for r in results for name in r.report.classes if name not in defined}
-
-
-def _emit(output: str | None, text: str) -> None:
-    if output:
+def _emit(output_file: str | None, source: IO[str]) -> None:
+    source.seek(0)
+    if output_file:
+        target = Path(output_file)
         try:
-            Path(output).write_text(text, encoding="utf-8")
+            handle, temp = tempfile.mkstemp(
+                prefix=f".{target.name}.", suffix=".kdra-tmp", dir=target.parent or "."
+            )
         except OSError as err:
-            raise InputError(f"{output}: cannot write: {err}") from err
+            raise InputError(f"{output_file}: cannot write: {err.strerror or err}") from err
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+                shutil.copyfileobj(source, stream)
+            os.replace(temp, target)
+        except OSError as err:
+            if os.path.exists(temp):
+                os.unlink(temp)
+            raise InputError(f"{output_file}: cannot write: {err.strerror or err}") from err
         return
-    stream: TextIO = sys.stdout
-    stream.write(text)
-    stream.flush()
+    shutil.copyfileobj(source, sys.stdout)
+    sys.stdout.flush()

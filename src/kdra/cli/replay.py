@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from kdra.cli.common import add_gates_arg, feature_gates
 from kdra.errors import InputError
 
 
@@ -98,6 +99,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="skip kdra's DRA allocator (placement view only; for quick what-ifs)",
     )
+    add_gates_arg(a)
     a.set_defaults(func=run)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -169,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--time-compress: Invalid value: {args.time_compress}: must be at least 1")
     if args.processes is not None and args.processes < 1:
         raise InputError(f"--processes: Invalid value: {args.processes}: must be at least 1")
+    features = feature_gates(args)
     trace = load_trace(args.nodes, args.pods)
     if args.variant:
         from kdra.replay.variants import make_variant, parse_variant
@@ -191,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
             use_allocator=not args.no_allocator,
             tie_break=args.ties,
             progress=progress,
+            features=features,
         )
     doc = exp.to_dict()
     sections: list[str] = []
@@ -207,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
                 seed=seeds[0],
                 use_allocator=not args.no_allocator,
                 compress=args.time_compress,
+                features=features,
             )
             runs.append(tr)
             timed_docs[name] = tr.to_dict()
@@ -216,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     if args.legacy:
         from kdra.replay.legacy import compare
 
-        figs = compare(trace, policies[0], seeds[0], use_allocator=not args.no_allocator)
+        figs = compare(trace, policies[0], seeds[0], use_allocator=not args.no_allocator, features=features)
         legacy_doc = {k: v.to_dict() for k, v in figs.items()}
         doc["legacyVsDra"] = {"policy": policies[0], "seed": seeds[0], **legacy_doc}
         sections.append(_legacy_html(policies[0], legacy_doc))

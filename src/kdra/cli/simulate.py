@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from kdra.cli.common import add_limit_args, add_validate_arg
+from kdra.cli.common import add_gates_arg, add_limit_args, add_validate_arg, feature_gates
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -59,6 +59,7 @@ def register(subparsers: Any) -> None:
     )
     add_validate_arg(p)
     add_limit_args(p, nodes=True, pods=True)
+    add_gates_arg(p)
     p.set_defaults(func=run)
 
 
@@ -71,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise InputError(f"--seed: Invalid value: {args.seed}: must not be negative")
     config = SchedulerConfig(
-        scoring=ScoringStrategy(type=args.scoring), device_preference=getattr(args, "device_preference", None)
+        scoring=ScoringStrategy(type=args.scoring),
+        features=feature_gates(args),
+        device_preference=getattr(args, "device_preference", None),
     )
     modes = MODES[args.mode]
     from kdra.cli.common import Progress, limits, validate_mode

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.drivers.catalog import GpuModel, MigProfile
 from kdra.drivers.common import (
     Obj,
@@ -98,6 +99,9 @@ class NvidiaConfig:
     cuda_driver_version: str = DEFAULT_CUDA_DRIVER_VERSION
     dynamic_mig: bool = False  # feature gate DynamicMIG
     consumable_shares: str | int | None = None  # --consumable-shares=unlimited|memory|<N>
+    # The cluster's Kubernetes release: resource.kubernetes.io/numaNode is a standard attribute from 1.37
+    # (KEP-6072, deviceattribute.StandardDeviceAttributeNUMANode); a 1.36 driver does not publish it.
+    kubernetes_version: str = DEFAULT_VERSION
 
 
 def mig_device_name(minor: int, profile: MigProfile, start: int) -> str:
@@ -324,7 +328,7 @@ class NvidiaRenderer:
                 attrs[f"{STD}/pciBusID"] = string_attr(gpu.pci_bus_id)
             if gpu.pcie_root:
                 attrs[f"{STD}/pcieRoot"] = string_attr(gpu.pcie_root)
-            if gpu.numa_node is not None and gpu.numa_node >= 0:
+            if gpu.numa_node is not None and gpu.numa_node >= 0 and self.config.kubernetes_version != "1.36":
                 attrs[f"{STD}/numaNode"] = int_attr(gpu.numa_node)
             return attrs
 

@@ -11,6 +11,7 @@ import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.drivers import amd, nvidia, tpu
 from kdra.drivers.catalog import AmdModel, GpuModel, TpuModel
 from kdra.drivers.common import Obj, PoolLayout, PoolPublisher, check_device, make_slices, string_attr
@@ -34,6 +35,7 @@ class RenderOptions:
     dra: bool = True  # ResourceSlices + DeviceClasses
     legacy: bool = False  # extended resources in Node status (device-plugin view)
     nodes: bool = True
+    kubernetes_version: str = DEFAULT_VERSION  # what the drivers of that release publish
 
 
 def legacy_resources(pool: Pool) -> dict[str, int]:
@@ -236,15 +238,29 @@ def pool_renderers(fleet: Fleet, options: RenderOptions = RenderOptions()) -> li
         nv = renderers.get(key)
         if nv is None:
             nv = renderers[key] = nvidia.NvidiaRenderer(
-                nvidia.NvidiaConfig(fleet.driver_version, fleet.cuda_driver_version, key[0], key[1])
+                nvidia.NvidiaConfig(
+                    fleet.driver_version,
+                    fleet.cuda_driver_version,
+                    key[0],
+                    key[1],
+                    kubernetes_version=options.kubernetes_version,
+                )
             )
         out.append(PoolRenderer(fleet, pool, options, nv))
     return out
 
 
-def iter_render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool = True) -> Iterator[Obj]:
-    """DeviceClasses, then per node its Node and its ResourceSlices, one node at a time."""
-    options = RenderOptions(dra=dra, legacy=legacy, nodes=nodes)
+def iter_render(
+    fleet: Fleet,
+    *,
+    dra: bool = True,
+    legacy: bool = False,
+    nodes: bool = True,
+    kubernetes_version: str = DEFAULT_VERSION,
+) -> Iterator[Obj]:
+    """DeviceClasses, then per node its Node and its ResourceSlices, one node at a time, as the drivers
+    of that Kubernetes release publish them."""
+    options = RenderOptions(dra=dra, legacy=legacy, nodes=nodes, kubernetes_version=kubernetes_version)
     if dra:
         yield from device_classes(fleet)
     for pr in pool_renderers(fleet, options):
@@ -255,7 +271,14 @@ def iter_render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: 
                 yield from pr.slices(i)
 
 
-def render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool = True) -> list[Obj]:
+def render(
+    fleet: Fleet,
+    *,
+    dra: bool = True,
+    legacy: bool = False,
+    nodes: bool = True,
+    kubernetes_version: str = DEFAULT_VERSION,
+) -> list[Obj]:
     """Every object of the fleet as a list (see iter_render for the streaming form).
 
     The cyclic garbage collector is paused while the list is built: a million freshly allocated, acyclic
@@ -263,7 +286,9 @@ def render(fleet: Fleet, *, dra: bool = True, legacy: bool = False, nodes: bool 
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return list(iter_render(fleet, dra=dra, legacy=legacy, nodes=nodes))
+        return list(
+            iter_render(fleet, dra=dra, legacy=legacy, nodes=nodes, kubernetes_version=kubernetes_version)
+        )
     finally:
         if enabled:
             gc.enable()

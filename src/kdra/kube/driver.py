@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError
 from kdra.kube.client import KubeClient, Obj
 
@@ -228,6 +229,7 @@ def run_driver_sim(
     max_nodes: int | None = None,
     out: Any = None,
     max_iterations: int | None = None,
+    kubernetes_version: str = DEFAULT_VERSION,
 ) -> SyncReport:
     """Render the fleet, publish it; with `watch`, re-read the fleet file and re-publish every
     `interval` seconds (slices someone deleted or changed are restored)."""
@@ -240,7 +242,7 @@ def run_driver_sim(
 
     def load() -> tuple[str, list[Obj]]:
         fleet = load_fleet(fleet_ref) if max_nodes is None else load_fleet(fleet_ref, max_nodes=max_nodes)
-        return fleet.name, render(fleet)
+        return fleet.name, render(fleet, kubernetes_version=kubernetes_version)
 
     name, objs = load()
     sync = FleetSync(client, name, objs)

@@ -24,6 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.allocator.index import CelBudgetExhausted, cel_budget
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.errors import InputError
 from kdra.scheduler.framework import (
@@ -160,14 +161,34 @@ class OwnedDeviceClasses(PreFilterPlugin):
 # -- start-up check ----------------------------------------------------------------------------------------
 
 
+# CEL work the start-up check may spend per DeviceClass (as one scheduling attempt): a class whose
+# selectors are too expensive to evaluate over every device is left out of the check, not waited for.
+STARTUP_CEL_BUDGET = 2_000_000
+
+
+def _class_devices(index: Any, cls: str, unchecked: set[str]) -> list[Any]:
+    try:
+        with cel_budget(STARTUP_CEL_BUDGET):
+            return list(index.devices_of_class(cls))
+    except CelBudgetExhausted:
+        unchecked.add(cls)
+        return []
+
+
 def reachable_by_others(
-    partition: Partition, scheduler_name: str, index: Any, nodes: Iterable[NodeInfo]
+    partition: Partition,
+    scheduler_name: str,
+    index: Any,
+    nodes: Iterable[NodeInfo],
+    unchecked: set[str] | None = None,
 ) -> tuple[set[tuple[str, str, str]], set[str], set[str], int]:
     """(devices both kdra and kube-scheduler may allocate, the other DeviceClasses that select them,
     the nodes they are on, how many devices kdra may allocate). kdra: devices of its classes (every class
     without a class partition) on its nodes (every node without a node partition). kube-scheduler:
     devices of the other classes (every class without a class partition) on nodes without kdra's taint;
-    network-attached devices (no nodeName) count on both sides."""
+    network-attached devices (no nodeName) count on both sides. Classes whose selectors cost more than
+    STARTUP_CEL_BUDGET to evaluate over the devices are left out and added to `unchecked`."""
+    unchecked = set() if unchecked is None else unchecked
     node_list = list(nodes)
     kdra_nodes = {n.name for n in node_list if partition.nodes is None or partition.nodes.matches(n.labels)}
     other_nodes = {n.name for n in node_list if not has_owner_taint(n.taints, scheduler_name)}
@@ -178,12 +199,12 @@ def reachable_by_others(
     def usable(d: Any, on: set[str]) -> bool:
         return not d.slice.node_name or d.slice.node_name in on
 
-    kdra_devices = {d.key for c in mine for d in index.devices_of_class(c) if usable(d, kdra_nodes)}
+    kdra_devices = {d.key for c in mine for d in _class_devices(index, c, unchecked) if usable(d, kdra_nodes)}
     both: set[tuple[str, str, str]] = set()
     via: set[str] = set()
     where: set[str] = set()
     for c in theirs:
-        for d in index.devices_of_class(c):
+        for d in _class_devices(index, c, unchecked):
             if d.key in kdra_devices and usable(d, other_nodes):
                 both.add(d.key)
                 via.add(c)
@@ -221,7 +242,13 @@ def startup_warnings(
         missing = sorted(partition.classes - set(index.classes))
         if missing:
             out.append(f"--owned-device-classes: DeviceClass {_few(missing)} does not exist (yet)")
-    both, via, where, mine = reachable_by_others(partition, scheduler_name, index, node_list)
+    unchecked: set[str] = set()
+    both, via, where, mine = reachable_by_others(partition, scheduler_name, index, node_list, unchecked)
+    if unchecked:
+        out.append(
+            f"DeviceClass(es) {_few(unchecked)} left out of this check: their selectors are expensive to "
+            "evaluate over every device (the scheduler evaluates them in bounded chunks)"
+        )
     if both:
         share = f"{len(both)} of the {mine} devices kdra allocates"
         if partition.empty:

@@ -44,7 +44,14 @@ from kdra.scheduler.framework import SUCCESS, Code, CycleState, Profile, Status,
 from kdra.scheduler.plugins.basic import TaintToleration
 from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.scheduler import AllocateAction, BindGroup, CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduler import (
+    AllocateAction,
+    BindGroup,
+    CycleResult,
+    Scheduler,
+    SchedulerConfig,
+    claim_with_allocation,
+)
 
 log = logging.getLogger("kdra.kube.scheduler")
 
@@ -192,6 +199,7 @@ class KubeScheduler(Scheduler):
             run_controllers=False,
             clock=WallClock(),
         )
+        self.yield_on_cel_budget = True  # take in watch events between chunks of expensive CEL work
         from kdra.kube.conflicts import ConflictDetector
 
         # Devices in more claims than they can serve (another scheduler, a stale write): reported and
@@ -250,7 +258,9 @@ class KubeScheduler(Scheduler):
             # and lands on the same node (their node selector); if the pod is gone, the controller
             # manager releases them.
             log.warning("scheduling %s: %s", pi.key, e)
+            node = self.cache.assigned.get(pi.uid, "")
             self.cache.forget(pi.uid)
+            self.released(pi.pod, node)  # parked pods may fit in what it held (queueing hints)
             self.queue.add_unschedulable(pi, now, set())
             return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
@@ -558,12 +568,16 @@ class KubeScheduler(Scheduler):
             return
         self.bind_failures += 1
         log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+        node = self.cache.assigned.get(uid, "")
         self.cache.forget(uid)
         self._unbound(uid)
-        for claim, _ in job.allocate:
+        freed = []
+        for claim, alloc in job.allocate:
             cuid = claim["metadata"].get("uid", "")
             if cuid not in self.dra.allocated:  # not written, or rolled back
                 self.dra.forget_assumed(cuid)
+                freed.append(claim_with_allocation(claim, alloc))
+        self.released(job.pi.pod, node, freed)  # parked pods may fit in what it held (queueing hints)
         if job.gone:
             return
         current = self.store.try_get("Pod", job.pi.name, job.pi.namespace)

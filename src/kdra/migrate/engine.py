@@ -1,25 +1,49 @@
-"""Migration of one YAML stream: documents that need no change are copied verbatim, the others are edited in
-ruamel round-trip mode, and each new ResourceClaimTemplate follows the document of its workload."""
+"""Migration of one YAML stream, one document at a time.
+
+Documents without anything to convert are copied byte for byte; the others are edited in place (edits.py)
+and their new ResourceClaimTemplates follow them. Only documents that mention an accelerator vendor are
+composed into nodes; every other one is only checked for syntax (libyaml's raw parse, ~40 MB/s), so the cost
+is that of the documents that matter and the memory that of the largest document.
+"""
 
 from __future__ import annotations
 
-import difflib
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.errors import InputError
+from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.reader import ReaderError
+
+from kdra.migrate import consumers
 from kdra.migrate import resources as res
-from kdra.migrate.convert import CLAIMS, Options, PodTemplateConverter, Report, Where
-from kdra.migrate.workloads import WORKLOAD_KINDS, pod_templates
-from kdra.migrate.yamldoc import Chunk, Style, YAMLError, dump_document, guess_style, load_document, safe_load
-from kdra.migrate.yamldoc import split_documents as split
+from kdra.migrate.context import DocContext
+from kdra.migrate.convert import PodSpecConverter
+from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
+from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
+from kdra.migrate.kinds import LIST_SUFFIX, Place, places_for, pod_specs
+from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
+from kdra.migrate.report import CLAIMS, Options, Report, Where
+from kdra.migrate.scan import reason, requests, value_text
 
 CLASSES_BANNER = (
     "# ---------------------------------------------------------------------------------------------\n"
     "# DeviceClasses the migrated workloads need (kdra migrate --mode {mode}).\n"
     "# Normally installed once per cluster by the DRA drivers' Helm charts; apply them only if missing.\n"
     "# ---------------------------------------------------------------------------------------------\n"
+)
+
+_TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+# KAI Scheduler's GPU sharing: pod annotations, no resource request (KAI's reservation pod requests the GPU).
+KAI_SHARING = ("gpu-fraction", "gpu-memory")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+HELM_HINT = (
+    "kdra migrate reads rendered manifests: helm template RELEASE CHART [-f values.yaml] | kdra migrate -, "
+    "or "
+    "convert at install time: helm install RELEASE CHART --post-renderer kdra --post-renderer-args migrate "
+    "--post-renderer-args --no-device-classes"
 )
 
 
@@ -36,165 +60,286 @@ class FileResult:
         return self.text != self.original
 
 
-def _kind_of(obj: Any) -> str:
-    return str(obj.get("kind")) if isinstance(obj, dict) else ""
+# -- pass 1: names the input already uses --------------------------------------------------------------------
 
 
-def _objects(doc: Any) -> list[tuple[tuple[str | int, ...], Any]]:
+def names_in_use(pieces: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(ResourceClaimTemplate names, DeviceClass names) the stream defines, so new names do not collide."""
+    templates: set[str] = set()
+    classes: set[str] = set()
+    for body in bodies_mentioning(pieces, ("ResourceClaimTemplate", "DeviceClass")):
+        try:
+            root = compose(body)
+        except YAMLError:
+            continue
+        for obj, _ in _objects(root):
+            kind = text_of(get(obj, "kind"))
+            name = text_of(get(get(obj, "metadata"), "name"))
+            if name and kind == "ResourceClaimTemplate":
+                templates.add(name)
+            elif name and kind == "DeviceClass":
+                classes.add(name)
+    return templates, classes
+
+
+def _objects(root: Node | None) -> list[tuple[Node, tuple[str | int, ...]]]:
     """The objects of a document: itself, or the items of a `kind: List` (or `*List`)."""
-    if isinstance(doc, dict) and _kind_of(doc).endswith("List") and isinstance(doc.get("items"), list):
-        return [(("items", index), item) for index, item in enumerate(doc["items"])]
-    return [((), doc)]
+    kind = text_of(get(root, "kind")) or ""
+    items = get(root, "items")
+    if kind.endswith(LIST_SUFFIX) and isinstance(items, SequenceNode):
+        return [(item, ("items", index)) for index, item in enumerate(items.value)]
+    return [(root, ())] if root is not None else []
 
 
-def _quick_scan(body: str) -> bool:
-    """Whether a document can contain anything to convert (skip parsing ConfigMaps and CRDs)."""
-    return bool(res.LEGACY_PATTERN.search(body))
+# -- pass 2: the documents -----------------------------------------------------------------------------------
 
 
-def migrate_text(text: str, source: str, options: Options | None = None) -> FileResult:
-    """Migrate one YAML stream. Errors are collected in the report; on any error the text is unchanged."""
-    options = options or Options()
-    result = FileResult(source, text, text)
-    report = result.report
-    chunks = split(text)
-    parsed: list[Any] = []
-    taken: set[str] = set()
-    # First pass: parse what may matter, and collect names already used (claim templates, classes).
-    for number, chunk in enumerate(chunks, start=1):
-        doc: Any = None
-        relevant = (
-            _quick_scan(chunk.body) or "ResourceClaimTemplate" in chunk.body or "DeviceClass" in chunk.body
-        )
-        if chunk.body.strip() and relevant:
+class StreamMigration:
+    """Migrates the documents of one input; `report` collects what happened."""
+
+    def __init__(self, source: str, options: Options, taken: set[str]) -> None:
+        self.source = source
+        self.options = options
+        self.taken = taken
+        self.report = Report()
+        self.kinds = options.kinds()
+        self.changed = False
+
+    def run(self, chunks: Iterable[Chunk], write: Callable[[str], None]) -> Report:
+        for chunk in chunks:
+            write(self.document(chunk))
+        return self.report
+
+    def _problem(self, chunk: Chunk, err: YAMLError) -> str:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = chunk.line + (mark.line if mark is not None else 0)
+        problem = getattr(err, "problem", None) or str(err)
+        if isinstance(err, ReaderError):  # a character YAML does not allow (NUL, control characters)
+            line = chunk.line + chunk.body[: err.position].count("\n")
+            problem = f"character #x{err.character:04x} is not allowed in YAML (binary data?)"
+        context = getattr(err, "context", None)
+        what = f"{problem} ({context})" if context else str(problem)
+        if mark is not None:
+            lines = chunk.body.splitlines()
+            text = lines[mark.line] if mark.line < len(lines) else ""
+            if "\t" in text[: max(mark.column, 0) + 1]:
+                what += "; the line is indented with a tab, and YAML indents with spaces only"
+        return f"{self.source}:{line}: document {chunk.number}: not valid YAML: {what}"
+
+    def document(self, chunk: Chunk) -> str:
+        body = chunk.body
+        if not body.strip():
+            return chunk.text
+        marks = res.vendor_mentions(body)
+        relevant = bool(marks) or any(word in body for word in KAI_SHARING)
+        templated = bool(_TEMPLATE_SYNTAX.search(body))
+        if templated and relevant:
+            line = chunk.line + body[: _TEMPLATE_SYNTAX.search(body).start()].count("\n")  # type: ignore[union-attr]
+            self.report.blocked.append(
+                f"{self.source}:{line}: document {chunk.number}: a Helm chart template ({{{{ ... }}}}) with "
+                f"accelerator requests, not a rendered manifest\n  hint: {HELM_HINT}"
+            )
+            return chunk.text
+        if not relevant:
             try:
-                doc = load_document(chunk.body)
+                check(body)
             except YAMLError as err:
-                if _quick_scan(chunk.body):
-                    mark = getattr(err, "problem_mark", None)
-                    line = f" line {chunk.line + mark.line}" if mark is not None else ""
-                    report.errors.append(
-                        f"{source}: document {number}{line}: "
-                        f"not valid YAML ({getattr(err, 'problem', err)})\n"
-                        "  hint: migrate rendered manifests (helm template ... | kdra migrate -), not chart "
-                        "templates"
-                    )
-                doc = None
-        parsed.append(doc)
-        for _, obj in _objects(doc):
-            meta = obj.get("metadata") if isinstance(obj, dict) else None
-            if isinstance(meta, dict) and meta.get("name"):
-                if _kind_of(obj) == "ResourceClaimTemplate":
-                    taken.add(str(meta["name"]))
-                elif _kind_of(obj) == "DeviceClass":
-                    result.defined_classes.add(str(meta["name"]))
-    pieces: list[str] = []
-    for number, (chunk, doc) in enumerate(zip(chunks, parsed, strict=True), start=1):
-        if doc is None:
-            pieces.append(chunk.text)
-            continue
-        errors_before = len(report.errors)
-        changes_before = len(report.changes)
-        templates: list[tuple[int, dict[str, Any]]] = []
-        for item, (prefix, obj) in enumerate(_objects(doc)):
-            if _kind_of(obj) not in WORKLOAD_KINDS:
+                hint = f"\n  hint: {HELM_HINT}" if templated else ""
+                self.report.invalid.append(self._problem(chunk, err) + hint)
+            return chunk.text
+        try:
+            root = compose(body)
+        except YAMLError as err:
+            hint = f"\n  hint: {HELM_HINT}" if templated else ""
+            self.report.invalid.append(self._problem(chunk, err) + hint)
+            return chunk.text
+        return self._migrate(chunk, root, marks)
+
+    def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int]) -> str:
+        body = chunk.body
+        style = guess_style(body, root)
+        ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, marks)
+        objects = _objects(root)
+        is_list = bool(objects and objects[0][1])
+        done: set[int] = set()
+        for obj, prefix in objects:
+            self._object(ctx, chunk, obj, prefix, done)
+        report = ctx.report
+        self.report.warnings += report.warnings
+        self.report.invalid += report.invalid
+        self.report.blocked += report.blocked
+        if report.failed:
+            return chunk.text
+        self.report.changes += report.changes
+        for name, device_class in report.classes.items():
+            self.report.classes.setdefault(name, device_class)
+        self.report.notes += [f"{obj}: {'; '.join(texts)}" for obj, texts in ctx.notes.items()]
+        if not ctx.editor.changed and not ctx.templates:
+            return chunk.text
+        if is_list:
+            items = get(root, "items")
+            assert isinstance(items, SequenceNode)
+            for _, template in ctx.templates:
+                ctx.editor.append(items, template)
+        try:
+            new_body = ctx.editor.render()
+            check(new_body)
+        except (EditError, YAMLError) as err:  # pragma: no cover - a bug, reported instead of written
+            self.report.invalid.append(
+                f"{self.source}: document {chunk.number}: internal error: the edited document does not parse "
+                f"({err}); nothing was written"
+            )
+            return chunk.text
+        self.changed = True
+        out = chunk.head + new_body + chunk.tail
+        if not is_list:
+            newline = ctx.editor.newline
+            for _, template in ctx.templates:
+                if not out.endswith("\n"):
+                    out += newline
+                out += "---" + newline + document_text(template, style, newline)
+        return out
+
+    def _object(
+        self, ctx: DocContext, chunk: Chunk, obj: Node, prefix: tuple[str | int, ...], done: set[int]
+    ) -> None:
+        kind = text_of(get(obj, "kind")) or ""
+        api_version = text_of(get(obj, "apiVersion")) or ""
+        meta = get(obj, "metadata")
+        name = text_of(get(meta, "name")) or (text_of(get(meta, "generateName")) or "").rstrip("-")
+        namespace = text_of(get(meta, "namespace")) or ""
+        where = Where(self.source, chunk.number, chunk.line, kind, name, namespace, prefix)
+        places: tuple[Place, ...] = places_for(kind, api_version or None, self.kinds) if kind else ()
+        if isinstance(obj, MappingNode):
+            self._kai_sharing(ctx, where, obj, places)
+        if self.options.mode == CLAIMS and isinstance(obj, MappingNode):
+            if kind == "ResourceQuota" and api_version in ("v1", ""):
+                consumers.quota(ctx, where, obj)
+            convertible = [f for f in pod_specs(obj, places) if not f.place.refuse]
+            if convertible and self._names_ok(ctx, where, meta, obj):
+                for found in convertible:
+                    if id(found.node) in done:
+                        continue  # a pod spec shared through an alias: converted once
+                    done.add(id(found.node))
+                    self._pod_spec(ctx, where, found, obj)
+        for request in requests(obj, (), ctx.body, ctx.marks):
+            if id(request.key) in ctx.consumed:
                 continue
-            where = Where(source, number, obj, prefix)
-            converter = PodTemplateConverter(options, report, where, taken)
-            for tpl in pod_templates(obj):
-                made = converter.convert(tpl, obj)
-                if made is not None:
-                    templates.append((item, made))
-        edited = len(report.changes) > changes_before
-        if len(report.errors) > errors_before or not edited or options.mode != CLAIMS:
-            pieces.append(chunk.text)
-            continue
-        pieces.append(_render(chunk, doc, templates))
-    if report.errors:
-        return result
-    text_out = "".join(pieces)
-    result.text = text_out
+            ctx.consume(request.key)
+            if self.options.mode == CLAIMS:
+                what, hint = reason(kind, api_version, places, request.path, bool(places))
+                ctx.blocked(
+                    f"{where.at(request.path, request.key.start_mark.line)}: "
+                    f"{request.name}: {value_text(request.value)} {what}",
+                    hint,
+                )
+            else:
+                self._extended(ctx, where, request)
+
+    def _names_ok(self, ctx: DocContext, where: Where, meta: Node | None, obj: Node) -> bool:
+        ok = True
+        name_key, name_node, _ = lookup(meta, "name")
+        name = text_of(name_node)
+        if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+            ctx.invalid(
+                f"{where.at(('metadata', 'name'), name_node.start_mark.line if name_node else None)}: "
+                f"{name[:80] + '...' if len(name) > 80 else name!r} is not a valid name",
+                "metadata.name is a DNS subdomain: at most 253 lower-case letters, digits, '-' and '.' "
+                "(RFC 1123)",
+            )
+            ok = False
+        ns_node = get(meta, "namespace")
+        namespace = text_of(ns_node)
+        if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL.match(namespace)):
+            ctx.invalid(
+                f"{where.at(('metadata', 'namespace'), ns_node.start_mark.line if ns_node else None)}: "
+                f"{namespace[:80]!r} is not a valid namespace",
+                "a namespace is a DNS label: at most 63 lower-case letters, digits and '-' (RFC 1123)",
+            )
+            ok = False
+        if not ok:
+            for request in requests(obj, (), ctx.body, ctx.marks):
+                ctx.consume(request.key)
+        del name_key
+        return ok
+
+    def _kai_sharing(
+        self, ctx: DocContext, where: Where, obj: MappingNode, places: tuple[Place, ...]
+    ) -> None:
+        """A pod template with KAI's GPU-sharing annotations has no request to convert, yet it depends on the
+        device plugin (KAI's reservation pod takes a whole nvidia.com/gpu): warn, never pass it in silence."""
+        for found in pod_specs(obj, places):
+            if not found.path or found.path[-1] != "spec":
+                continue
+            annotations = get_path(obj, *found.path[:-1], "metadata", "annotations")
+            for key in KAI_SHARING:
+                value = text_of(get(annotations, key))
+                if value is not None:
+                    ctx.report.warnings.append(
+                        f"{where.describe()}: KAI GPU sharing ({key}: {value}) left as is: KAI's reservation "
+                        "pod still requests nvidia.com/gpu from the device plugin; under DRA ask for a share "
+                        "in a claim instead (a device with allowMultipleAllocations, capacity requests)"
+                    )
+
+    def _pod_spec(self, ctx: DocContext, where: Where, found: Any, obj: MappingNode) -> None:
+        key_node, containers_node, _ = lookup(found.node, "containers")
+        offset = sequence_offset(ctx.body, key_node, containers_node) if key_node is not None else None
+        base_style = ctx.editor.style
+        if offset is not None:
+            ctx.editor.style = Style(base_style.mapping, offset, base_style.json)
+        try:
+            converter = PodSpecConverter(ctx, where, found, obj)
+            template = converter.convert()
+            if template is None or converter.failed:
+                return
+            ctx.templates.append((found.path, template))
+            if found.place.consumer == "ray":
+                consumers.kuberay(ctx, where, obj, found, converter.converted)
+            elif found.place.consumer == "trainer":
+                consumers.trainer(ctx, where, obj, found, converter.converted)
+        finally:
+            ctx.editor.style = base_style
+
+    def _extended(self, ctx: DocContext, where: Where, request: Any) -> None:
+        if res.QUOTA_PREFIX.match(str(request.key.value)):
+            return  # KEP-5004: quota on the extended resource keeps counting
+        legacy = res.classify(request.name)
+        device_class = res.extended_resource_class(request.name, legacy) if legacy else None
+        if device_class is None:
+            why = (
+                f"{request.name} is not a device count, so no DeviceClass can serve it as an extended "
+                "resource"
+                if legacy
+                else f"no DRA DeviceClass is known for {request.name}"
+            )
+            ctx.blocked(
+                f"{where.at(request.path, request.key.start_mark.line)}: {why}",
+                "KEP-5004 maps an extended resource to a number of devices; use --mode claims, which turns "
+                "HAMi "
+                "shares into consumable capacity requests",
+            )
+            return
+        ctx.report.classes.setdefault(device_class["metadata"]["name"], device_class)
+
+
+# -- whole inputs --------------------------------------------------------------------------------------------
+
+
+def migrate_text(
+    text: str, source: str, options: Options | None = None, taken: set[str] | None = None
+) -> FileResult:
+    """Migrate one YAML stream held in memory. On any error the text is unchanged."""
+    options = options or Options()
+    templates, classes = names_in_use([text])
+    if taken is not None:
+        templates |= taken
+    migration = StreamMigration(source, options, templates)
+    pieces: list[str] = []
+    report = migration.run(split_documents(text), pieces.append)
+    result = FileResult(source, text, text, report, classes)
+    if not report.failed:
+        result.text = "".join(pieces)
     return result
-
-
-def _render(chunk: Chunk, doc: Any, templates: list[tuple[int, dict[str, Any]]]) -> str:
-    """The edited document, then its new claim templates (List items after their workload in a List)."""
-    style = guess_style(chunk.body)
-    is_list = bool(_objects(doc)[0][0])
-    if is_list:
-        for offset, (index, template) in enumerate(templates):
-            doc["items"].insert(index + 1 + offset, template)
-    newline = "\r\n" if "\r\n" in chunk.body else "\n"
-    body = dump_document(doc, style).replace("\n", newline)
-    expected = _plain(doc)
-    _verify(body, expected)
-    out = chunk.head + _reconcile(chunk.body, body, expected) + chunk.tail
-    if not is_list:
-        for _, template in templates:
-            if not out.endswith("\n"):
-                out += newline
-            out += ("---\n" + dump_document(template, style)).replace("\n", newline)
-    return out
-
-
-def _reads_as(text: str, expected: Any) -> bool:
-    try:
-        return bool(safe_load(text) == expected)
-    except YAMLError:
-        return False
-
-
-_COMMENT = re.compile(r"(^|\s)#.*$")
-
-
-def _form(lines: list[str]) -> str:
-    """The lines without comments and whitespace: equal for hunks that differ only in form."""
-    return "".join(re.sub(r"\s+", "", _COMMENT.sub("", line)) for line in lines)
-
-
-def _reconcile(original: str, dumped: str, expected: Any) -> str:
-    """Put back original lines wherever the dump differs only in form (`key:\n  {}` -> `key: {}`, dropped
-    blank lines, re-spaced flow mappings): each differing hunk reverts to the original text when the whole
-    document still reads as the intended data."""
-    old = original.splitlines(keepends=True)
-    new = dumped.splitlines(keepends=True)
-    if old and not old[-1].endswith("\n"):
-        old[-1] += "\r\n" if old[0].endswith("\r\n") else "\n"
-    opcodes = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
-    pieces = [new[j1:j2] if tag != "equal" else old[i1:i2] for tag, i1, i2, j1, j2 in opcodes]
-    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
-        if tag == "equal" or _form(old[i1:i2]) != _form(new[j1:j2]):
-            continue  # a real edit: the data differs, so the original text cannot come back
-        trial = [*pieces[:index], old[i1:i2], *pieces[index + 1 :]]
-        if _reads_as("".join("".join(p) for p in trial), expected):
-            pieces = trial
-    return "".join("".join(p) for p in pieces)
-
-
-def _verify(dumped: str, expected: Any) -> None:
-    """Guard against a round-trip dump that does not read back as what was meant."""
-    try:
-        again = safe_load(dumped)
-    except YAMLError as err:  # pragma: no cover - would be a ruamel bug
-        raise InputError(f"internal error: the migrated document does not parse: {err}") from err
-    if again != expected:  # pragma: no cover - would be a ruamel bug
-        raise InputError("internal error: the migrated document does not read back as intended")
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k) if not isinstance(k, (int, float, bool)) else k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, str):
-        return str(obj)
-    if isinstance(obj, bool):
-        return bool(obj)
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return float(obj)
-    return obj
 
 
 def classes_text(results: list[FileResult], mode: str) -> str:
@@ -205,10 +350,14 @@ def classes_text(results: list[FileResult], mode: str) -> str:
         defined |= result.defined_classes
         for name, obj in result.report.classes.items():
             needed.setdefault(name, obj)
+    return classes_document(needed, defined, mode)
+
+
+def classes_document(needed: dict[str, dict[str, Any]], defined: set[str], mode: str) -> str:
     missing = [needed[name] for name in sorted(needed) if name not in defined]
     if not missing:
         return ""
-    docs = [dump_document(obj, Style()) for obj in missing]
+    docs = [document_text(obj, Style()) for obj in missing]
     return "---\n" + CLASSES_BANNER.format(mode=mode) + "---\n".join(docs)
 
 

@@ -19,48 +19,86 @@ NVIDIA_DRIVER = "gpu.nvidia.com"
 HAMI_DRIVER = "hami-core-gpu.project-hami.io"
 AMD_DRIVER = "gpu.amd.com"
 TPU_DRIVER = "tpu.google.com"
+INTEL_DRIVER = "gpu.intel.com"
 
 GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 HAMI_CLASS = "hami-core-gpu.project-hami.io"
 AMD_CLASS = "gpu.amd.com"
 TPU_CLASS = "tpu.google.com"
+INTEL_CLASS = "gpu.intel.com"
 
 NVIDIA_GPU = "nvidia.com/gpu"
+NVIDIA_SHARED = "nvidia.com/gpu.shared"
 AMD_GPU = "amd.com/gpu"
 GOOGLE_TPU = "google.com/tpu"
 HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_MEMORY_PERCENT = "nvidia.com/gpumem-percentage"
 HAMI_CORES = "nvidia.com/gpucores"
+INTEL_GPUS = ("gpu.intel.com/i915", "gpu.intel.com/xe")
 
 _MIG = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)((?:[.+][a-z]+)*)$")
 
-# Known device-plugin names kdra deliberately leaves alone (see the package docstring).
-UNCONVERTED: dict[str, str] = {
-    "nvidia.com/gpu.shared": "time-slicing replicas have no DRA equivalent in a claim; configure sharing in "
-    "the driver's opaque GpuConfig instead",
-    "nvidia.com/priority": "HAMi task priority is not a device request",
+# Device-plugin names kdra knows and refuses to convert, with why and what to do instead.
+REFUSED: dict[str, str] = {
+    "nvidia.com/priority": "HAMi's task priority has no equivalent in a ResourceClaim; remove it, or keep "
+    "HAMi's "
+    "device plugin for this workload",
+    "gpu.intel.com/millicores": "Intel's GPU shares (millicores) have no consumable capacity in Intel's DRA "
+    "driver; request a whole gpu.intel.com/i915 or keep the device plugin",
+    "gpu.intel.com/memory.max": "Intel's GPU memory shares have no consumable capacity in Intel's DRA "
+    "driver; "
+    "request a whole gpu.intel.com/i915 or keep the device plugin",
+    "gpu.intel.com/tiles": "Intel's GPU tiles are not published as DRA devices; request whole GPUs",
 }
 
-# Any name that looks like a device-plugin accelerator request, for files that cannot be parsed.
-LEGACY_PATTERN = re.compile(r"(nvidia\.com/(gpu|mig-|gpumem|gpucores)|amd\.com/gpu|google\.com/tpu)")
+# Any accelerator request kdra must account for: a key under `limits`/`requests` (or a quota key) that
+# names one of these vendors.
+VENDOR_RESOURCE = re.compile(r"^(?:nvidia\.com/.+|amd\.com/.+|gpu\.intel\.com/.+|google\.com/tpu)$")
+QUOTA_PREFIX = re.compile(r"^(requests|limits)\.(.+)$")
+
+# Cheap text test for documents that may contain any of it (skip parsing ConfigMaps and CRDs).
+LEGACY_PATTERN = re.compile(r"nvidia\.com/|amd\.com/|google\.com/tpu|gpu\.intel\.com/")
+
+
+def vendor_mentions(text: str) -> list[int]:
+    """Offsets where a vendor's resource names start (`nvidia.com/`, `amd.com/`, `gpu.intel.com/`,
+    `google.com/tpu`): a substring search for `.com/`, far cheaper than a regex alternation over the text."""
+    out: list[int] = []
+    at = text.find(".com/")
+    while at >= 0:
+        if text.startswith("nvidia", at - 6):
+            out.append(at - 6)
+        elif text.startswith("amd", at - 3):
+            out.append(at - 3)
+        elif text.startswith("gpu.intel", at - 9):
+            out.append(at - 9)
+        elif text.startswith("google", at - 6) and text.startswith("tpu", at + 5):
+            out.append(at - 6)
+        at = text.find(".com/", at + 5)
+    return out
 
 
 @dataclass(frozen=True)
 class Legacy:
     """What a device-plugin resource name stands for."""
 
-    kind: str  # "gpu" | "mig" | "amd" | "tpu" | "hami-memory" | "hami-memory-percent" | "hami-cores"
+    # gpu | shared | mig | amd | tpu | intel | hami-memory | hami-memory-percent | hami-cores
+    kind: str
     profile: str = ""  # MIG profile as the DRA driver spells it (attribute `profile`)
 
 
 def classify(name: str) -> Legacy | None:
     if name == NVIDIA_GPU:
         return Legacy("gpu")
+    if name == NVIDIA_SHARED:
+        return Legacy("shared")
     if name == AMD_GPU:
         return Legacy("amd")
     if name == GOOGLE_TPU:
         return Legacy("tpu")
+    if name in INTEL_GPUS:
+        return Legacy("intel")
     if name == HAMI_MEMORY:
         return Legacy("hami-memory")
     if name == HAMI_MEMORY_PERCENT:
@@ -74,7 +112,12 @@ def classify(name: str) -> Legacy | None:
     return None
 
 
+def is_vendor_resource(name: str) -> bool:
+    return "/" in name and bool(VENDOR_RESOURCE.match(name))
+
+
 _WHOLE = re.compile(r"^\+?([0-9]+)(?:\.0*)?$")
+INT64_MAX = 2**63 - 1
 
 
 def whole_number(value: Any) -> int | None:
@@ -88,6 +131,23 @@ def whole_number(value: Any) -> int | None:
         return int(value) if value.is_integer() and value >= 0 else None
     match = _WHOLE.match(value.strip()) if isinstance(value, str) else None
     return int(match.group(1)) if match else None
+
+
+def kuberay_gpu_key(name: str) -> bool:
+    """KubeRay's utils.IsGPUResourceKey: the resource names whose limit becomes Ray's num-gpus."""
+    return name.endswith("gpu") or bool(re.fullmatch(r"nvidia\.com/mig-\d+g\.\d+gb", name))
+
+
+def quota_class(name: str) -> str | None:
+    """The DeviceClass whose `<class>.deviceclass.resource.k8s.io/devices` quota counts what `name`
+    counted."""
+    legacy = classify(name)
+    if legacy is None:
+        return None
+    return {"gpu": GPU_CLASS, "amd": AMD_CLASS, "tpu": TPU_CLASS, "intel": INTEL_CLASS}.get(legacy.kind)
+
+
+DEVICE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 
 # Node labels that name a GPU product, and how to say the same on the device.
@@ -119,11 +179,28 @@ def cel_string(value: str) -> str:
     return f"'{escaped}'"
 
 
+_GFD_SHARED = re.compile(r"-SHARED$")
+_GFD_MIG = re.compile(r"-MIG-(\d+g\.\d+gb)(.*)$")
+
+
 def _gfd_product(value: str) -> str:
-    """GFD appends `-SHARED` (renamed time-slicing) and `-MIG-<profile>` (single strategy); the device's
-    productName has neither."""
-    value = re.sub(r"-SHARED$", "", value)
-    return re.sub(r"-MIG-\d+g\.\d+gb.*$", "", value)
+    """GFD appends `-SHARED` (time-slicing with renamed resources) and `-MIG-<profile>` (MIG single strategy);
+    the device's productName has neither."""
+    return _GFD_MIG.sub("", _GFD_SHARED.sub("", value))
+
+
+def gfd_shared(value: str) -> bool:
+    """A GFD product label of a time-sliced (or MPS-shared) GPU: `Tesla-T4-SHARED`."""
+    return bool(_GFD_SHARED.search(value))
+
+
+def gfd_mig_profile(value: str) -> str | None:
+    """The MIG profile of a GFD product label under the MIG single strategy (`...-MIG-1g.10gb` -> `1g.10gb`),
+    where every nvidia.com/gpu of the node is such a slice."""
+    match = _GFD_MIG.search(_GFD_SHARED.sub("", value))
+    if not match:
+        return None
+    return match.group(1) + match.group(2).replace(".", "+").replace("-", "+")
 
 
 def product_expression(domain: str, label: str, operator: str, values: list[str]) -> str | None:
@@ -183,7 +260,11 @@ CLAIM_CLASSES: dict[str, dict[str, Any]] = {
     HAMI_CLASS: device_class(HAMI_CLASS, _typed(HAMI_DRIVER, "hami-gpu")),
     AMD_CLASS: device_class(AMD_CLASS, f"device.driver == {cel_string(AMD_DRIVER)}"),
     TPU_CLASS: device_class(TPU_CLASS, f"device.driver == {cel_string(TPU_DRIVER)}"),
+    INTEL_CLASS: device_class(INTEL_CLASS, f"device.driver == {cel_string(INTEL_DRIVER)}"),
 }
+
+# A time-sliced GPU becomes a share of a device the driver publishes for multiple allocations.
+SHARED_SELECTOR = "device.allowMultipleAllocations"
 
 # Which attribute domain a class's devices carry productName/architecture in.
 CLASS_DOMAIN: dict[str, str] = {GPU_CLASS: NVIDIA_DRIVER, MIG_CLASS: NVIDIA_DRIVER, HAMI_CLASS: HAMI_DRIVER}
@@ -201,6 +282,8 @@ def extended_resource_class(resource: str, legacy: Legacy) -> dict[str, Any] | N
         return device_class(AMD_CLASS, f"device.driver == {cel_string(AMD_DRIVER)}", resource)
     if legacy.kind == "tpu":
         return device_class(TPU_CLASS, f"device.driver == {cel_string(TPU_DRIVER)}", resource)
+    if legacy.kind == "intel":
+        return device_class(INTEL_CLASS, f"device.driver == {cel_string(INTEL_DRIVER)}", resource)
     if legacy.kind == "mig":
         name = "mig-" + legacy.profile.replace("+", "-") + ".nvidia.com"
         return device_class(

@@ -146,14 +146,19 @@ class ReplayCluster:
     GPUs the policy's view expects."""
 
     def __init__(
-        self, nodes: Sequence[TraceNode], *, shares: bool = True, use_allocator: bool = True
+        self,
+        nodes: Sequence[TraceNode],
+        *,
+        shares: bool = True,
+        use_allocator: bool = True,
+        features: FeatureGates | None = None,
     ) -> None:
         self.shares = shares
         self.use_allocator = use_allocator
+        self.features = features or FeatureGates()
         trace = Trace(list(nodes), [])
         fleet = trace.fleet(shares=MILLI if shares else None)
-        objs = render(fleet)
-        self.features = FeatureGates()
+        objs = render(fleet, kubernetes_version=self.features.version)
         classes = {o["metadata"]["name"]: o for o in objs if o["kind"] == "DeviceClass"}
         slices = [o for o in objs if o["kind"] == "ResourceSlice"]
         self.node_objs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Node"}
@@ -369,13 +374,14 @@ def run_placement(
     progress: Progress | None = None,
     cluster: ReplayCluster | None = None,
     tie_break: str = "order",
+    features: FeatureGates | None = None,
 ) -> PlacementRun:
     """Inflate (seeded), shuffle, place pods one at a time, never removing any; record the GPU
     allocation against the arrived workload."""
     t0 = time.perf_counter()
     c0 = time.process_time()
     pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
-    cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
+    cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator, features=features)
     policy.prepare([p.request for p in trace.pods])
     policy.prepare_fleet(cl.views)
     placer = Placer(cl, policy, seed, tie_break)

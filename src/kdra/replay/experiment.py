@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.allocator.features import FeatureGates
 from kdra.replay.engine import PlacementRun, run_placement
 from kdra.replay.trace import Trace
 from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100, make_policy
@@ -110,11 +111,17 @@ def _init(trace: Trace) -> None:
     _TRACE = trace
 
 
-def _cell(args: tuple[str, int, float, bool, str]) -> PlacementRun:
-    name, seed, ratio, allocator, ties = args
+def _cell(args: tuple[str, int, float, bool, str, FeatureGates | None]) -> PlacementRun:
+    name, seed, ratio, allocator, ties, features = args
     assert _TRACE is not None
     return run_placement(
-        _TRACE, make_policy(name), seed, inflate_ratio=ratio, use_allocator=allocator, tie_break=ties
+        _TRACE,
+        make_policy(name),
+        seed,
+        inflate_ratio=ratio,
+        use_allocator=allocator,
+        tie_break=ties,
+        features=features,
     )
 
 
@@ -128,12 +135,13 @@ def run_experiment(
     use_allocator: bool = True,
     tie_break: str = "order",
     progress: Callable[[int, int, str], None] | None = None,
+    features: FeatureGates | None = None,
 ) -> Experiment:
     """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork)."""
     import time
 
     t0 = time.perf_counter()
-    cells = [(p, s, inflate, use_allocator, tie_break) for p in policies for s in seeds]
+    cells = [(p, s, inflate, use_allocator, tie_break, features) for p in policies for s in seeds]
     if processes is None:
         processes = min(2, os.cpu_count() or 1, len(cells))
     results: dict[str, PolicyResult] = {p: PolicyResult(p) for p in policies}

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.allocator.features import FeatureGates
 from kdra.drivers.catalog import lookup
 from kdra.fleets.openb import MODEL_MAP
 from kdra.replay.engine import ReplayCluster, run_placement
@@ -67,13 +68,14 @@ def compare(
     timed: bool = False,
     compress: float = 1.0,
     use_allocator: bool = True,
+    features: FeatureGates | None = None,
 ) -> dict[str, ModelFigures]:
     out: dict[str, ModelFigures] = {}
     mem_by_node = {n.name: gpu_memory_mib(n.model) for n in trace.nodes}
     mem_by_node.update({f"{n.name}-x2": gpu_memory_mib(n.model) for n in trace.nodes})
     for shares in (True, False):
         label = "dra-shares" if shares else "device-plugin"
-        cluster = ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
+        cluster = ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator, features=features)
         run = run_placement(trace, make_policy(policy), seed, inflate_ratio=0, shares=shares, cluster=cluster)
         gpu_pods = share_pods = 0
         stranded = 0.0
@@ -95,7 +97,9 @@ def compare(
                     stranded += (
                         (MILLI - req.gpu_milli) / MILLI * mem_by_node.get(cluster.views[b.node].name, 0)
                     )
-        big = ReplayCluster(_doubled(trace.nodes), shares=shares, use_allocator=use_allocator)
+        big = ReplayCluster(
+            _doubled(trace.nodes), shares=shares, use_allocator=use_allocator, features=features
+        )
         doubled = Trace(_doubled(trace.nodes), trace.pods, trace.nodes_source, trace.pods_source)
         run_placement(doubled, make_policy(policy), seed, inflate_ratio=0, shares=shares, cluster=big)
         needed = sum(1 for v in big.views for f in v.gpu_free if f < MILLI)
@@ -112,7 +116,7 @@ def compare(
         )
         if timed:
             fig.timed = run_timed(
-                trace, make_policy(policy), shares=shares, seed=seed, compress=compress
+                trace, make_policy(policy), shares=shares, seed=seed, compress=compress, features=features
             ).to_dict()
         out[label] = fig
     return out

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.allocator.features import FeatureGates
 from kdra.replay.engine import Binding, Placer, ReplayCluster
 from kdra.replay.trace import Trace
 from kdra.scheduler.fragmentation import MILLI, PodRequest, Policy
@@ -100,12 +101,13 @@ def run_timed(
     use_allocator: bool = True,
     compress: float = 1.0,
     progress: Callable[[int, int], None] | None = None,
+    features: FeatureGates | None = None,
 ) -> TimedRun:
     """`compress` > 1 divides the gaps between creations by that factor and keeps every pod's lifetime:
     the trace's own times never have more than 56 pods alive at once (it is a sample of a cluster's pods),
     so compression is how to load the fleet and see queueing."""
     t0 = time.perf_counter()
-    cluster = ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator)
+    cluster = ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator, features=features)
     policy.prepare([p.request for p in trace.pods])
     policy.prepare_fleet(cluster.views)
     placer = Placer(cluster, policy, seed)

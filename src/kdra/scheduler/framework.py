@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from kdra.scheduler.cache import SchedulerCache
@@ -89,11 +89,39 @@ ALL_EVENTS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ClusterEvent:
+    """One change the scheduler saw: an EV_* name, the object before and after (None when it was added
+    or deleted), and for node-scoped changes (a Node, a pod assigned to a node) the node's name.
+    `memo` lets a plugin compute what the event means once for all the pods it asks about."""
+
+    name: str
+    old: Any = None
+    new: Any = None
+    node: str = ""
+    memo: dict[Any, Any] = field(default_factory=dict)
+
+
+def _field(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
 class Plugin:
-    """Base of all plugins: `name` identifies it in statuses; `events` wake pods it rejected."""
+    """Base of all plugins: `name` identifies it in statuses; `events` wake pods it rejected, and
+    `queueing_hint` says, per event and pod, whether the event may make the pod schedulable (upstream's
+    QueueingHintFn: Queue or QueueSkip). A hint must never say no to an event that could help: it only
+    spares pods retries that are bound to fail."""
 
     name = "Plugin"
     events: frozenset[str] = ALL_EVENTS
+    # True when `queueing_hint` never says no to an event that could help a pod this plugin rejected,
+    # and the plugin's answers change only through the events it registered: a pod only such plugins
+    # rejected can wait for an event, with no 5-minute retry as a safety net (SchedulingQueue).
+    exact_hints: ClassVar[bool] = False
     # A cheap Filter that rules out many nodes (a gang's topology domain): runs before the profile's
     # other filters, so the allocator is not asked about nodes it would discard anyway.
     filter_first = False
@@ -101,6 +129,10 @@ class Plugin:
     def bind_cache(self, cache: SchedulerCache) -> None:
         """Called once with the scheduler's cache (the snapshot plugins read)."""
         self.cache = cache
+
+    def queueing_hint(self, event: ClusterEvent, pi: PodInfo) -> bool:
+        """Whether `event` may make `pi`, which this plugin rejected, schedulable (default: yes)."""
+        return True
 
 
 class QueueSortPlugin(Plugin):
@@ -119,8 +151,29 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    # Node fields Filter reads, for plugins whose Filter reads only the pod and the node (no PreFilter
+    # state): a change to one node can then only change the answer on that node, so the queueing hint
+    # for a node-scoped event is exact: a Node update that leaves these fields alone cannot help, and
+    # otherwise the event helps iff Filter now passes on that node. None: no such hint (always queue).
+    node_fields: ClassVar[tuple[tuple[str, ...], ...] | None] = None
+
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         return SUCCESS
+
+    def queueing_hint(self, event: ClusterEvent, pi: PodInfo) -> bool:
+        if self.node_fields is None or not event.node:
+            return True
+        unchanged = event.old is not None and event.new is not None
+        if (
+            event.name == EV_NODE_UPDATE
+            and unchanged
+            and all(_field(event.old, f) == _field(event.new, f) for f in self.node_fields)
+        ):
+            return False
+        ni = self.cache.node_by_name.get(event.node)
+        if ni is None:  # the node is gone: it cannot make the pod pass there
+            return False
+        return self.filter(CycleState(), pi, ni).ok
 
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
         """Everything of the pod (and cycle state) that this plugin's Filter reads; pods with equal

@@ -91,6 +91,7 @@ class PodInfo:
         "affinity_required",
         "attempts",
         "claim_refs",
+        "continuing",
         "ext_requests",
         "initial_attempt",
         "key",
@@ -156,6 +157,7 @@ class PodInfo:
         self.last_attempt: float | None = None
         self.queued_at = 0.0
         self.seq = 0
+        self.continuing = False  # its last attempt ran out of CEL budget and goes on (queue.requeue)
         self.unschedulable_plugins: set[str] = set()
 
 

@@ -4,8 +4,9 @@
   within a priority by the time the pod entered activeQ);
 - backoffQ: pods that failed and wait out their backoff (1 s doubling to 10 s: podInitialBackoffSeconds,
   podMaxBackoffSeconds) before going back to activeQ;
-- unschedulable pods: wait for a cluster event one of the plugins that rejected them registered for, or
-  for podMaxInUnschedulablePodsDuration (5 min) to pass;
+- unschedulable pods: wait for a cluster event one of the plugins that rejected them registered for and,
+  asked about that event and pod, says may help (its queueing hint, upstream's QueueingHintFn), or for
+  podMaxInUnschedulablePodsDuration (5 min) to pass;
 - gated pods: PreEnqueue said not yet (for DRA: a claim does not exist yet); re-checked on pod updates
   and on the creation of a claim they wait for.
 
@@ -15,10 +16,10 @@ Time is the caller's (a virtual clock in simulations); nothing here sleeps.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from kdra.scheduler.framework import PreEnqueuePlugin, Status
+from kdra.scheduler.framework import ClusterEvent, Plugin, PreEnqueuePlugin, Status
 from kdra.scheduler.podinfo import PodInfo
 
 INITIAL_BACKOFF = 1.0
@@ -34,10 +35,32 @@ class SchedulingQueue:
         plugin_events: dict[str, frozenset[str]] | None = None,
         initial_backoff: float = INITIAL_BACKOFF,
         max_backoff: float = MAX_BACKOFF,
+        plugins: Iterable[Plugin] = (),
+        trust_exact_hints: bool = True,
+        use_hints: bool = True,
+        park_keys: Callable[[PodInfo], Iterable[Hashable]] | None = None,
     ) -> None:
         self._sort_key = sort_key
         self._pre_enqueue = list(pre_enqueue)
-        self._plugin_events = plugin_events or {}
+        self._plugin_events = dict(plugin_events or {})
+        # Plugins by name, for their queueing hints (and the events they registered for).
+        self._plugins: dict[str, Plugin] = {p.name: p for p in plugins}
+        for p in self._plugins.values():
+            self._plugin_events.setdefault(p.name, p.events)
+        # Queueing-hint decisions (pod, event) that moved a pod or left it parked: what hints save.
+        self.hint_queued = 0
+        self.hint_skipped = 0
+        # Upstream retries every parked pod after 5 minutes, a safety net for events nobody hinted on.
+        # A pod that only plugins with exact hints rejected has nothing to gain from it: any change
+        # that could help it is an event they were asked about. False: retry every parked pod (upstream).
+        self.trust_exact_hints = trust_exact_hints and use_hints
+        # False: every registered event moves every pod its plugins rejected (kdra before hints, and
+        # upstream without QueueingHints); kept to prove hints change nothing but the retries.
+        self.use_hints = use_hints
+        # Parked pods by what they reference (the scheduler: their claims), for events that concern only
+        # the pods using one object (upstream's PreQueueingHint): key -> uids, stale uids dropped lazily.
+        self._park_keys = park_keys
+        self._parked_by: dict[Hashable, set[str]] = {}
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self._active: list[tuple[Any, ...]] = []
@@ -67,6 +90,8 @@ class SchedulingQueue:
                 self._enqueue(pi, now)
             elif where == "unschedulable":
                 self.unschedulable[pi.uid] = (pi, self.unschedulable[pi.uid][1])
+                if _pod_updated(old.pod, pi.pod):  # upstream: an updated pod leaves unschedulablePods
+                    self._move(pi, now)
             return
         pi.queued_at = now
         self.pods[pi.uid] = pi
@@ -81,10 +106,12 @@ class SchedulingQueue:
                 return
         self._push_active(pi, now)
 
-    def _push_active(self, pi: PodInfo, now: float) -> None:
+    def _push_active(self, pi: PodInfo, now: float, continuing: bool = False) -> None:
+        # A continuing pod (its attempt ran out of CEL budget) sorts after every other active pod.
         self._seq += 1
         pi.seq = self._seq
-        heapq.heappush(self._active, (*self._sort_key(pi), self._seq, pi.uid))
+        pi.continuing = continuing
+        heapq.heappush(self._active, (continuing, *self._sort_key(pi), self._seq, pi.uid))
         self._where[pi.uid] = "active"
 
     def delete(self, uid: str) -> None:
@@ -115,6 +142,24 @@ class SchedulingQueue:
         """The pod in flight was bound."""
         self.delete(uid)
 
+    def requeue(self, pi: PodInfo, now: float) -> None:
+        """Back to activeQ at once, without counting the attempt, but behind every pod that is or becomes
+        active meanwhile: the cycle was cut short (its CEL budget ran out) and goes on where it stopped
+        when nobody else is waiting."""
+        if self.pods.get(pi.uid) is not pi:
+            return
+        self.unschedulable.pop(pi.uid, None)
+        pi.attempts = max(0, pi.attempts - 1)
+        self._push_active(pi, now, continuing=True)
+
+    def put_back(self, pi: PodInfo, now: float) -> None:
+        """A popped pod that was not tried (its batch ended early): back to activeQ where it was, the
+        attempt not counted."""
+        if self.pods.get(pi.uid) is not pi or self._where.get(pi.uid) != "inflight":
+            return
+        pi.attempts = max(0, pi.attempts - 1)
+        self._push_active(pi, now, continuing=pi.continuing)
+
     def add_unschedulable(self, pi: PodInfo, now: float, plugins: set[str]) -> None:
         """The cycle failed: park the pod until an event may help (or in backoff after an error)."""
         if self.pods.get(pi.uid) is not pi:
@@ -125,6 +170,19 @@ class SchedulingQueue:
             return
         self.unschedulable[pi.uid] = (pi, now)
         self._where[pi.uid] = "unschedulable"
+        if self._park_keys is not None:
+            for key in self._park_keys(pi):
+                self._parked_by.setdefault(key, set()).add(pi.uid)
+
+    def parked_with(self, key: Hashable) -> list[str]:
+        """Uids of parked pods registered under `key` (see park_keys), in order."""
+        uids = self._parked_by.get(key)
+        if not uids:
+            return []
+        uids.intersection_update(self.unschedulable)
+        if not uids:
+            del self._parked_by[key]
+        return sorted(uids)
 
     def backoff_duration(self, pi: PodInfo) -> float:
         d = self.initial_backoff * (2 ** min(max(0, pi.attempts - 1), 16))
@@ -142,8 +200,18 @@ class SchedulingQueue:
             if pi is not None and self._where.get(uid) == "backoff":
                 self._push_active(pi, now)
 
+    def _needs_leftover_flush(self, pi: PodInfo) -> bool:
+        if not self.trust_exact_hints:
+            return True
+        plugins = self._plugins
+        return any(p not in plugins or not plugins[p].exact_hints for p in pi.unschedulable_plugins)
+
     def flush_unschedulable_leftover(self, now: float) -> None:
-        stale = [pi for pi, since in self.unschedulable.values() if now - since >= MAX_IN_UNSCHEDULABLE]
+        stale = [
+            pi
+            for pi, since in self.unschedulable.values()
+            if now - since >= MAX_IN_UNSCHEDULABLE and self._needs_leftover_flush(pi)
+        ]
         for pi in stale:
             self._move(pi, now)
 
@@ -157,9 +225,8 @@ class SchedulingQueue:
         return None
 
     def next_leftover_flush(self) -> float | None:
-        if not self.unschedulable:
-            return None
-        return min(since for _, since in self.unschedulable.values()) + MAX_IN_UNSCHEDULABLE
+        times = [since for pi, since in self.unschedulable.values() if self._needs_leftover_flush(pi)]
+        return min(times) + MAX_IN_UNSCHEDULABLE if times else None
 
     @property
     def active_count(self) -> int:
@@ -177,18 +244,38 @@ class SchedulingQueue:
         else:
             self._push_active(pi, now)
 
-    def on_event(self, event: str, now: float, uids: Iterable[str] | None = None) -> int:
-        """Move unschedulable pods rejected by a plugin interested in `event` (all of them, or `uids`)."""
+    def on_event(self, event: str | ClusterEvent, now: float, uids: Iterable[str] | None = None) -> int:
+        """Move unschedulable pods (all of them, or `uids`) rejected by a plugin that registered for
+        `event` and whose queueing hint says the event may help. A bare event name asks no hints."""
+        ev = event if isinstance(event, ClusterEvent) else None
+        name = ev.name if ev is not None else str(event)
         if uids is not None:
             cands = [self.unschedulable[u][0] for u in uids if u in self.unschedulable]
         else:
             cands = [pi for pi, _ in self.unschedulable.values()]
         moved = 0
         for pi in cands:
-            if any(event in self._plugin_events.get(p, frozenset([event])) for p in pi.unschedulable_plugins):
+            if self._may_help(name, ev, pi):
                 self._move(pi, now)
                 moved += 1
         return moved
+
+    def _may_help(self, name: str, ev: ClusterEvent | None, pi: PodInfo) -> bool:
+        for p in sorted(pi.unschedulable_plugins):  # sorted: the same hints run in the same order
+            if name not in self._plugin_events.get(p, frozenset([name])):
+                continue
+            plugin = self._plugins.get(p)
+            if ev is None or plugin is None or not self.use_hints:
+                return True
+            try:
+                helps = plugin.queueing_hint(ev, pi)
+            except Exception:  # a failing hint must not strand the pod (upstream: error means Queue)
+                helps = True
+            if helps:
+                self.hint_queued += 1
+                return True
+            self.hint_skipped += 1
+        return False
 
     def recheck_gated(self, uids: Iterable[str], now: float) -> None:
         for uid in list(uids):
@@ -199,3 +286,16 @@ class SchedulingQueue:
 
     def in_flight_or_queued(self, uid: str) -> bool:
         return uid in self.pods
+
+
+def _pod_updated(old: Any, new: Any) -> bool:
+    """Whether a pod changed in a way scheduling may care about (upstream isPodUpdated ignores status and
+    bookkeeping metadata): its spec, labels or annotations."""
+    if old is new:
+        return False
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    return bool(
+        old.get("spec") != new.get("spec")
+        or om.get("labels") != nm.get("labels")
+        or om.get("annotations") != nm.get("annotations")
+    )

@@ -18,13 +18,15 @@ import contextlib
 import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator.features import FeatureGates
+from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.errors import InputError
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController
 from kdra.scheduler.dra import DraState
@@ -35,6 +37,7 @@ from kdra.scheduler.framework import (
     EV_NODE_UPDATE,
     EV_POD_DELETE,
     EV_SLICE_CHANGE,
+    ClusterEvent,
     Code,
     CycleState,
     FilterPlugin,
@@ -66,6 +69,9 @@ SCHEDULER_NAME = "default-scheduler"
 EXPLANATION_ANNOTATION = "kdra.dev/unschedulable-explanation"
 
 
+FILTER_ERROR_MODES = ("fail-pod", "skip-node")
+
+
 @dataclass
 class SchedulerConfig:
     scoring: ScoringStrategy = field(default_factory=ScoringStrategy)
@@ -79,6 +85,28 @@ class SchedulerConfig:
     # Opt-in device preference for the allocator's search (issue 14): a name from
     # kdra.scheduler.devicepref.DEVICE_PREFERENCES or a DevicePreference; None is upstream's first fit.
     device_preference: Any = None
+    # Queueing hints (kdra.scheduler.queue): parked pods are retried only on events that may help them.
+    # False: on every event their plugins registered for, and every 5 minutes (as before; for tests).
+    queueing_hints: bool = True
+    # CEL work (cost units, plus one per evaluation) on selector results not memoised yet that one
+    # scheduling attempt, and one run of the actions, may spend (kdra.allocator.index.cel_budget). An
+    # attempt that runs out goes back to the queue behind the pods waiting now and continues where it
+    # stopped; an attempt always gets at least `cel_attempt_floor`. None: unbounded. One 300 x 300 nested
+    # comprehension costs ~0.9 million units per device (~60-80 ms on a 2-core machine).
+    cel_attempt_budget: int | None = 2_000_000
+    cel_run_budget: int | None = 4_000_000
+    cel_attempt_floor: int = 100_000
+    # A Filter error on any node (e.g. a CEL runtime error in a class selector on some devices):
+    # "fail-pod" fails the pod's scheduling attempt (SchedulerError), as kube-scheduler does;
+    # "skip-node" rules out only the nodes that failed and places the pod elsewhere (kdra's old behaviour).
+    filter_errors: str = "fail-pod"
+
+    def __post_init__(self) -> None:
+        if self.filter_errors not in FILTER_ERROR_MODES:
+            raise InputError(
+                f"--filter-errors: Unsupported value: {self.filter_errors!r}: "
+                f"supported values: {', '.join(FILTER_ERROR_MODES)}"
+            )
 
 
 @dataclass
@@ -113,6 +141,23 @@ class WaitingPod:
     pi: PodInfo
     node: str
     state: CycleState
+
+
+def _claim_keys(pi: PodInfo) -> list[tuple[str, str]]:
+    """(namespace, claim name) of every claim the pod references (known so far)."""
+    from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+    out = []
+    for entry in pi.claim_refs:
+        name, _ = pod_claim_name(pi.pod, entry)
+        if name:
+            out.append((pi.namespace, name))
+    return out
+
+
+def claim_with_allocation(claim: Obj, allocation: Obj) -> Obj:
+    """The claim as it would read with `allocation` written (for events about an in-flight allocation)."""
+    return {**claim, "status": {**(claim.get("status") or {}), "allocation": allocation}}
 
 
 class _SigEntry:
@@ -168,6 +213,8 @@ class AllocateAction(Action):
         sched = session.scheduler
         n = 0
         while self.max_pods is None or n < self.max_pods:
+            if n and sched.yield_on_cel_budget and sched.cel_run_spent_up():
+                break  # let the loop take in new events; the next run goes on
             pi = sched.queue.pop(session.now)
             if pi is None:
                 break
@@ -202,6 +249,9 @@ class Scheduler:
             sort_key,
             pre_enqueue=self.profile.at(PreEnqueuePlugin),
             plugin_events={p.name: p.events for p in self.profile.plugins},
+            plugins=self.profile.plugins,
+            park_keys=_claim_keys,
+            use_hints=self.config.queueing_hints,
         )
         if actions is None:
             actions = self.config.actions
@@ -219,6 +269,11 @@ class Scheduler:
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
         self.node_evaluations = 0
+        self.cel_deferrals = 0  # attempts cut short by their CEL budget
+        self.cel_run_spent = 0  # CEL units spent on new selector results in the current run
+        # Kubernetes mode: end a run once its CEL budget is spent, so that watch events (new pods) are
+        # taken in before the expensive pod continues. The embedded mode has no events meanwhile.
+        self.yield_on_cel_budget = False
         self.sessions = 0  # run() calls, and the CPU seconds of the calling thread in them (benchmarks)
         self.session_cpu = 0.0
         # Called after every scheduling attempt with its result and wall seconds (kdra exporter's
@@ -269,14 +324,25 @@ class Scheduler:
             new_rf = (
                 len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
             )
+            new = None if ev.type == "DELETED" else ev.object
+            change = ClusterEvent(EV_CLAIM_CHANGE, ev.old, new)
             if (old_alloc and not new_alloc) or new_rf < old_rf:
-                self.queue.on_event(EV_CLAIM_CHANGE, now)
+                self.queue.on_event(change, now)  # devices or a reservedFor slot freed: anyone may gain
+            else:  # any other change matters to the pods that use this claim (upstream's PreQueueingHint)
+                parked = self.queue.parked_with(key)
+                if parked:
+                    self.queue.on_event(change, now, uids=parked)
         elif ev.kind == "Node":
-            self.queue.on_event(EV_NODE_ADD if ev.type == "ADDED" else EV_NODE_UPDATE, now)
-        elif ev.kind == "ResourceSlice":
-            self.queue.on_event(EV_SLICE_CHANGE, now)
-        elif ev.kind == "DeviceClass":
-            self.queue.on_event(EV_CLASS_CHANGE, now)
+            name = ev.object["metadata"].get("name", "")
+            if ev.type == "ADDED":
+                self.queue.on_event(ClusterEvent(EV_NODE_ADD, None, ev.object, node=name), now)
+            else:
+                new = None if ev.type == "DELETED" else ev.object
+                self.queue.on_event(ClusterEvent(EV_NODE_UPDATE, ev.old, new, node=name), now)
+        elif ev.kind in ("ResourceSlice", "DeviceClass"):
+            new = None if ev.type == "DELETED" else ev.object
+            name = EV_SLICE_CHANGE if ev.kind == "ResourceSlice" else EV_CLASS_CHANGE
+            self.queue.on_event(ClusterEvent(name, ev.old, new), now)
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
         pod = ev.object
@@ -285,7 +351,7 @@ class Scheduler:
         if ev.type == "DELETED" or is_terminal(pod):
             self.queue.delete(uid)
             if node:
-                self.queue.on_event(EV_POD_DELETE, now)
+                self.queue.on_event(ClusterEvent(EV_POD_DELETE, pod, None, node=node), now)
             return
         if node or not self._responsible(pod) or pod["metadata"].get("deletionTimestamp"):
             self.queue.delete(uid)
@@ -302,6 +368,31 @@ class Scheduler:
             return
         self.queue.add(PodInfo(pod), now)
         self._track_gated(uid)
+
+    def _undo(
+        self,
+        state: CycleState,
+        pi: PodInfo,
+        node: str,
+        plugins: Sequence[ReservePlugin] | None = None,
+        assumed: bool = True,
+    ) -> None:
+        """Unreserve (in reverse order), forget the assumed pod, and tell the queue what was given back."""
+        allocations = list(state.get("dra_allocations") or [])
+        for q in reversed(self._reserve if plugins is None else plugins):
+            q.unreserve(state, pi, node)
+        if assumed:
+            self.cache.forget(pi.uid)
+        self.released(pi.pod, node, [claim_with_allocation(c, a) for c, a in allocations])
+
+    def released(self, pod: Mapping[str, Any], node: str, claims: Iterable[Obj] = ()) -> None:
+        """Resources the scheduler had assumed were given back without an API event (a failed Permit,
+        PreBind or binding): tell the queue, as the deletion of an assigned pod and the deallocation of its
+        claims would, so that pods parked behind them are retried."""
+        now = self.clock()
+        self.queue.on_event(ClusterEvent(EV_POD_DELETE, pod, None, node=node), now)
+        for claim in claims:
+            self.queue.on_event(ClusterEvent(EV_CLAIM_CHANGE, claim, None), now)
 
     def _track_gated(self, uid: str) -> None:
         item = self.queue.gated.get(uid)
@@ -321,6 +412,7 @@ class Scheduler:
         """Run every action once over the current state; returns what each scheduled pod got."""
         t0 = time.thread_time()
         session = Session(self, self.clock() if now is None else now)
+        self.cel_run_spent = 0
         for action in self.actions:
             action.execute(session)
         self.sessions += 1
@@ -337,31 +429,66 @@ class Scheduler:
             observe(result, elapsed)
         return result
 
+    def cel_run_spent_up(self) -> bool:
+        limit = self.config.cel_run_budget
+        return limit is not None and self.cel_run_spent >= limit
+
+    def cel_limit(self) -> int | None:
+        """The CEL budget of the next attempt: the attempt budget within what is left of the run's."""
+        cfg = self.config
+        if cfg.cel_attempt_budget is None:
+            return None
+        left = cfg.cel_attempt_budget
+        if cfg.cel_run_budget is not None:
+            left = min(left, cfg.cel_run_budget - self.cel_run_spent)
+        return max(cfg.cel_attempt_floor, left)
+
     def _schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
         self.cycles += 1
         pi.last_attempt = now
         state = CycleState()
-        for p in self._pre_filter:
-            st = p.pre_filter(state, pi)
-            if not st.ok:
-                st = st.with_plugin(p.name)
-                return self._fail(
-                    pi,
-                    now,
-                    st,
-                    f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
-                    {p.name},
-                    st.explanation,
-                )
-        node, statuses = self._find_node(state, pi)
+        failed: tuple[Status, str] | None = None
+        node: str | None = None
+        statuses: dict[int, tuple[int, Status | None, int]] = {}
+        try:
+            with cel_budget(self.cel_limit()) as budget:
+                try:
+                    for p in self._pre_filter:
+                        st = p.pre_filter(state, pi)
+                        if not st.ok:
+                            failed = (st.with_plugin(p.name), p.name)
+                            break
+                    if failed is None:
+                        node, statuses = self._find_node(state, pi)
+                finally:
+                    if budget is not None:
+                        self.cel_run_spent += budget.spent
+        except CelBudgetExhausted as exc:
+            return self._defer(state, pi, now, exc.budget)
+        if failed is not None:
+            st, plugin = failed
+            return self._fail(
+                pi,
+                now,
+                st,
+                f"0/{len(self.cache.nodes)} nodes are available: {st.message}.",
+                {plugin},
+                st.explanation,
+            )
+        if node is not None and self.config.filter_errors == "fail-pod":
+            # kube-scheduler's findNodesThatPassFilters: an error on any node ends the attempt.
+            failed_status = next(
+                (s for _, (_, s, _) in sorted(statuses.items()) if s and s.code == Code.ERROR), None
+            )
+            if failed_status is not None:
+                return self._fail(pi, now, failed_status, failed_status.message, set(), None)
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
         ni = self.cache.node_by_name[node]
         for i, rp in enumerate(self._reserve):
             st = rp.reserve(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve[: i + 1]):
-                    q.unreserve(state, pi, node)
+                self._undo(state, pi, node, self._reserve[: i + 1], assumed=False)
                 return self._fail(pi, now, st.with_plugin(rp.name), st.message, set(), st.explanation)
         self.cache.assume(pi, node)
         for pp in self._permit:
@@ -370,22 +497,36 @@ class Scheduler:
                 self.waiting[pi.uid] = WaitingPod(pi, node, state)
                 return CycleResult(pi.key, None, st.with_plugin(pp.name), "waiting on permit")
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(pp.name), st.message, {pp.name}, st.explanation)
         for bp in self._pre_bind:
             st = bp.pre_bind(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
         self._bound(pi, node)
         del ni
         return CycleResult(pi.key, node, Status())
+
+    def _defer(self, state: CycleState, pi: PodInfo, now: float, budget: CelBudget) -> CycleResult:
+        """The attempt used up its CEL budget: say so on the pod (once: the text does not change) and put
+        it back at the end of activeQ; what was evaluated stays memoised, so the next attempt goes on."""
+        entry: _SigEntry | None = state.get("_sig_entry")
+        if entry is not None:
+            entry.epoch = -1  # its node walk was cut short: walk again (cheap, the results are memoised)
+        self.cel_deferrals += 1
+        limit = self.config.cel_attempt_budget or budget.limit  # the configured figure: a stable text
+        msg = (
+            f"0/{len(self.cache.nodes)} nodes are available: the CEL selectors of its claims are expensive "
+            f"to evaluate; kdra spends at most {limit:,} cost units on new selector results per "
+            "scheduling attempt, so that other pods keep being scheduled, and goes on with the next attempt."
+        )
+        st = Status(Code.UNSCHEDULABLE, (msg,), DynamicResources.name)
+        result = self._fail(pi, now, st, msg, {DynamicResources.name}, None)
+        self.queue.requeue(pi, now)
+        return result
 
     def allow_waiting(self, uid: str, now: float) -> CycleResult:
         """Permit approved a waiting pod: PreBind and bind it as schedule_one would have."""
@@ -394,9 +535,7 @@ class Scheduler:
         for bp in self._pre_bind:
             st = bp.pre_bind(state, pi, node)
             if not st.ok:
-                for q in reversed(self._reserve):
-                    q.unreserve(state, pi, node)
-                self.cache.forget(pi.uid)
+                self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
         self._bind(pi, node, now)
         self.queue.done(pi.uid)
@@ -408,9 +547,7 @@ class Scheduler:
     ) -> CycleResult:
         """Permit rejected a waiting pod: release its reservation and park it as unschedulable."""
         wp = self.waiting.pop(uid)
-        for q in reversed(self._reserve):
-            q.unreserve(wp.state, wp.pi, wp.node)
-        self.cache.forget(uid)
+        self._undo(wp.state, wp.pi, wp.node)
         plugins = {status.plugin} if status.plugin else set()
         return self._fail(wp.pi, now, status, message, plugins, explanation)
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kdra.allocator.index import CelBudgetExhausted, cel_budget
 from kdra.cluster.store import Obj, Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.claimcontroller import pod_claim_names
@@ -510,7 +511,8 @@ class GangQueues:
         assert self.sched is not None
         index = self.sched.dra.index
         key = (index, len(self.sched.cache.nodes), self.sched.cache.node_updates)
-        if self._capacity is not None and self._capacity[0] == key:
+        # An incomplete answer (a class cut short by its CEL budget) holds for the rest of this session.
+        if self._capacity is not None and self._capacity[0] in (key, (key, self.now)):
             return self._capacity[1]
         out: Vector = {}
         for ni in self.sched.cache.nodes:
@@ -518,15 +520,31 @@ class GangQueues:
                 continue
             out["cpu"] = out.get("cpu", 0.0) + ni.allocatable.get("cpu", 0) / 1000.0
             out["memory"] = out.get("memory", 0.0) + float(ni.allocatable.get("memory", 0))
+        complete = True
+        sched = self.sched
         for cls in sorted(index.classes):
-            for d in index.devices_of_class(cls):
+            # A class's selectors over every device in the cluster: bounded CEL work like a scheduling
+            # attempt, charged to the session's budget (an expensive class would stall every job
+            # otherwise). A class cut short counts no devices for now; its results stay memoised, so the
+            # next session goes on where this one stopped.
+            try:
+                with cel_budget(sched.cel_limit()) as budget:
+                    try:
+                        devices = index.devices_of_class(cls)
+                    finally:
+                        if budget is not None:
+                            sched.cel_run_spent += budget.spent
+            except CelBudgetExhausted:
+                complete = False
+                continue
+            for d in devices:
                 out[f"deviceclass/{cls}"] = out.get(f"deviceclass/{cls}", 0.0) + 1
                 for dim in self.options.capacity_dims:
                     c = d.capacity.get(dim)
                     if c is not None:
                         k = f"{dim}.deviceclass/{cls}"
                         out[k] = out.get(k, 0.0) + float(c.value.value())
-        self._capacity = (key, out)
+        self._capacity = (key if complete else (key, self.now), out)
         return out
 
     def fair_shares(self, jobs: Sequence[Job] = ()) -> dict[str, Vector]:
@@ -1252,10 +1270,23 @@ class AllocateJobs(_GQAction):
             return
         fair = gq.fair_shares(jobs)
         by_queue: dict[str, list[Job]] = {}
-        for j in sorted(jobs, key=lambda j: (-j.priority, j.created, j.order_name)):
+        # Jobs whose last attempt ran out of CEL budget go on after every other job (as in activeQ).
+        for j in sorted(
+            jobs, key=lambda j: (any(m.continuing for m in j.members), -j.priority, j.created, j.order_name)
+        ):
             by_queue.setdefault(j.queue, []).append(j)
         results = session.results
+        tried = 0
         while by_queue:
+            if tried and sched.yield_on_cel_budget and sched.cel_run_spent_up():
+                # The run's CEL budget is spent: let the loop take in new events (pods) first; the
+                # jobs not tried go back to the queue as they were.
+                for rest in by_queue.values():
+                    for j in rest:
+                        for m in j.members:
+                            sched.queue.put_back(m, session.now)
+                break
+            tried += 1
             q = min(
                 by_queue,
                 key=lambda q: queue_order_key(
@@ -1270,8 +1301,9 @@ class AllocateJobs(_GQAction):
                 gq.park(job, why, QUEUE_PLUGIN, results)
                 continue
             timed_out = job.gang is not None and job.gang.key in gq.timed_out
-            if not gq.try_job(job, results) and not timed_out:
-                gq.failed.append(job)
+            deferred = sched.cel_deferrals
+            if not gq.try_job(job, results) and not timed_out and sched.cel_deferrals == deferred:
+                gq.failed.append(job)  # (a job cut short by its CEL budget is no reason to preempt)
         gq.check_stale(results)
 
 

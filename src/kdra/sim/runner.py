@@ -98,6 +98,8 @@ def simulate(
     from kdra.kube.export import load_exported_cluster
 
     # A `kdra export` file stands for its Nodes, DeviceClasses and ResourceSlices as they are (DRA only).
+    # The drivers publish what that release's drivers publish (config.features carries the release).
+    version = (config or SchedulerConfig()).features.version
     exported = load_exported_cluster(fleet)
     from kdra.fleets.spec import MAX_NODES
 
@@ -108,10 +110,15 @@ def simulate(
         modes = [m for m in modes if m == DRA]
     else:
         assert fl is not None
-        name, dra_objects = getattr(fl, "name", str(fleet)), render(fl, dra=True, legacy=False)
+        name = getattr(fl, "name", str(fleet))
+        dra_objects = render(fl, dra=True, legacy=False, kubernetes_version=version)
     report = SimulationReport(name, wl.name, seed)
     for mode in modes:
-        objects = dra_objects if mode == DRA or fl is None else render(fl, dra=False, legacy=True)
+        objects = (
+            dra_objects
+            if mode == DRA or fl is None
+            else render(fl, dra=False, legacy=True, kubernetes_version=version)
+        )
         sim = Simulation(objects, wl, mode, config=config, seed=seed, dra_objects=dra_objects)
         cb = None
         if progress is not None:

@@ -1,8 +1,11 @@
-"""A real Kubernetes 1.36 control plane on 127.0.0.1 for tests: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler, and optionally KWOK as the kubelet of the test nodes.
+"""A real Kubernetes control plane (1.37 by default, or 1.36: KDRA_K8S_VERSION) on 127.0.0.1 for tests:
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and optionally KWOK as the kubelet of
+the test nodes.
 
-`ensure_binaries()` builds (or reuses) the upstream binaries with hack/k8s/build.sh; `ControlPlane`
-generates certificates, starts the processes on free loopback ports, writes a kubeconfig, waits
+`ensure_binaries()` builds (or reuses) the upstream binaries with hack/k8s/build.sh; `RELEASES` holds
+what differs per release (feature gates, locked gates, gate dependencies, runtime config, the Workload
+API's version); `ControlPlane` generates certificates, starts the processes on free loopback ports,
+writes a kubeconfig, waits
 until they are ready and stops exactly the processes it started (each runs in its own process group and
 also dies with the Python process that started it). Nodes are API objects: `make_node` / `create_node`
 give Ready nodes without the not-ready taint, annotated for KWOK (`kwok.x-k8s.io/node: fake`) unless
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,40 +41,155 @@ from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, KubeConfig, Obj
 from kdra.testing.wait import wait_for
 
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
 K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # = "fake": KWOK acts as this node's kubelet
 
-# Feature gates of kube-apiserver, kube-controller-manager and kube-scheduler 1.36 as kdra's allocator
-# assumes them. Everything not listed keeps its 1.36 default (DRA GA; DRAPrioritizedList GA;
-# DRAAdminAccess GA and locked; DRAConsumableCapacity, DRADeviceTaints, DRAPartitionableDevices,
-# DRADeviceBindingConditions, DRAExtendedResource, DRAResourceClaimDeviceStatus beta and on).
-# DRADeviceTaintRules is beta but off, because its API (resource.k8s.io/v1beta2 DeviceTaintRule) is off
-# by default: we turn both on so device-taint cases can run.
-DEFAULT_FEATURE_GATES: dict[str, bool] = {
-    "DRADeviceTaintRules": True,
-    "DRAListTypeAttributes": False,
-}
-# Locked to their (on) default in 1.36: passing them as false makes the components refuse to start.
-LOCKED_GATES = frozenset({"DynamicResourceAllocation", "DRAAdminAccess"})
-# Gate -> gates it needs (kube_features.go in 1.36, DRA part; DynamicResourceAllocation is locked on).
-# The components refuse to start when a gate is on and one it needs is off.
-GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+
+@dataclass(frozen=True)
+class K8sRelease:
+    """What the fixture needs to know about one Kubernetes minor release (pkg/features/kube_features.go
+    and the resource.k8s.io REST storage of that release), so that it starts every component with flags
+    that release accepts and turns on what kdra's tests use.
+
+    feature_gates: passed to every component; everything not listed keeps the release's default.
+    locked_gates: gates locked to their (on) default: passing them as false makes a component refuse to
+      start, so `resolve_gates` drops such overrides.
+    gate_dependencies: gate -> gates it needs (the DRA part of defaultKubernetesFeatureGateDependencies;
+      DynamicResourceAllocation is locked on in both releases): a component refuses to start when a gate
+      is on and one it needs is off.
+    allocator_gate_defaults: defaults of the gates that decide which of upstream's allocator
+      implementations kube-scheduler uses (see kdra.testing.upstream.scheduler_allocator).
+    device_taint_rule_api: the resource.k8s.io version that serves DeviceTaintRule by default.
+    workload_api_version: the scheduling.k8s.io version of Workload/PodGroup (behind GenericWorkload),
+      which the fixture turns on (ControlPlaneConfig.workload_api).
+    """
+
+    minor: str
+    feature_gates: Mapping[str, bool]
+    locked_gates: frozenset[str]
+    gate_dependencies: Mapping[str, tuple[str, ...]]
+    runtime_config: tuple[str, ...]
+    allocator_gate_defaults: Mapping[str, bool]
+    device_taint_rule_api: str
+    workload_api_version: str
+
+
+_DRA_DEPENDENCIES_1_36: dict[str, tuple[str, ...]] = {
     "DRADeviceTaintRules": ("DRADeviceTaints",),
     "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
     "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
     "DRAWorkloadResourceClaims": ("GenericWorkload",),
 }
 
+RELEASES: dict[str, K8sRelease] = {
+    # 1.36: DRA GA and locked; DRAPrioritizedList GA; DRAAdminAccess GA and locked; DRAConsumableCapacity,
+    # DRADeviceTaints, DRAPartitionableDevices, DRADeviceBindingConditions, DRAExtendedResource,
+    # DRAResourceClaimDeviceStatus beta and on. DRADeviceTaintRules is beta but off, because its API
+    # (resource.k8s.io/v1beta2 DeviceTaintRule) is off by default: both are turned on so device-taint
+    # cases can run.
+    "1.36": K8sRelease(
+        minor="1.36",
+        feature_gates={"DRADeviceTaintRules": True, "DRAListTypeAttributes": False},
+        locked_gates=frozenset({"DynamicResourceAllocation", "DRAAdminAccess"}),
+        gate_dependencies=_DRA_DEPENDENCIES_1_36,
+        runtime_config=("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true"),
+        allocator_gate_defaults={
+            "DRADeviceBindingConditions": True,
+            "DRAResourceClaimDeviceStatus": True,
+            "DRAConsumableCapacity": True,
+        },
+        device_taint_rule_api="resource.k8s.io/v1beta2",
+        workload_api_version="v1alpha2",
+    ),
+    # 1.37: DRADeviceTaints and DRADeviceTaintRules GA and on (not locked until 1.38), DeviceTaintRule
+    # served by resource.k8s.io/v1; DRAExtendedResource, DRAPrioritizedList and
+    # DRAResourceClaimDeviceStatus GA and locked (so are NodeDeclaredFeatures and, as before, DRA and
+    # DRAAdminAccess); new alpha gates DRADeviceCompatibilityGroups, DRADerivedAttributes,
+    # DRAOptionalNodeOperations, DRAPartitionableDevicesType; DRAFractionalCapacityRange beta, on only
+    # once the cluster's compatibility version is 1.37 (off in a default 1.37 binary, whose minimum
+    # compatibility version is 1.36); DRAWorkloadResourceClaims and GenericWorkload beta, off.
+    # v1beta2 stays enabled: clients that still speak it for DeviceTaintRule keep working.
+    "1.37": K8sRelease(
+        minor="1.37",
+        feature_gates={"DRAListTypeAttributes": False},
+        locked_gates=frozenset(
+            {
+                "DynamicResourceAllocation",
+                "DRAAdminAccess",
+                "DRAExtendedResource",
+                "DRAPrioritizedList",
+                "DRAResourceClaimDeviceStatus",
+                "NodeDeclaredFeatures",
+            }
+        ),
+        gate_dependencies={
+            **_DRA_DEPENDENCIES_1_36,
+            "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices",),
+            "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
+            "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
+            "DRAOptionalNodeOperations": ("NodeDeclaredFeatures",),
+        },
+        runtime_config=("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true"),
+        allocator_gate_defaults={
+            "DRADeviceBindingConditions": True,
+            "DRAResourceClaimDeviceStatus": True,
+            "DRAConsumableCapacity": True,
+            "DRAFractionalCapacityRange": False,
+        },
+        device_taint_rule_api="resource.k8s.io/v1",
+        workload_api_version="v1beta1",
+    ),
+}
+DEFAULT_K8S_VERSION = "1.37"
+K8S_VERSION_ENV = "KDRA_K8S_VERSION"
 
-def resolve_gates(base: Mapping[str, bool], overrides: Mapping[str, bool]) -> dict[str, bool]:
-    """`base` updated with `overrides`, without locked gates, and with every gate whose dependency is
-    switched off by `overrides` switched off too (unless `overrides` names it)."""
+
+def k8s_minor(version: str) -> str:
+    """ "1.37", "v1.37", "v1.37.2", "1.37.2" -> "1.37"; ControlPlaneError for anything else."""
+    v = version.strip().removeprefix("v")
+    parts = v.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        raise ControlPlaneError(f"not a Kubernetes version: {version!r} (expected e.g. 1.37 or v1.37.2)")
+    return f"{int(parts[0])}.{int(parts[1])}"
+
+
+def k8s_release(version: str | None = None) -> K8sRelease:
+    """The release `version` names, else KDRA_K8S_VERSION's, else DEFAULT_K8S_VERSION's."""
+    minor = k8s_minor(version or os.environ.get(K8S_VERSION_ENV) or DEFAULT_K8S_VERSION)
+    release = RELEASES.get(minor)
+    if release is None:
+        raise ControlPlaneError(
+            f"Kubernetes {minor} is not supported by the test control plane (supported: "
+            + ", ".join(sorted(RELEASES))
+            + f"; {K8S_VERSION_ENV} selects one)"
+        )
+    return release
+
+
+# The selected release's values (KDRA_K8S_VERSION at import time), for callers that predate K8sRelease.
+# A ControlPlane uses the release of the binaries it runs (`ControlPlane.release`).
+DEFAULT_FEATURE_GATES: dict[str, bool] = dict(k8s_release().feature_gates)
+LOCKED_GATES = k8s_release().locked_gates
+GATE_DEPENDENCIES: dict[str, tuple[str, ...]] = dict(k8s_release().gate_dependencies)
+
+
+def resolve_gates(
+    base: Mapping[str, bool], overrides: Mapping[str, bool], release: K8sRelease | None = None
+) -> dict[str, bool]:
+    """`base` updated with `overrides`, without the release's locked gates, and with every gate whose
+    dependency is switched off by `overrides` switched off too (unless `overrides` names it)."""
+    rel = release or k8s_release()
     merged = dict(base)
-    merged.update({k: v for k, v in overrides.items() if k not in LOCKED_GATES})
+    merged.update({k: v for k, v in overrides.items() if k not in rel.locked_gates})
     changed = True
     while changed:
         changed = False
-        for gate, needs in GATE_DEPENDENCIES.items():
+        for gate, needs in rel.gate_dependencies.items():
             if gate in overrides:
                 continue
             if any(merged.get(n) is False for n in needs) and merged.get(gate, True) is not False:
@@ -99,14 +217,10 @@ AUDIT_POLICY = """{
 }
 """
 
-DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = ("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true")
+DEFAULT_RUNTIME_CONFIG: tuple[str, ...] = k8s_release().runtime_config
 
 SERVICE_CIDR = "10.0.0.0/24"  # configuration only: nothing is routed there
 CLUSTER_CIDR = "10.64.0.0/16"
-
-
-class ControlPlaneError(RuntimeError):
-    pass
 
 
 def repo_root() -> Path:
@@ -124,10 +238,15 @@ def repo_root() -> Path:
     )
 
 
-def _run_build(script: Path, what: str, log: IO[str] | None) -> Path:
+def _run_build(script: Path, what: str, log: IO[str] | None, env: Mapping[str, str] | None = None) -> Path:
     out = log or sys.stderr
     proc = subprocess.Popen(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        ["bash", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env={**os.environ, **(env or {})},
     )
     assert proc.stdout is not None
     lines: list[str] = []
@@ -161,8 +280,9 @@ def kwok_stages() -> Path:
     return repo_root() / "hack" / "k8s" / "kwok" / "stages.yaml"
 
 
-def ensure_binaries(log: IO[str] | None = None) -> Path:
-    """Build or reuse the control-plane binaries; return their directory.
+def ensure_binaries(log: IO[str] | None = None, version: str | None = None) -> Path:
+    """Build or reuse the control-plane binaries of Kubernetes `version` (a minor such as "1.37"; default
+    KDRA_K8S_VERSION, else DEFAULT_K8S_VERSION); return their directory.
 
     KDRA_K8S_BIN_DIR, when set, names a directory of prebuilt binaries and skips the build. Otherwise
     hack/k8s/build.sh runs (a no-op when its cache is current); its progress goes to `log` (default:
@@ -175,12 +295,27 @@ def ensure_binaries(log: IO[str] | None = None) -> Path:
         if missing:
             raise ControlPlaneError(f"KDRA_K8S_BIN_DIR={d} lacks executable {', '.join(missing)}")
         return d
+    release = k8s_release(version)
     script = repo_root() / "hack" / "k8s" / "build.sh"
-    d = _run_build(script, "the control-plane binaries", log)
+    d = _run_build(script, "the control-plane binaries", log, {K8S_VERSION_ENV: release.minor})
     missing = [b for b in K8S_BINARIES if not os.access(d / b, os.X_OK)]
     if missing:
         raise ControlPlaneError(f"{script} reported {d}, which lacks {', '.join(missing)}")
     return d
+
+
+def binaries_version(bin_dir: Path) -> str:
+    """The Kubernetes version the binaries in bin_dir report (`kube-apiserver --version`), e.g. v1.37.2."""
+    try:
+        out = subprocess.run(
+            [str(Path(bin_dir) / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ControlPlaneError(f"cannot run {bin_dir}/kube-apiserver --version: {e}") from None
+    words = out.split()
+    if len(words) < 2 or not words[1].startswith("v1."):
+        raise ControlPlaneError(f"{bin_dir}/kube-apiserver --version printed {out.strip()!r}")
+    return words[1]
 
 
 def free_port() -> int:
@@ -392,8 +527,9 @@ class Component:
 
 @dataclass
 class ControlPlaneConfig:
-    feature_gates: dict[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
-    runtime_config: tuple[str, ...] = DEFAULT_RUNTIME_CONFIG
+    # None: the release's (K8sRelease.feature_gates / runtime_config of the binaries the plane runs).
+    feature_gates: dict[str, bool] | None = None
+    runtime_config: tuple[str, ...] | None = None
     # Client rate limits of kube-scheduler and kube-controller-manager. Upstream's defaults (qps 50 /
     # burst 100 for the scheduler, 20/30 for kcm) cap end-to-end throughput; both get the same high values.
     kube_api_qps: int = 500
@@ -414,16 +550,34 @@ class ControlPlaneConfig:
     audit_log: bool = False
 
     def feature_gates_arg(self) -> str:
-        return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.feature_gates.items()))
+        return gates_arg(self.feature_gates or {})
+
+
+def gates_arg(gates: Mapping[str, bool]) -> str:
+    return ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
 
 
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler on 127.0.0.1."""
 
-    def __init__(self, bin_dir: Path, work_dir: Path, config: ControlPlaneConfig | None = None) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        work_dir: Path,
+        config: ControlPlaneConfig | None = None,
+        release: K8sRelease | None = None,
+    ) -> None:
         self.bin_dir = Path(bin_dir)
         self.work_dir = Path(work_dir)
-        self.config = config or ControlPlaneConfig()
+        # What the binaries are decides the flags (gates a release does not know make it refuse to start).
+        self.version = binaries_version(self.bin_dir)
+        self.release = release or k8s_release(self.version)
+        cfg = dataclasses.replace(config) if config is not None else ControlPlaneConfig()
+        if cfg.feature_gates is None:
+            cfg.feature_gates = dict(self.release.feature_gates)
+        if cfg.runtime_config is None:
+            cfg.runtime_config = self.release.runtime_config
+        self.config = cfg
         self.components: dict[str, Component] = {}
         self.certs: Certs | None = None
         self.server = ""
@@ -435,16 +589,15 @@ class ControlPlane:
         self.scheduler_port = 0
         self.startup_seconds = 0.0
         self.kwok_port = 0
-        self.version = kubernetes_version(self.bin_dir)
-        if self.config.workload_api:
-            gates = dict(self.config.feature_gates)
+        if cfg.workload_api:
+            gates = dict(cfg.feature_gates)
             gates.setdefault("GenericWorkload", True)
-            api = f"scheduling.k8s.io/{workload_api_version(self.version)}=true"
-            runtime = self.config.runtime_config
+            api = f"scheduling.k8s.io/{self.release.workload_api_version}=true"
+            runtime = cfg.runtime_config
             if gates["GenericWorkload"] and api not in runtime:
                 runtime = (*runtime, api)
-            self.config = dataclasses.replace(self.config, feature_gates=gates, runtime_config=runtime)
-        self._scheduler_gates: dict[str, bool] = dict(self.config.feature_gates)
+            cfg.feature_gates, cfg.runtime_config = gates, runtime
+        self._scheduler_gates: dict[str, bool] = dict(cfg.feature_gates)
 
     # -- life cycle ------------------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> ControlPlane:
@@ -521,7 +674,7 @@ class ControlPlane:
             "--endpoint-reconciler-type=none",
             "--profiling=false",
             f"--feature-gates={gates}",
-            f"--runtime-config={','.join(cfg.runtime_config)}",
+            f"--runtime-config={','.join(cfg.runtime_config or ())}",
             f"--v={cfg.verbosity}",
             *audit_args,
             *cfg.extra_apiserver_args,
@@ -637,14 +790,14 @@ class ControlPlane:
         dependent gates follow (`resolve_gates`). kcm follows the scheduler so that, e.g., its device-taint
         eviction does not act on taints the scheduler was told to ignore. Returns whether a restart was
         needed; on failure the fixture's own gates are restored before the error is raised."""
-        merged = resolve_gates(self.config.feature_gates, gates)
+        merged = resolve_gates(self.config.feature_gates or {}, gates, self.release)
         names = ("kube-scheduler", "kube-controller-manager")
         if merged == self._scheduler_gates and all(self.components[n].running() for n in names):
             return False
         try:
             self._restart_with_gates(merged, timeout)
         except ControlPlaneError:
-            self._restart_with_gates(dict(self.config.feature_gates), timeout)
+            self._restart_with_gates(dict(self.config.feature_gates or {}), timeout)
             raise
         return True
 
@@ -652,7 +805,7 @@ class ControlPlane:
     set_scheduler_feature_gates = set_feature_gates
 
     def _restart_with_gates(self, gates: dict[str, bool], timeout: float) -> None:
-        arg = ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(gates.items()))
+        arg = gates_arg(gates)
         deadline = time.monotonic() + timeout
         for name, args, port in (
             ("kube-scheduler", self._scheduler_args(arg), self.scheduler_port),
@@ -689,6 +842,31 @@ class ControlPlane:
         return KubeClient(
             KubeConfig(server=self.server, token=self.certs.token, ca_file=str(self.certs.ca_cert)), qps=0
         )
+
+    def metrics(self, component: str = "kube-scheduler") -> dict[str, float]:
+        """A component's Prometheus metrics (`name{labels}` -> value), read with the admin token."""
+        import ssl
+        import urllib.request
+
+        port = {"kube-scheduler": self.scheduler_port, "kube-controller-manager": self.kcm_port}.get(
+            component, self.apiserver_port
+        )
+        assert self.certs is not None
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the components serve self-signed certificates
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {self.certs.token}"}
+        )
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    out[name] = float(value)
+        return out
 
     def check_alive(self) -> None:
         for c in self.components.values():
@@ -730,30 +908,6 @@ class ControlPlane:
 
 
 # -- nodes ----------------------------------------------------------------------------------------------
-def kubernetes_version(bin_dir: Path) -> str:
-    """The control plane's Kubernetes version (v1.36.3): the cache directory's name (hack/k8s/build.sh),
-    else kube-apiserver --version."""
-    name = Path(bin_dir).name
-    if name.startswith("v1."):
-        return name
-    try:
-        out = subprocess.run(
-            [str(Path(bin_dir) / "kube-apiserver"), "--version"], capture_output=True, text=True, timeout=30
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.split()[-1] if out.split() else ""
-
-
-def workload_api_version(version: str) -> str:
-    """scheduling.k8s.io's Workload/PodGroup version served by a release: v1alpha2 (1.36), v1beta1 (1.37+)."""
-    try:
-        minor = int(version.lstrip("v").split(".")[1])
-    except (IndexError, ValueError):
-        minor = 37
-    return "v1alpha2" if minor <= 36 else "v1beta1"
-
-
 def make_node(
     name: str,
     labels: Mapping[str, str] | None = None,
@@ -825,6 +979,22 @@ def create_node(
     return updated
 
 
+def ensure_default_service_account(client: KubeClient, namespace: str) -> None:
+    """Create the namespace's `default` ServiceAccount instead of waiting for kube-controller-manager's
+    service-account controller (pods are refused until it exists; under load the controller takes
+    seconds). Whoever comes second gets AlreadyExists, which is fine."""
+    from kdra.cluster.store import AlreadyExistsError
+
+    with contextlib.suppress(AlreadyExistsError):
+        client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": namespace},
+            }
+        )
+
+
 def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> None:
     """Delete with grace period 0 (pods bound to kubelet-less nodes never finish terminating otherwise)."""
     with contextlib.suppress(StoreError):
@@ -833,10 +1003,14 @@ def force_delete(client: KubeClient, kind: str, name: str, namespace: str | None
 
 @contextlib.contextmanager
 def running_control_plane(
-    work_dir: Path, config: ControlPlaneConfig | None = None, log: IO[str] | None = None
+    work_dir: Path,
+    config: ControlPlaneConfig | None = None,
+    log: IO[str] | None = None,
+    version: str | None = None,
 ) -> Iterator[ControlPlane]:
-    """Build-or-reuse the binaries, start a control plane in work_dir, stop it on exit."""
-    bin_dir = ensure_binaries(log)
+    """Build-or-reuse the binaries (of `version`, see ensure_binaries), start a control plane in
+    work_dir, stop it on exit."""
+    bin_dir = ensure_binaries(log, version)
     cp = ControlPlane(bin_dir, work_dir, config)
     cp.start()
     try:

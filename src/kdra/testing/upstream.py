@@ -13,8 +13,9 @@ Several pods are scheduled one after another, each after the previous one's verd
 of the case uses go first, in a pod of their own.
 
 Feature gates: kube-scheduler and kube-controller-manager are restarted with the case's gates when they
-differ from the last case's (the API server keeps its own gates). Gates locked in 1.36 cannot be turned
-off; a case asking for that gets them listed in `UpstreamResult.ignored_gates`.
+differ from the last case's (the API server keeps its own gates). Gates locked in the control plane's
+release (`ControlPlane.release.locked_gates`) cannot be turned off; a case asking for that, and using the
+feature, gets them listed in `UpstreamResult.ignored_gates`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from typing import Any
 
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import LOCKED_GATES, ControlPlane, create_node, force_delete
+from kdra.testing.controlplane import (
+    ControlPlane,
+    K8sRelease,
+    create_node,
+    ensure_default_service_account,
+    force_delete,
+    k8s_release,
+)
 from kdra.testing.wait import wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
@@ -38,28 +46,36 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 POD_NAME = "upstream-case"
 
 
-# 1.36 defaults of the gates that decide which of upstream's allocator implementations kube-scheduler uses.
-_ALLOCATOR_GATE_DEFAULTS = {
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "DRAConsumableCapacity": True,
-}
+# Allocator features beyond what upstream's "stable" allocator supports (it supports admin access,
+# prioritized list, partitionable devices, device taints), split by the implementation that supports
+# them: "incubating" (1.36 and 1.37), else "experimental".
+_INCUBATING_GATES = ("DRAConsumableCapacity", "DRAFractionalCapacityRange")
+_EXPERIMENTAL_GATES = (
+    "DRAListTypeAttributes",
+    "DRAOptionalNodeOperations",
+    "DRADerivedAttributes",
+    "DRADeviceCompatibilityGroups",
+)
 
 
-def scheduler_allocator(gates: Mapping[str, bool]) -> str:
-    """Which implementation of k8s.io/dynamic-resource-allocation/structured kube-scheduler 1.36 picks
-    for these (effective) gates: the first of stable, incubating, experimental that supports every
-    enabled feature (structured.NewAllocator; features from the DynamicResources plugin).
+def scheduler_allocator(gates: Mapping[str, bool], release: K8sRelease | None = None) -> str:
+    """Which implementation of k8s.io/dynamic-resource-allocation/structured kube-scheduler picks for
+    these (effective) gates on `release` (default: the selected one): the first of stable, incubating,
+    experimental that supports every enabled feature (structured.NewAllocator; features from the
+    DynamicResources plugin).
 
     This matters for comparisons: "stable" walks ResourceSlices in the scheduler's informer order,
     which is not deterministic, so with it only fit/no-fit is comparable, not which devices were
-    picked; "incubating" sorts pools and slices by name."""
+    picked; "incubating" and "experimental" sort pools and slices by name."""
+    defaults = (release or k8s_release()).allocator_gate_defaults
 
     def on(g: str) -> bool:
-        return bool(gates.get(g, _ALLOCATOR_GATE_DEFAULTS.get(g, False)))
+        return bool(gates.get(g, defaults.get(g, False)))
 
+    if any(on(g) for g in _EXPERIMENTAL_GATES):
+        return "experimental"
     binding_and_status = on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus")
-    if binding_and_status or on("DRAConsumableCapacity"):
+    if binding_and_status or any(on(g) for g in _INCUBATING_GATES):
         return "incubating"
     return "stable"
 
@@ -99,12 +115,33 @@ class UpstreamResult:
         return out
 
 
-def _uses_admin_access(obj: Any) -> bool:
+def _has_key(obj: Any, key: str, value: Any = None) -> bool:
+    """Whether `key` occurs anywhere in obj (with `value`, when given; any non-empty value otherwise)."""
     if isinstance(obj, dict):
-        return obj.get("adminAccess") is True or any(_uses_admin_access(v) for v in obj.values())
+        if key in obj and (obj[key] == value if value is not None else bool(obj[key])):
+            return True
+        return any(_has_key(v, key, value) for v in obj.values())
     if isinstance(obj, list):
-        return any(_uses_admin_access(v) for v in obj)
+        return any(_has_key(v, key, value) for v in obj)
     return False
+
+
+# Where a case uses the feature of a gate: a locked gate the case asks off changes its verdict only then.
+_GATE_USES: dict[str, Any] = {
+    "DRAAdminAccess": lambda objs: _has_key(objs, "adminAccess", True),
+    "DRAPrioritizedList": lambda objs: _has_key(objs, "firstAvailable"),
+    "DRAExtendedResource": lambda objs: (
+        _has_key(objs, "extendedResourceName") or any(o.get("kind") == "Pod" for o in objs)
+    ),
+    # Off, it also switches binding conditions off (their dependency) and with them the allocator's
+    # DeviceBindingAndStatus feature.
+    "DRAResourceClaimDeviceStatus": lambda objs: _has_key(objs, "bindingConditions"),
+}
+
+
+def _uses_gate(gate: str, objects: list[Obj]) -> bool:
+    uses = _GATE_USES.get(gate)
+    return True if uses is None else bool(uses(objects))
 
 
 def _pod_for(claim_names: list[str], node: str | None) -> Obj:
@@ -130,6 +167,60 @@ def _pod_for(claim_names: list[str], node: str | None) -> Obj:
             }
         }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": POD_NAME}, "spec": spec}
+
+
+# The case's Nodes carry this label and a NoSchedule taint with it, and the case's pods select and
+# tolerate it: kube-scheduler places them only there, and no other scheduler's pods (other tests running
+# beside the case on the same control plane) land there. No other label or taint of the case changes.
+CASE_KEY = "kdra.test/upstream-case"
+
+
+def _confine(pod: Obj, ns: str) -> None:
+    spec = pod.setdefault("spec", {})
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), CASE_KEY: ns}
+    toleration = {"key": CASE_KEY, "operator": "Equal", "value": ns, "effect": "NoSchedule"}
+    spec["tolerations"] = [*(spec.get("tolerations") or []), toleration]
+
+
+# DeviceClasses are cluster-scoped and cases use well-known names (gpu.nvidia.com) that tests in other lanes
+# create too: each case's classes, and every reference to a class in its claims, templates and pods'
+# implicit extended resources, get the case namespace as a suffix. Allocation results carry no class name,
+# so verdicts and devices are unchanged.
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def case_class_name(name: str, ns: str) -> str:
+    return f"{name}.{ns}"
+
+
+def _rename_classes(obj: Obj, ns: str) -> Obj:
+    o = copy.deepcopy(obj)
+    kind = o.get("kind")
+    if kind == "DeviceClass":
+        md = o.setdefault("metadata", {})
+        md["name"] = case_class_name(md.get("name", ""), ns)
+        return o
+    spec = o.get("spec") or {}
+    if kind == "ResourceClaimTemplate":
+        spec = spec.get("spec") or {}
+    if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        for req in (spec.get("devices") or {}).get("requests") or []:
+            for sub in [req, req.get("exactly") or {}, *(req.get("firstAvailable") or [])]:
+                if sub.get("deviceClassName"):
+                    sub["deviceClassName"] = case_class_name(sub["deviceClassName"], ns)
+    if kind == "DeviceTaintRule":
+        sel = spec.get("deviceSelector") or {}
+        if sel.get("deviceClassName"):  # v1beta2's selector field
+            sel["deviceClassName"] = case_class_name(sel["deviceClassName"], ns)
+    if kind == "Pod":
+        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            res = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                amounts = res.get(part) or {}
+                for name in [n for n in amounts if n.startswith(IMPLICIT_EXTENDED_PREFIX)]:
+                    cls = name[len(IMPLICIT_EXTENDED_PREFIX) :]
+                    amounts[IMPLICIT_EXTENDED_PREFIX + case_class_name(cls, ns)] = amounts.pop(name)
+    return o
 
 
 def _strip(obj: Obj, namespace: str | None) -> Obj:
@@ -173,9 +264,7 @@ def run_upstream_case(
     objects = list(objects)
     # A locked gate asked off only matters where the case uses its feature.
     ignored: dict[str, bool] = {
-        k: v
-        for k, v in gates.items()
-        if k in LOCKED_GATES and not v and (k != "DRAAdminAccess" or _uses_admin_access(objects))
+        k: v for k, v in gates.items() if k in cp.release.locked_gates and not v and _uses_gate(k, objects)
     }
     cp.set_feature_gates(gates)
 
@@ -197,11 +286,12 @@ def run_upstream_case(
                 raise
             result = UpstreamResult(scheduled=False, invalid=str(e.status.get("message", e)))
         result.ignored_gates = ignored
-        result.allocator = scheduler_allocator(cp.scheduler_feature_gates)
+        result.allocator = scheduler_allocator(cp.scheduler_feature_gates, cp.release)
         result.seconds = time.monotonic() - t0
         return result
     finally:
         cleanup(client, ns, created)
+        wait_binding_cycles_done(cp)  # one metrics read when nothing waits in PreBind
 
 
 def _run(
@@ -216,7 +306,7 @@ def _run(
 ) -> UpstreamResult:
     by_kind: dict[str, list[Obj]] = {}
     for o in objects:
-        by_kind.setdefault(o["kind"], []).append(o)
+        by_kind.setdefault(o["kind"], []).append(_rename_classes(o, ns))
     unknown = set(by_kind) - {*CLUSTER_SCOPED_ORDER, "ResourceClaim", "ResourceClaimTemplate", "Pod"}
     if unknown:
         raise ValueError(f"run_upstream_case cannot create kinds {sorted(unknown)}")
@@ -234,7 +324,11 @@ def _run(
     for name in sorted(nodes):
         n = nodes[name]
         capacity = (n.get("status") or {}).get("capacity")
-        create_node(client, name, labels=(n.get("metadata") or {}).get("labels"), capacity=capacity)
+        labels = {**((n.get("metadata") or {}).get("labels") or {}), CASE_KEY: ns}
+        create_node(client, name, labels=labels, capacity=capacity)
+        client.patch(
+            "Node", name, {"spec": {"taints": [{"key": CASE_KEY, "value": ns, "effect": "NoSchedule"}]}}
+        )
         created.append(("Node", name, None))
     for kind in ("DeviceClass", "ResourceSlice", "DeviceTaintRule"):
         for o in by_kind.get(kind, []):
@@ -268,7 +362,7 @@ def _run(
     if loose or not pods:
         pods.insert(0, _pod_for(loose, node))
     # Pods are refused until the namespace's default ServiceAccount exists.
-    wait_for(lambda: client.get("ServiceAccount", "default", ns), 60, f"ServiceAccount {ns}/default")
+    ensure_default_service_account(client, ns)
     if sync_delay > 0:
         time.sleep(sync_delay)
 
@@ -276,6 +370,7 @@ def _run(
     for pod in pods:
         pod["metadata"]["namespace"] = ns
         pod.pop("status", None)
+        _confine(pod, ns)
         one = _schedule_pod(client, pod, ns, timeout, settle)
         total.pods[pod["metadata"]["name"]] = one
         total.allocations.update(one.allocations)
@@ -391,6 +486,22 @@ def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle:
                         if f.get("key") == "metadata.name" and f.get("values"):
                             result.node = f["values"][0]
     return result
+
+
+BINDING_GOROUTINES = 'scheduler_goroutines{operation="binding"}'
+
+
+def wait_binding_cycles_done(cp: ControlPlane, timeout: float = 30.0) -> None:
+    """Wait until kube-scheduler has no binding cycle running. A pod that waited in PreBind for binding
+    conditions keeps its claim's in-flight allocation in kube-scheduler until the wait notices that the
+    pod was deleted, at its next 5-second poll (seen with 1.37: the next case, reusing the device names,
+    was then unschedulable)."""
+
+    def idle() -> bool:
+        return cp.metrics("kube-scheduler").get(BINDING_GOROUTINES, 0.0) == 0.0
+
+    with contextlib.suppress(OSError):
+        wait_for(idle, timeout, "kube-scheduler's binding cycles to finish", interval=0.2)
 
 
 def cleanup(

@@ -2,8 +2,8 @@
 
 Build the oracle (Go, offline, from the module cache that hack/k8s/build.sh fills):
     mkdir /tmp/celoracle && cp tests/cel/oracle/main.go.txt /tmp/celoracle/main.go
-    sed 's#^module .*#module celoracle#' hack/k8s/go.mod | sed '/^tool (/,$d' > /tmp/celoracle/go.mod
-    cp hack/k8s/go.sum /tmp/celoracle/ && cd /tmp/celoracle && \
+    sed "s#^module .*#module celoracle#" hack/k8s/v1.36/go.mod | sed '/^tool (/,$d' > /tmp/celoracle/go.mod
+    cp hack/k8s/v1.36/go.sum /tmp/celoracle/ && cd /tmp/celoracle && \
       GOPROXY=off GOFLAGS=-mod=mod GOMODCACHE=~/.cache/kdra/gomod go build -o celoracle .
 Then: PYTHONPATH=src python tests/cel/oracle/gen_golden.py /tmp/celoracle/celoracle
 """

@@ -37,6 +37,8 @@ class PrioritySort(QueueSortPlugin):
 class NodeUnschedulable(FilterPlugin):
     name = "NodeUnschedulable"
     events = NODE_EVENTS
+    node_fields = (("spec", "unschedulable"),)
+    exact_hints = True
     _TAINT: ClassVar[dict[str, str]] = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
@@ -51,6 +53,8 @@ class NodeUnschedulable(FilterPlugin):
 class NodeName(FilterPlugin):
     name = "NodeName"
     events = NODE_EVENTS
+    node_fields = (("metadata", "name"),)
+    exact_hints = True
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         want = (pi.pod.get("spec") or {}).get("nodeName")
@@ -75,6 +79,8 @@ class NodeAffinity(FilterPlugin, ScorePlugin):
 
     name = "NodeAffinity"
     events = NODE_EVENTS
+    node_fields = (("metadata", "labels"), ("metadata", "name"))
+    exact_hints = True
     weight = 2  # upstream default profile weight
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
@@ -140,6 +146,8 @@ def tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 class TaintToleration(FilterPlugin, ScorePlugin):
     name = "TaintToleration"
     events = NODE_EVENTS
+    node_fields = (("spec", "taints"),)
+    exact_hints = True
     weight = 3  # upstream default profile weight
     # Tolerations every pod this scheduler places has, besides its own (kdra.kube.partition: the taint
     # that keeps other schedulers off the nodes kdra owns); none by default, as upstream.

@@ -17,7 +17,7 @@ from typing import Any
 
 from kdra.cluster.store import Obj, Store, clone
 from kdra.errors import AllocationError
-from kdra.scheduler.cache import claim_key
+from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
@@ -36,6 +36,7 @@ from kdra.scheduler.framework import (
     EV_POD_DELETE,
     EV_SLICE_CHANGE,
     SUCCESS,
+    ClusterEvent,
     CycleState,
     FilterPlugin,
     PreBindPlugin,
@@ -48,6 +49,7 @@ from kdra.scheduler.framework import (
     unschedulable,
 )
 from kdra.scheduler.plugins.basic import default_normalize
+from kdra.scheduler.plugins.dra_hints import DraHints
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 
 STATE_KEY = "DynamicResources"
@@ -94,6 +96,7 @@ class DynamicResources(
         {EV_NODE_ADD, EV_NODE_UPDATE, EV_CLAIM_CHANGE, EV_SLICE_CHANGE, EV_CLASS_CHANGE, EV_POD_DELETE}
     )
     weight = 2  # KEP-4816 suggests 2 for prioritized-list scoring
+    exact_hints = True  # kdra.scheduler.plugins.dra_hints
 
     def __init__(self, store: Store, dra: DraState) -> None:
         self.store = store
@@ -105,6 +108,15 @@ class DynamicResources(
         # Optional (pod, claim) -> (the claim to allocate, what that depends on): a pod group's
         # cross-claim constraints narrow a member's requests (kdra.scheduler.groupconstraints).
         self.claim_rewriter: Any = None
+        self._hints: DraHints | None = None
+
+    def bind_cache(self, cache: SchedulerCache) -> None:
+        super().bind_cache(cache)
+        self._hints = DraHints(cache, self.dra.features)
+
+    def queueing_hint(self, event: ClusterEvent, pi: PodInfo) -> bool:
+        """See kdra.scheduler.plugins.dra_hints."""
+        return self._hints.may_help(event, pi) if self._hints is not None else True
 
     # -- PreEnqueue ------------------------------------------------------------------------------
 
@@ -287,7 +299,9 @@ class DynamicResources(
             return error(str(exc))
         if outcome.allocations is None:
             # Computed only if the pod's final message prints it (most node failures are never shown).
-            return unschedulable("cannot allocate all claims", explanation=outcome.lazy_explanation)
+            # A search that ran out of budget says so (kube-scheduler: "timed out trying to allocate").
+            reason = "gave up trying to allocate devices (search limit)" if outcome.gave_up else None
+            return unschedulable(reason or "cannot allocate all claims", explanation=outcome.lazy_explanation)
         self._remember(pc, ni, outcome.allocations)
         return SUCCESS
 

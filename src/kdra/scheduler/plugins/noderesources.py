@@ -12,11 +12,13 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from kdra.scheduler.framework import (
+    EV_CLASS_CHANGE,
     EV_NODE_ADD,
     EV_NODE_UPDATE,
     EV_POD_DELETE,
     MAX_NODE_SCORE,
     SUCCESS,
+    ClusterEvent,
     CycleState,
     FilterPlugin,
     ScorePlugin,
@@ -37,13 +39,24 @@ class ScoringStrategy:
 
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = "NodeResourcesFit"
-    events = frozenset({EV_NODE_ADD, EV_NODE_UPDATE, EV_POD_DELETE})
+    # DeviceClass: a class with extendedResourceName may start serving an extended resource (KEP-5004;
+    # upstream registers DeviceClass Add|Update when DRAExtendedResource is on).
+    events = frozenset({EV_NODE_ADD, EV_NODE_UPDATE, EV_POD_DELETE, EV_CLASS_CHANGE})
+    # The pod count limit and the requests are read against allocatable; an assigned pod's deletion is
+    # node-scoped (ClusterEvent.node is its node), so the hint asks Filter on that node.
+    node_fields = (("status", "allocatable"),)
+    exact_hints = True
     weight = 1
 
     def __init__(self, strategy: ScoringStrategy | None = None) -> None:
         self.strategy = strategy or ScoringStrategy()
         if self.strategy.type not in (LEAST_ALLOCATED, MOST_ALLOCATED):
             raise ValueError(f"unknown scoring strategy {self.strategy.type!r}")
+
+    def queueing_hint(self, event: ClusterEvent, pi: PodInfo) -> bool:
+        if event.name == EV_CLASS_CHANGE:
+            return bool(pi.ext_requests)
+        return super().queueing_hint(event, pi)
 
     def _dra_backed(self) -> dict[str, str]:
         dra = getattr(self.cache, "dra", None)

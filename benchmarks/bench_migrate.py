@@ -1,0 +1,218 @@
+"""`kdra migrate` throughput and memory on multi-megabyte streams.
+
+Builds streams from the migration corpus (tests/migrate/manifests, the inputs that convert), every workload
+renamed so names stay unique, and runs `kdra migrate` on them in a fresh process each, printing input size,
+wall and CPU time, throughput (MB/s of input per CPU second) and peak RSS (that process's VmHWM):
+
+  gpu      every document a GPU workload (the worst case: each one is parsed and edited)
+  cluster  a cluster dump: one GPU workload in ten, the rest Services, ConfigMaps and CPU Deployments
+  check    `--check` on the gpu stream (no output is produced)
+
+Memory should follow the largest document, not the input: the 5x larger stream must not need 5x the memory.
+`--profile` prints the top functions of a cProfile run on the gpu stream instead.
+
+    python benchmarks/bench_migrate.py [--mb 5] [--scale 5] [--profile] [--src OTHER/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+MANIFESTS = ROOT / "tests" / "migrate" / "manifests"
+
+FILLER = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-{n}
+  namespace: shop
+  labels: {{app: web-{n}, tier: frontend}}
+spec:
+  selector: {{app: web-{n}}}
+  ports:
+  - name: http
+    port: 80
+    targetPort: 8080
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-{n}-config
+  namespace: shop
+data:
+  settings.yaml: |
+    cache:
+      size: 512Mi
+      ttl: 300s
+    upstreams:
+    - https://api.example.com/v{n}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web-{n}
+  namespace: shop
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {{app: web-{n}}}
+  template:
+    metadata:
+      labels: {{app: web-{n}}}
+    spec:
+      containers:
+      - name: web
+        image: ghcr.io/example/web:1.{n}
+        ports:
+        - containerPort: 8080
+        resources:
+          requests: {{cpu: 250m, memory: 256Mi}}
+          limits: {{memory: 512Mi}}
+"""
+
+
+def _gpu_documents() -> list[str]:
+    out = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        case = path.name[: -len(".yaml")]
+        if path.name.endswith(".expected.yaml") or (MANIFESTS / f"{case}.exit").exists():
+            continue
+        if (MANIFESTS / f"{case}.args").exists():
+            continue
+        out.append(path.read_text())
+    return out
+
+
+def build(size: int, gpu_share: float) -> str:
+    """A stream of about `size` bytes; `gpu_share` of its documents are GPU workloads."""
+    gpu = _gpu_documents()
+    pieces: list[str] = []
+    total = 0
+    n = 0
+    while total < size:
+        n += 1
+        if gpu_share >= 1 or n % round(1 / gpu_share) == 0:
+            text = gpu[n % len(gpu)]
+            text = re.sub(r"(?m)^(  name|  generateName): ([a-z0-9-]+)", rf"\1: \2-{n}", text)
+        else:
+            text = FILLER.format(n=n)
+        piece = ("---\n" if not text.startswith("---") else "") + text
+        pieces.append(piece)
+        total += len(piece)
+    return "".join(pieces)
+
+
+SRC = ROOT / "src"
+
+
+# The child reports its own peak from /proc (VmHWM, of the process image after exec): ru_maxrss from wait4
+# would not do, since Linux carries the forking parent's peak across exec into it, and this parent holds the
+# streams it built.
+CHILD = """\
+import re, sys
+from kdra.cli.main import main
+code = main(sys.argv[2:])
+with open("/proc/self/status") as status:
+    peak = re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)
+with open(sys.argv[1], "w") as out:
+    out.write(peak)
+sys.exit(code)
+"""
+
+
+def run(path: Path, *extra: str) -> dict[str, float]:
+    """`kdra migrate` on `path` in a fresh process: wall, CPU seconds, peak RSS in MiB."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as peak:
+        # notes can be many: a pipe would fill and block the child
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, peak.name, "migrate", *extra, str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        errors.seek(0)
+        err = errors.read().decode(errors="replace")
+        exit_code = os.waitstatus_to_exitcode(status)
+        if exit_code not in (0, 1):
+            raise SystemExit(f"kdra migrate failed ({exit_code}): {err[-2000:]}")
+        rss = int(peak.read() or 0) / 1024
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mb", type=float, default=5.0, help="size of the streams in MB (default 5)")
+    parser.add_argument("--scale", type=float, default=5.0, help="factor of the larger stream (memory check)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the gpu stream instead")
+    parser.add_argument("--src", help="another checkout's src/ to measure (e.g. main's, for a before/after)")
+    args = parser.parse_args()
+    global SRC
+    if args.src:
+        SRC = Path(args.src).resolve()
+    size = int(args.mb * 1e6)
+    with tempfile.TemporaryDirectory() as folder:
+        gpu = Path(folder) / "gpu.yaml"
+        gpu.write_text(build(size, 1.0))
+        if args.profile:
+            profile(gpu)
+            return
+        cluster = Path(folder) / "cluster.yaml"
+        cluster.write_text(build(size, 0.1))
+        big = Path(folder) / "gpu-big.yaml"
+        big.write_text(build(int(size * args.scale), 1.0))
+        print(
+            f"{'stream':<10} {'MB':>7} {'wall s':>8} {'CPU s':>7} {'MB/CPU-s':>9} {'peak RSS MiB':>13}",
+            flush=True,
+        )
+        rows = [("gpu", gpu, ()), ("cluster", cluster, ()), ("check", gpu, ("--check",)), ("gpu x5", big, ())]
+        results = {}
+        for name, path, extra in rows:
+            mb = path.stat().st_size / 1e6
+            result = run(path, *extra)
+            results[name] = result
+            print(
+                f"{name:<10} {mb:7.1f} {result['wall']:8.2f} {result['cpu']:7.2f} {mb / result['cpu']:9.2f} "
+                f"{result['rss']:13.1f}",
+                flush=True,
+            )
+        growth = results["gpu x5"]["rss"] / results["gpu"]["rss"]
+        print(
+            f"peak RSS grows {growth:.2f}x for {args.scale:.0f}x the input "
+            "(CPU time from this shared, loaded machine; wall time is noise here)"
+        )
+
+
+def profile(path: Path) -> None:
+    import cProfile
+    import io
+    import pstats
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from kdra.cli.main import main as kdra_main
+
+    profiler = cProfile.Profile()
+    sink = io.StringIO()
+    with redirect_stdout(sink), redirect_stderr(io.StringIO()):
+        profiler.enable()
+        kdra_main(["migrate", str(path)])
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Where workloads keep their pod specs: one table, kind -> paths, for built-in kinds and the AI CRDs.
+
+A path is dotted keys from the object's root to a pod spec (a mapping with `containers`), with two wildcards:
+`*` for every key of a mapping (PyTorchJob's replica types) and `[]` for every item of a sequence (Ray worker
+groups, JobSet jobs). The role that names the claim template comes from the wildcards: the key, or the item's
+`name` / `groupName`. `kdra migrate --kind KIND[.GROUP]=PATH[,PATH]` adds an entry the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+from kdra.errors import InputError
+from kdra.migrate.nodes import Path, get, keys, text_of
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Where the containers of a pod spec are and how the pod gets its claims."""
+
+    lists: tuple[tuple[str, ...], ...] = (("initContainers",), ("containers",))
+    singles: tuple[str, ...] = ()  # keys holding one container (Argo `container`, KServe `model`)
+    single_name: str = ""  # the name a single container gets when it has none
+    claims: str = "resourceClaims"  # the pod-spec key that takes pod claims, or "podSpecPatch" (Argo)
+
+
+POD = Shape()
+ARGO = Shape(
+    lists=(("initContainers",), ("sidecars",), ("containerSet", "containers")),
+    singles=("container", "script"),
+    single_name="main",
+    claims="podSpecPatch",
+)
+KSERVE = Shape(
+    singles=(
+        "model",
+        "sklearn",
+        "xgboost",
+        "tensorflow",
+        "pytorch",
+        "triton",
+        "onnx",
+        "huggingface",
+        "pmml",
+        "lightgbm",
+        "paddle",
+        "art",
+    ),
+    single_name="kserve-container",
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    """One kind of pod spec inside a workload."""
+
+    path: str
+    role: str = ""  # a fixed role; "" takes it from the wildcards
+    shape: Shape = POD
+    consumer: str = ""  # who else reads the GPU limits: "ray" (KubeRay), "trainer" (Kubeflow Trainer)
+    refuse: str = ""  # why GPU requests here cannot become claims, and what to do instead
+
+    def segments(self) -> list[str]:
+        return _segments(self.path)
+
+
+_KUBEFLOW = {
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "TFJob": "tfReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
+}
+
+
+def _ray(base: str) -> tuple[Place, ...]:
+    prefix = f"{base}." if base else ""
+    return (
+        Place(f"{prefix}headGroupSpec.template.spec", role="head", consumer="ray"),
+        Place(f"{prefix}workerGroupSpecs[].template.spec", consumer="ray"),
+    )
+
+
+_ARGO_TEMPLATES = (Place("spec.templates[]", shape=ARGO),)
+_NO_CLAIMS = "use --mode extended-resource (KEP-5004) so the nvidia.com/gpu-style request keeps working"
+
+KINDS: dict[str, tuple[Place, ...]] = {
+    "Pod": (Place("spec"),),
+    "PodTemplate": (Place("template.spec"),),
+    "ReplicationController": (Place("spec.template.spec"),),
+    **{
+        f"{k}.apps": (Place("spec.template.spec"),)
+        for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+    },
+    "Job.batch": (Place("spec.template.spec"),),
+    "CronJob.batch": (Place("spec.jobTemplate.spec.template.spec"),),
+    **{f"{k}.kubeflow.org": (Place(f"spec.{field}.*.template.spec"),) for k, field in _KUBEFLOW.items()},
+    **{
+        f"{k}.trainer.kubeflow.org": (
+            Place("spec.template.spec.replicatedJobs[].template.spec.template.spec", consumer="trainer"),
+        )
+        for k in ("TrainingRuntime", "ClusterTrainingRuntime")
+    },
+    "TrainJob.trainer.kubeflow.org": (
+        Place(
+            "spec",
+            refuse="a TrainJob cannot attach a ResourceClaim to its nodes (spec.trainer.resourcesPerNode "
+            "takes "
+            "no claims); give the TrainingRuntime's `node` container the claim (kdra migrate converts "
+            "TrainingRuntime and ClusterTrainingRuntime) and drop the GPU from resourcesPerNode, or "
+            + _NO_CLAIMS,
+        ),
+    ),
+    "RayCluster.ray.io": _ray("spec"),
+    "RayJob.ray.io": (
+        *_ray("spec.rayClusterSpec"),
+        Place("spec.submitterPodTemplate.spec", role="submitter"),
+    ),
+    "RayService.ray.io": _ray("spec.rayClusterConfig"),
+    "JobSet.jobset.x-k8s.io": (Place("spec.replicatedJobs[].template.spec.template.spec"),),
+    "LeaderWorkerSet.leaderworkerset.x-k8s.io": (
+        Place("spec.leaderWorkerTemplate.leaderTemplate.spec", role="leader"),
+        Place("spec.leaderWorkerTemplate.workerTemplate.spec", role="worker"),
+    ),
+    "InferenceService.serving.kserve.io": (
+        Place(
+            "spec.predictor.workerSpec",
+            role="worker",
+            shape=KSERVE,
+            refuse="KServe multi-node serving (workerSpec) sizes tensor/pipeline parallelism from the "
+            "nvidia.com/gpu limits of the head and worker pods; " + _NO_CLAIMS,
+        ),
+        Place("spec.predictor", role="predictor", shape=KSERVE),
+        Place("spec.transformer", role="transformer", shape=KSERVE),
+        Place("spec.explainer", role="explainer", shape=KSERVE),
+    ),
+    **{
+        f"{k}.serving.kserve.io": (
+            Place(
+                "spec",
+                refuse="a ServingRuntime's pod spec has no resourceClaims (KServe ServingRuntimePodSpec); "
+                "move "
+                "the GPU request to the InferenceService (spec.predictor.model.resources), which kdra "
+                "migrate "
+                "converts, or " + _NO_CLAIMS,
+            ),
+        )
+        for k in ("ServingRuntime", "ClusterServingRuntime")
+    },
+    **{
+        f"{k}.argoproj.io": _ARGO_TEMPLATES
+        for k in ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate")
+    },
+    "CronWorkflow.argoproj.io": (Place("spec.workflowSpec.templates[]", shape=ARGO),),
+    "Job.batch.volcano.sh": (Place("spec.tasks[].template.spec"),),
+    **{
+        f"{k}.serving.knative.dev": (
+            Place(
+                "spec.template.spec",
+                refuse="Knative Serving accepts only the pod fields it allow-lists, and resourceClaims is "
+                "not "
+                "one of them; " + _NO_CLAIMS,
+            ),
+        )
+        for k in ("Service", "Configuration")
+    },
+}
+
+# kind: List items are converted in place; these kinds hold them.
+LIST_SUFFIX = "List"
+
+
+def kind_key(kind: str, api_version: str) -> str:
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    return f"{kind}.{group}" if group else kind
+
+
+def places_for(kind: str, api_version: str | None, table: dict[str, tuple[Place, ...]]) -> tuple[Place, ...]:
+    """The places of a kind; without apiVersion, the kind's only entry (if the name is unambiguous)."""
+    if api_version:
+        return table.get(kind_key(kind, api_version), ())
+    matches = [places for key, places in table.items() if key.split(".", 1)[0] == kind]
+    return matches[0] if len(matches) == 1 else ()
+
+
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+(?:\[\])?|\*")
+
+
+@functools.lru_cache(maxsize=1024)
+def _segments(path: str) -> list[str]:
+    out: list[str] = []
+    for part in path.split("."):
+        if not _SEGMENT.fullmatch(part):
+            raise InputError(f"pod spec path {path!r}: {part!r} is not a key, `*` or `key[]`")
+        if part.endswith("[]"):
+            out += [part[:-2], "[]"]
+        else:
+            out.append(part)
+    return out
+
+
+def parse_kind_option(text: str) -> tuple[str, tuple[Place, ...]]:
+    """`--kind KIND[.GROUP]=PATH[,PATH...]` -> table entry."""
+    name, sep, paths = text.partition("=")
+    if not sep or not name or not paths:
+        raise InputError(
+            f"--kind {text!r}: expected KIND[.GROUP]=PATH[,PATH...], e.g. "
+            "MyJob.example.com=spec.template.spec"
+        )
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9-]+)*", name):
+        raise InputError(
+            f"--kind {text!r}: {name!r} is not KIND or KIND.GROUP (e.g. AppWrapper.workload.codeflare.dev)"
+        )
+    places = tuple(Place(p.strip()) for p in paths.split(",") if p.strip())
+    for place in places:
+        place.segments()
+    return name, places
+
+
+@dataclass
+class Found:
+    """A pod spec found in an object."""
+
+    place: Place
+    path: Path  # from the object root to the pod spec
+    role: str
+    node: MappingNode
+
+
+def pod_specs(obj: Node, places: tuple[Place, ...]) -> Iterator[Found]:
+    """Every pod spec of an object, in table order then document order."""
+    for place in places:
+        for path, roles, node in _walk(obj, place.segments(), (), []):
+            if isinstance(node, MappingNode):
+                role = place.role or "-".join(r for r in roles if r)
+                yield Found(place, path, role, node)
+
+
+def _walk(
+    node: Node | None, segments: list[str], path: Path, roles: list[str]
+) -> Iterator[tuple[Path, list[str], Node]]:
+    if node is None:
+        return
+    if not segments:
+        yield path, roles, node
+        return
+    head, rest = segments[0], segments[1:]
+    if head == "*":
+        for key in keys(node):
+            yield from _walk(get(node, key), rest, (*path, key), [*roles, key.lower()])
+    elif head == "[]":
+        if isinstance(node, SequenceNode):
+            for index, item in enumerate(node.value):
+                name = text_of(get(item, "name")) or text_of(get(item, "groupName")) or ""
+                yield from _walk(item, rest, (*path, index), [*roles, name or str(index)])
+    else:
+        yield from _walk(get(node, head), rest, (*path, head), roles)
+
+
+def matches_prefix(place: Place, path: Path) -> bool:
+    """Whether `path` lies inside a place (wildcards match any key or index)."""
+    segments = place.segments()
+    if len(path) < len(segments):
+        return False
+    for segment, key in zip(segments, path, strict=False):
+        if segment == "[]":
+            if not isinstance(key, int):
+                return False
+        elif segment != "*" and segment != key:
+            return False
+    return True
+
+
+def plain_pod_specs(
+    obj: Any, table: dict[str, tuple[Place, ...]] | None = None, converted_only: bool = True
+) -> list[tuple[Path, str, Any]]:
+    """(path, role, pod spec) of a workload given as plain data (what a safe YAML load gives), for readers
+    of migrated output; places that refuse claims are left out unless `converted_only` is False."""
+    if not isinstance(obj, dict):
+        return []
+    places = places_for(str(obj.get("kind", "")), obj.get("apiVersion"), table or KINDS)
+    out: list[tuple[Path, str, Any]] = []
+    seen: set[int] = set()
+    for place in places:
+        if place.refuse and converted_only:
+            continue
+        for path, roles, spec in _walk_plain(obj, place.segments(), (), []):
+            if isinstance(spec, dict) and id(spec) not in seen:
+                seen.add(id(spec))
+                out.append((path, place.role or "-".join(r for r in roles if r), spec))
+    return out
+
+
+def _walk_plain(
+    node: Any, segments: list[str], path: Path, roles: list[str]
+) -> Iterator[tuple[Path, list[str], Any]]:
+    if node is None:
+        return
+    if not segments:
+        yield path, roles, node
+        return
+    head, rest = segments[0], segments[1:]
+    if head == "*":
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from _walk_plain(value, rest, (*path, str(key)), [*roles, str(key).lower()])
+    elif head == "[]":
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                name = (item.get("name") or item.get("groupName") or "") if isinstance(item, dict) else ""
+                yield from _walk_plain(item, rest, (*path, index), [*roles, str(name) or str(index)])
+    elif isinstance(node, dict):
+        yield from _walk_plain(node.get(head), rest, (*path, head), roles)

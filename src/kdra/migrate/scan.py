@@ -1,0 +1,174 @@
+"""Every accelerator request in a document, wherever it is: what a conversion left must not pass `--check`.
+
+A request is a key naming an nvidia.com/*, amd.com/*, gpu.intel.com/* or google.com/tpu resource inside a
+`limits` or `requests` mapping (containers, TrainJob's resourcesPerNode, CRDs kdra does not know), or a quota
+key `requests.<that name>`. Each is found once per node (aliases are not walked twice), so a document of
+aliases costs its size.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kdra.migrate import resources as res
+from kdra.migrate.kinds import Place, matches_prefix
+from kdra.migrate.nodes import MERGE_TAG, Path, may_alias, text_of
+
+
+@dataclass
+class Request:
+    key: ScalarNode
+    value: Node
+    name: str  # the resource name (without a quota prefix)
+    path: Path
+
+
+def requests(
+    root: Node | None, base: Path = (), body: str | None = None, marks: list[int] | None = None
+) -> Iterator[Request]:
+    """Every accelerator request under `root`. With the document's `body`, only the places whose text names a
+    vendor are visited: each mention is followed down from the root (a binary search per level), so a
+    manifest costs its mentions, not its size."""
+    if root is None:
+        return
+    if body is None or may_alias(body):
+        yield from _walk(root, base)  # an alias's text does not name what it stands for: visit the nodes
+        return
+    seen: set[int] = set()
+    for mark in marks if marks is not None else res.vendor_mentions(body):
+        found = _descend(root, mark)
+        if found is not None and id(found.key) not in seen:
+            seen.add(id(found.key))
+            yield Request(found.key, found.value, found.name, (*base, *found.path))
+
+
+def _starts(node: Node) -> list[int]:
+    starts: list[int] | None = getattr(node, "_kdra_starts", None)
+    if starts is None:
+        if isinstance(node, MappingNode):
+            starts = [k.start_mark.index for k, _ in node.value]
+        else:
+            starts = [item.start_mark.index for item in node.value]
+        node._kdra_starts = starts  # type: ignore[attr-defined]
+    return starts
+
+
+def _descend(root: Node, offset: int) -> Request | None:
+    """The request whose key holds the text at `offset`, if that text is one."""
+    node, path, parent_key = root, (), ""
+    path_list: list[str | int] = []
+    while True:
+        if isinstance(node, MappingNode):
+            index = bisect.bisect_right(_starts(node), offset) - 1
+            if index < 0:
+                return None
+            key, value = node.value[index]
+            key_text = str(key.value) if isinstance(key, ScalarNode) else ""
+            if key.start_mark.index <= offset < key.end_mark.index:
+                name = _request_name(key_text, parent_key)
+                if name is None:
+                    return None
+                return Request(key, value, name, (*path, *path_list, key_text))
+            if value.start_mark.index < key.end_mark.index or isinstance(value, ScalarNode):
+                return None  # an alias, or the mention is in a value
+            node, parent_key = value, key_text
+            path_list.append(key_text)
+        elif isinstance(node, SequenceNode):
+            index = bisect.bisect_right(_starts(node), offset) - 1
+            if index < 0:
+                return None
+            item = node.value[index]
+            if isinstance(item, ScalarNode) or (
+                index and item.start_mark.index < node.value[index - 1].start_mark.index
+            ):
+                return None
+            node, parent_key = item, ""
+            path_list.append(index)
+        else:
+            return None
+
+
+def _request_name(key_text: str, parent_key: str) -> str | None:
+    if "/" not in key_text:
+        return None
+    if parent_key in ("limits", "requests") and res.is_vendor_resource(key_text):
+        return key_text
+    quota = res.QUOTA_PREFIX.match(key_text)
+    if quota and res.is_vendor_resource(quota.group(2)):
+        return quota.group(2)
+    return None
+
+
+def _walk(root: Node, base: Path) -> Iterator[Request]:
+    """Every request, also through aliases and merge keys (`limits: *gpus`, `limits: {<<: *gpus}`): a node is
+    visited once per key it stands under, since that key decides whether its entries are requests; a request
+    key reached twice is reported once, at the first place in document order."""
+    seen: set[tuple[int, str]] = set()
+    reported: set[int] = set()
+    stack: list[tuple[Node, Path, str]] = [(root, base, "")]
+    while stack:
+        node, path, parent_key = stack.pop()
+        if (id(node), parent_key) in seen:
+            continue
+        seen.add((id(node), parent_key))
+        if isinstance(node, MappingNode):
+            children = []
+            for key, value in node.value:
+                if key.tag == MERGE_TAG:  # merged entries are this mapping's own, under the same key
+                    merged = value.value if isinstance(value, SequenceNode) else [value]
+                    children += [(m, path, parent_key) for m in merged if isinstance(m, MappingNode)]
+                    continue
+                key_text = str(key.value) if isinstance(key, ScalarNode) else ""
+                name = _request_name(key_text, parent_key)
+                if name is not None:
+                    if id(key) not in reported:
+                        reported.add(id(key))
+                        yield Request(key, value, name, (*path, key_text))
+                elif not isinstance(value, ScalarNode):
+                    children.append((value, (*path, key_text), key_text))
+            stack.extend(reversed(children))
+        elif isinstance(node, SequenceNode):
+            stack.extend(
+                (item, (*path, index), "")
+                for index, item in reversed(list(enumerate(node.value)))
+                if not isinstance(item, ScalarNode)
+            )
+
+
+def reason(
+    kind: str, api_version: str, places: tuple[Place, ...], path: Path, known: bool
+) -> tuple[str, str]:
+    """(what, hint) for a request that was not converted."""
+    for place in places:
+        if place.refuse and matches_prefix(place, path):
+            return "cannot become a ResourceClaim here", place.refuse
+    if not kind:
+        return (
+            "is in a document without kind (a Helm values file?)",
+            "kdra migrates rendered manifests: helm template RELEASE CHART -f values.yaml | kdra migrate "
+            "-, or "
+            "helm install ... --post-renderer kdra --post-renderer-args migrate; in the values, this key "
+            "is what "
+            "to set to nothing once the pods get claims",
+        )
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    name = f"{kind}.{group}" if group else kind
+    if known:
+        return (
+            f"is not in a pod spec kdra knows for {name}",
+            f"if it is one, add its path: --kind {name}=<path to the pod spec>; or use --mode "
+            "extended-resource",
+        )
+    return (
+        f"is inside {name}, a kind whose pod specs kdra does not know",
+        f"add it: --kind {name}=<path to the pod spec, e.g. spec.template.spec>, or use --mode "
+        "extended-resource (KEP-5004) to keep the request as it is",
+    )
+
+
+def value_text(node: Node) -> str:
+    return text_of(node) or "?"

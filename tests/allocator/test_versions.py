@@ -1,0 +1,188 @@
+"""What the allocator does differently in Kubernetes 1.36 and 1.37 (docs/versions.md), on small hand-made
+worlds. Every expectation here was checked against the real allocators (kdra.testing.oracle) when
+written; the differential test keeps checking the same rules on random worlds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kdra.allocator import Allocator, FeatureGates
+from kdra.errors import AllocationError
+
+V136, V137 = FeatureGates.for_version("1.36"), FeatureGates.for_version("1.37")
+
+
+def slice_(name: str, driver: str, pool: str, node: str, count: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+            "nodeName": node,
+            **spec,
+        },
+    }
+
+
+def counters(mem: str) -> list[dict[str, Any]]:
+    return [{"name": "cs", "counters": {"mem": {"value": mem}}}]
+
+
+def consuming(name: str, mem: str) -> dict[str, Any]:
+    return {"name": name, "consumesCounters": [{"counterSet": "cs", "counters": {"mem": {"value": mem}}}]}
+
+
+def cls(name: str, driver: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
+def claim(name: str, *requests: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": list(requests)}},
+    }
+
+
+def exactly(name: str, cls_name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": cls_name, **extra}}
+
+
+N1 = {"metadata": {"name": "n1"}}
+
+
+def test_shared_counters_are_keyed_by_pool_name_in_1_36_and_by_driver_and_pool_in_1_37() -> None:
+    # Two drivers each publish a pool named "p" with a 40Gi counter; one device of each takes 30Gi.
+    slices = [
+        slice_("a-counters", "a.example.com", "p", "n1", 2, sharedCounters=counters("40Gi")),
+        slice_("a-devices", "a.example.com", "p", "n1", 2, devices=[consuming("d0", "30Gi")]),
+        slice_("b-counters", "b.example.com", "p", "n1", 2, sharedCounters=counters("40Gi")),
+        slice_("b-devices", "b.example.com", "p", "n1", 2, devices=[consuming("d0", "30Gi")]),
+    ]
+    classes = [cls("ga", "a.example.com"), cls("gb", "b.example.com")]
+    c = claim("c", exactly("ra", "ga"), exactly("rb", "gb"))
+    for prune in (True, False):
+        # 1.36: both devices draw on the same "p" counters: 60Gi of 40Gi.
+        assert Allocator(classes, slices, [], V136, prune=prune).allocate(N1, [c]).allocations is None
+        got = Allocator(classes, slices, [], V137, prune=prune).allocate(N1, [c]).allocations
+        assert got is not None
+        assert [(r["driver"], r["device"]) for r in got[0]["devices"]["results"]] == [
+            ("a.example.com", "d0"),
+            ("b.example.com", "d0"),
+        ]
+
+
+def test_counter_slices_of_another_node_are_visible_in_1_36_only() -> None:
+    # Pool "px" (for node n2) is incomplete: 2 of 3 slices. Its counter slice is published for n2, and
+    # 1.36 shows slices with sharedCounters on every node, so an All request on n1 meets the incomplete
+    # pool; 1.37 does not see it from n1.
+    slices = [
+        slice_("x-counters", "a.example.com", "px", "n2", 3, sharedCounters=counters("40Gi")),
+        slice_("x-devices", "a.example.com", "px", "n2", 3, devices=[consuming("d0", "10Gi")]),
+        slice_("n1-gpus", "a.example.com", "n1", "n1", 1, devices=[{"name": "g0"}]),
+    ]
+    classes = [cls("ga", "a.example.com")]
+    c = claim("all", exactly("r", "ga", allocationMode="All"))
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V136).allocate(N1, [c])
+    assert str(info.value) == (
+        "claim default/all, request r: asks for all devices, but resource pool a.example.com/px is currently "
+        "being updated"
+    )
+    got = Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations
+    assert got is not None and [r["device"] for r in got[0]["devices"]["results"]] == ["g0"]
+
+
+@pytest.mark.parametrize("features", [V136, V137], ids=["1.36", "1.37"])
+def test_result_tolerations_carry_the_api_defaulted_operator(features: FeatureGates) -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": "g0", "taints": [taint]}])]
+    c = claim("t", exactly("r", "ga", tolerations=[{"key": "k", "value": "v"}]))
+    got = Allocator([cls("ga", "a.example.com")], slices, [], features).allocate(N1, [c]).allocations
+    assert got is not None
+    assert got[0]["devices"]["results"][0]["tolerations"] == [{"key": "k", "value": "v", "operator": "Equal"}]
+
+
+def test_claim_limit_message_follows_the_release() -> None:
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": "g0"}])]
+    c = claim("big", exactly("a", "ga", count=20), exactly("b", "ga", count=20))
+    classes = [cls("ga", "a.example.com")]
+    with pytest.raises(AllocationError, match=r"^claim default/big: number of requested devices 40 exceeds"):
+        Allocator(classes, slices, [], V136).allocate(N1, [c])
+    with pytest.raises(
+        AllocationError,
+        match=r"^claim default/big, request b: adding 20 devices exceeds the claim limit of 32, "
+        r"with 20 already",
+    ):
+        Allocator(classes, slices, [], V137).allocate(N1, [c])
+
+
+def test_cel_runtime_errors_name_the_device_in_1_37() -> None:
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": "g0"}])]
+    c = claim(
+        "c",
+        exactly(
+            "r", "ga", selectors=[{"cel": {"expression": 'device.attributes["a.example.com"].model == "x"'}}]
+        ),
+    )
+    classes = [cls("ga", "a.example.com")]
+    with pytest.raises(AllocationError) as old:
+        Allocator(classes, slices, [], V136).allocate(N1, [c])
+    assert str(old.value) == "claim default/c: selector #0: CEL runtime error: no such key: model"
+    with pytest.raises(AllocationError) as new:
+        Allocator(classes, slices, [], V137).allocate(N1, [c])
+    assert str(new.value) == (
+        "claim default/c: selector #0 on device a.example.com/p/g0: CEL runtime error: no such key: model. "
+        "consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+        "for optional fields"
+    )
+
+
+def test_all_with_consumable_capacity_drops_full_devices_in_1_36_and_fails_in_1_37() -> None:
+    # Two shareable NICs of 10G; nic0 already gives 8G to another claim. An All request for 4G each:
+    # 1.36 leaves nic0 out of the All set and allocates nic1 alone; 1.37 collects both (static capacity
+    # suffices), then fails on nic0 -- or, with firstAvailable, takes the next alternative.
+    nic = {"allowMultipleAllocations": True, "capacity": {"bw": {"value": "10G"}}}
+    slices = [
+        slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": n, **nic} for n in ("nic0", "nic1")])
+    ]
+    used = {
+        "metadata": {"name": "used", "namespace": "default"},
+        "spec": {"devices": {"requests": []}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "r",
+                            "driver": "a.example.com",
+                            "pool": "p",
+                            "device": "nic0",
+                            "shareID": "7d3c1f2e-0000-4000-8000-000000000001",
+                            "consumedCapacity": {"bw": "8G"},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    classes = [cls("na", "a.example.com")]
+    all_4g = {"deviceClassName": "na", "allocationMode": "All", "capacity": {"requests": {"bw": "4G"}}}
+    c = claim("c", {"name": "r", "exactly": all_4g})
+    got = Allocator(classes, slices, [used], V136).allocate(N1, [c]).allocations
+    assert got is not None and [r["device"] for r in got[0]["devices"]["results"]] == ["nic1"]
+    assert Allocator(classes, slices, [used], V137).allocate(N1, [c]).allocations is None
+    one = {"deviceClassName": "na", "capacity": {"requests": {"bw": "1G"}}}
+    fa = claim("fa", {"name": "r", "firstAvailable": [{"name": "all", **all_4g}, {"name": "one", **one}]})
+    got = Allocator(classes, slices, [used], V137).allocate(N1, [fa]).allocations
+    assert got is not None
+    assert [(r["request"], r["device"]) for r in got[0]["devices"]["results"]] == [("r/one", "nic0")]
+    got = Allocator(classes, slices, [used], V136).allocate(N1, [fa]).allocations
+    assert got is not None
+    assert [(r["request"], r["device"]) for r in got[0]["devices"]["results"]] == [("r/all", "nic1")]
