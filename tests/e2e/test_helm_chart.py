@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kdra.cli.main import build_parser
 from kdra.cluster.store import StoreError
 from kdra.kube.client import RESOURCES, KubeClient, request_info
 from kdra.testing.controlplane import ControlPlane, free_port
@@ -100,6 +101,8 @@ def test_chart_lints_and_renders_defaults_and_options(helm_bin: Path) -> None:
     dep = objs[("Deployment", "kdra-scheduler")]
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
+    default_args = c["args"]
+    assert "--placement=upstream" in default_args and "--device-preference" not in " ".join(default_args)
     assert dep["spec"]["replicas"] == 2
     assert "--leader-elect" in c["args"] and "--metrics-listen=$(POD_IP):9406" in c["args"]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
@@ -127,7 +130,16 @@ def test_chart_lints_and_renders_defaults_and_options(helm_bin: Path) -> None:
         "scheduler.name": "gpu-batch",
         "scheduler.leaderElection.enabled": False,
         "scheduler.verbosity": 2,
-        "scheduler.extraArgs": ["--kubernetes-version=1.37"],
+        "scheduler.extraArgs": ["--cel-attempt-budget=4000000"],
+        "scheduler.kubernetesVersion": "1.36",
+        "scheduler.partition.ownedNodes": "pool=kdra",
+        "scheduler.partition.ownedDeviceClasses": ["gpu.nvidia.com", "mig.nvidia.com"],
+        "scheduler.placement": "fragmentation",
+        "scheduler.devicePreference": "topology",
+        "scheduler.gangs.timeout": 300,
+        "scheduler.gangs.deviceSearch": True,
+        "scheduler.preemption.reclaim": False,
+        "scheduler.filterErrors": "skip-node",
         "image.digest": "sha256:" + "a" * 64,
         "exporter.enabled": True,
         "exporter.serviceMonitor.enabled": True,
@@ -140,7 +152,22 @@ def test_chart_lints_and_renders_defaults_and_options(helm_bin: Path) -> None:
     assert (
         "--scheduler-name=gpu-batch" in c["args"] and "-vv" in c["args"] and "--leader-elect" not in c["args"]
     )
-    assert c["args"][-1] == "--kubernetes-version=1.37"
+    assert c["args"][-1] == "--cel-attempt-budget=4000000"
+    for flag in (
+        "--kubernetes-version=1.36", "--owned-nodes=pool=kdra",
+        "--owned-device-classes=gpu.nvidia.com,mig.nvidia.com", "--placement=fragmentation",
+        "--device-preference=topology", "--gang-timeout=300", "--gang-device-search", "--no-reclaim",
+        "--filter-errors=skip-node",
+    ):  # fmt: skip
+        assert flag in c["args"], flag
+    assert "--no-preempt" not in c["args"]
+    # every flag the chart renders, defaults or not, is one `kdra scheduler` accepts with that value
+    parser = build_parser()
+    parsed = [
+        parser.parse_args([a.replace("$(POD_NAME)", "p").replace("$(POD_IP)", "10.0.0.1") for a in args])
+        for args in (c["args"], default_args)
+    ]
+    assert parsed[0].device_preference == "topology" and parsed[1].device_preference is None
     assert ("PodDisruptionBudget", "demo-kdra-scheduler") not in objs and (
         "Role",
         "demo-kdra-scheduler-leader-election",
