@@ -23,6 +23,7 @@ from kdra.migrate import CLAIMS, MODES, Options, Report, StreamMigration, classe
 from kdra.migrate.documents import iter_chunks
 from kdra.migrate.helm import chart_message, is_chart
 from kdra.migrate.kinds import parse_kind_option
+from kdra.migrate.messages import Spool
 
 _SUFFIXES = (".yaml", ".yml")
 _FORMATS = ("yaml",)
@@ -281,22 +282,24 @@ def run(args: argparse.Namespace) -> int:
         defined |= classes
     spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
     joined = Joined(spool)
+    messages = Spool()  # notes, warnings, changes and errors of every input, printed at the end
     results: list[Result] = []
     try:
         for item in inputs:
-            results.append(_migrate(item, options, taken, joined, args))
+            results.append(_migrate(item, options, taken, joined, args, messages))
         return _finish(args, options, results, charts, defined, spool, joined, output_file)
     finally:
         spool.close()
+        messages.close()
         for result in results:
             if result.temp is not None and result.temp.exists():
                 result.temp.unlink()
 
 
 def _migrate(
-    item: Input, options: Options, taken: set[str], joined: Joined, args: argparse.Namespace
+    item: Input, options: Options, taken: set[str], joined: Joined, args: argparse.Namespace, messages: Spool
 ) -> Result:
-    migration = StreamMigration(item.name, options, taken)
+    migration = StreamMigration(item.name, options, taken, messages)
     result = Result(item, migration.report, False, set())
     write: Any
     if args.diff:

@@ -23,6 +23,7 @@ from kdra.migrate.convert import PodSpecConverter
 from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
 from kdra.migrate.kinds import LIST_SUFFIX, Place, places_for, pod_specs
+from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
 from kdra.migrate.scan import reason, requests, value_text
@@ -97,17 +98,18 @@ def _objects(root: Node | None) -> list[tuple[Node, tuple[str | int, ...]]]:
 class StreamMigration:
     """Migrates the documents of one input; `report` collects what happened."""
 
-    def __init__(self, source: str, options: Options, taken: set[str]) -> None:
+    def __init__(self, source: str, options: Options, taken: set[str], spool: Spool | None = None) -> None:
         self.source = source
         self.options = options
         self.taken = taken
-        self.report = Report()
+        self.report = Report() if spool is None else Report.spooled(spool)
         self.kinds = options.kinds()
         self.changed = False
 
     def run(self, chunks: Iterable[Chunk], write: Callable[[str], None]) -> Report:
         for chunk in chunks:
             write(self.document(chunk))
+        self.report.flush()
         return self.report
 
     def _problem(self, chunk: Chunk, err: YAMLError) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 from kdra.api.quantity import parse_quantity
 from kdra.errors import InputError
 from kdra.migrate.kinds import KINDS, Place
+from kdra.migrate.messages import Messages, Spool
 from kdra.migrate.nodes import Path, path_text
 
 CLAIMS = "claims"
@@ -63,19 +64,30 @@ class Report:
     changes: what --check lists (one line per edit); notes: rewrites that change more than the request
     itself, one line per object with what and why (always printed); warnings: things left as they are;
     invalid: input Kubernetes would reject (exit 2); blocked: accelerator requests that remain and cannot be
-    converted (--check fails, a migration refuses); classes: the DeviceClasses the result needs.
+    converted (--check fails, a migration refuses); classes: the DeviceClasses the result needs. The message
+    lists are in memory, or bounded in memory and kept in a spool (`spooled`, what a whole stream reports).
     """
 
-    changes: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    invalid: list[str] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)
+    changes: Messages = field(default_factory=Messages)
+    notes: Messages = field(default_factory=Messages)
+    warnings: Messages = field(default_factory=Messages)
+    invalid: Messages = field(default_factory=Messages)
+    blocked: Messages = field(default_factory=Messages)
     classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def spooled(cls, spool: Spool) -> Report:
+        return cls(Messages(spool), Messages(spool), Messages(spool), Messages(spool), Messages(spool))
 
     @property
     def failed(self) -> bool:
         return bool(self.invalid or self.blocked)
+
+    def flush(self) -> None:
+        """Write every line still held in memory to the spool (an input is done: the next one's messages get
+        the memory)."""
+        for messages in (self.changes, self.notes, self.warnings, self.invalid, self.blocked):
+            messages.flush()
 
 
 @dataclass
