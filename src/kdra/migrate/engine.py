@@ -22,7 +22,7 @@ from kdra.migrate.context import DocContext
 from kdra.migrate.convert import PodSpecConverter
 from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
-from kdra.migrate.kinds import LIST_SUFFIX, Place, places_for, pod_specs
+from kdra.migrate.kinds import LIST_SUFFIX, Found, Place, places_for, pod_specs
 from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
@@ -212,12 +212,13 @@ class StreamMigration:
         namespace = text_of(get(meta, "namespace")) or ""
         where = Where(self.source, chunk.number, chunk.line, kind, name, namespace, prefix)
         places: tuple[Place, ...] = places_for(kind, api_version or None, self.kinds) if kind else ()
+        found_specs = list(pod_specs(obj, places)) if isinstance(obj, MappingNode) and places else []
         if isinstance(obj, MappingNode):
-            self._kai_sharing(ctx, where, obj, places)
+            self._kai_sharing(ctx, where, obj, found_specs)
         if self.options.mode == CLAIMS and isinstance(obj, MappingNode):
             if kind == "ResourceQuota" and api_version in ("v1", ""):
                 consumers.quota(ctx, where, obj)
-            convertible = [f for f in pod_specs(obj, places) if not f.place.refuse]
+            convertible = [f for f in found_specs if not f.place.refuse]
             if convertible and self._names_ok(ctx, where, meta, obj):
                 for found in convertible:
                     if id(found.node) in done:
@@ -265,12 +266,10 @@ class StreamMigration:
         del name_key
         return ok
 
-    def _kai_sharing(
-        self, ctx: DocContext, where: Where, obj: MappingNode, places: tuple[Place, ...]
-    ) -> None:
+    def _kai_sharing(self, ctx: DocContext, where: Where, obj: MappingNode, found_specs: list[Found]) -> None:
         """A pod template with KAI's GPU-sharing annotations has no request to convert, yet it depends on the
         device plugin (KAI's reservation pod takes a whole nvidia.com/gpu): warn, never pass it in silence."""
-        for found in pod_specs(obj, places):
+        for found in found_specs:
             if not found.path or found.path[-1] != "spec":
                 continue
             annotations = get_path(obj, *found.path[:-1], "metadata", "annotations")

@@ -172,35 +172,53 @@ def merged_sources(node: MappingNode) -> list[MappingNode]:
 
 
 def _index(node: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
-    """Own string keys of a mapping -> (key, value), the last one winning as in a safe load; built once."""
+    """Own string keys of a mapping -> (key, value), the last one winning as in a safe load; built once, with
+    whether the mapping has merge keys (most have none, so a missing key needs no second look)."""
     index: dict[str, tuple[ScalarNode, Node]] | None = getattr(node, "_kdra_index", None)
     if index is None:
-        index = {
-            k.value: (k, v)
-            for k, v in node.value
-            if isinstance(k, ScalarNode) and (k.tag == STR_TAG or k.tag == PLAIN_TAG)
-        }
+        index = {}
+        merges = False
+        for k, v in node.value:
+            tag = k.tag
+            if tag in (STR_TAG, PLAIN_TAG):
+                if isinstance(k, ScalarNode):
+                    index[k.value] = (k, v)
+            elif tag == MERGE_TAG:
+                merges = True
         node._kdra_index = index  # type: ignore[attr-defined]
+        node._kdra_merges = merges  # type: ignore[attr-defined]
     return index
+
+
+_MISSING: tuple[None, None, bool] = (None, None, False)
 
 
 def lookup(node: Any, key: str) -> tuple[ScalarNode | None, Node | None, bool]:
     """(key node, value node, owned) for `key` in a mapping, following merge keys; owned is False when the
     entry comes from a merged mapping (editing it would edit every mapping that merges it)."""
     if not isinstance(node, MappingNode):
-        return None, None, False
+        return _MISSING
     found = _index(node).get(key)
     if found:
         return found[0], found[1], True
-    for source in merged_sources(node):
-        k2, v2, _ = lookup(source, key)
-        if k2 is not None:
-            return k2, v2, False
-    return None, None, False
+    if node._kdra_merges:  # type: ignore[attr-defined]
+        for source in merged_sources(node):
+            k2, v2, _ = lookup(source, key)
+            if k2 is not None:
+                return k2, v2, False
+    return _MISSING
 
 
 def get(node: Any, key: str) -> Node | None:
-    return lookup(node, key)[1]
+    """The value node of `key` in a mapping (merge keys followed), else None; the hot path of every read."""
+    if not isinstance(node, MappingNode):
+        return None
+    found = _index(node).get(key)
+    if found:
+        return found[1]
+    if node._kdra_merges:  # type: ignore[attr-defined]
+        return lookup(node, key)[1]
+    return None
 
 
 def get_path(node: Any, *keys: str | int) -> Node | None:
