@@ -25,23 +25,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from kdra.allocator.features import SUPPORTED_VERSIONS
+from kdra.testing.controlplane import repo_root
 
 
 class OracleError(RuntimeError):
     pass
-
-
-def repo_root() -> Path:
-    env = os.environ.get("KDRA_REPO_ROOT")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tests" / "oracle" / "build.sh").is_file():
-            return parent
-    raise OracleError(
-        f"cannot find tests/oracle/build.sh above {here}; set KDRA_REPO_ROOT to the kdra checkout"
-    )
 
 
 _built: dict[str, Path] = {}
