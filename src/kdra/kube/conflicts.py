@@ -57,6 +57,7 @@ from kdra.cluster.store import (
     WatchEvent,
     copy_for_update,
 )
+from kdra.kube.events import pod_event
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, device_ids
 from kdra.scheduler.framework import CycleState, error
 from kdra.scheduler.podinfo import PodInfo
@@ -289,8 +290,6 @@ class ConflictDetector:
             self._pending_repair.add(c["metadata"]["uid"])
 
     def _event(self, pod: Obj, reason: str, message: str, etype: str) -> None:
-        from kdra.kube.scheduler import pod_event
-
         try:
             self.sched.kstore.client.create(
                 pod_event(pod, reason, message, etype, self.sched.config.scheduler_name, self.sched.identity)

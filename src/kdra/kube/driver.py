@@ -22,6 +22,7 @@ from typing import Any
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError
 from kdra.kube.client import KubeClient, Obj
+from kdra.kube.events import now_rfc3339
 
 log = logging.getLogger("kdra.kube.driver")
 
@@ -45,12 +46,6 @@ class SyncReport:
             f"{self.classes_created} created; slices: {self.slices_created} created, {self.slices_updated} "
             f"updated, {self.slices_deleted} deleted ({len(self.pools_changed)} pools changed)"
         )
-
-
-def _now() -> str:
-    import datetime as _dt
-
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _slice_content(s: Obj) -> Any:
@@ -82,7 +77,7 @@ class FleetSync:
     def _sync_node(self, want: Obj, have: Obj | None, report: SyncReport) -> Obj:
         name = want["metadata"]["name"]
         status = copy.deepcopy(want.get("status") or {})
-        ts = _now()
+        ts = now_rfc3339()
         for c in status.get("conditions") or []:
             c.setdefault("lastHeartbeatTime", ts)
             c.setdefault("lastTransitionTime", ts)

@@ -20,21 +20,20 @@ What changes from the embedded mode, and nothing else:
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import logging
 import os
 import queue
 import socket
 import time
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from kdra.cluster.clock import WallClock
-from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, Obj, StoreError, WatchEvent
+from kdra.cluster.store import ConflictError, InvalidObjectError, NotFoundError, StoreError, WatchEvent
 from kdra.kube.binder import BindJob, GroupBindJob
 from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.events import now_rfc3339, pod_event
 from kdra.kube.explain import unschedulable_messages
 from kdra.kube.memory import HeapTrimmer
 from kdra.kube.partition import Partition, owner_toleration
@@ -56,42 +55,8 @@ from kdra.scheduler.scheduler import (
 log = logging.getLogger("kdra.kube.scheduler")
 
 
-def now_rfc3339() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
-
-
-def pod_event(
-    pod: Mapping[str, Any], reason: str, message: str, etype: str, component: str, instance: str
-) -> Obj:
-    """A core/v1 Event about a pod, as kube-scheduler records them (FailedScheduling, Scheduled)."""
-    meta = pod["metadata"]
-    ts = now_rfc3339()
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": meta["name"],
-            "namespace": meta.get("namespace", "default"),
-            "uid": meta.get("uid", ""),
-            "resourceVersion": meta.get("resourceVersion", ""),
-        },
-        "reason": reason,
-        "message": message,
-        "type": etype,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": instance,
-        "firstTimestamp": ts,
-        "lastTimestamp": ts,
-        "count": 1,
-    }
 
 
 class _BindFailed(Exception):

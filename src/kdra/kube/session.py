@@ -18,53 +18,18 @@ the object as involvedObject, as kube-scheduler reports on pods.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kdra.cluster.store import NotFoundError, Obj, StoreError
+from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
 from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, EvictionOutcome
 
 log = logging.getLogger("kdra.kube.session")
 
 EVICTION_NOT_ALLOWED = (403, 404, 405)  # the Eviction API is forbidden to kdra or not there: delete instead
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def object_event(
-    obj: Mapping[str, Any], reason: str, message: str, etype: str, component: str, instance: str
-) -> Obj:
-    """A core/v1 Event about any object (namespace "default" for cluster-scoped ones, as kubectl shows)."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace") or "default"
-    ts = _now()
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": ns},
-        "involvedObject": {
-            "apiVersion": obj.get("apiVersion", ""),
-            "kind": obj.get("kind", ""),
-            "name": meta.get("name", ""),
-            **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
-            "uid": meta.get("uid", ""),
-            "resourceVersion": meta.get("resourceVersion", ""),
-        },
-        "reason": reason,
-        "message": message[:8192],
-        "type": etype,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": instance,
-        "firstTimestamp": ts,
-        "lastTimestamp": ts,
-        "count": 1,
-    }
 
 
 class KubeStatusWriter:
@@ -203,7 +168,7 @@ class KubeEvictor:
             "status": "True",
             "reason": PREEMPTION_BY_SCHEDULER,
             "message": message[:4096],
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": now_rfc3339(),
         }
         try:
             self.store.client.patch(
