@@ -41,6 +41,7 @@ from kdra.scheduler.fragmentation import (
     WHOLE,
     Unit,
     UnitTable,
+    attr_value,
     device_kind,
 )
 
@@ -448,16 +449,6 @@ class SpreadPreference(_ByUse):
 _AFFINITY = ((PCIE_ROOT, 4), (NUMA_NODE, 2), (NVLINK_DOMAIN, 1))
 
 
-def _value(dev: DeviceEntry, attr: str) -> Any:
-    raw = dev.attribute(attr)
-    if not isinstance(raw, Mapping):
-        return None
-    for kind in ("string", "int", "bool", "version"):
-        if raw.get(kind) is not None:
-            return raw[kind]
-    return None
-
-
 class TopologyPreference:
     name = "topology"
     measure_name = "topology: distinct PCIe roots + NUMA nodes among the pod's devices (lower is better)"
@@ -467,7 +458,7 @@ class TopologyPreference:
 
     def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
         chosen = ctx.chosen()
-        near = {attr: {_value(d, attr) for d in chosen} - {None} for attr, _w in _AFFINITY}
+        near = {attr: {attr_value(d, attr) for d in chosen} - {None} for attr, _w in _AFFINITY}
         node = node_model(ctx.view)
         states: dict[int, _UnitState] = {}
 
@@ -490,7 +481,7 @@ class TopologyPreference:
             if available(d):
                 unit = node.table.of[d.key][0] if d.key in node.table.of else d.key
                 for attr in (PCIE_ROOT, NUMA_NODE):
-                    v = _value(d, attr)
+                    v = attr_value(d, attr)
                     if v is not None:
                         room.setdefault((attr, v), set()).add(unit)
         # The whole pod's devices of this class from here on should fit one group, not just this request's.
@@ -503,18 +494,19 @@ class TopologyPreference:
         packing = self._packing.keys(ctx, request, devices)
         out: list[Any] = []
         for d, pack in zip(devices, packing, strict=True):
-            key: list[Any] = [pack[0], -sum(w for attr, w in _AFFINITY if _value(d, attr) in near[attr])]
+            key: list[Any] = [pack[0], -sum(w for attr, w in _AFFINITY if attr_value(d, attr) in near[attr])]
             for attr in (PCIE_ROOT, NUMA_NODE):
-                v = _value(d, attr)
+                v = attr_value(d, attr)
                 n = len(room.get((attr, v), ())) if v is not None else 0
                 key.append(0 if n >= need else 1)  # groups that hold the whole request first
             key.append(pack)  # then as bin packing: the fullest unit and group
-            key += [str(_value(d, NUMA_NODE)), str(_value(d, PCIE_ROOT))]  # devices of a group together
+            # devices of a group together
+            key += [str(attr_value(d, NUMA_NODE)), str(attr_value(d, PCIE_ROOT))]
             out.append(tuple(key))
         return out
 
     def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
-        return float(sum(len({_value(d, a) for d in devices} - {None}) for a in (PCIE_ROOT, NUMA_NODE)))
+        return float(sum(len({attr_value(d, a) for d in devices} - {None}) for a in (PCIE_ROOT, NUMA_NODE)))
 
 
 DevicePolicy = FragmentationPreference | BinPackPreference | SpreadPreference | TopologyPreference

@@ -106,7 +106,8 @@ def device_kind(dev: DeviceEntry) -> str:
     return "capacity:" + ",".join(f"{n}={c.value}" for n, c in sorted(dev.capacity.items()))
 
 
-def _attr_value(dev: DeviceEntry, name: str) -> Any:
+def attr_value(dev: DeviceEntry, name: str) -> Any:
+    """A device attribute's plain value (string, int, bool or version), or None."""
     raw = dev.attribute(name)
     if not isinstance(raw, Mapping):
         return None
@@ -198,7 +199,7 @@ class UnitTable:
             unit.devices.append(d)
             for attr in LOCALITY_ATTRIBUTES:
                 if attr not in unit.locality:
-                    v = _attr_value(d, attr)
+                    v = attr_value(d, attr)
                     if v is not None:
                         unit.locality[attr] = v
             if parent and not d.consumes:
