@@ -18,23 +18,13 @@ import yaml
 
 from kdra.cli.main import main
 from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
+from kdra.testing.differential import RESULT_KEYS
 
 CASES_DIR = Path(__file__).parent / "cases"
 CASES = sorted(CASES_DIR.rglob("*.yaml"))
 # Every case under every Kubernetes version it holds for (`kubernetesVersion` pins one).
 RUNS = [(p, v) for p in CASES for v in case_versions(yaml.safe_load(p.read_text()))]
 EXPECT_KINDS = ("allocation", "unschedulable", "error", "invalid")
-RESULT_KEYS = (
-    "request",
-    "driver",
-    "pool",
-    "device",
-    "adminAccess",
-    "tolerations",
-    "bindingConditions",
-    "bindingFailureConditions",
-    "consumedCapacity",
-)
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
