@@ -50,24 +50,11 @@ def _allocate(world: World, policy: str | None) -> tuple[str, list[dict[str, Any
     return ("fit" if outcome.allocations is not None else "no fit"), outcome.allocations
 
 
+@pytest.mark.parametrize("worlds", [exclusive_worlds, shared_worlds], ids=["exclusive", "shares"])
 @pytest.mark.parametrize("policy", DEVICE_PREFERENCES)
-def test_preferred_exclusive_allocations_are_valid_and_fit_as_upstream(policy: str) -> None:
+def test_preferred_allocations_are_valid_and_fit_as_upstream(policy: str, worlds: Any) -> None:
     @PREF_SETTINGS
-    @given(exclusive_worlds())
-    def check(world: World) -> None:
-        verdict, allocations = _allocate(world, policy)
-        upstream, _ = _allocate(world, None)
-        assert verdict == upstream
-        if allocations is not None:
-            check_allocation(world, allocations)
-
-    check()
-
-
-@pytest.mark.parametrize("policy", DEVICE_PREFERENCES)
-def test_preferred_shares_are_valid_and_fit_as_upstream(policy: str) -> None:
-    @PREF_SETTINGS
-    @given(shared_worlds())
+    @given(worlds())
     def check(world: World) -> None:
         verdict, allocations = _allocate(world, policy)
         upstream, _ = _allocate(world, None)
