@@ -57,3 +57,10 @@ def test_no_command_prints_the_whole_tree(capsys: pytest.CaptureFixture[str]) ->
     assert main([]) == 2
     err = capsys.readouterr().err
     assert all(command in err for command in COMMAND_MODULES)
+
+
+def test_the_cli_offers_exactly_the_scheduler_s_device_preferences() -> None:
+    from kdra.cli.common import DEVICE_PREFERENCES as offered
+    from kdra.scheduler.devicepref import DEVICE_PREFERENCES
+
+    assert offered == DEVICE_PREFERENCES

@@ -72,7 +72,7 @@ exit codes:
 
 
 def register(subparsers: Any) -> None:
-    from kdra.cli.common import add_gates_arg, add_namespace_args, add_validate_arg
+    from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args, add_validate_arg
 
     parser = subparsers.add_parser(
         "allocate",
@@ -117,12 +117,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="when something does not fit, detail every node"
     )
-    parser.add_argument(
-        "--device-preference",
-        choices=("fragmentation", "binpack", "spread", "topology"),
-        default=None,
-        help="order the devices tried on a node by this policy instead of upstream's first fit (opt-in)",
-    )
+    add_device_preference_arg(parser, "-o json records the policy and the chosen set's score vs first fit")
     parser.set_defaults(func=run)
 
 

@@ -49,6 +49,22 @@ def namespace_filter(args: argparse.Namespace) -> str | None:
     return None if getattr(args, "all_namespaces", False) else ns
 
 
+# The policies of kdra.scheduler.devicepref (tests/cli/test_main.py keeps the two equal); named here so that
+# building a parser does not import the allocator (start-up time).
+DEVICE_PREFERENCES = ("fragmentation", "binpack", "spread", "topology")
+
+
+def add_device_preference_arg(p: argparse.ArgumentParser, what_records: str) -> None:
+    """--device-preference POLICY (opt-in; default: upstream's first fit)."""
+    p.add_argument(
+        "--device-preference",
+        choices=DEVICE_PREFERENCES,
+        default=None,
+        help="order the devices tried on a node by this policy instead of upstream's first fit (opt-in)"
+        + (f"; {what_records}" if what_records else ""),
+    )
+
+
 def add_gates_arg(p: argparse.ArgumentParser, *, feature_gates: bool = True) -> None:
     """--kubernetes-version (1.36|1.37, default 1.37: that release's gate defaults, locked gates, API
     validation and allocator) and, unless `feature_gates` is False, --feature-gates (repeatable)."""

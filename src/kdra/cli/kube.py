@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from kdra.cli.common import add_gates_arg, add_namespace_args
+from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args
 from kdra.errors import InputError
 
 KUBECONFIG_HELP = (
@@ -151,13 +151,7 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument("--no-reclaim", action="store_true", help="do not reclaim across queues")
     s.add_argument("--no-preempt", action="store_true", help="do not preempt lower-priority jobs")
-    s.add_argument(
-        "--device-preference",
-        choices=("fragmentation", "binpack", "spread", "topology"),
-        default=None,
-        help="order the devices tried on a node by this policy instead of upstream's first fit (opt-in); "
-        "the Scheduled Event says whether the preference or the rules decided",
-    )
+    add_device_preference_arg(s, "the Scheduled Event says whether the preference or the rules decided")
     s.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",

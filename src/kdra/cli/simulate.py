@@ -7,7 +7,13 @@ import os
 import sys
 from typing import Any
 
-from kdra.cli.common import add_gates_arg, add_limit_args, add_validate_arg, feature_gates
+from kdra.cli.common import (
+    add_device_preference_arg,
+    add_gates_arg,
+    add_limit_args,
+    add_validate_arg,
+    feature_gates,
+)
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -50,13 +56,7 @@ def register(subparsers: Any) -> None:
         default="LeastAllocated",
         help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
     )
-    p.add_argument(
-        "--device-preference",
-        choices=("fragmentation", "binpack", "spread", "topology"),
-        default=None,
-        help="order the devices the allocator tries on a node by this policy instead of upstream's first "
-        "fit (opt-in; -o json records per placement whether the preference or the rules decided)",
-    )
+    add_device_preference_arg(p, "-o json records per placement whether the preference or the rules decided")
     add_validate_arg(p)
     add_limit_args(p, nodes=True, pods=True)
     add_gates_arg(p)
