@@ -225,6 +225,18 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
+def _invalid_yaml(err: BaseException, source: str, docno: int) -> InputError:
+    """The one-line error for a document the loader could not read (ValueError/TypeError: e.g. an
+    unhashable mapping key)."""
+    if isinstance(err, yaml.YAMLError):
+        line = _mark_line(err)
+        at = f", line {line}" if line else ""
+        return InputError(f"{source}: document {docno}{at}: invalid YAML: {_yaml_problem(err)}")
+    if isinstance(err, RecursionError):
+        return InputError(f"{source}: document {docno}: invalid YAML: nested too deeply")
+    return InputError(f"{source}: document {docno}: invalid YAML: {err}")
+
+
 def _looks_like_json(text: str) -> bool:
     stripped = text.lstrip()
     return stripped.startswith(("{", "["))
@@ -264,14 +276,8 @@ def _load_yaml(text: str, source: str) -> list[dict[str, Any]]:
             line = starts[docno - 1] if docno - 1 < len(starts) else None
             where = f"{source}: document {docno}" + (f" (line {line})" if line else "")
             out.extend(_flatten(_check_object(doc, where), where))
-    except yaml.YAMLError as e:
-        line = _mark_line(e)
-        at = f", line {line}" if line else ""
-        raise InputError(f"{source}: document {docno + 1}{at}: invalid YAML: {_yaml_problem(e)}") from None
-    except RecursionError:
-        raise InputError(f"{source}: document {docno + 1}: invalid YAML: nested too deeply") from None
-    except (ValueError, TypeError) as e:  # e.g. an unhashable mapping key
-        raise InputError(f"{source}: document {docno + 1}: invalid YAML: {e}") from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as e:
+        raise _invalid_yaml(e, source, docno + 1) from None
     return out
 
 
@@ -285,14 +291,8 @@ def load_documents(text: str, source: str) -> list[Any]:
             docno += 1
             if doc is not None:
                 out.append(doc)
-    except yaml.YAMLError as e:
-        line = _mark_line(e)
-        at = f", line {line}" if line else ""
-        raise InputError(f"{source}: document {docno + 1}{at}: invalid YAML: {_yaml_problem(e)}") from None
-    except RecursionError:
-        raise InputError(f"{source}: document {docno + 1}: invalid YAML: nested too deeply") from None
-    except (ValueError, TypeError) as e:
-        raise InputError(f"{source}: document {docno + 1}: invalid YAML: {e}") from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as e:
+        raise _invalid_yaml(e, source, docno + 1) from None
     return out
 
 
