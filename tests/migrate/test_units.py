@@ -440,3 +440,16 @@ def test_templates_shared_through_an_alias_share_the_claim_template() -> None:
     replicas = objs[0]["spec"]["pytorchReplicaSpecs"]
     assert replicas["Worker"]["template"] == replicas["Master"]["template"]
     assert [o["metadata"]["name"] for o in objs[1:]] == ["j-master-gpu"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["yes", "No", "OFF", "on", "true", "nope", "tensorflow", "Norway", "offline", "1", "0x1f", "-1", "t"],
+)
+def test_text_of_reads_plain_scalars_as_a_safe_load_does(text: str) -> None:
+    # text_of decides most plain scalars without the resolver; it must agree with it on every word
+    from kdra.migrate.nodes import text_of
+
+    value = yaml.safe_load(f"k: {text}")["k"]
+    expected = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    assert text_of(get(compose(f"k: {text}"), "k")) == expected

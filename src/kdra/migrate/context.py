@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from yaml.nodes import Node
+from yaml.nodes import Node, ScalarNode
 
 from kdra.migrate.edits import Editor
 from kdra.migrate.report import Options, Report, Where
@@ -20,6 +20,7 @@ class DocContext:
     taken: set[str]  # ResourceClaimTemplate names used in this input
     marks: list[int]  # offsets of the vendor names in the body (scan.requests follows them)
     consumed: set[int] = field(default_factory=set)  # id() of accelerator keys converted or already reported
+    consumed_at: set[int] = field(default_factory=set)  # where those keys start in the body (scan.requests)
     shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> container that has it
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order
     templates: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
@@ -37,3 +38,5 @@ class DocContext:
         for node in nodes:
             if node is not None:
                 self.consumed.add(id(node))
+                if isinstance(node, ScalarNode):
+                    self.consumed_at.add(node.start_mark.index)

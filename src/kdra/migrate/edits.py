@@ -90,22 +90,28 @@ def flow_text(value: Any, style: Style) -> str:
     return scalar_text(value, style, True)
 
 
-def map_lines(data: dict[str, Any], indent: int, style: Style) -> list[str]:
-    """Block lines of a mapping whose keys start at column `indent`."""
+def map_lines(data: dict[str, Any], indent: int, style: Style, out: list[str] | None = None) -> list[str]:
+    """Block lines of a mapping whose keys start at column `indent` (appended to `out` when given: one list
+    for a whole value, not one per level)."""
+    if out is None:
+        out = []
     pad = " " * indent
-    out: list[str] = []
+    as_json = style.json
     for key, value in data.items():
-        key_text = scalar_text(key, style)
-        if isinstance(value, Literal) and not style.json:
+        key_text = _string_text(key, as_json, False) if type(key) is str else scalar_text(key, style)
+        kind = type(value)
+        if kind is str:  # the common case first: a string scalar
+            out.append(f"{pad}{key_text}: {_string_text(value, as_json, False)}")
+        elif isinstance(value, Literal) and not as_json:
             out.append(f"{pad}{key_text}: |")
             inner = " " * (indent + max(style.mapping, 2))
             out.extend(inner + line if line else "" for line in value.splitlines())
         elif isinstance(value, dict) and value:
             out.append(f"{pad}{key_text}:")
-            out.extend(map_lines(value, indent + style.mapping, style))
+            map_lines(value, indent + style.mapping, style, out)
         elif isinstance(value, list) and value:
             out.append(f"{pad}{key_text}:")
-            out.extend(seq_lines(value, indent + style.offset, style))
+            seq_lines(value, indent + style.offset, style, out)
         else:
             out.append(f"{pad}{key_text}: {_block_value(value, style)}")
     return out
@@ -118,20 +124,21 @@ def _block_value(value: Any, style: Style) -> str:
     return scalar_text(value, style)
 
 
-def seq_lines(items: list[Any], indent: int, style: Style) -> list[str]:
-    """Block lines of a sequence whose dashes are at column `indent`."""
+def seq_lines(items: list[Any], indent: int, style: Style, out: list[str] | None = None) -> list[str]:
+    """Block lines of a sequence whose dashes are at column `indent` (appended to `out` when given)."""
+    if out is None:
+        out = []
     pad = " " * indent
-    out: list[str] = []
     for item in items:
+        first = len(out)
         if isinstance(item, dict) and item:
-            inner = map_lines(item, indent + 2, style)
+            map_lines(item, indent + 2, style, out)
         elif isinstance(item, list) and item:
-            inner = seq_lines(item, indent + 2, style)
+            seq_lines(item, indent + 2, style, out)
         else:
             out.append(f"{pad}- {_block_value(item, style)}")
             continue
-        inner[0] = pad + "- " + inner[0][indent + 2 :]
-        out.extend(inner)
+        out[first] = pad + "- " + out[first][indent + 2 :]
     return out
 
 

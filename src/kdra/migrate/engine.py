@@ -225,7 +225,7 @@ class StreamMigration:
                         continue  # a pod spec shared through an alias: converted once
                     done.add(id(found.node))
                     self._pod_spec(ctx, where, found, obj)
-        for request in requests(obj, (), ctx.body, ctx.marks):
+        for request in requests(obj, (), ctx.body, ctx.marks, ctx.consumed_at):
             if id(request.key) in ctx.consumed:
                 continue
             ctx.consume(request.key)

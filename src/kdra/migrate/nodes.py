@@ -129,14 +129,25 @@ def scalar(node: Node | None) -> Any:
         return node.value
 
 
+# The words YAML 1.1 (PyYAML's resolver) reads as booleans; the nulls are tagged when composed.
+_BOOLS = frozenset(
+    w for word in ("yes", "no", "true", "false", "on", "off") for w in (word, word.capitalize(), word.upper())
+)
+
+
 def text_of(node: Node | None) -> str | None:
     """A scalar's value as a string (what Kubernetes reads for names and label values), else None."""
     if not isinstance(node, ScalarNode) or node.tag == NULL_TAG:
         return None
-    if node.tag == STR_TAG or (
-        node.tag == PLAIN_TAG and not node.value[:1].isdigit() and node.value[:1] not in "-+.tfTFyYnNoO"
-    ):
-        return str(node.value)  # a string however it resolves
+    tag = node.tag
+    if tag == STR_TAG:
+        return str(node.value)
+    if tag == PLAIN_TAG:
+        value = node.value
+        first = value[:1]
+        # a string however it resolves: only a number (digit, sign, dot) or a boolean word is not
+        if not first.isdigit() and first not in "-+." and (first not in "tfTFyYnNoO" or value not in _BOOLS):
+            return str(value)
     value = scalar(node)
     if isinstance(value, bool):
         return "true" if value else "false"

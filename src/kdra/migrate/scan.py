@@ -28,11 +28,16 @@ class Request:
 
 
 def requests(
-    root: Node | None, base: Path = (), body: str | None = None, marks: list[int] | None = None
+    root: Node | None,
+    base: Path = (),
+    body: str | None = None,
+    marks: list[int] | None = None,
+    settled: set[int] | None = None,
 ) -> Iterator[Request]:
     """Every accelerator request under `root`. With the document's `body`, only the places whose text names a
     vendor are visited: each mention is followed down from the root (a binary search per level), so a
-    manifest costs its mentions, not its size."""
+    manifest costs its mentions, not its size. A mention at an offset in `settled` (where a scalar key the
+    caller is done with starts) is not followed: it could only lead to that key."""
     if root is None:
         return
     if body is None or may_alias(body):
@@ -40,6 +45,8 @@ def requests(
         return
     seen: set[int] = set()
     for mark in marks if marks is not None else res.vendor_mentions(body):
+        if settled is not None and mark in settled:
+            continue
         found = _descend(root, mark)
         if found is not None and id(found.key) not in seen:
             seen.add(id(found.key))
