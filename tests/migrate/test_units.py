@@ -65,6 +65,24 @@ def test_split_is_lossless(lines: list[str], final_newline: bool) -> None:
 
 
 @ROBUST
+@given(
+    st.lists(
+        st.sampled_from(["", "  ", "# c", "---", "--- # c", "...", "%YAML 1.2", "a: 1", "  b"]), max_size=12
+    )
+)
+def test_chunk_cuts_head_and_tail_as_the_lines_would(lines: list[str]) -> None:
+    """_chunk finds head and tail from the ends; where \n is the only line break that is what the lines of
+    str.splitlines give (the other breaks take that path)."""
+    from kdra.migrate.documents import _chunk, _chunk_of_lines
+
+    for end in ("", "\n"):
+        text = "\n".join(lines) + end
+        assert _chunk(text, 3, 2) == _chunk_of_lines(text, 3, 2)
+    crlf = "\r\n".join(lines) + "\r\n"
+    assert _chunk(crlf, 0, 1).text == crlf
+
+
+@ROBUST
 @given(st.lists(LINES, max_size=30), st.booleans(), st.lists(st.integers(1, 40), max_size=20))
 def test_split_is_the_same_however_the_text_is_read(
     lines: list[str], final_newline: bool, cuts: list[int]

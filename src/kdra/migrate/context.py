@@ -21,7 +21,7 @@ class DocContext:
     marks: list[int]  # offsets of the vendor names in the body (scan.requests follows them)
     consumed: set[int] = field(default_factory=set)  # id() of accelerator keys converted or already reported
     consumed_at: set[int] = field(default_factory=set)  # where those keys start in the body (scan.requests)
-    shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> container that has it
+    shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> name of its container
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order
     templates: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
 

@@ -28,7 +28,17 @@ from kdra.migrate import resources as res
 from kdra.migrate.context import DocContext
 from kdra.migrate.edits import Literal
 from kdra.migrate.kinds import Found, Shape
-from kdra.migrate.nodes import Path, get, get_path, lookup, own_entries, scalar, text_of
+from kdra.migrate.nodes import (
+    Path,
+    get,
+    get_path,
+    has_duplicates,
+    has_merges,
+    lookup,
+    own_entries,
+    scalar,
+    text_of,
+)
 from kdra.migrate.report import Where
 
 MAX_DEVICES_PER_CLAIM = 32  # resource.k8s.io/v1 AllocationResultsMaxSize
@@ -177,20 +187,23 @@ class PodSpecConverter:
         if not isinstance(resources, MappingNode):
             return None
         sections: dict[str, MappingNode] = {}
+        vendor_keys: list[ScalarNode] = []  # the device-plugin keys of all sections, to consume
         legacy: list[str] = []
         for section in ("limits", "requests"):
             key_node, table, owned = lookup(resources, section)
             if not isinstance(table, MappingNode):
                 continue
             vendor = [k for _, k, _ in own_entries(table) if res.is_vendor_resource(str(k.value))]
-            if not vendor and not _merged_vendor(table):
+            merged_vendor = has_merges(table) and _merged_vendor(table)
+            if not vendor and not merged_vendor:
                 continue
             sections[section] = table
+            vendor_keys += vendor
             for k in vendor:
                 if k.value not in legacy:
                     legacy.append(str(k.value))
             where_path = (*path, "resources", section)
-            if not (owned and res_owned) or _merged_vendor(table):
+            if not (owned and res_owned) or merged_vendor:
                 self._blocked(
                     where_path,
                     key_node,
@@ -201,7 +214,8 @@ class PodSpecConverter:
                 )
                 self.ctx.consume(*[k for _, k, _ in own_entries(table)])
                 return None
-            for dup in _duplicates(table):
+            if has_duplicates(table):
+                dup = _duplicates(table)[0]
                 self._invalid((*where_path, str(dup.value)), dup, f"duplicate key {dup.value!r}", "keep one")
                 return None
         if not legacy:
@@ -212,13 +226,13 @@ class PodSpecConverter:
                 self._blocked(
                     (*path, "resources"),
                     res_key,
-                    f"shares its resources with {other} through a YAML alias",
+                    f"shares its resources with container {other!r} through a YAML alias",
                     "each container gets its own device request; write the resources out (expand the alias)",
                 )
                 self.ctx.consume(*[k for t in sections.values() for _, k, _ in own_entries(t)])
                 return None
         for node in (resources, *sections.values()):
-            self.ctx.shared[id(node)] = f"container {name!r}"
+            self.ctx.shared[id(node)] = name
         if not _DNS_LABEL.match(name) or len(name) > 63:
             self._invalid(
                 (*path, "name"),
@@ -228,17 +242,13 @@ class PodSpecConverter:
                 "and "
                 "ending with a letter or digit (RFC 1123)",
             )
-            self._consume_sections(sections)
+            self.ctx.consume(*vendor_keys)
             return None
         values = self._values(name, path, sections, legacy)
-        self._consume_sections(sections)
+        self.ctx.consume(*vendor_keys)
         if values is None:
             return None
         return Container(entry, name, group, init_index, path, resources, sections, legacy, values)
-
-    def _consume_sections(self, sections: dict[str, MappingNode]) -> None:
-        for table in sections.values():
-            self.ctx.consume(*[k for _, k, _ in own_entries(table) if res.is_vendor_resource(str(k.value))])
 
     def _values(
         self, name: str, path: Path, sections: dict[str, MappingNode], legacy: list[str]

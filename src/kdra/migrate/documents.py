@@ -42,31 +42,56 @@ _BOUNDARY = re.compile(r"(?:---(?:[ \t][^\n]*)?|\.\.\.[ \t]*)\r?$", re.MULTILINE
 _LINE_START = re.compile(r"\n(?=---|\.\.\.)")  # a literal first: the regex engine skips ahead fast
 
 
+# Line breaks other than \n that str.splitlines also splits at (CRLF files, form feeds, Unicode separators).
+_OTHER_BREAKS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
 def _chunk(text: str, first: int, number: int) -> Chunk:
-    """A chunk from the text between two boundaries (`first`: 0-based line of its first line)."""
+    """A chunk from the text between two boundaries (`first`: 0-based line of its first line). Only the head
+    and tail lines are looked at, from each end: a document's other lines are never split."""
+    if any(brk in text for brk in _OTHER_BREAKS):  # a substring test per break: faster than a regex
+        return _chunk_of_lines(text, first, number)
+    size = len(text)
+    head_end = 0  # offset where the body starts
+    head_lines = 0
+    while head_end < size:
+        newline = text.find("\n", head_end)
+        line_end = size if newline < 0 else newline + 1
+        if not _is_head_line(text[head_end:line_end]):
+            break
+        head_end = line_end
+        head_lines += 1
+    tail_start = size  # offset where the tail starts
+    while tail_start > head_end:
+        line_start = text.rfind("\n", 0, tail_start - 1) + 1
+        if not _is_trivia(text[line_start:tail_start]):
+            break
+        tail_start = max(line_start, head_end)
+    return Chunk(
+        text[:head_end], text[head_end:tail_start], text[tail_start:], first + head_lines + 1, number
+    )
+
+
+def _is_head_line(line: str) -> bool:
+    """Whether a line before a document's content belongs to its head (separator, directive, comment)."""
+    bare = line.rstrip("\r\n")
+    if _SEPARATOR_WITH_CONTENT.match(bare):
+        return False  # `--- {a: 1}`: the separator line carries the document's first content
+    return bool(_SEPARATOR.match(bare) or _DOC_END.match(bare) or _DIRECTIVE.match(bare) or _is_trivia(line))
+
+
+def _chunk_of_lines(text: str, first: int, number: int) -> Chunk:
+    """_chunk for text with other line breaks than \n: on its lines as str.splitlines cuts them."""
     lines = text.splitlines(keepends=True)
     head_end = 0
-    while head_end < len(lines):
-        line = lines[head_end]
-        bare = line.rstrip("\r\n")
-        if _SEPARATOR_WITH_CONTENT.match(bare):
-            break  # `--- {a: 1}`: the separator line carries the document's first content
-        if _SEPARATOR.match(bare) or _DOC_END.match(bare) or _DIRECTIVE.match(bare) or _is_trivia(line):
-            head_end += 1
-            continue
-        break
+    while head_end < len(lines) and _is_head_line(lines[head_end]):
+        head_end += 1
     tail_start = len(lines)
     while tail_start > head_end and _is_trivia(lines[tail_start - 1]):
         tail_start -= 1
     head = "".join(lines[:head_end])
     tail = "".join(lines[tail_start:])
-    return Chunk(
-        head=head,
-        body=text[len(head) : len(text) - len(tail)],
-        tail=tail,
-        line=first + head_end + 1,
-        number=number,
-    )
+    return Chunk(head, text[len(head) : len(text) - len(tail)], tail, first + head_end + 1, number)
 
 
 def iter_chunks(pieces: Iterable[str]) -> Iterator[Chunk]:

@@ -167,10 +167,11 @@ class StreamMigration:
         for obj, prefix in objects:
             self._object(ctx, chunk, obj, prefix, done)
         report = ctx.report
-        self.report.warnings += report.warnings
-        self.report.invalid += report.invalid
-        self.report.blocked += report.blocked
+        if report.warnings:
+            self.report.warnings += report.warnings
         if report.failed:
+            self.report.invalid += report.invalid
+            self.report.blocked += report.blocked
             return chunk.text
         self.report.changes += report.changes
         for name, device_class in report.classes.items():

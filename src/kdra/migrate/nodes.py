@@ -114,7 +114,10 @@ def scalar(node: Node | None) -> Any:
         return None
     tag = node.tag
     if tag == PLAIN_TAG:
-        tag = _RESOLVER.resolve(ScalarNode, node.value, (True, False))
+        value = node.value
+        if value.isdigit() and value.isascii() and (value[0] != "0" or value == "0"):
+            return int(value)  # a decimal integer (a leading 0 is YAML 1.1's octal): what the resolver reads
+        tag = _RESOLVER.resolve(ScalarNode, value, (True, False))
         if tag == STR_TAG:
             return node.value
         node = ScalarNode(tag, node.value, node.start_mark, node.end_mark, node.style)
@@ -167,6 +170,20 @@ def own_entries(node: MappingNode) -> Iterator[tuple[int, ScalarNode, Node]]:
     for index, (key, value) in enumerate(node.value):
         if key.tag != MERGE_TAG and isinstance(key, ScalarNode):
             yield index, key, value
+
+
+def has_merges(node: MappingNode) -> bool:
+    """Whether a mapping has merge keys (`<<`)."""
+    _index(node)
+    return bool(node._kdra_merges)  # type: ignore[attr-defined]
+
+
+def has_duplicates(node: MappingNode) -> bool:
+    """Whether a key is written twice in one mapping; without building anything when every key is a
+    distinct string (the index then has one entry per key)."""
+    if len(_index(node)) == len(node.value):
+        return False
+    return bool(duplicate_keys(node))
 
 
 def merged_sources(node: MappingNode) -> list[MappingNode]:
