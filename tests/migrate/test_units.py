@@ -471,3 +471,10 @@ def test_text_of_reads_plain_scalars_as_a_safe_load_does(text: str) -> None:
     value = yaml.safe_load(f"k: {text}")["k"]
     expected = ("true" if value else "false") if isinstance(value, bool) else str(value)
     assert text_of(get(compose(f"k: {text}"), "k")) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "7", "42", "010", "0o7", "1_000", "0x1f", "+3", "٣", "1e3", "2.0"])
+def test_scalar_reads_numbers_as_a_safe_load_does(text: str) -> None:
+    from kdra.migrate.nodes import scalar
+
+    assert scalar(get(compose(f"k: {text}"), "k")) == yaml.safe_load(f"k: {text}")["k"]
