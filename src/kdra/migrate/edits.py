@@ -165,19 +165,31 @@ def guess_style(text: str, root: Node | None = None) -> Style:
             return Style()
     mapping: int | None = None
     offset: int | None = None
-    queue: collections.deque[Node] = collections.deque([root] if root is not None else [])
-    budget = 2000  # nodes looked at, at most: the style shows early
-    while queue and (mapping is None or offset is None) and budget > 0:
-        node = queue.popleft()
-        budget -= 1
+    # Breadth first over the nodes, at most `budget` of them (the style shows early). Scalars count towards
+    # the budget where they stand in that order but are never queued: only collections can show a style.
+    budget = 2000
+    queue: collections.deque[tuple[MappingNode | SequenceNode, int]] = collections.deque()
+    if isinstance(root, MappingNode | SequenceNode):
+        queue.append((root, 0))
+    count = 1  # nodes in breadth-first order so far, scalars included
+    while queue and (mapping is None or offset is None):
+        node, position = queue.popleft()
+        if position >= budget:
+            break
         if isinstance(node, SequenceNode):
-            queue.extend(node.value)
+            for item in node.value:
+                if not isinstance(item, ScalarNode):
+                    queue.append((item, count))
+                count += 1
             continue
-        if not isinstance(node, MappingNode) or node.flow_style:
+        if node.flow_style:
             continue
         for key, value in node.value:
             if value.start_mark.index < key.end_mark.index:
-                continue  # an alias
+                continue  # an alias (never queued)
+            if isinstance(value, ScalarNode):
+                count += 1
+                continue
             if isinstance(value, MappingNode) and not value.flow_style and value.value:
                 first = value.value[0][0]
                 if mapping is None and first.start_mark.line > key.start_mark.line:
@@ -191,7 +203,8 @@ def guess_style(text: str, root: Node | None = None) -> Style:
                 and value.start_mark.line > key.start_mark.line
             ):
                 offset = max(0, value.start_mark.column - key.start_mark.column)
-            queue.append(value)
+            queue.append((value, count))
+            count += 1
     return Style(mapping=mapping or 2, offset=offset or 0)
 
 

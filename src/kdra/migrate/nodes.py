@@ -62,11 +62,9 @@ class _LazyResolver(BaseResolver):
 _LOADER: Any
 if _PARSER is not None:
 
-    class _Loader(_PARSER, SafeConstructor, _LazyResolver):
-        def __init__(self, stream: str) -> None:
-            _PARSER.__init__(self, stream)
-            SafeConstructor.__init__(self)
-            _LazyResolver.__init__(self)
+    class _Loader(_PARSER, _LazyResolver):
+        """Composes only: scalars are constructed when read (`scalar`), so no constructor is set up per
+        document, and the resolver has no path state to set up."""
 
     _LOADER = _Loader
 else:  # pragma: no cover - PyYAML without libyaml
