@@ -138,7 +138,10 @@ def _boundary_before(text: str, end: int) -> int:
     """Start of the last document boundary line in text[:end] (0: the stream's start)."""
     at = end
     while True:
-        at = max(text.rfind("\n---", 0, at), text.rfind("\n...", 0, at))
+        # the later of the two: `...` is looked for only after the last `---` (most streams have no `...`,
+        # and looking for it back to the block's start, once per document, was most of the first pass)
+        dashes = text.rfind("\n---", 0, at)
+        at = max(dashes, text.rfind("\n...", dashes + 1, at))
         if at < 0:
             return 0
         if _BOUNDARY.match(text, at + 1):
