@@ -69,6 +69,8 @@ def scalar_text(value: Any, style: Style, flow: bool = False) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if type(value) is int:
+        return str(value)  # what json.dumps writes for an int, without its encoder
     if isinstance(value, int | float):
         return json.dumps(value)
     return _string_text(str(value), style.json, flow)
