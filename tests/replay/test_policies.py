@@ -14,6 +14,7 @@ from kdra.scheduler.fragmentation import (
     PodRequest,
     TypicalPod,
     best_fit_gpus,
+    cpu_pressure,
     make_policy,
     typical_pods,
 )
@@ -133,7 +134,88 @@ def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
     others = [node(f"n{i}", [1000] * 8) for i in range(40)]
     k.prepare_fleet([big, *others])
     assert k.rare == [giant]
-    assert k.epoch() is True  # one idle host left: protected
+    assert k.epoch()  # one idle host left: protected
     assert k.score(big, small)[0] < k.score(others[0], small)[0]
     assert KdraPolicy(protect_rare=False).epoch() is None
     assert KdraPolicy().protect_rare  # the default (docs/replay.md: variants)
+
+
+def _g3(name: str) -> GpuNodeView:
+    return GpuNodeView(name, "G3", 128_000, 786_432, 128_000, 786_432, [1000] * 8)
+
+
+def test_kdra_keeps_as_many_rare_hosts_as_the_workload_will_ask_for() -> None:
+    """Two idle hosts of a giant shape, and giants are a fifth of the workload's GPU demand: both hosts are
+    protected (keeping only the last one let a small pod break one, and a giant then had no node)."""
+    giant = PodRequest(120_000, 700_000, 8, 1000)
+    small = PodRequest(4000, 8192, 1, 1000)
+    others = [node(f"n{i}", [1000] * 8) for i in range(40)]
+    k = KdraPolicy()
+    k.prepare([small] * 64 + [giant] * 2)  # giants: 16 of the 80 GPUs asked for
+    big = [_g3("g3-a"), _g3("g3-b")]
+    k.prepare_fleet([*big, *others])
+    assert k.epoch()  # 2 idle hosts, ~8 giants expected before the fleet fills
+    assert k.score(big[0], small)[0] < k.score(others[0], small)[0]
+    assert k.score(big[0], giant)[0] > 0  # the giant itself may take it
+    # Giants negligible in the workload: only the last idle host is kept.
+    rare_once = KdraPolicy()
+    rare_once.prepare([small] * 10_000 + [giant])
+    rare_once.prepare_fleet([*big, *others])
+    assert not rare_once.epoch()
+    big[1].cpu_free = 0  # one host left (a caller editing a view bumps its version)
+    big[1].version += 1
+    assert rare_once.epoch()
+
+
+def test_kdra_follows_fgd_and_breaks_its_ties_by_capacity_where_cpu_does_not_bind() -> None:
+    """FGD's integer score decides; among the nodes it scores alike, the capacity-aware measure does.
+    Where CPU binds (a CPU-heavy workload), the capacity measure is the score."""
+    whole = PodRequest(8000, 8192, 1, 1000)
+    quad = PodRequest(32_000, 32_768, 4, 1000)
+    work = [whole] * 6 + [quad] * 4
+    fleet = [node(f"n{i}", [1000] * 8) for i in range(4)]
+    k = KdraPolicy()
+    k.prepare(work)
+    k.prepare_fleet(fleet)
+    assert not k.cpu_bound  # 88 cores asked per 22 GPUs, 96 cores per 8 GPUs offered
+    fgd = FGDPolicy()
+    fgd.prepare(work)
+    # FGD alike (50 each), the capacity measure prefers `five` (its 44 cores feed more of its GPUs).
+    five = node("five", [1000] * 5, cpu=44_000)
+    eight = node("eight", [1000] * 8, cpu=72_000)
+    assert fgd.score(five, whole)[0] == fgd.score(eight, whole)[0]
+    assert k.score(five, whole)[0] > k.score(eight, whole)[0]
+    # FGD prefers `roomy`; the capacity measure alone prefers `starved`: kdra follows FGD...
+    roomy = node("roomy", [1000] * 4, cpu=88_000)
+    starved = node("starved", [1000] * 6, cpu=12_000)
+    assert fgd.score(roomy, whole)[0] > fgd.score(starved, whole)[0]
+    assert k.score(roomy, whole)[0] > k.score(starved, whole)[0]
+    # ...unless CPU binds: four times the CPU per GPU asked.
+    heavy = [PodRequest(32_000, 8192, 1, 1000)] * 6 + [PodRequest(128_000, 32_768, 4, 1000)] * 4
+    kh = KdraPolicy()
+    kh.prepare(heavy)
+    kh.prepare_fleet(fleet)
+    assert kh.cpu_bound
+    assert cpu_pressure(heavy, fleet) > 1 > cpu_pressure(work, fleet)
+
+
+def test_kdra_places_shares_the_way_the_workload_packs() -> None:
+    """A 250 share beside a 600 strands 150 that no share of this workload fills (its shares pack as
+    600 + 400 and 4 x 250): kdra opens a new GPU for it, where FGD (keeping whole GPUs for the whole-GPU
+    pods) and best fit fill the gap, as kdra does without its plan; a 400 still goes beside the 600."""
+    s600, s400, s250 = (PodRequest(4000, 8192, 1, m) for m in (600, 400, 250))
+    work = [s600] * 20 + [s400] * 20 + [s250] * 20 + [WHOLE] * 20
+    k = KdraPolicy()
+    k.prepare(work)
+    no_plan = KdraPolicy()
+    no_plan.OFF_PLAN = 0
+    no_plan.prepare(work)
+    fgd = FGDPolicy()
+    fgd.prepare(work)
+    v = node("v", [400, 1000, 1000, 1000])  # GPU 0 holds a 600
+    assert k.score(v, s250)[1] == (1,)
+    assert no_plan.score(v, s250)[1] == fgd.score(v, s250)[1] == best_fit_gpus(v, s250) == (0,)
+    assert k.score(v, s400)[1] == (0,)
+    # The allocator's device preference ranks the GPUs the same way.
+    keys = k.device_keys(v, s250, (1,))
+    assert min(range(4), key=keys.__getitem__) == 1

@@ -289,16 +289,17 @@ class Placer:
                 self._cache.clear()
             c = self._cache[req] = _ShapeCache()
         epoch = self.policy.epoch()
-        if c.seq < 0 or len(log) - c.seq > n or epoch != c.epoch:
-            c.epoch = epoch
+        scope = self.policy.epoch_scope() if epoch != c.epoch else frozenset()
+        if c.seq < 0 or len(log) - c.seq > n or scope is None:
             c.score.clear()
             c.choice.clear()
             c.buckets.clear()
             for idx in range(n):
                 self._update(c, idx, req)
-        elif len(log) > c.seq:
-            for idx in set(log[c.seq :]):
+        elif len(log) > c.seq or scope:
+            for idx in set(log[c.seq :]) | scope:
                 self._update(c, idx, req)
+        c.epoch = epoch
         c.seq = len(log)
         if not c.buckets:
             return None

@@ -32,8 +32,10 @@ pkg/utils/frag.go):
 - `packing`: shared GPUs first, then free GPUs of used nodes, then free nodes (score tiers); best-fit GPU.
 - `clustering`: nodes already running pods of the same GPU shape first, fuller first; best-fit GPU.
 - `fgd`: int(sigmoid((frag_before - frag_after) / 1000) * 100); the GPU minimising frag.
-- `kdra`: FGD's gradient over a CPU- and memory-capacity-aware measure (CapacityFragMeasure), CPU-only
-  pods to the nodes with the fewest idle GPUs; the GPU minimising frag.
+- `kdra`: FGD's gradient, with CPU and memory counted as capacity (CapacityFragMeasure; the node score
+  where CPU binds, FGD's tie-break elsewhere), shares placed by the workload's own share plan
+  (kdra.scheduler.shareplan), CPU-only pods to the nodes with the fewest idle GPUs, and the hosts of rare
+  shapes kept while the workload will need them (KdraPolicy).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.api.quantity import parse_quantity_any
 from kdra.scheduler.framework import CycleState, ScorePlugin
+from kdra.scheduler.shareplan import SharePlan
 
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry
@@ -583,7 +586,12 @@ class Policy:
 
     def epoch(self) -> Hashable:
         """Fleet-wide state the scores depend on besides the node itself; when it changes, callers that
-        cache scores per node must re-score every node."""
+        cache scores per node must re-score the nodes of `epoch_scope`."""
+        return None
+
+    def epoch_scope(self) -> frozenset[int] | None:
+        """The nodes (indexes into the views given to `prepare_fleet`) whose scores the epoch can change;
+        None: every node."""
         return None
 
     def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
@@ -708,12 +716,22 @@ class FGDPolicy(Policy):
     def _gradient(self, before: float, after: float) -> float:
         return float(int(sigmoid((before - after) / 1000) * MAX_NODE_SCORE))
 
-    def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
+    def node_score(
+        self, view: GpuNodeView, cpu: int, mem: int, gpus: Sequence[int], lost: float = 0
+    ) -> float:
+        """The node's score if its free CPU, memory and GPUs became `cpu`, `mem`, `gpus`, with `lost`
+        milli-GPU more counted as fragment."""
         fm = self.measure
-        before = fm.node(view)
+        return self._gradient(fm.node(view), fm.of(view.model, cpu, mem, gpus) + lost)
+
+    def share_lost(self, free: int, size: int) -> float:
+        """Milli-GPU a share of `size` on a GPU with `free` left is expected to strand that the measure
+        does not see (FGD: none)."""
+        return 0.0
+
+    def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
         cpu = view.cpu_free - pod.cpu
         mem = view.mem_free - pod.mem
-        model = view.model
         free = view.gpu_free
         if pod.is_share:
             best = -1
@@ -726,12 +744,10 @@ class FGDPolicy(Policy):
         after_gpus = list(free)
         for i in gpus:
             after_gpus[i] -= pod.gpu_milli
-        return self._gradient(before, fm.of(model, cpu, mem, after_gpus)), gpus
+        return self.node_score(view, cpu, mem, after_gpus), gpus
 
     def share_gradients(self, view: GpuNodeView, pod: PodRequest) -> dict[int, float]:
         """Per GPU the share fits, in index order: the node's score if the share went there."""
-        fm = self.measure
-        before = fm.node(view)
         cpu = view.cpu_free - pod.cpu
         mem = view.mem_free - pod.mem
         free = view.gpu_free
@@ -744,7 +760,8 @@ class FGDPolicy(Policy):
             if s is None:
                 after_gpus = list(free)
                 after_gpus[i] = f - pod.gpu_milli
-                s = by_free[f] = self._gradient(before, fm.of(view.model, cpu, mem, after_gpus))
+                lost = self.share_lost(f, pod.gpu_milli)
+                s = by_free[f] = self.node_score(view, cpu, mem, after_gpus, lost)
             out[i] = s
         return out
 
@@ -802,94 +819,181 @@ class CapacityFragMeasure(FragMeasure):
         return frag
 
 
+def cpu_pressure(workload: Sequence[PodRequest], views: Sequence[GpuNodeView]) -> float:
+    """The CPU the workload asks for by the time its GPU requests fill the fleet's GPUs, over the CPU of
+    the fleet's GPU nodes (0 without GPU requests). Above ~1, CPU runs out before GPUs do."""
+    milli = sum(p.total_milli for p in workload)
+    cpu_cap = sum(v.cpu_cap for v in views if v.gpu_free)
+    if not milli or not cpu_cap:
+        return 0.0
+    gpu_cap = sum(len(v.gpu_free) for v in views) * MILLI
+    return sum(p.cpu for p in workload) / milli * gpu_cap / cpu_cap
+
+
 class KdraPolicy(FGDPolicy):
-    """kdra's own: FGD's gradient over the capacity-aware measure (CapacityFragMeasure), and CPU-only
-    pods, which FGD scores alike on most nodes, sent to the nodes with the fewest idle GPUs (then the most
-    CPU left), so they stop eating the CPU that idle GPUs need. With `protect_rare` (default), the last
-    idle node able to host a rare shape is kept for it (`prepare_fleet`): on the default trace it costs a
-    few hundredths of a point, on pod lists where many pods are pinned to a GPU model (the `gpu-model`
-    replay variant) it is what keeps kdra ahead of FGD (docs/replay.md). Node ties keep FGD's behaviour
-    (the first node in a fixed random order: consolidation)."""
+    """kdra's own policy: FGD's gradient, told what FGD's measure does not see.
+
+    - **CPU as capacity** (CapacityFragMeasure: idle GPUs the free CPU and memory cannot feed are
+      fragment). Where CPU binds (`cpu_pressure` of the workload on the fleet >= CPU_BOUND) it is the
+      node score; elsewhere FGD's integer score decides and the capacity gradient breaks its ties: as the
+      primary score there it draws small pods to the nodes with the most CPU, which are also the only hosts
+      of the largest pods (the `multi-gpu` replay variant, docs/replay.md).
+    - **A share plan** (kdra.scheduler.shareplan): a share placed off the plan the workload's own sizes
+      give counts OFF_PLAN times its GPU's leftover as fragment, so shares fill GPUs the way they pack
+      best instead of whatever gap is there; among equal scores the fuller GPU.
+    - **CPU-only pods**, which FGD scores alike on most nodes, go to the nodes with the fewest idle GPUs
+      (then the most CPU left), so they stop eating the CPU that idle GPUs need.
+    - **Rare hosts** (`protect_rare`, default): a rare shape is one only a few nodes of the empty fleet
+      can host (`prepare_fleet`); its idle hosts are kept for it while they are no more than the rare
+      pods the workload is expected to bring before the fleet fills (its rare pods per GPU it asks for,
+      times the fleet's free GPU capacity), and always the last RARE_KEEP of them.
+
+    Node ties left keep FGD's behaviour (the first node in a fixed random order: consolidation)."""
 
     name = "kdra"
     RARE_HOSTS = 0.05  # a shape only this share of the (empty) fleet can host is rare
     RARE_PENALTY = 50.0
-    RARE_KEEP = 1  # protect the idle hosts of a rare shape once this few are left
+    RARE_KEEP = 1  # always protect the idle hosts of a rare shape once this few are left
+    FREE_EVERY = 32  # recount the fleet's free GPU capacity every this many epochs
+    CPU_BOUND = 0.9  # cpu_pressure from which the capacity measure is the node score
+    TIE = 1000.0  # the capacity gradient (0..100) scaled under one step of FGD's integer score
+    OFF_PLAN = 8.0  # an off-plan share's leftover counts this many times as fragment
+    FULLER = 1e-5  # per free milli-GPU: among equal scores, the share goes to the fuller GPU
 
     def __init__(self, typical: Sequence[TypicalPod] | None = None, protect_rare: bool = True) -> None:
         super().__init__(typical)
+        self.coarse = FragMeasure(typical or [])  # FGD's measure
         self.protect_rare = protect_rare
-        self._workload_shapes: list[PodRequest] = []
+        self.plan = SharePlan((), MILLI)
+        self.cpu_bound = False
+        self._workload: list[PodRequest] = []
+        self._shape_counts: dict[PodRequest, int] = {}
+        self._workload_milli = 1
         self.rare: list[PodRequest] = []
-        self._rare_views: list[GpuNodeView] = []
-        self._protect = False
+        self._rare_set: frozenset[PodRequest] = frozenset()
+        # Rare shapes grouped by the nodes of the empty fleet able to host them: (hosts, shapes, pods).
+        self._rare_groups: list[tuple[list[GpuNodeView], list[PodRequest], int]] = []
+        self._groups_of: dict[str, list[int]] = {}  # node name -> the rare groups it hosts
+        self._idle: list[tuple[int, int]] = []  # per group: (sum of its hosts' view versions, idle hosts)
+        self._protected: frozenset[int] = frozenset()  # groups whose idle hosts are protected now
+        self._rare_hosts: frozenset[int] = frozenset()
+        self._views: list[GpuNodeView] = []
+        self._epochs = 0
+        self._fleet_free = 0
 
     def prepare(self, workload: Sequence[PodRequest]) -> None:
         if isinstance(self.measure, CapacityFragMeasure):
             return
         typical = typical_pods(workload)
         by_shape: dict[tuple[int, int, int], list[int]] = {}
+        counts: dict[PodRequest, int] = {}
         for p in workload:
             by_shape.setdefault((p.cpu, p.gpu_milli, p.num_gpu), []).append(p.mem)
+            counts[p] = counts.get(p, 0) + 1
         mems = {k: sorted(v)[len(v) // 2] for k, v in by_shape.items()}
         self.measure = CapacityFragMeasure(typical, mems)
-        self._workload_shapes = sorted(set(workload), key=lambda p: (p.cpu, p.mem, p.num_gpu, p.gpu_milli))
+        if not self.coarse.typical:
+            self.coarse = FragMeasure(typical)
+        self.plan = SharePlan((p.gpu_milli for p in workload if p.is_share), MILLI)
+        self._workload = list(workload)
+        self._shape_counts = counts
+        self._workload_milli = max(1, sum(p.total_milli for p in workload))
 
     def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
-        """Rare shapes: pods that only a few nodes of the empty fleet can host (the trace's 8-GPU,
-        120-core, 700 GiB pods fit only the 39 G3 nodes). Breaking the last idle host of such a shape for
-        a pod that could go elsewhere is penalised once only RARE_KEEP of them are left, so the rare pods
-        are not starved in a live cluster."""
+        """Where CPU binds, and the rare shapes: pods that only a few nodes of the empty fleet can host
+        (the trace's 8-GPU, 120-core, 700 GiB pods fit only the 39 G3 nodes). Breaking an idle host of
+        such a shape for a pod that could go elsewhere is penalised while the hosts are scarce for the
+        demand (class docstring), so the rare pods are not starved in a live cluster."""
         if not views:
             return
-        rare = []
-        for shape in self._workload_shapes:
-            hosts = sum(
-                1
-                for v in views
+        self.cpu_bound = cpu_pressure(self._workload, views) >= self.CPU_BOUND
+        groups: dict[tuple[int, ...], list[PodRequest]] = {}
+        shapes = sorted(self._shape_counts, key=lambda p: (p.cpu, p.mem, p.num_gpu, p.gpu_milli))
+        for shape in shapes:
+            hosts = tuple(
+                i
+                for i, v in enumerate(views)
                 if v.cpu_cap >= shape.cpu
                 and v.mem_cap >= shape.mem
                 and len(v.gpu_free) >= shape.num_gpu
                 and v.accessible(shape)
             )
-            if 0 < hosts <= self.RARE_HOSTS * len(views):
-                rare.append(shape)
-        self.rare = rare
-        self._rare_views = [
-            v
-            for v in views
-            if any(v.cpu_cap >= r.cpu and v.mem_cap >= r.mem and len(v.gpu_free) >= r.num_gpu for r in rare)
+            if 0 < len(hosts) <= self.RARE_HOSTS * len(views):
+                groups.setdefault(hosts, []).append(shape)
+        self.rare = [s for group in groups.values() for s in group]
+        self._rare_set = frozenset(self.rare)
+        self._rare_groups = [
+            ([views[i] for i in hosts], group, sum(self._shape_counts[s] for s in group))
+            for hosts, group in groups.items()
         ]
+        self._groups_of = {}
+        for gi, hosts in enumerate(groups):
+            for i in hosts:
+                self._groups_of.setdefault(views[i].name, []).append(gi)
+        self._idle = [(-1, 0)] * len(self._rare_groups)
+        self._rare_hosts = frozenset(i for hosts in groups for i in hosts)
+        self._views = list(views)
 
     def epoch(self) -> Hashable:
-        """Whether the idle hosts of some rare shape are down to RARE_KEEP (then they are protected)."""
-        if not self.rare or not self.protect_rare:
+        """Which rare groups' idle hosts are protected now (None: none can be)."""
+        if not self._rare_groups or not self.protect_rare:
             return None
-        self._protect = any(
-            sum(1 for v in self._rare_views if v.fits(r)) <= self.RARE_KEEP for r in self.rare
-        )
-        return self._protect
+        if self._epochs % self.FREE_EVERY == 0:
+            self._fleet_free = sum(v.gpu_free_total() for v in self._views)
+        self._epochs += 1
+        protected = []
+        for gi, (hosts, group, pods) in enumerate(self._rare_groups):
+            seen, idle = self._idle[gi]
+            versions = sum(v.version for v in hosts)  # versions only grow: equal sums, unchanged hosts
+            if versions != seen:
+                idle = sum(1 for v in hosts if any(v.fits(s) for s in group))
+                self._idle[gi] = (versions, idle)
+            if idle <= self.RARE_KEEP + pods * self._fleet_free / self._workload_milli:
+                protected.append(gi)
+        self._protected = frozenset(protected)
+        return tuple(protected)
+
+    def epoch_scope(self) -> frozenset[int] | None:
+        """Protection only moves the scores of rare shapes' hosts."""
+        return self._rare_hosts
 
     def _breaks_rare(self, view: GpuNodeView, pod: PodRequest, gpus: tuple[int, ...]) -> bool:
-        if pod in self.rare:
+        if pod in self._rare_set:
             return False
-        for shape in self.rare:
-            if not view.fits(shape):
+        for gi in self._groups_of.get(view.name, ()):
+            if gi not in self._protected:
                 continue
-            cpu = view.cpu_free - pod.cpu
-            mem = view.mem_free - pod.mem
-            if cpu < shape.cpu or mem < shape.mem:
-                return True
-            after = list(view.gpu_free)
-            for i in gpus:
-                after[i] -= pod.gpu_milli
-            if sum(1 for f in after if f >= shape.gpu_milli) < shape.num_gpu:
-                return True
+            for shape in self._rare_groups[gi][1]:
+                if not view.fits(shape):
+                    continue
+                if view.cpu_free - pod.cpu < shape.cpu or view.mem_free - pod.mem < shape.mem:
+                    return True
+                after = list(view.gpu_free)
+                for i in gpus:
+                    after[i] -= pod.gpu_milli
+                if sum(1 for f in after if f >= shape.gpu_milli) < shape.num_gpu:
+                    return True
         return False
+
+    def node_score(
+        self, view: GpuNodeView, cpu: int, mem: int, gpus: Sequence[int], lost: float = 0
+    ) -> float:
+        fine = super().node_score(view, cpu, mem, gpus, lost)
+        if self.cpu_bound:
+            return fine
+        fm = self.coarse
+        return self._gradient(fm.node(view), fm.of(view.model, cpu, mem, gpus) + lost) + fine / self.TIE
+
+    def share_lost(self, free: int, size: int) -> float:
+        return 0.0 if self.plan.on_plan(MILLI - free, size) else self.OFF_PLAN * (free - size)
+
+    def share_gradients(self, view: GpuNodeView, pod: PodRequest) -> dict[int, float]:
+        free = view.gpu_free
+        return {i: s - free[i] * self.FULLER for i, s in super().share_gradients(view, pod).items()}
 
     def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
         s, gpus = super().score(view, pod)
-        if self._protect and self._breaks_rare(view, pod, gpus):
+        if self._protected and self._breaks_rare(view, pod, gpus):
             s -= self.RARE_PENALTY
         if pod.num_gpu == 0:
             return s - view.gpu_free_total() * 1e-5 + (view.cpu_free - pod.cpu) * 1e-10, gpus
