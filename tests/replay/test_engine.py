@@ -151,3 +151,22 @@ def test_the_allocator_takes_the_gpus_the_policy_ranks_first(small_trace_files: 
     assert [cluster.device_index[(r["pool"], r["device"])] for r in b.results] == [last]
     b0 = cluster.bind(idx, "p-first", req, (0,), Policy())
     assert [cluster.device_index[(r["pool"], r["device"])] for r in b0.results] == [0]
+
+
+def test_an_epoch_change_rescoring_only_its_scope_places_as_a_full_rescore(
+    small_trace_files: tuple[Path, Path],
+) -> None:
+    """kdra's rare-host protection moves only the rare hosts' scores (Policy.epoch_scope): re-scoring just
+    those nodes when it changes gives the same placements as re-scoring every node."""
+    from kdra.replay.variants import make_variant
+    from kdra.scheduler.fragmentation import KdraPolicy
+
+    class Everywhere(KdraPolicy):
+        def epoch_scope(self) -> frozenset[int] | None:
+            return None
+
+    trace = make_variant(load_trace(*small_trace_files), "gpu-model", 1)
+    scoped = KdraPolicy()
+    runs = [run_placement(trace, p, 42, use_allocator=False) for p in (scoped, Everywhere())]
+    assert scoped.rare and scoped.epoch_scope()  # the variant has rare shapes with hosts to protect
+    assert runs[0].allocated == runs[1].allocated and runs[0].placed == runs[1].placed
