@@ -840,7 +840,7 @@ class KdraPolicy(FGDPolicy):
       of the largest pods (the `multi-gpu` replay variant, docs/replay.md).
     - **A share plan** (kdra.scheduler.shareplan): a share placed off the plan the workload's own sizes
       give counts OFF_PLAN times its GPU's leftover as fragment, so shares fill GPUs the way they pack
-      best instead of whatever gap is there; among equal scores the fuller GPU.
+      best instead of whatever gap is there; then a slight preference for the fuller GPU.
     - **CPU-only pods**, which FGD scores alike on most nodes, go to the nodes with the fewest idle GPUs
       (then the most CPU left), so they stop eating the CPU that idle GPUs need.
     - **Rare hosts** (`protect_rare`, default): a rare shape is one only a few nodes of the empty fleet
@@ -858,7 +858,7 @@ class KdraPolicy(FGDPolicy):
     CPU_BOUND = 0.9  # cpu_pressure from which the capacity measure is the node score
     TIE = 1000.0  # the capacity gradient (0..100) scaled under one step of FGD's integer score
     OFF_PLAN = 8.0  # an off-plan share's leftover counts this many times as fragment
-    FULLER = 1e-5  # per free milli-GPU: among equal scores, the share goes to the fuller GPU
+    FULLER = 1e-5  # per free milli-GPU (<= 0.01, under one step of FGD's score): the fuller GPU first
 
     def __init__(self, typical: Sequence[TypicalPod] | None = None, protect_rare: bool = True) -> None:
         super().__init__(typical)
