@@ -125,12 +125,16 @@ def test_make_policy_names_and_aliases() -> None:
     assert make_policy("BestFit").name == "best-fit"
 
 
+def _g3(name: str) -> GpuNodeView:
+    return GpuNodeView(name, "G3", 128_000, 786_432, 128_000, 786_432, [1000] * 8)
+
+
 def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
     giant = PodRequest(120_000, 700_000, 8, 1000)
     small = PodRequest(4000, 8192, 1, 1000)
     k = KdraPolicy(protect_rare=True)
     k.prepare([small] * 50 + [giant])
-    big = GpuNodeView("g3", "G3", 128_000, 786_432, 128_000, 786_432, [1000] * 8)
+    big = _g3("g3")
     others = [node(f"n{i}", [1000] * 8) for i in range(40)]
     k.prepare_fleet([big, *others])
     assert k.rare == [giant]
@@ -138,10 +142,6 @@ def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
     assert k.score(big, small)[0] < k.score(others[0], small)[0]
     assert KdraPolicy(protect_rare=False).epoch() is None
     assert KdraPolicy().protect_rare  # the default (docs/replay.md: variants)
-
-
-def _g3(name: str) -> GpuNodeView:
-    return GpuNodeView(name, "G3", 128_000, 786_432, 128_000, 786_432, [1000] * 8)
 
 
 def test_kdra_keeps_as_many_rare_hosts_as_the_workload_will_ask_for() -> None:
