@@ -1,16 +1,19 @@
 """`kdra migrate` throughput and memory on multi-megabyte streams.
 
-Builds streams from the migration corpus (tests/migrate/manifests, the inputs that convert), every workload
-renamed so names stay unique, and runs `kdra migrate` on them in a fresh process each, printing input size,
-wall and CPU time, throughput (MB/s of input per CPU second) and peak RSS (that process's VmHWM); a warm-up
-run compiles the modules first, as an installed kdra has them compiled:
+Builds streams from the migration corpus (tests/migrate/manifests, the inputs that convert), the top-level
+workloads renamed so most names stay unique (the items of `kind: List` documents keep theirs: their templates
+get numbered names, as repeated workload names across namespaces do), and runs `kdra migrate -j N` on them in
+a fresh process each, printing input size, worker processes, wall and CPU time (the workers' included),
+throughput per wall second and per CPU second, and peak RSS of the process and of its largest worker (VmHWM,
+ru_maxrss); a warm-up run compiles the modules first, as an installed kdra has them compiled:
 
-  gpu      every document a GPU workload (the worst case: each one is parsed and edited)
+  gpu      every document a GPU workload (the worst case: each one is parsed and edited), with one process
+           and with the default number of workers (the usable CPUs, at most 8)
   cluster  a cluster dump: one GPU workload in ten, the rest Services, ConfigMaps and CPU Deployments
   check    `--check` on the gpu stream (no output is produced)
 
 Memory should follow the largest document, not the input: the 5x larger stream must not need 5x the memory.
-`--profile` prints the top functions of a cProfile run on the gpu stream instead.
+`--profile` prints the top functions of a cProfile run on the gpu stream (one process) instead.
 
     python benchmarks/bench_migrate.py [--mb 5] [--scale 5] [--profile] [--src OTHER/src]
 """
@@ -28,6 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+
+from kdra.migrate.parallel import default_jobs  # noqa: E402
+
 MANIFESTS = ROOT / "tests" / "migrate" / "manifests"
 
 FILLER = """\
@@ -119,13 +125,14 @@ SRC = ROOT / "src"
 # would not do, since Linux carries the forking parent's peak across exec into it, and this parent holds the
 # streams it built.
 CHILD = """\
-import re, sys
+import re, resource, sys
 from kdra.cli.main import main
 code = main(sys.argv[2:])
 with open("/proc/self/status") as status:
     peak = re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)
+worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kB: the largest worker's peak
 with open(sys.argv[1], "w") as out:
-    out.write(peak)
+    out.write(f"{peak} {worker}")
 sys.exit(code)
 """
 
@@ -153,7 +160,8 @@ def warm_up(folder: Path) -> None:
 
 
 def run(path: Path, *extra: str) -> dict[str, float]:
-    """`kdra migrate` on `path` in a fresh process: wall, CPU seconds, peak RSS in MiB."""
+    """`kdra migrate` on `path` in a fresh process: wall, CPU seconds (with its workers'), peak RSS in MiB of
+    the process and of its largest worker."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as errors, tempfile.NamedTemporaryFile("r") as peak:
         # notes can be many: a pipe would fill and block the child
@@ -163,15 +171,15 @@ def run(path: Path, *extra: str) -> dict[str, float]:
             stderr=errors,
             env=_child_env(),
         )
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)  # the child's usage includes the workers it joined
         wall = time.perf_counter() - start
         errors.seek(0)
         err = errors.read().decode(errors="replace")
         exit_code = os.waitstatus_to_exitcode(status)
         if exit_code not in (0, 1):
             raise SystemExit(f"kdra migrate failed ({exit_code}): {err[-2000:]}")
-        rss = int(peak.read() or 0) / 1024
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": rss}
+        own, worker = (int(kb) / 1024 for kb in (peak.read() or "0 0").split())
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": own, "worker": worker}
 
 
 def main() -> None:
@@ -198,25 +206,37 @@ def main() -> None:
         big = Path(folder) / "gpu-big.yaml"
         big.write_text(build(int(size * args.scale), 1.0))
         warm_up(Path(folder))
+        jobs = default_jobs()
         print(
-            f"{'stream':<10} {'MB':>7} {'wall s':>8} {'CPU s':>7} {'MB/CPU-s':>9} {'peak RSS MiB':>13}",
+            f"{'stream':<10} {'MB':>5} {'jobs':>4} {'wall s':>7} {'CPU s':>6} {'MB/s':>5} {'MB/CPU-s':>8} "
+            f"{'RSS MiB':>7} {'worker':>6}",
             flush=True,
         )
-        rows = [("gpu", gpu, ()), ("cluster", cluster, ()), ("check", gpu, ("--check",)), ("gpu x5", big, ())]
+        rows = [
+            ("gpu", gpu, 1, ()),
+            ("gpu", gpu, jobs, ()),
+            ("cluster", cluster, jobs, ()),
+            ("check", gpu, jobs, ("--check",)),
+            ("gpu x5", big, jobs, ()),
+        ]
         results = {}
-        for name, path, extra in rows:
+        for name, path, n, extra in rows:
             mb = path.stat().st_size / 1e6
-            result = run(path, *extra)
+            result = run(path, "-j", str(n), *extra)
             results[name] = result
             print(
-                f"{name:<10} {mb:7.1f} {result['wall']:8.2f} {result['cpu']:7.2f} {mb / result['cpu']:9.2f} "
-                f"{result['rss']:13.1f}",
+                f"{name:<10} {mb:5.1f} {n:4d} {result['wall']:7.2f} {result['cpu']:6.2f} "
+                f"{mb / result['wall']:5.2f} {mb / result['cpu']:8.2f} {result['rss']:7.1f} "
+                f"{result['worker']:6.1f}",
                 flush=True,
             )
-        growth = results["gpu x5"]["rss"] / results["gpu"]["rss"]
+        growth = max(results["gpu x5"]["rss"], results["gpu x5"]["worker"]) / max(
+            results["gpu"]["rss"], results["gpu"]["worker"]
+        )
         print(
-            f"peak RSS grows {growth:.2f}x for {args.scale:.0f}x the input "
-            "(CPU time from this shared, loaded machine; wall time is noise here)"
+            f"peak RSS of one process grows {growth:.2f}x for {args.scale:.0f}x the input; MB/s is per wall "
+            "second, MB/CPU-s per CPU second of all processes (on a shared machine both move 20-30% between "
+            "identical runs)"
         )
 
 
@@ -232,7 +252,7 @@ def profile(path: Path) -> None:
     sink = io.StringIO()
     with redirect_stdout(sink), redirect_stderr(io.StringIO()):
         profiler.enable()
-        kdra_main(["migrate", str(path)])
+        kdra_main(["migrate", "-j", "1", str(path)])
         profiler.disable()
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(25)

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kdra.migrate import Options, migrate_text
+from kdra.migrate.context import TakenNames, free_name
 from kdra.migrate.documents import bodies_mentioning, iter_chunks, split_documents
 from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
@@ -478,3 +479,21 @@ def test_scalar_reads_numbers_as_a_safe_load_does(text: str) -> None:
     from kdra.migrate.nodes import scalar
 
     assert scalar(get(compose(f"k: {text}"), "k")) == yaml.safe_load(f"k: {text}")["k"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["train-gpu", "serve-gpu", "train-gpu-2", "x" * 60]), st.booleans()),
+        max_size=60,
+    )
+)
+def test_taken_names_give_the_first_free_name_as_a_full_search_does(wants: list[tuple[str, bool]]) -> None:
+    """The remembered numbers never skip a free name, also when other names are taken in between."""
+    taken = TakenNames(set())
+    for name, take_exact in wants:
+        if take_exact:  # a name taken as is (pass 1, another template), not through free()
+            taken.names.add(name)
+            continue
+        expected = free_name(name, set(taken.names), 63)
+        assert taken.free(name, 63) == expected
+        taken.names.add(expected)

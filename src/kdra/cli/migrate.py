@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from kdra.errors import InputError
-from kdra.migrate import CLAIMS, MODES, Options, Report, StreamMigration, classes_document, names_in_use
+from kdra.migrate import (
+    CLAIMS,
+    MODES,
+    Options,
+    Report,
+    StreamMigration,
+    classes_document,
+    names_in_use,
+    parallel,
+)
 from kdra.migrate.documents import iter_chunks
 from kdra.migrate.helm import chart_message, is_chart
 from kdra.migrate.kinds import parse_kind_option
@@ -79,7 +88,25 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="do not print the DeviceClasses the result needs (e.g. as a Helm post-renderer)",
     )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        metavar="N",
+        help="worker processes for inputs of 1 MiB and more (default: the usable CPUs, at most "
+        f"{parallel.MAX_JOBS}; 1 = this process only); the result is the same for any N",
+    )
     parser.set_defaults(func=run)
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{jobs} processes: at least 1")
+    return jobs
 
 
 # -- inputs --------------------------------------------------------------------------------------------------
@@ -90,6 +117,17 @@ class Input:
     name: str
     path: Path | None  # None: stdin, spooled
     spool: IO[str] | None = None
+
+    def size(self) -> int:
+        """Characters (stdin) or bytes (a file): what decides whether workers are worth starting."""
+        if self.spool is not None:
+            self.spool.seek(0, os.SEEK_END)
+            return self.spool.tell()
+        assert self.path is not None
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0  # blocks() reports why it cannot be read
 
     def blocks(self) -> Iterator[str]:
         """The text in blocks (documents are split from them; a block needs not end at a line end)."""
@@ -313,8 +351,12 @@ def _migrate(
     else:
         joined.next_stream()
         write = joined.write
+    jobs = args.jobs or parallel.default_jobs()
     try:
-        migration.run(iter_chunks(item.blocks()), write)
+        if jobs > 1 and parallel.can_fork() and item.size() >= parallel.MIN_INPUT:
+            parallel.run(migration, iter_chunks(item.blocks()), write, jobs)
+        else:
+            migration.run(iter_chunks(item.blocks()), write)
     finally:
         if args.in_place:
             stream.close()

@@ -11,19 +11,67 @@ from kdra.migrate.edits import Editor
 from kdra.migrate.report import Options, Report, Where
 
 
+def free_name(name: str, taken: set[str], limit: int = 63) -> str:
+    """`name`, or the first of name-2, name-3, ... (cut to `limit`) not in `taken`."""
+    if name not in taken:
+        return name
+    return _candidate(name, _first_free(name, taken, limit, 2), limit)
+
+
+def _candidate(name: str, number: int, limit: int) -> str:
+    suffix = f"-{number}"
+    return name[: limit - len(suffix)].rstrip("-.") + suffix
+
+
+def _first_free(name: str, taken: set[str], limit: int, number: int) -> int:
+    while _candidate(name, number, limit) in taken:
+        number += 1
+    return number
+
+
+class TakenNames:
+    """The ResourceClaimTemplate names a run has in use (a set that only grows) and the first free one for a
+    new template. Each name remembers the number it last got: every lower one stays taken, so a name wanted
+    n times (the same workload in many namespaces) costs n steps, not n*n/2."""
+
+    __slots__ = ("_next", "names")
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self._next: dict[tuple[str, int], int] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def free(self, name: str, limit: int) -> str:
+        if name not in self.names:
+            return name
+        number = _first_free(name, self.names, limit, self._next.get((name, limit), 2))
+        self._next[name, limit] = number
+        return _candidate(name, number, limit)
+
+    def update(self, names: list[str]) -> None:
+        self.names.update(names)
+
+
 @dataclass
 class DocContext:
     body: str
     editor: Editor
     options: Options
     report: Report
-    taken: set[str]  # ResourceClaimTemplate names used in this input
+    taken: TakenNames  # ResourceClaimTemplate names used in this run
+    picked: list[str]  # names this document took (a parallel run checks them against earlier documents')
     marks: list[int]  # offsets of the vendor names in the body (scan.requests follows them)
     consumed: set[int] = field(default_factory=set)  # id() of accelerator keys converted or already reported
     consumed_at: set[int] = field(default_factory=set)  # where those keys start in the body (scan.requests)
     shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> name of its container
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order
     templates: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
+
+    def take(self, name: str) -> None:
+        self.taken.names.add(name)
+        self.picked.append(name)
 
     def note(self, where: Where, text: str) -> None:
         self.notes.setdefault(where.describe(), []).append(text)

@@ -25,7 +25,7 @@ from typing import Any
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kdra.migrate import resources as res
-from kdra.migrate.context import DocContext
+from kdra.migrate.context import DocContext, free_name
 from kdra.migrate.edits import Literal
 from kdra.migrate.kinds import Found, Shape
 from kdra.migrate.nodes import (
@@ -93,18 +93,6 @@ def dns_label(text: str, limit: int = 63) -> str:
         return label
     digest = hashlib.sha256(label.encode()).hexdigest()[:8]
     return label[: limit - 9].rstrip("-") + "-" + digest
-
-
-def free_name(name: str, taken: set[str], limit: int = 63) -> str:
-    if name not in taken:
-        return name
-    number = 2
-    while True:
-        suffix = f"-{number}"
-        candidate = name[: limit - len(suffix)].rstrip("-.") + suffix
-        if candidate not in taken:
-            return candidate
-        number += 1
 
 
 @dataclass
@@ -732,8 +720,8 @@ class PodSpecConverter:
         if len(name) > 253:
             digest = hashlib.sha256(name.encode()).hexdigest()[:8]
             name = name[:244].rstrip("-.") + "-" + digest
-        name = free_name(name, self.ctx.taken, 253)
-        self.ctx.taken.add(name)
+        name = self.ctx.taken.free(name, 253)
+        self.ctx.take(name)
         return name
 
     def _claim_template(self, name: str, parts: list[Part]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from yaml.reader import ReaderError
 
 from kdra.migrate import consumers
 from kdra.migrate import resources as res
-from kdra.migrate.context import DocContext
+from kdra.migrate.context import DocContext, TakenNames
 from kdra.migrate.convert import PodSpecConverter
 from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
@@ -101,10 +101,11 @@ class StreamMigration:
     def __init__(self, source: str, options: Options, taken: set[str], spool: Spool | None = None) -> None:
         self.source = source
         self.options = options
-        self.taken = taken
+        self.taken = TakenNames(taken)
         self.report = Report() if spool is None else Report.spooled(spool)
         self.kinds = options.kinds()
         self.changed = False
+        self.picked: list[str] = []  # the names the last document took
 
     def run(self, chunks: Iterable[Chunk], write: Callable[[str], None]) -> Report:
         for chunk in chunks:
@@ -130,6 +131,7 @@ class StreamMigration:
 
     def document(self, chunk: Chunk) -> str:
         body = chunk.body
+        self.picked = []
         if not body.strip():
             return chunk.text
         marks = res.vendor_mentions(body)
@@ -160,7 +162,7 @@ class StreamMigration:
     def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int]) -> str:
         body = chunk.body
         style = guess_style(body, root)
-        ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, marks)
+        ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, self.picked, marks)
         objects = _objects(root)
         is_list = bool(objects and objects[0][1])
         done: set[int] = set()

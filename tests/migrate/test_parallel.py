@@ -1,0 +1,79 @@
+"""`kdra migrate -j N`: worker processes give byte for byte what one process gives (docs/migrate.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.migrate import Options, StreamMigration, names_in_use, parallel
+from kdra.migrate.documents import iter_chunks
+
+from .conftest import MANIFESTS, case_args, ok_cases, run_cli
+from .test_cli import FRACTIONAL
+
+
+def _corpus(times: int) -> str:
+    """The converting corpus `times` over, names unchanged: every new template name repeats, so documents
+    in different workers' batches want the same names (the serial run numbers them -2, -3, ...)."""
+    texts = [(MANIFESTS / f"{case}.yaml").read_text() for case in ok_cases() if not case_args(case)]
+    return "".join(("" if text.startswith("---") else "---\n") + text for _ in range(times) for text in texts)
+
+
+def _migrate(text: str, jobs: int) -> tuple[str, dict[str, list[str]], bool]:
+    templates, _ = names_in_use([text])
+    migration = StreamMigration("s.yaml", Options(), templates)
+    pieces: list[str] = []
+    if jobs == 1:
+        report = migration.run(iter_chunks([text]), pieces.append)
+    else:
+        report = parallel.run(migration, iter_chunks([text]), pieces.append, jobs)
+    lists = {
+        name: list(getattr(report, name)) for name in ("changes", "notes", "warnings", "invalid", "blocked")
+    }
+    lists["classes"] = sorted(report.classes)
+    lists["taken"] = sorted(migration.taken.names)
+    return "".join(pieces), lists, migration.changed
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "BATCH", 3000)  # many batches, a few documents each
+    monkeypatch.setattr(parallel, "MIN_INPUT", 0)
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_workers_give_the_serial_result_where_names_repeat_across_batches() -> None:
+    text = _corpus(3)
+    serial = _migrate(text, 1)
+    assert serial[0].count("-gpu-3\n") >= 5  # the third copy's templates are numbered
+    assert _migrate(text, 2) == serial
+    assert _migrate(text, 3) == serial
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_workers_report_invalid_and_blocked_documents_in_stream_order() -> None:
+    bad = "---\nkind: Pod\nmetadata: {name: x\n"  # not valid YAML
+    text = _corpus(1) + bad + "---\n" + FRACTIONAL + _corpus(1) + bad
+    serial = _migrate(text, 1)
+    assert len(serial[1]["invalid"]) == 3  # the two bad documents and the fractional GPU
+    assert _migrate(text, 2) == serial
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("extra", [[], ["--check"], ["--diff"], ["--mode", "extended-resource"]])
+def test_cli_output_messages_and_exit_code_do_not_depend_on_jobs(tmp_path: Path, extra: list[str]) -> None:
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(_corpus(2))
+    one = run_cli(["-j", "1", *extra, str(stream)])
+    assert one.code in (0, 1, 2) and (one.out or one.err)
+    assert run_cli(["-j", "2", *extra, str(stream)]) == one
+
+
+def test_jobs_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    for value, rule in (("0", "0 processes: at least 1"), ("two", "'two' is not a number of processes")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["migrate", "-j", value, "x.yaml"])
+        assert exit_info.value.code == 2
+        assert f"argument -j/--jobs: {rule}" in capsys.readouterr().err
