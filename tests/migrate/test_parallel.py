@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kdra.cli.main import main
 from kdra.migrate import Options, StreamMigration, names_in_use, parallel
-from kdra.migrate.documents import iter_chunks
+from kdra.migrate.documents import Chunk, iter_chunks
 
 from .conftest import MANIFESTS, case_args, ok_cases, run_cli
 from .test_cli import FRACTIONAL
@@ -44,12 +47,51 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("small_batches")
-def test_workers_give_the_serial_result_where_names_repeat_across_batches() -> None:
+@pytest.mark.parametrize("routing", ["by name", "round robin"])
+def test_workers_give_the_serial_result_where_names_repeat(
+    routing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By name, a workload's copies meet on one worker; round robin, they meet on different ones, whose
+    choices the parent finds taken and migrates again (the path a name shared by two workloads takes)."""
+    if routing == "round robin":
+        turn = itertools.count()
+        monkeypatch.setattr(parallel, "_worker_for", lambda body, jobs: next(turn) % jobs)
     text = _corpus(3)
     serial = _migrate(text, 1)
     assert serial[0].count("-gpu-3\n") >= 5  # the third copy's templates are numbered
     assert _migrate(text, 2) == serial
     assert _migrate(text, 3) == serial
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (lambda: 1 / 0, "a worker process failed; nothing was written:\nTraceback"),
+        (lambda: os._exit(3), "exited with 3; nothing was written"),
+    ],
+)
+def test_a_failing_worker_stops_the_run_with_a_clear_error(
+    failure: Callable[[], object], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug or a killed worker (out of memory) ends the run with exit 1 and nothing written; it never
+    hangs. Workers are forked, so they inherit the patched method."""
+    document = StreamMigration.document
+
+    def failing(self: StreamMigration, chunk: Chunk) -> str:
+        if chunk.number == 7:
+            failure()
+        return document(self, chunk)
+
+    monkeypatch.setattr(StreamMigration, "document", failing)
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(_corpus(1))
+    run = run_cli(["-j", "2", "-i", str(stream)])
+    assert run.code == 1
+    assert message in run.err
+    assert run.out == ""
+    assert stream.read_text() == _corpus(1)
+    assert list(tmp_path.iterdir()) == [stream]  # the in-place temp file is gone too
 
 
 @pytest.mark.usefixtures("small_batches")

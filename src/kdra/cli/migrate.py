@@ -357,9 +357,13 @@ def _migrate(
             parallel.run(migration, iter_chunks(item.blocks()), write, jobs)
         else:
             migration.run(iter_chunks(item.blocks()), write)
-    finally:
-        if args.in_place:
+    except BaseException:  # the caller never sees this result, so its temp file goes here
+        if result.temp is not None:
             stream.close()
+            result.temp.unlink(missing_ok=True)
+        raise
+    if result.temp is not None:
+        stream.close()
     result.changed = migration.changed
     return result
 

@@ -2,34 +2,43 @@
 process writes and reports.
 
 A document's migration depends on the rest of the stream only through the ResourceClaimTemplate names taken
-before it (a new template gets the first free name: `free_name`). Each worker starts from the names taken
-when the stream began (pass 1 and earlier inputs) and never sees what other workers' documents take. The
-parent merges results in stream order and keeps a worker's result only if none of the names that document
-took was taken meanwhile by an earlier one; otherwise it migrates that document again itself. That is exact:
-every name the worker skipped is also taken in the serial run (the worker's set only misses names), so where
-the name it chose is free in the serial run too, the serial run chooses the same one.
+before it (a new template gets the first free name). Each worker starts from the names taken when the stream
+began (pass 1 and earlier inputs) and adds the names its own documents take. The parent merges results in
+stream order and keeps a worker's result only if none of the names that document took was taken meanwhile
+by an earlier one; otherwise it migrates that document again itself. That is exact: a worker only ever knows
+fewer names than the serial run at that document, so where the name it chose is free in the serial run too,
+every name it skipped is taken there as well and the serial run chooses the same one.
 
-Memory: at most two batches per worker are in flight, each about BATCH characters (or one larger document),
-so each process holds what one process does: the largest document, not the input.
+So that this rarely happens, a document goes to the worker its workload name hashes to: the same workload
+again (in another namespace, or repeated in a List) meets the names its earlier copies took, as one process
+would. Memory: at most WINDOW characters of documents are in flight, so each process holds what one process
+does, the largest document and not the input.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import traceback
+import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kdra.errors import KdraError
 from kdra.migrate.documents import Chunk
 from kdra.migrate.engine import StreamMigration
 from kdra.migrate.report import Options, Report
 
 if TYPE_CHECKING:
-    from multiprocessing.pool import AsyncResult
+    from multiprocessing.context import ForkProcess
+    from multiprocessing.queues import Queue
 
-BATCH = 2**17  # characters of documents sent to a worker at a time
+BATCH = 2**15  # characters of documents sent to a worker at a time
+WINDOW = 2**17  # characters of documents in flight per worker (sent, or waiting to be sent)
 MIN_INPUT = 2**20  # characters: smaller inputs migrate in this process (starting workers costs more)
 MAX_JOBS = 8
+_POLL = 0.5  # seconds between checks that a worker a result is awaited from still runs
 
 # A document's result as a worker sends it: (migrated text or None when unchanged, changed, names taken,
 # changes, notes, warnings, invalid, blocked, DeviceClasses needed).
@@ -37,7 +46,9 @@ Record = tuple[
     str | None, bool, list[str], list[str], list[str], list[str], list[str], list[str], dict[str, Any]
 ]
 
-_worker: StreamMigration | None = None  # each worker's own migration of the stream
+# The first `name:` key of a document (metadata comes before the spec in nearly every manifest); a guess only
+# decides which worker gets the document, never what it outputs.
+_NAME = re.compile(r'^[ \t]*(?:-[ \t]+)?"?name"?[ \t]*:[ \t]*"?([^\s",}]+)', re.MULTILINE)
 
 
 def default_jobs() -> int:
@@ -56,55 +67,173 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+class WorkerFailed(KdraError):
+    """A worker died (killed, out of memory) or hit a bug: the run stops, nothing is written."""
+
+    exit_code = 1
+
+
+class _Workers:
+    """`jobs` forked processes, each with a task queue and a result queue, answering in the order asked."""
+
+    def __init__(self, migration: StreamMigration, jobs: int) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self.tasks: list[Queue[list[Chunk] | None]] = [context.Queue() for _ in range(jobs)]
+        self.results: list[Queue[tuple[bool, Any]]] = [context.Queue() for _ in range(jobs)]
+        names = set(migration.taken.names)
+        self.processes: list[ForkProcess] = [
+            context.Process(
+                target=_work,
+                args=(self.tasks[w], self.results[w], migration.source, migration.options, names),
+                daemon=True,
+            )
+            for w in range(jobs)
+        ]
+        for process in self.processes:
+            process.start()
+
+    def result(self, worker: int) -> list[Record]:
+        import queue
+
+        while True:
+            try:
+                ok, value = self.results[worker].get(timeout=_POLL)
+            except queue.Empty:
+                if not self.processes[worker].is_alive():
+                    raise WorkerFailed(
+                        f"worker process {worker} exited with {self.processes[worker].exitcode}; nothing "
+                        "was written (-j 1 migrates in this process only)"
+                    ) from None
+                continue
+            if not ok:
+                raise WorkerFailed(f"a worker process failed; nothing was written:\n{value}")
+            records: list[Record] = value
+            return records
+
+    def close(self) -> None:
+        for tasks in self.tasks:
+            tasks.put(None)
+        for process in self.processes:
+            process.join()
+
+    def kill(self) -> None:
+        for tasks in self.tasks:
+            tasks.cancel_join_thread()  # what is still queued for a killed worker is dropped at exit
+        for process in self.processes:
+            process.kill()
+            process.join()
+
+
 def run(
     migration: StreamMigration, chunks: Iterable[Chunk], write: Callable[[str], None], jobs: int
 ) -> Report:
     """What `migration.run(chunks, write)` does, with `jobs` worker processes."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    args = (migration.source, migration.options, set(migration.taken.names))
-    pool = context.Pool(jobs, _start, args)
+    workers = _Workers(migration, jobs)
     try:
-        pending: deque[tuple[list[Chunk], AsyncResult[list[Record]]]] = deque()
-        for batch in _batches(chunks):
-            pending.append((batch, pool.apply_async(_migrate, (batch,))))
-            if len(pending) >= 2 * jobs:
-                _merge(migration, *pending.popleft(), write)
-        while pending:
-            _merge(migration, *pending.popleft(), write)
-        pool.close()
+        _Stream(migration, workers, jobs, write).run(chunks)
+        workers.close()
     except BaseException:
-        pool.terminate()
+        workers.kill()
         raise
-    finally:
-        pool.join()
     migration.report.flush()
     return migration.report
 
 
-def _batches(chunks: Iterable[Chunk]) -> Iterator[list[Chunk]]:
-    batch: list[Chunk] = []
-    size = 0
-    for chunk in chunks:
-        batch.append(chunk)
-        size += len(chunk.body)
-        if size >= BATCH:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+class _Stream:
+    """Routes documents to workers and merges their results in stream order."""
+
+    def __init__(
+        self, migration: StreamMigration, workers: _Workers, jobs: int, write: Callable[[str], None]
+    ) -> None:
+        self.migration = migration
+        self.workers = workers
+        self.jobs = jobs
+        self.write = write
+        self.order: deque[tuple[Chunk, int]] = deque()  # documents not merged yet, in stream order
+        self.buffers: list[list[Chunk]] = [[] for _ in range(jobs)]  # not sent yet, per worker
+        self.buffered = [0] * jobs
+        self.sent = [0] * jobs  # batches sent whose results were not received
+        self.received: list[deque[Record]] = [deque() for _ in range(jobs)]
+        self.in_flight = 0  # characters of documents in `order`
+
+    def run(self, chunks: Iterable[Chunk]) -> None:
+        for chunk in chunks:
+            worker = _worker_for(chunk.body, self.jobs)
+            self.order.append((chunk, worker))
+            self.buffers[worker].append(chunk)
+            self.buffered[worker] += len(chunk.body)
+            self.in_flight += len(chunk.body)
+            if self.buffered[worker] >= BATCH:
+                self._send(worker)
+            while self.in_flight > WINDOW * self.jobs:
+                self._merge_first()
+        while self.order:
+            self._merge_first()
+
+    def _send(self, worker: int) -> None:
+        self.workers.tasks[worker].put(self.buffers[worker])
+        self.buffers[worker] = []
+        self.buffered[worker] = 0
+        self.sent[worker] += 1
+
+    def _merge_first(self) -> None:
+        chunk, worker = self.order.popleft()
+        self.in_flight -= len(chunk.body)
+        received = self.received[worker]
+        if not received:
+            if not self.sent[worker]:
+                self._send(worker)
+            received.extend(self.workers.result(worker))
+            self.sent[worker] -= 1
+        self._merge(chunk, received.popleft())
+
+    def _merge(self, chunk: Chunk, record: Record) -> None:
+        """A worker's result, or the document again where a name it took is no longer free."""
+        text, changed, picked, changes, notes, warnings, invalid, blocked, classes = record
+        migration = self.migration
+        if any(name in migration.taken for name in picked):
+            self.write(migration.document(chunk))
+            return
+        migration.taken.update(picked)
+        migration.changed |= changed
+        report = migration.report
+        report.changes += changes
+        report.notes += notes
+        report.warnings += warnings
+        report.invalid += invalid
+        report.blocked += blocked
+        for name, device_class in classes.items():
+            report.classes.setdefault(name, device_class)
+        self.write(chunk.text if text is None else text)
 
 
-def _start(source: str, options: Options, taken: set[str]) -> None:
-    global _worker
-    _worker = StreamMigration(source, options, taken)
+def _worker_for(body: str, jobs: int) -> int:
+    found = _NAME.search(body)
+    key = found.group(1) if found else body[:256]
+    return zlib.crc32(key.encode()) % jobs
 
 
-def _migrate(batch: list[Chunk]) -> list[Record]:
-    """In a worker: each document migrated, with what it reported."""
-    migration = _worker
-    assert migration is not None
+def _work(
+    tasks: Queue[list[Chunk] | None],
+    results: Queue[tuple[bool, Any]],
+    source: str,
+    options: Options,
+    taken: set[str],
+) -> None:
+    """A worker: migrates each batch it is sent, in order, until it is sent None."""
+    migration = StreamMigration(source, options, taken)
+    while (batch := tasks.get()) is not None:
+        try:
+            results.put((True, _migrate(migration, batch)))
+        except BaseException:  # a bug: its traceback goes to the parent, which stops
+            results.put((False, traceback.format_exc()))
+            return
+
+
+def _migrate(migration: StreamMigration, batch: list[Chunk]) -> list[Record]:
+    """Each document migrated, with what it reported."""
     out: list[Record] = []
     for chunk in batch:
         migration.report = report = Report()
@@ -124,31 +253,3 @@ def _migrate(batch: list[Chunk]) -> list[Record]:
             )
         )
     return out
-
-
-def _merge(
-    migration: StreamMigration,
-    batch: list[Chunk],
-    result: AsyncResult[list[Record]],
-    write: Callable[[str], None],
-) -> None:
-    """In the parent, in stream order: a worker's results, or the document again where a name it took is no
-    longer free."""
-    taken = migration.taken
-    report = migration.report
-    for chunk, (text, changed, picked, changes, notes, warnings, invalid, blocked, classes) in zip(
-        batch, result.get(), strict=True
-    ):
-        if any(name in taken for name in picked):
-            write(migration.document(chunk))
-            continue
-        taken.update(picked)
-        migration.changed |= changed
-        report.changes += changes
-        report.notes += notes
-        report.warnings += warnings
-        report.invalid += invalid
-        report.blocked += blocked
-        for name, device_class in classes.items():
-            report.classes.setdefault(name, device_class)
-        write(chunk.text if text is None else text)
