@@ -119,3 +119,27 @@ def test_jobs_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> N
             main(["migrate", "-j", value, "x.yaml"])
         assert exit_info.value.code == 2
         assert f"argument -j/--jobs: {rule}" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_stdin_migrates_with_workers_as_a_file_does(tmp_path: Path) -> None:
+    text = _corpus(2)
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(text)
+    one = run_cli(["-j", "1", "-"], stdin=text)
+    assert one.code == 0 and one.out
+    assert run_cli(["-j", "2", "-"], stdin=text) == one
+    assert run_cli(["-j", "2", str(stream)]).out == one.out
+
+
+def test_inputs_under_a_mebibyte_never_start_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting workers costs more than a small input takes (a Helm post-renderer's typical input)."""
+
+    def no_workers(*args: object) -> None:
+        raise AssertionError("workers started for a small input")
+
+    monkeypatch.setattr(parallel, "run", no_workers)
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(_corpus(1))
+    assert stream.stat().st_size < parallel.MIN_INPUT
+    assert run_cli(["-j", "4", str(stream)]).code == 0

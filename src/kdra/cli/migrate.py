@@ -353,7 +353,7 @@ def _migrate(
         write = joined.write
     jobs = args.jobs or parallel.default_jobs()
     try:
-        if jobs > 1 and parallel.can_fork() and item.size() >= parallel.MIN_INPUT:
+        if jobs > 1 and item.size() >= parallel.MIN_INPUT and parallel.can_fork():
             parallel.run(migration, iter_chunks(item.blocks()), write, jobs)
         else:
             migration.run(iter_chunks(item.blocks()), write)

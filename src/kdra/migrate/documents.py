@@ -42,14 +42,26 @@ _BOUNDARY = re.compile(r"(?:---(?:[ \t][^\n]*)?|\.\.\.[ \t]*)\r?$", re.MULTILINE
 _LINE_START = re.compile(r"\n(?=---|\.\.\.)")  # a literal first: the regex engine skips ahead fast
 
 
-# Line breaks other than \n that str.splitlines also splits at (CRLF files, form feeds, Unicode separators).
-_OTHER_BREAKS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+def _other_breaks(text: str) -> bool:
+    """Whether text has a line break other than \n that str.splitlines also splits at (CRLF files, form
+    feeds, Unicode separators). Substring tests, written out: faster than a regex or a loop over them."""
+    return (
+        "\r" in text
+        or "\v" in text
+        or "\f" in text
+        or "\x1c" in text
+        or "\x1d" in text
+        or "\x1e" in text
+        or "\x85" in text
+        or "\u2028" in text
+        or "\u2029" in text
+    )
 
 
 def _chunk(text: str, first: int, number: int) -> Chunk:
     """A chunk from the text between two boundaries (`first`: 0-based line of its first line). Only the head
     and tail lines are looked at, from each end: a document's other lines are never split."""
-    if any(brk in text for brk in _OTHER_BREAKS):  # a substring test per break: faster than a regex
+    if _other_breaks(text):
         return _chunk_of_lines(text, first, number)
     size = len(text)
     head_end = 0  # offset where the body starts
@@ -74,6 +86,8 @@ def _chunk(text: str, first: int, number: int) -> Chunk:
 
 def _is_head_line(line: str) -> bool:
     """Whether a line before a document's content belongs to its head (separator, directive, comment)."""
+    if line == "---\n":  # the head of nearly every document
+        return True
     bare = line.rstrip("\r\n")
     if _SEPARATOR_WITH_CONTENT.match(bare):
         return False  # `--- {a: 1}`: the separator line carries the document's first content

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-import traceback
+import sys
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -61,10 +61,11 @@ def default_jobs() -> int:
 
 
 def can_fork() -> bool:
-    """Workers are forked (they inherit the loaded modules and options); without fork, one process."""
+    """Workers are forked (they inherit the loaded modules and options): on Linux. Elsewhere one process:
+    Windows has no fork, and macOS's system libraries are not safe to use in a forked child."""
     import multiprocessing  # here: most runs never start workers, and the import costs start-up time
 
-    return "fork" in multiprocessing.get_all_start_methods()
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 class WorkerFailed(KdraError):
@@ -94,7 +95,7 @@ class _Workers:
         for process in self.processes:
             process.start()
 
-    def result(self, worker: int) -> list[Record]:
+    def result(self, worker: int) -> list[Record | None]:
         import queue
 
         while True:
@@ -109,7 +110,7 @@ class _Workers:
                 continue
             if not ok:
                 raise WorkerFailed(f"a worker process failed; nothing was written:\n{value}")
-            records: list[Record] = value
+            records: list[Record | None] = value
             return records
 
     def close(self) -> None:
@@ -155,7 +156,7 @@ class _Stream:
         self.buffers: list[list[Chunk]] = [[] for _ in range(jobs)]  # not sent yet, per worker
         self.buffered = [0] * jobs
         self.sent = [0] * jobs  # batches sent whose results were not received
-        self.received: list[deque[Record]] = [deque() for _ in range(jobs)]
+        self.received: list[deque[Record | None]] = [deque() for _ in range(jobs)]
         self.in_flight = 0  # characters of documents in `order`
 
     def run(self, chunks: Iterable[Chunk]) -> None:
@@ -189,8 +190,11 @@ class _Stream:
             self.sent[worker] -= 1
         self._merge(chunk, received.popleft())
 
-    def _merge(self, chunk: Chunk, record: Record) -> None:
+    def _merge(self, chunk: Chunk, record: Record | None) -> None:
         """A worker's result, or the document again where a name it took is no longer free."""
+        if record is None:
+            self.write(chunk.text)
+            return
         text, changed, picked, changes, notes, warnings, invalid, blocked, classes = record
         migration = self.migration
         if any(name in migration.taken for name in picked):
@@ -199,11 +203,15 @@ class _Stream:
         migration.taken.update(picked)
         migration.changed |= changed
         report = migration.report
-        report.changes += changes
-        report.notes += notes
-        report.warnings += warnings
-        report.invalid += invalid
-        report.blocked += blocked
+        for messages, lines in (
+            (report.changes, changes),
+            (report.notes, notes),
+            (report.warnings, warnings),
+            (report.invalid, invalid),
+            (report.blocked, blocked),
+        ):
+            if lines:
+                messages += lines
         for name, device_class in classes.items():
             report.classes.setdefault(name, device_class)
         self.write(chunk.text if text is None else text)
@@ -228,20 +236,26 @@ def _work(
         try:
             results.put((True, _migrate(migration, batch)))
         except BaseException:  # a bug: its traceback goes to the parent, which stops
+            import traceback
+
             results.put((False, traceback.format_exc()))
             return
 
 
-def _migrate(migration: StreamMigration, batch: list[Chunk]) -> list[Record]:
-    """Each document migrated, with what it reported."""
-    out: list[Record] = []
+def _migrate(migration: StreamMigration, batch: list[Chunk]) -> list[Record | None]:
+    """Each document migrated, with what it reported; None for one left as it was with nothing to report
+    (most of a cluster dump: a record for each would cost more than checking its syntax)."""
+    out: list[Record | None] = []
+    report = migration.report = Report()
     for chunk in batch:
-        migration.report = report = Report()
         migration.changed = False
         text = migration.document(chunk)
+        if not (migration.changed or migration.picked or _reported(report)):
+            out.append(None)
+            continue
         out.append(
             (
-                None if text == chunk.text else text,
+                text if migration.changed else None,  # only an edited document's text differs
                 migration.changed,
                 migration.picked,
                 list(report.changes),
@@ -252,4 +266,10 @@ def _migrate(migration: StreamMigration, batch: list[Chunk]) -> list[Record]:
                 report.classes,
             )
         )
+        report = migration.report = Report()
     return out
+
+
+def _reported(report: Report) -> bool:
+    lists = (report.changes, report.notes, report.warnings, report.invalid, report.blocked)
+    return bool(report.classes) or any(lists)
