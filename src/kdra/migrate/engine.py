@@ -94,6 +94,33 @@ def _objects(root: Node | None) -> list[tuple[Node, tuple[str | int, ...]]]:
 
 # -- pass 2: the documents -----------------------------------------------------------------------------------
 
+WRITE_BLOCK = 2**16  # characters
+
+
+class Output:
+    """The documents' texts in stream order, handed on in blocks of about WRITE_BLOCK characters: a write per
+    document (a cluster dump has thousands of small ones) costs more than joining them."""
+
+    __slots__ = ("_size", "_texts", "_write")
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+        self._texts: list[str] = []
+        self._size = 0
+
+    def add(self, text: str) -> None:
+        self._texts.append(text)
+        self._size += len(text)
+        if self._size >= WRITE_BLOCK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._texts:
+            self._write("".join(self._texts))
+            self._texts = []
+            self._size = 0
+
+
 
 class StreamMigration:
     """Migrates the documents of one input; `report` collects what happened."""
@@ -108,8 +135,10 @@ class StreamMigration:
         self.picked: list[str] = []  # the names the last document took
 
     def run(self, chunks: Iterable[Chunk], write: Callable[[str], None]) -> Report:
+        output = Output(write)
         for chunk in chunks:
-            write(self.document(chunk))
+            output.add(self.document(chunk))
+        output.flush()
         self.report.flush()
         return self.report
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.errors import KdraError
 from kdra.migrate.documents import Chunk
-from kdra.migrate.engine import StreamMigration
+from kdra.migrate.engine import Output, StreamMigration
 from kdra.migrate.report import Options, Report
 
 if TYPE_CHECKING:
@@ -133,7 +133,9 @@ def run(
     """What `migration.run(chunks, write)` does, with `jobs` worker processes."""
     workers = _Workers(migration, jobs)
     try:
-        _Stream(migration, workers, jobs, write).run(chunks)
+        output = Output(write)
+        _Stream(migration, workers, jobs, output.add).run(chunks)
+        output.flush()
         workers.close()
     except BaseException:
         workers.kill()
