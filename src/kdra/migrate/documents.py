@@ -88,6 +88,9 @@ def _is_head_line(line: str) -> bool:
     """Whether a line before a document's content belongs to its head (separator, directive, comment)."""
     if line == "---\n":  # the head of nearly every document
         return True
+    first = line[:1]
+    if first.isalnum() or first in "\"{[":  # the first line of content (no whitespace, no head line's mark)
+        return False
     bare = line.rstrip("\r\n")
     if _SEPARATOR_WITH_CONTENT.match(bare):
         return False  # `--- {a: 1}`: the separator line carries the document's first content
