@@ -89,7 +89,7 @@ def _is_head_line(line: str) -> bool:
     if line == "---\n":  # the head of nearly every document
         return True
     first = line[:1]
-    if first.isalnum() or first in "\"{[":  # the first line of content (no whitespace, no head line's mark)
+    if first.isalnum() or first in '"{[':  # the first line of content (no whitespace, no head line's mark)
         return False
     bare = line.rstrip("\r\n")
     if _SEPARATOR_WITH_CONTENT.match(bare):

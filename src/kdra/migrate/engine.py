@@ -121,7 +121,6 @@ class Output:
             self._size = 0
 
 
-
 class StreamMigration:
     """Migrates the documents of one input; `report` collects what happened."""
 
