@@ -647,16 +647,19 @@ def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: Fake
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
     ref = {"resource": "pods", "name": "p", "uid": "pu"}
     mine = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
-    # Someone else allocates after kdra's finalizer write: kdra's status PUT conflicts.
+    # Someone else allocates after kdra's finalizer write: kdra's status PUT conflicts. The meddling happens
+    # as the status PUT arrives (after the finalizer write's answer, the client could be faster than it).
     live["status"] = {}
-    orig = server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")]
+    status = ("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1/status")
+    orig = server.routes[status]
 
-    def finalizer_then_meddle(h: Handler, q: Any, body: Any) -> None:
+    def meddle_then_status(h: Handler, q: Any, body: Any) -> None:
+        if "allocation" not in live["status"]:
+            live["status"] = {"allocation": theirs, "reservedFor": [ref]}
+            live["metadata"] = dict(live["metadata"], resourceVersion="20")
         orig(h, q, body)
-        live["status"] = {"allocation": theirs, "reservedFor": [ref]}
-        live["metadata"] = dict(live["metadata"], resourceVersion="20")
 
-    server.routes[("PUT", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1")] = finalizer_then_meddle
+    server.routes[status] = meddle_then_status
     job = BindJob(PodInfo(pod), "n1", [(_c1("8"), mine)], []).run(client_for(server))
     assert "allocated meanwhile by someone else (d/n2/y)" in job.error
     assert answers == [("", 200), ("status", 409)]  # re-read, decided, not written again
