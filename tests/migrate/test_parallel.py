@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,3 +146,48 @@ def test_inputs_under_a_mebibyte_never_start_workers(tmp_path: Path, monkeypatch
     stream.write_text(_corpus(1))
     assert stream.stat().st_size < parallel.MIN_INPUT
     assert run_cli(["-j", "4", str(stream)]).code == 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+def test_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """`kill -9` of kdra (a CI job cancelled, the OOM killer) must not leave workers waiting forever."""
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(_corpus(1) * (2 * parallel.MIN_INPUT // len(_corpus(1)) + 1))
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kdra.cli.main import main; sys.exit(main(sys.argv[1:]))",
+            "migrate",
+            "-j",
+            "2",
+            str(stream),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while len(_children(parent.pid)) < 2 and parent.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    workers = _children(parent.pid)
+    assert len(workers) == 2, "the workers did not start"
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)

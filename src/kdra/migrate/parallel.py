@@ -38,7 +38,7 @@ BATCH = 2**15  # characters of documents sent to a worker at a time
 WINDOW = 2**17  # characters of documents in flight per worker (sent, or waiting to be sent)
 MIN_INPUT = 2**20  # characters: smaller inputs migrate in this process (starting workers costs more)
 MAX_JOBS = 8
-_POLL = 0.5  # seconds between checks that a worker a result is awaited from still runs
+_POLL = 0.5  # seconds between checks that the process at the other end still runs
 
 # A document as a worker is sent it: a Chunk's fields (a tuple pickles five times faster than the dataclass).
 Sent = tuple[str, str, str, int, int]
@@ -234,9 +234,20 @@ def _work(
     options: Options,
     taken: set[str],
 ) -> None:
-    """A worker: migrates each batch it is sent, in order, until it is sent None."""
+    """A worker: migrates each batch it is sent, in order, until it is sent None, or its parent is gone."""
+    import queue
+
+    parent = os.getppid()
     migration = StreamMigration(source, options, taken)
-    while (batch := tasks.get()) is not None:
+    while True:
+        try:
+            batch = tasks.get(timeout=_POLL)
+        except queue.Empty:
+            if os.getppid() != parent:  # the parent was killed: nobody reads what this would write
+                os._exit(1)
+            continue
+        if batch is None:
+            return
         try:
             results.put((True, _migrate(migration, batch)))
         except BaseException:  # a bug: its traceback goes to the parent, which stops
