@@ -67,11 +67,6 @@ class Messages:
                 self.flush()
 
     def extend(self, lines: Iterable[str]) -> None:
-        if self._spool is None:
-            before = len(self._lines)
-            self._lines.extend(lines)
-            self._count += len(self._lines) - before
-            return
         for line in lines:
             self.append(line)
 

@@ -42,11 +42,9 @@ _POLL = 0.5  # seconds between checks that the process at the other end still ru
 
 # A document as a worker is sent it: a Chunk's fields (a tuple pickles five times faster than the dataclass).
 Sent = tuple[str, str, str, int, int]
-# A document's result as a worker sends it: (migrated text or None when unchanged, changed, names taken,
-# changes, notes, warnings, invalid, blocked, DeviceClasses needed).
-Record = tuple[
-    str | None, bool, list[str], list[str], list[str], list[str], list[str], list[str], dict[str, Any]
-]
+# A document's result as a worker sends it: (the edited text, or None when the document is left as it was;
+# names taken; changes, notes, warnings, invalid, blocked; DeviceClasses needed).
+Record = tuple[str | None, list[str], list[str], list[str], list[str], list[str], list[str], dict[str, Any]]
 
 # The first `name:` key of a document (metadata comes before the spec in nearly every manifest); a guess only
 # decides which worker gets the document, never what it outputs.
@@ -199,13 +197,13 @@ class _Stream:
         if record is None:
             self.write(chunk.text)
             return
-        text, changed, picked, changes, notes, warnings, invalid, blocked, classes = record
+        text, picked, changes, notes, warnings, invalid, blocked, classes = record
         migration = self.migration
         if any(name in migration.taken for name in picked):
             self.write(migration.document(chunk))
             return
         migration.taken.update(picked)
-        migration.changed |= changed
+        migration.changed |= text is not None
         report = migration.report
         for messages, lines in (
             (report.changes, changes),
@@ -272,7 +270,6 @@ def _migrate(migration: StreamMigration, batch: list[Sent]) -> list[Record | Non
         out.append(
             (
                 text if migration.changed else None,  # only an edited document's text differs
-                migration.changed,
                 migration.picked,
                 list(report.changes),
                 list(report.notes),
