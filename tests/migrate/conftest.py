@@ -59,13 +59,16 @@ class Run:
     err: str
 
 
-def run_cli(argv: list[str], stdin: str = "") -> Run:
-    """Run `kdra migrate ARGV` in-process the way kdra.cli.main does (KdraError -> exit code)."""
+def run_cli(argv: list[str], stdin: str = "", cwd: Path | None = None) -> Run:
+    """Run `kdra migrate ARGV` in-process the way kdra.cli.main does (KdraError -> exit code), from `cwd`."""
     parser = argparse.ArgumentParser(prog="kdra")
     migrate_cli.register(parser.add_subparsers(dest="command"))
     out, err = io.StringIO(), io.StringIO()
     old = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), out, err
+    before = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
     try:
         args = parser.parse_args(["migrate", *argv])
         try:
@@ -75,6 +78,7 @@ def run_cli(argv: list[str], stdin: str = "") -> Run:
             code = error.exit_code
     finally:
         sys.stdin, sys.stdout, sys.stderr = old
+        os.chdir(before)
     return Run(code, out.getvalue(), err.getvalue())
 
 

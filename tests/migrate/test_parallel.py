@@ -116,6 +116,52 @@ def test_cli_output_messages_and_exit_code_do_not_depend_on_jobs(tmp_path: Path,
     assert run_cli(["-j", "2", *extra, str(stream)]) == one
 
 
+def _folder(root: Path) -> Path:
+    """A repository-like folder: every converting case as its own file, twice (a dev and a prod copy, so
+    template names repeat across files), and a file that cannot be migrated when `bad`."""
+    for case in ok_cases():
+        if case_args(case):
+            continue
+        for env in ("dev", "prod"):
+            target = root / env / f"{case}.yaml"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text((MANIFESTS / f"{case}.yaml").read_text())
+    return root
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("extra", [[], ["--check"], ["--diff"], ["-i"]])
+def test_a_folder_of_files_migrates_with_workers_as_with_one_process(
+    tmp_path: Path, extra: list[str]
+) -> None:
+    """Workers take documents of several files at once (many small files: a GitOps repository); each file's
+    output, messages and exit code stay as one process gives them, -i rewrites the same files the same way."""
+    one_root, many_root = _folder(tmp_path / "one"), _folder(tmp_path / "many")
+    one = run_cli(["-j", "1", *extra, "."], cwd=one_root)
+    many = run_cli(["-j", "2", *extra, "."], cwd=many_root)
+    assert one.code in (0, 1) and (one.out or one.err)
+    assert many == one
+    assert _tree(many_root) == _tree(one_root)
+    if extra == ["-i"]:
+        assert _tree(one_root) != _tree(_folder(tmp_path / "fresh"))  # the files were rewritten
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_folder_with_one_bad_file_changes_no_file_with_workers(tmp_path: Path) -> None:
+    root = _folder(tmp_path / "repo")
+    (root / "prod" / "zz-bad.yaml").write_text(FRACTIONAL)
+    before = _tree(root)
+    one = run_cli(["-j", "1", "-i", "."], cwd=root)
+    many = run_cli(["-j", "2", "-i", "."], cwd=root)
+    assert one.code == 2 and "is not a whole number" in one.err
+    assert many == one
+    assert _tree(root) == before  # no file changed, no temp file left
+
+
 def test_jobs_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
     for value, rule in (("0", "0 processes: at least 1"), ("two", "'two' is not a number of processes")):
         with pytest.raises(SystemExit) as exit_info:

@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -321,51 +321,71 @@ def run(args: argparse.Namespace) -> int:
     spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
     joined = Joined(spool)
     messages = Spool()  # notes, warnings, changes and errors of every input, printed at the end
-    results: list[Result] = []
+    jobs = [_Job(item, options, taken, joined, args, messages) for item in inputs]
+    results = [job.result for job in jobs]
     try:
-        for item in inputs:
-            results.append(_migrate(item, options, taken, joined, args, messages))
+        workers = args.jobs or parallel.default_jobs()
+        if workers > 1 and sum(i.size() for i in inputs) >= parallel.MIN_INPUT and parallel.can_fork():
+            targets = [
+                parallel.Target(job.migration, iter_chunks(job.result.input.blocks()), job.begin, job.end)
+                for job in jobs
+            ]
+            parallel.run_inputs(targets, workers)
+        else:
+            for job in jobs:
+                write = job.begin()
+                job.migration.run(iter_chunks(job.result.input.blocks()), write)
+                job.end()
         return _finish(args, options, results, charts, defined, spool, joined, output_file)
     finally:
         spool.close()
         messages.close()
+        for job in jobs:
+            job.close()
         for result in results:
             if result.temp is not None and result.temp.exists():
                 result.temp.unlink()
 
 
-def _migrate(
-    item: Input, options: Options, taken: set[str], joined: Joined, args: argparse.Namespace, messages: Spool
-) -> Result:
-    migration = StreamMigration(item.name, options, taken, messages)
-    result = Result(item, migration.report, False, set())
-    write: Any
-    if args.diff:
-        write = result.text.append
-    elif args.check:
-        write = _discard
-    elif args.in_place:
-        assert item.path is not None
-        stream, result.temp = _temp_beside(item.path)
-        write = stream.write
-    else:
-        joined.next_stream()
-        write = joined.write
-    jobs = args.jobs or parallel.default_jobs()
-    try:
-        if jobs > 1 and item.size() >= parallel.MIN_INPUT and parallel.can_fork():
-            parallel.run(migration, iter_chunks(item.blocks()), write, jobs)
-        else:
-            migration.run(iter_chunks(item.blocks()), write)
-    except BaseException:  # the caller never sees this result, so its temp file goes here
-        if result.temp is not None:
-            stream.close()
-            result.temp.unlink(missing_ok=True)
-        raise
-    if result.temp is not None:
-        stream.close()
-    result.changed = migration.changed
-    return result
+class _Job:
+    """One input's migration, and where its output goes: opened by `begin` (which returns the writer) when its
+    first document is written, closed by `end` after its last."""
+
+    def __init__(
+        self,
+        item: Input,
+        options: Options,
+        taken: set[str],
+        joined: Joined,
+        args: argparse.Namespace,
+        messages: Spool,
+    ) -> None:
+        self.migration = StreamMigration(item.name, options, taken, messages)
+        self.result = Result(item, self.migration.report, False, set())
+        self.joined = joined
+        self.args = args
+        self._stream: IO[str] | None = None  # -i: the temp file beside the input
+
+    def begin(self) -> Callable[[str], object]:
+        if self.args.diff:
+            return self.result.text.append
+        if self.args.check:
+            return _discard
+        if self.args.in_place:
+            assert self.result.input.path is not None
+            self._stream, self.result.temp = _temp_beside(self.result.input.path)
+            return self._stream.write
+        self.joined.next_stream()
+        return self.joined.write
+
+    def end(self) -> None:
+        self.close()
+        self.result.changed = self.migration.changed
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
 
 def _finish(

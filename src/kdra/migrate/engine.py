@@ -103,7 +103,7 @@ class Output:
 
     __slots__ = ("_size", "_texts", "_write")
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    def __init__(self, write: Callable[[str], object]) -> None:
         self._write = write
         self._texts: list[str] = []
         self._size = 0
@@ -133,7 +133,7 @@ class StreamMigration:
         self.changed = False
         self.picked: list[str] = []  # the names the last document took
 
-    def run(self, chunks: Iterable[Chunk], write: Callable[[str], None]) -> Report:
+    def run(self, chunks: Iterable[Chunk], write: Callable[[str], object]) -> Report:
         output = Output(write)
         for chunk in chunks:
             output.add(self.document(chunk))

@@ -22,7 +22,8 @@ import re
 import sys
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdra.errors import KdraError
@@ -38,10 +39,13 @@ BATCH = 2**15  # characters of documents sent to a worker at a time
 WINDOW = 2**17  # characters of documents in flight per worker (sent, or waiting to be sent)
 MIN_INPUT = 2**20  # characters: smaller inputs migrate in this process (starting workers costs more)
 MAX_JOBS = 8
+MAX_HELD = 2**16  # entries in flight (many small inputs: each adds its start and end)
+BEGIN, END = -1, -2  # the "worker" of an input's start and end in the order of merging
 _POLL = 0.5  # seconds between checks that the process at the other end still runs
 
-# A document as a worker is sent it: a Chunk's fields (a tuple pickles five times faster than the dataclass).
-Sent = tuple[str, str, str, int, int]
+# A document as a worker is sent it: its input's name and a Chunk's fields (a tuple pickles five times faster
+# than the dataclass).
+Sent = tuple[str, str, str, str, int, int]
 # A document's result as a worker sends it: (the edited text, or None when the document is left as it was;
 # names taken; changes, notes, warnings, invalid, blocked; DeviceClasses needed).
 Record = tuple[str | None, list[str], list[str], list[str], list[str], list[str], list[str], dict[str, Any]]
@@ -87,7 +91,7 @@ class _Workers:
         self.processes: list[ForkProcess] = [
             context.Process(
                 target=_work,
-                args=(self.tasks[w], self.results[w], migration.source, migration.options, names),
+                args=(self.tasks[w], self.results[w], migration.options, names),
                 daemon=True,
             )
             for w in range(jobs)
@@ -127,52 +131,77 @@ class _Workers:
             process.join()
 
 
-def run(
-    migration: StreamMigration, chunks: Iterable[Chunk], write: Callable[[str], None], jobs: int
-) -> Report:
-    """What `migration.run(chunks, write)` does, with `jobs` worker processes."""
-    workers = _Workers(migration, jobs)
+@dataclass
+class Target:
+    """One input as the parent merges it: its migration and documents; `begin` opens where its output goes (it
+    is called when the input's first document is merged, in stream order) and returns the writer, `end`
+    closes it after its last."""
+
+    migration: StreamMigration
+    chunks: Iterable[Chunk]
+    begin: Callable[[], Callable[[str], object]]
+    end: Callable[[], None]
+    output: Output | None = None
+
+
+def run_inputs(targets: Sequence[Target], jobs: int) -> None:
+    """What migrating each input in turn does (`begin`, `migration.run`, `end`), with `jobs` worker processes
+    for all of them. The inputs share one set of taken names and one Options, as a CLI run's do."""
+    if not targets:
+        return
+    workers = _Workers(targets[0].migration, jobs)
     try:
-        output = Output(write)
-        _Stream(migration, workers, jobs, output.add).run(chunks)
-        output.flush()
+        _Stream(workers, jobs).run(targets)
         workers.close()
     except BaseException:
         workers.kill()
         raise
-    migration.report.flush()
+
+
+def run(
+    migration: StreamMigration, chunks: Iterable[Chunk], write: Callable[[str], object], jobs: int
+) -> Report:
+    """What `migration.run(chunks, write)` does, with `jobs` worker processes."""
+    run_inputs([Target(migration, chunks, lambda: write, lambda: None)], jobs)
     return migration.report
 
 
 class _Stream:
     """Routes documents to workers and merges their results in stream order."""
 
-    def __init__(
-        self, migration: StreamMigration, workers: _Workers, jobs: int, write: Callable[[str], None]
-    ) -> None:
-        self.migration = migration
+    def __init__(self, workers: _Workers, jobs: int) -> None:
         self.workers = workers
         self.jobs = jobs
-        self.write = write
-        self.order: deque[tuple[Chunk, int]] = deque()  # documents not merged yet, in stream order
+        # documents (and the start and end of each input) not merged yet, in stream order
+        self.order: deque[tuple[Chunk | None, int, Target]] = deque()
         self.buffers: list[list[Sent]] = [[] for _ in range(jobs)]  # not sent yet, per worker
         self.buffered = [0] * jobs
         self.sent = [0] * jobs  # batches sent whose results were not received
         self.received: list[deque[Record | None]] = [deque() for _ in range(jobs)]
-        self.in_flight = 0  # characters of documents in `order`
+        self.in_flight = 0  # characters of the documents in `order`
 
-    def run(self, chunks: Iterable[Chunk]) -> None:
-        for chunk in chunks:
-            worker = _worker_for(chunk.body, self.jobs)
-            self.order.append((chunk, worker))
-            self.buffers[worker].append((chunk.head, chunk.body, chunk.tail, chunk.line, chunk.number))
-            self.buffered[worker] += len(chunk.body)
-            self.in_flight += len(chunk.body)
-            if self.buffered[worker] >= BATCH:
-                self._send(worker)
-            while self.in_flight > WINDOW * self.jobs:
-                self._merge_first()
+    def run(self, targets: Iterable[Target]) -> None:
+        for target in targets:
+            self._hold(None, BEGIN, target)
+            source = target.migration.source
+            for chunk in target.chunks:
+                worker = _worker_for(chunk.body, self.jobs)
+                self.buffers[worker].append(
+                    (source, chunk.head, chunk.body, chunk.tail, chunk.line, chunk.number)
+                )
+                self.buffered[worker] += len(chunk.body)
+                if self.buffered[worker] >= BATCH:
+                    self._send(worker)
+                self._hold(chunk, worker, target)
+            self._hold(None, END, target)
         while self.order:
+            self._merge_first()
+
+    def _hold(self, chunk: Chunk | None, worker: int, target: Target) -> None:
+        self.order.append((chunk, worker, target))
+        if chunk is not None:
+            self.in_flight += len(chunk.body)
+        while self.in_flight > WINDOW * self.jobs or len(self.order) > MAX_HELD:
             self._merge_first()
 
     def _send(self, worker: int) -> None:
@@ -182,7 +211,16 @@ class _Stream:
         self.sent[worker] += 1
 
     def _merge_first(self) -> None:
-        chunk, worker = self.order.popleft()
+        chunk, worker, target = self.order.popleft()
+        if chunk is None:
+            if worker == BEGIN:
+                target.output = Output(target.begin())
+            else:
+                assert target.output is not None
+                target.output.flush()
+                target.migration.report.flush()
+                target.end()
+            return
         self.in_flight -= len(chunk.body)
         received = self.received[worker]
         if not received:
@@ -190,17 +228,20 @@ class _Stream:
                 self._send(worker)
             received.extend(self.workers.result(worker))
             self.sent[worker] -= 1
-        self._merge(chunk, received.popleft())
+        assert target.output is not None
+        self._merge(target.migration, chunk, received.popleft(), target.output.add)
 
-    def _merge(self, chunk: Chunk, record: Record | None) -> None:
+    @staticmethod
+    def _merge(
+        migration: StreamMigration, chunk: Chunk, record: Record | None, write: Callable[[str], None]
+    ) -> None:
         """A worker's result, or the document again where a name it took is no longer free."""
         if record is None:
-            self.write(chunk.text)
+            write(chunk.text)
             return
         text, picked, changes, notes, warnings, invalid, blocked, classes = record
-        migration = self.migration
         if any(name in migration.taken for name in picked):
-            self.write(migration.document(chunk))
+            write(migration.document(chunk))
             return
         migration.taken.update(picked)
         migration.changed |= text is not None
@@ -216,7 +257,7 @@ class _Stream:
                 messages += lines
         for name, device_class in classes.items():
             report.classes.setdefault(name, device_class)
-        self.write(chunk.text if text is None else text)
+        write(chunk.text if text is None else text)
 
 
 def _worker_for(body: str, jobs: int) -> int:
@@ -226,17 +267,13 @@ def _worker_for(body: str, jobs: int) -> int:
 
 
 def _work(
-    tasks: Queue[list[Sent] | None],
-    results: Queue[tuple[bool, Any]],
-    source: str,
-    options: Options,
-    taken: set[str],
+    tasks: Queue[list[Sent] | None], results: Queue[tuple[bool, Any]], options: Options, taken: set[str]
 ) -> None:
     """A worker: migrates each batch it is sent, in order, until it is sent None, or its parent is gone."""
     import queue
 
     parent = os.getppid()
-    migration = StreamMigration(source, options, taken)
+    migration = StreamMigration("", options, taken)
     while True:
         try:
             batch = tasks.get(timeout=_POLL)
@@ -260,8 +297,9 @@ def _migrate(migration: StreamMigration, batch: list[Sent]) -> list[Record | Non
     (most of a cluster dump: a record for each would cost more than checking its syntax)."""
     out: list[Record | None] = []
     report = migration.report = Report()
-    for sent in batch:
-        chunk = Chunk(*sent)
+    for source, head, body, tail, line, number in batch:
+        migration.source = source  # a batch may hold documents of several inputs
+        chunk = Chunk(head, body, tail, line, number)
         migration.changed = False
         text = migration.document(chunk)
         if not (migration.changed or migration.picked or _reported(report)):
