@@ -11,6 +11,7 @@ ru_maxrss); a warm-up run compiles the modules first, as an installed kdra has t
            and with the default number of workers (the usable CPUs, at most 8)
   cluster  a cluster dump: one GPU workload in ten, the rest Services, ConfigMaps and CPU Deployments
   check    `--check` on the gpu stream (no output is produced)
+  repo     the gpu stream as a folder of files of ten documents each (a repository of manifests)
 
 Memory should follow the largest document, not the input: the 5x larger stream must not need 5x the memory.
 `--profile` prints the top functions of a cProfile run on the gpu stream (one process) instead.
@@ -118,6 +119,17 @@ def build(size: int, gpu_share: float) -> str:
     return "".join(pieces)
 
 
+def split_into_files(text: str, folder: Path, per_file: int) -> None:
+    """The stream's documents as files of `per_file` documents each (a repository of manifests)."""
+    from kdra.migrate.documents import split_documents
+
+    folder.mkdir()
+    chunks = split_documents(text)
+    for first in range(0, len(chunks), per_file):
+        part = "".join(chunk.text for chunk in chunks[first : first + per_file])
+        (folder / f"part-{first // per_file:05d}.yaml").write_text(part)
+
+
 SRC = ROOT / "src"
 
 
@@ -205,6 +217,8 @@ def main() -> None:
         cluster.write_text(build(size, 0.1))
         big = Path(folder) / "gpu-big.yaml"
         big.write_text(build(int(size * args.scale), 1.0))
+        repo = Path(folder) / "repo"
+        split_into_files(gpu.read_text(), repo, 10)
         warm_up(Path(folder))
         jobs = default_jobs()
         print(
@@ -217,11 +231,16 @@ def main() -> None:
             ("gpu", gpu, jobs, ()),
             ("cluster", cluster, jobs, ()),
             ("check", gpu, jobs, ("--check",)),
+            ("repo", repo, jobs, ()),
             ("gpu x5", big, jobs, ()),
         ]
         results = {}
         for name, path, n, extra in rows:
-            mb = path.stat().st_size / 1e6
+            mb = (
+                sum(p.stat().st_size for p in path.glob("*.yaml")) / 1e6
+                if path.is_dir()
+                else path.stat().st_size / 1e6
+            )
             result = run(path, "-j", str(n), *extra)
             results[name] = result
             print(
