@@ -1,18 +1,18 @@
-"""One stream's documents migrated by worker processes and merged in stream order, byte for byte what one
-process writes and reports.
+"""The documents of a run's inputs migrated by worker processes and merged in stream order, byte for byte what
+one process writes and reports (each input's output is opened at its first document, closed after its last).
 
-A document's migration depends on the rest of the stream only through the ResourceClaimTemplate names taken
-before it (a new template gets the first free name). Each worker starts from the names taken when the stream
-began (pass 1 and earlier inputs) and adds the names its own documents take. The parent merges results in
-stream order and keeps a worker's result only if none of the names that document took was taken meanwhile
-by an earlier one; otherwise it migrates that document again itself. That is exact: a worker only ever knows
-fewer names than the serial run at that document, so where the name it chose is free in the serial run too,
-every name it skipped is taken there as well and the serial run chooses the same one.
+A document's migration depends on the rest of the run only through the ResourceClaimTemplate names taken
+before it (a new template gets the first free name). Each worker starts from the names the inputs define (pass
+1) and adds the names its own documents take. The parent merges results in stream order and keeps a worker's
+result only if none of the names that document took was taken meanwhile by an earlier one; otherwise it
+migrates that document again itself. That is exact: a worker only ever knows fewer names than the serial run
+at that document, so where the name it chose is free in the serial run too, every name it skipped is taken
+there as well and the serial run chooses the same one.
 
 So that this rarely happens, a document goes to the worker its workload name hashes to: the same workload
-again (in another namespace, or repeated in a List) meets the names its earlier copies took, as one process
-would. Memory: at most WINDOW characters of documents are in flight, so each process holds what one process
-does, the largest document and not the input.
+again (in another namespace, another file, or repeated in a List) meets the names its earlier copies took, as
+one process would. Memory: at most WINDOW characters of documents per worker are held, so each process holds
+what one process does, the largest document and not the input.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 BATCH = 2**15  # characters of documents sent to a worker at a time
 WINDOW = 2**17  # characters of documents in flight per worker (sent, or waiting to be sent)
-MIN_INPUT = 2**20  # characters: smaller inputs migrate in this process (starting workers costs more)
+MIN_INPUT = 2**20  # bytes of input in all: less migrates in this process (starting workers costs more)
 MAX_JOBS = 8
 MAX_HELD = 2**16  # entries in flight (many small inputs: each adds its start and end)
 BEGIN, END = -1, -2  # the "worker" of an input's start and end in the order of merging
