@@ -91,7 +91,7 @@ class _Workers:
         self.processes: list[ForkProcess] = [
             context.Process(
                 target=_work,
-                args=(self.tasks[w], self.results[w], migration.options, names),
+                args=(self.tasks[w], self.results[w], migration.options, names, os.getpid()),
                 daemon=True,
             )
             for w in range(jobs)
@@ -267,12 +267,16 @@ def _worker_for(body: str, jobs: int) -> int:
 
 
 def _work(
-    tasks: Queue[list[Sent] | None], results: Queue[tuple[bool, Any]], options: Options, taken: set[str]
+    tasks: Queue[list[Sent] | None],
+    results: Queue[tuple[bool, Any]],
+    options: Options,
+    taken: set[str],
+    parent: int,  # the parent's pid, read before the fork: it may be gone before this runs
 ) -> None:
     """A worker: migrates each batch it is sent, in order, until it is sent None, or its parent is gone."""
     import queue
 
-    parent = os.getppid()
+    _die_with(parent)
     migration = StreamMigration("", options, taken)
     while True:
         try:
@@ -290,6 +294,21 @@ def _work(
 
             results.put((False, traceback.format_exc()))
             return
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a parent killed while
+    writing a batch leaves half a message in the pipe, and a worker reading it would wait forever. The loop in
+    `_work` also notices a parent gone while it waits, where prctl cannot be called."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl in this libc
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(1)
 
 
 def _migrate(migration: StreamMigration, batch: list[Sent]) -> list[Record | None]:
