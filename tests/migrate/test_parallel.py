@@ -46,6 +46,8 @@ def _migrate(text: str, jobs: int) -> tuple[str, dict[str, list[str]], bool]:
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parallel, "BATCH", 3000)  # many batches, a few documents each
+    monkeypatch.setattr(parallel, "WINDOW", 8000)  # merging while documents are still read and sent
+    monkeypatch.setattr(parallel, "MAX_HELD", 40)  # and while files are still opened (the folder tests)
     monkeypatch.setattr(parallel, "MIN_INPUT", 0)
 
 
@@ -114,6 +116,32 @@ def test_cli_output_messages_and_exit_code_do_not_depend_on_jobs(tmp_path: Path,
     one = run_cli(["-j", "1", *extra, str(stream)])
     assert one.code in (0, 1, 2) and (one.out or one.err)
     assert run_cli(["-j", "2", *extra, str(stream)]) == one
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_the_parent_holds_a_bounded_window_of_documents_not_the_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory follows the largest document: the parent merges while it still reads, holding at most WINDOW
+    characters per worker (plus the document just read) and MAX_HELD entries, whatever the input's size."""
+    most = {"characters": 0, "entries": 0}
+    merge_first = parallel._Stream._merge_first
+
+    def watched(self: parallel._Stream) -> None:
+        most["characters"] = max(most["characters"], self.in_flight)
+        most["entries"] = max(most["entries"], len(self.order))
+        merge_first(self)
+
+    monkeypatch.setattr(parallel._Stream, "_merge_first", watched)
+    text = _corpus(3)
+    assert len(text) > 5 * parallel.WINDOW * 2
+    assert _migrate(text, 2)[0] == _migrate(text, 1)[0]
+    largest = max(len(chunk.body) for chunk in iter_chunks([text]))
+    assert 0 < most["characters"] <= parallel.WINDOW * 2 + largest
+    root = _folder(tmp_path / "repo")
+    most["entries"] = 0
+    assert run_cli(["-j", "2", "--check", "."], cwd=root).code == 1
+    assert 0 < most["entries"] <= parallel.MAX_HELD + 1
 
 
 def _folder(root: Path) -> Path:
