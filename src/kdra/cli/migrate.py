@@ -93,7 +93,7 @@ def register(subparsers: Any) -> None:
         "--jobs",
         type=_jobs,
         metavar="N",
-        help="worker processes for inputs of 1 MiB and more (default: the usable CPUs, at most "
+        help="worker processes when the inputs hold 1 MiB or more in all (default: the usable CPUs, at most "
         f"{parallel.MAX_JOBS}; 1 = this process only); the result is the same for any N",
     )
     parser.set_defaults(func=run)
