@@ -34,7 +34,9 @@ def _migrate(text: str, jobs: int) -> tuple[str, dict[str, list[str]], bool]:
     if jobs == 1:
         report = migration.run(iter_chunks([text]), pieces.append)
     else:
-        report = parallel.run(migration, iter_chunks([text]), pieces.append, jobs)
+        target = parallel.Target(migration, iter_chunks([text]), lambda: pieces.append, lambda: None)
+        parallel.run_inputs([target], jobs)
+        report = migration.report
     lists = {
         name: list(getattr(report, name)) for name in ("changes", "notes", "warnings", "invalid", "blocked")
     }
@@ -215,7 +217,7 @@ def test_inputs_under_a_mebibyte_never_start_workers(tmp_path: Path, monkeypatch
     def no_workers(*args: object) -> None:
         raise AssertionError("workers started for a small input")
 
-    monkeypatch.setattr(parallel, "run", no_workers)
+    monkeypatch.setattr(parallel, "run_inputs", no_workers)
     stream = tmp_path / "stream.yaml"
     stream.write_text(_corpus(1))
     assert stream.stat().st_size < parallel.MIN_INPUT

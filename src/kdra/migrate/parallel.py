@@ -158,14 +158,6 @@ def run_inputs(targets: Sequence[Target], jobs: int) -> None:
         raise
 
 
-def run(
-    migration: StreamMigration, chunks: Iterable[Chunk], write: Callable[[str], object], jobs: int
-) -> Report:
-    """What `migration.run(chunks, write)` does, with `jobs` worker processes."""
-    run_inputs([Target(migration, chunks, lambda: write, lambda: None)], jobs)
-    return migration.report
-
-
 class _Stream:
     """Routes documents to workers and merges their results in stream order."""
 

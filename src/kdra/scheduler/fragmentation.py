@@ -721,7 +721,11 @@ class FGDPolicy(Policy):
     ) -> float:
         """The node's score if its free CPU, memory and GPUs became `cpu`, `mem`, `gpus`, with `lost`
         milli-GPU more counted as fragment."""
-        fm = self.measure
+        return self._measured(self.measure, view, cpu, mem, gpus, lost)
+
+    def _measured(
+        self, fm: FragMeasure, view: GpuNodeView, cpu: int, mem: int, gpus: Sequence[int], lost: float
+    ) -> float:
         return self._gradient(fm.node(view), fm.of(view.model, cpu, mem, gpus) + lost)
 
     def share_lost(self, free: int, size: int) -> float:
@@ -960,6 +964,7 @@ class KdraPolicy(FGDPolicy):
     def _breaks_rare(self, view: GpuNodeView, pod: PodRequest, gpus: tuple[int, ...]) -> bool:
         if pod in self._rare_set:
             return False
+        after: list[int] | None = None  # the node's free GPUs after the pod, once some shape needs them
         for gi in self._groups_of.get(view.name, ()):
             if gi not in self._protected:
                 continue
@@ -968,9 +973,10 @@ class KdraPolicy(FGDPolicy):
                     continue
                 if view.cpu_free - pod.cpu < shape.cpu or view.mem_free - pod.mem < shape.mem:
                     return True
-                after = list(view.gpu_free)
-                for i in gpus:
-                    after[i] -= pod.gpu_milli
+                if after is None:
+                    after = list(view.gpu_free)
+                    for i in gpus:
+                        after[i] -= pod.gpu_milli
                 if sum(1 for f in after if f >= shape.gpu_milli) < shape.num_gpu:
                     return True
         return False
@@ -981,8 +987,7 @@ class KdraPolicy(FGDPolicy):
         fine = super().node_score(view, cpu, mem, gpus, lost)
         if self.cpu_bound:
             return fine
-        fm = self.coarse
-        return self._gradient(fm.node(view), fm.of(view.model, cpu, mem, gpus) + lost) + fine / self.TIE
+        return self._measured(self.coarse, view, cpu, mem, gpus, lost) + fine / self.TIE
 
     def share_lost(self, free: int, size: int) -> float:
         return 0.0 if self.plan.on_plan(MILLI - free, size) else self.OFF_PLAN * (free - size)
