@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from builders import device_class, node, pod, template
 from helpers import bound, condition, fleet, gang_pods, pod_group, queue, queued_pod, scheduler
 
@@ -295,3 +296,47 @@ def test_preemption_across_device_classes_of_one_gpu_looks_node_by_node() -> Non
     sched.run(1)
     assert bound(store) == {"high": "n0"}
     assert gq.evicted == ["default/low"]
+
+
+@pytest.mark.parametrize("whole_first", [True, False])
+def test_each_preemptor_evicts_only_what_it_needs_and_a_second_one_takes_what_the_first_freed(
+    whole_first: bool,
+) -> None:
+    """Two partitioned GPUs: a low pod on the whole of n0, a newer low pod on a half of n1. A preemptor for
+    a whole GPU and one for both halves arrive together, in either order. Each evicts one victim, the one
+    on the node it takes: the whole-GPU preemptor must not evict the half pod as well (that frees nothing
+    of its class), and the second preemptor must still preempt in that session (once the first had
+    evicted both, no lower-priority pod was left running, so it was skipped and waited for the victims to
+    be gone, unnominated, while any pod could take what they free)."""
+    store = MemoryStore()
+    for cls, kind in (("gpu", "gpu"), ("part", "part")):
+        dc = device_class(cls)
+        dc["spec"]["selectors"] = [
+            {"cel": {"expression": f"device.attributes['gpu.example.com'].type == '{kind}'"}}
+        ]
+        store.create(dc)
+    partitioned_node(store, "n0")
+    partitioned_node(store, "n1")
+    store.create(template("half", count=1, cls="part"))
+    store.create(template("halves", count=2, cls="part"))
+    store.create(template("whole", count=1, cls="gpu"))
+    sched, gq = scheduler(store)
+    for t, (n, name, tmpl) in enumerate((("n0", "low-whole", "whole"), ("n1", "low-half", "half"))):
+        store.create(pod(name, template_name=tmpl, priority=1, node_selector={"kubernetes.io/hostname": n}))
+        sched.run(t)
+    assert bound(store) == {"low-whole": "n0", "low-half": "n1"}
+    # Jobs of one priority go in name order.
+    names = (
+        {"whole": "high-a", "halves": "high-b"} if whole_first else {"halves": "high-a", "whole": "high-b"}
+    )
+    for tmpl, name in names.items():
+        store.create(pod(name, template_name=tmpl, priority=100))
+    sched.run(5)
+    assert sorted(gq.evicted) == ["default/low-half", "default/low-whole"]
+    placed = {k: v for k, v in bound(store).items() if k.startswith("high")}
+    assert sorted(placed) == ["high-a", "high-b"], placed
+    for victim, where in (("low-whole", "n0"), ("low-half", "n1")):
+        conds = store.get("Pod", victim, "default")["status"]["conditions"]
+        msg = next(c["message"] for c in conds if c["type"] == "DisruptionTarget")
+        by = next(k for k, v in placed.items() if v == where)
+        assert f"default/{by} " in msg, (victim, msg, placed)

@@ -47,6 +47,13 @@ def covers(take: Mapping[str, float], need: Mapping[str, float]) -> bool:
     return all(take.get(r, 0.0) + EPS >= v for r, v in need.items() if r.startswith("deviceclass/"))
 
 
+def frees_any(usage: Mapping[str, float], take: Mapping[str, float], need: Mapping[str, float]) -> bool:
+    """The victim frees some device resource the job still lacks after `take` (any victim, for a job that
+    asks for no devices): one that frees none would be evicted for nothing (kube-scheduler reprieves it)."""
+    lacking = [r for r, v in need.items() if r.startswith("deviceclass/") and take.get(r, 0.0) + EPS < v]
+    return not lacking or any(usage.get(r, 0.0) > EPS for r in lacking)
+
+
 def reclaim_verdict(
     tree: QueueTree,
     fair: Mapping[str, Vector],

@@ -56,6 +56,7 @@ from kdra.scheduler.preemption import (
     RunningJob,
     VirtualEviction,
     covers,
+    frees_any,
     order_victims,
     reclaim_verdict,
 )
@@ -1387,6 +1388,11 @@ class Reclaim(_GQAction):
             if session.now - v.start < spec.reclaim_min_runtime:
                 protected += 1
                 continue
+            freed: Vector = {}
+            for tv in take.values():
+                add(freed, tv)
+            if not frees_any(v.usage, freed, job.need):
+                continue
             t = dict(take.get(v.queue, {}))
             add(t, v.usage)
             ok, why = reclaim_verdict(
@@ -1431,7 +1437,11 @@ class Preempt(_GQAction):
         budget = gq.options.max_victim_searches
         self.evicted_at_start = len(gq.evicted)
         for job in gq.failed:
-            if budget <= 0 or not any(v.queue == job.queue and v.priority < job.priority for v in running):
+            # What earlier preemptors of this session evicted beyond their own need may already be enough,
+            # with no lower-priority job left running.
+            freed = len(gq.evicted) > self.evicted_at_start
+            victims = any(v.queue == job.queue and v.priority < job.priority for v in running)
+            if budget <= 0 or not (victims or freed):
                 still.append(job)
                 continue
             budget -= 1
@@ -1453,6 +1463,8 @@ class Preempt(_GQAction):
         total: Vector = {}
         trials = 0
         for v in cands:
+            if not frees_any(v.usage, total, job.need):
+                continue  # a victim of other classes only (a MIG partition for a whole GPU): the node search
             chosen.append(v)
             add(total, v.usage)
             if covers(total, job.need):
