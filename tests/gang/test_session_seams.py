@@ -340,3 +340,34 @@ def test_each_preemptor_evicts_only_what_it_needs_and_a_second_one_takes_what_th
         msg = next(c["message"] for c in conds if c["type"] == "DisruptionTarget")
         by = next(k for k, v in placed.items() if v == where)
         assert f"default/{by} " in msg, (victim, msg, placed)
+
+
+def test_a_victim_on_a_node_the_preemptor_does_not_take_is_spared() -> None:
+    """Two nodes of 2 GPUs, three low pods of 1 GPU (the newest on n000, where another one runs; one on
+    n001). A preemptor for 2 GPUs on one node: the newest-first victims v1 (n000) and v2 (n001) cover its
+    need, and it lands on n001, so only v2 is evicted; v1, on a node it does not take, keeps running (it was
+    evicted for nothing before)."""
+    store = MemoryStore()
+    fleet(store, 2, gpus=2)
+    store.create(template("one", count=1))
+    store.create(template("two", count=2))
+    sched, gq = scheduler(store)
+    for t, (name, n) in enumerate((("v3", "n000"), ("v2", "n001"), ("v1", "n000"))):
+        store.create(pod(name, template_name="one", priority=1, node_selector={"kubernetes.io/hostname": n}))
+        sched.run(t)
+    assert bound(store) == {"v1": "n000", "v2": "n001", "v3": "n000"}
+    store.create(pod("high", template_name="two", priority=100))
+    sched.run(10)
+    assert gq.evicted == ["default/v2"]
+    assert bound(store) == {"high": "n001", "v1": "n000", "v3": "n000"}
+    assert not condition_of(store, "v1", "DisruptionTarget")
+    sched.run(11)  # the spared victim's devices and claims are still its own: nothing moves
+    assert bound(store) == {"high": "n001", "v1": "n000", "v3": "n000"}
+    claims = {c["metadata"]["name"]: c for c in store.list("ResourceClaim")}
+    v1_claim = next(c for n, c in claims.items() if n.startswith("v1-"))
+    assert v1_claim["status"]["allocation"] and v1_claim["status"]["reservedFor"][0]["name"] == "v1"
+
+
+def condition_of(store: MemoryStore, name: str, kind: str) -> Obj | None:
+    conds = (store.get("Pod", name, "default").get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == kind), None)

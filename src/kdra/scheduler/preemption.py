@@ -140,6 +140,7 @@ class VirtualEviction:
         self.sched = sched
         self.pods: list[tuple[Any, str]] = []
         self.claims: list[Obj] = []
+        self.claims_of: dict[str, list[Obj]] = {}  # pod uid -> its allocated claims
         uids = {u for v in victims for u in v.pods}
         cache = sched.cache
         store: Store = sched.store
@@ -159,11 +160,37 @@ class VirtualEviction:
                 claim = cache.claims.get((pi.namespace, name))
                 if claim is None or not (claim.get("status") or {}).get("allocation"):
                     continue
+                self.claims_of.setdefault(uid, []).append(claim)
                 rf = (claim.get("status") or {}).get("reservedFor") or []
                 if all(r.get("uid") in uids for r in rf) and claim not in self.claims:
                     self.claims.append(claim)
                     sched.dra.on_claim(WatchEvent("DELETED", "ResourceClaim", claim, None))
                     sched.dra.released.add(claim["metadata"].get("uid", ""))
+
+    def spare(self, victims: Sequence[RunningJob], used_nodes: set[str]) -> list[RunningJob]:
+        """Put back the victims a trial placement did not need, as kube-scheduler reprieves them: none of
+        their pods is on a node the job took, and every claim they hold is allocated to one node (devices
+        of another node cannot serve the job). The rest stay out; they are the ones to evict."""
+        on_node = dict((pi.uid, node) for pi, node in self.pods)
+        spared = []
+        for v in victims:
+            nodes = {on_node[u] for u in v.pods if u in on_node}
+            pinned = {pinned_node(c) for u in v.pods for c in self.claims_of.get(u, ())}
+            if not nodes & used_nodes and None not in pinned and not pinned & used_nodes:
+                spared.append(v)
+        uids = {u for v in spared for u in v.pods}
+        if not uids:
+            return spared
+        for pi, node in [p for p in self.pods if p[0].uid in uids]:
+            self.sched.cache.assume(pi, node)
+            self.pods.remove((pi, node))
+        for claim in list(self.claims):
+            rf = (claim.get("status") or {}).get("reservedFor") or []
+            if any(r.get("uid") in uids for r in rf):
+                self.claims.remove(claim)
+                self.sched.dra.released.discard(claim["metadata"].get("uid", ""))
+                self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
+        return spared
 
     def restore(self) -> None:
         for claim in self.claims:
@@ -173,6 +200,22 @@ class VirtualEviction:
             self.sched.cache.assume(pi, node)
         self.pods.clear()
         self.claims.clear()
+
+
+def pinned_node(claim: Obj) -> str | None:
+    """The one node a claim's allocation is limited to (node-local devices), else None."""
+    sel = ((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector") or {}
+    terms = sel.get("nodeSelectorTerms") or []
+    if len(terms) != 1 or terms[0].get("matchExpressions"):
+        return None
+    fields = terms[0].get("matchFields") or []
+    if len(fields) != 1:
+        return None
+    f = fields[0]
+    values = f.get("values") or []
+    if f.get("key") != "metadata.name" or f.get("operator") != "In" or len(values) != 1:
+        return None
+    return str(values[0])
 
 
 def evict(store: Store, namespace: str, name: str, now_text: str, message: str) -> bool:

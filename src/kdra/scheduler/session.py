@@ -1086,6 +1086,8 @@ class GangQueues:
         with self.sched.bind_group(job.label) as group:
             placed = self.try_job(job, got, final=False)
             if placed:
+                spared = trial.spare(victims, {r.node for r in got if r.node})
+                victims = [v for v in victims if v not in spared]
                 outcome = self.evict_jobs(victims, why, dry_run_first=False)
                 if not outcome.ok:  # a race with the dry run (a budget changed): keep nothing of it
                     refused = outcome
