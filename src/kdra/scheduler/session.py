@@ -1466,7 +1466,7 @@ class Preempt(_GQAction):
         trials = 0
         for v in cands:
             if not frees_any(v.usage, total, job.need):
-                continue  # a victim of other classes only (a MIG partition for a whole GPU): the node search
+                continue  # other classes only (a MIG partition's pod, for a whole GPU): the node search below
             chosen.append(v)
             add(total, v.usage)
             if covers(total, job.need):
