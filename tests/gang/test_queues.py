@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from builders import pod
 from helpers import bound, condition, fleet, queue, queued_pod, scheduler
 
 from kdra.cluster import MemoryStore
@@ -138,6 +139,28 @@ def test_reclaim_returns_a_queue_to_its_deserved_quota() -> None:
     for c in s.list("ResourceClaim"):
         assert {r["uid"] for r in c["status"].get("reservedFor", [])} <= running
     assert len(sched.dra.state.dedicated) == 32
+
+
+def test_reclaim_takes_no_victim_that_frees_nothing_the_reclaimer_lacks() -> None:
+    """Queue a borrows all 8 GPUs and also runs a CPU-only pod, its newest; queue b reclaims one GPU. The
+    CPU-only pod comes first among the victims but frees no GPU: it keeps running, one GPU pod goes."""
+    s = MemoryStore()
+    fleet(s, 1)  # 8 GPUs
+    sched, gq = scheduler(s)
+    s.create(queue("a", gpu_quota=0))
+    s.create(queue("b", gpu_quota=8))
+    for i in range(8):
+        queued_pod(s, f"a-{i}", "a", 1)
+    sched.run(0)
+    cpu_only = pod("a-cpu", cpu="1")
+    cpu_only["metadata"]["labels"] = {"kdra.dev/queue": "a"}
+    s.create(cpu_only)
+    sched.run(10)
+    assert "a-cpu" in bound(s)
+    queued_pod(s, "b-0", "b", 1)
+    sched.run(20)
+    assert gpus_by_queue(s) == {"a": 8, "b": 1}  # 7 GPU pods and the CPU-only pod of a
+    assert len(gq.evicted) == 1 and gq.evicted[0].startswith("default/a-") and "a-cpu" in bound(s)
 
 
 def test_reclaim_blocked_by_strategies_and_min_runtime() -> None:

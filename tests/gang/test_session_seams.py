@@ -238,6 +238,20 @@ def test_upstream_v1beta1_pod_group_reads_its_workload_template_and_topology() -
     assert group_condition_type({"apiVersion": "kdra.dev/v1alpha1"}) == "PodGroupScheduled"
 
 
+def partitioned_cluster(*names: str) -> MemoryStore:
+    """Classes `gpu` (whole GPUs) and `part` (halves), and a node of one partitioned GPU per name."""
+    store = MemoryStore()
+    for cls in ("gpu", "part"):
+        dc = device_class(cls)
+        dc["spec"]["selectors"] = [
+            {"cel": {"expression": f"device.attributes['gpu.example.com'].type == '{cls}'"}}
+        ]
+        store.create(dc)
+    for name in names:
+        partitioned_node(store, name)
+    return store
+
+
 def partitioned_node(store: MemoryStore, name: str) -> None:
     """One GPU offered as a whole device and as two halves, all drawing on one counter set (MIG's shape)."""
     counters = {"memory": {"value": "80Gi"}}
@@ -278,14 +292,7 @@ def partitioned_node(store: MemoryStore, name: str) -> None:
 def test_preemption_across_device_classes_of_one_gpu_looks_node_by_node() -> None:
     """The victim holds half the GPU (class `part`); the preemptor wants the whole GPU (class `gpu`): no set
     of victims covers the need class by class, so the search goes by node, as kube-scheduler's does."""
-    store = MemoryStore()
-    for cls, kind in (("gpu", "gpu"), ("part", "part")):
-        dc = device_class(cls)
-        dc["spec"]["selectors"] = [
-            {"cel": {"expression": f"device.attributes['gpu.example.com'].type == '{kind}'"}}
-        ]
-        store.create(dc)
-    partitioned_node(store, "n0")
+    store = partitioned_cluster("n0")
     store.create(template("half", count=1, cls="part"))
     store.create(template("whole", count=1, cls="gpu"))
     sched, gq = scheduler(store)
@@ -308,15 +315,7 @@ def test_each_preemptor_evicts_only_what_it_needs_and_a_second_one_takes_what_th
     of its class), and the second preemptor must still preempt in that session (once the first had
     evicted both, no lower-priority pod was left running, so it was skipped and waited for the victims to
     be gone, unnominated, while any pod could take what they free)."""
-    store = MemoryStore()
-    for cls, kind in (("gpu", "gpu"), ("part", "part")):
-        dc = device_class(cls)
-        dc["spec"]["selectors"] = [
-            {"cel": {"expression": f"device.attributes['gpu.example.com'].type == '{kind}'"}}
-        ]
-        store.create(dc)
-    partitioned_node(store, "n0")
-    partitioned_node(store, "n1")
+    store = partitioned_cluster("n0", "n1")
     store.create(template("half", count=1, cls="part"))
     store.create(template("halves", count=2, cls="part"))
     store.create(template("whole", count=1, cls="gpu"))
@@ -336,8 +335,7 @@ def test_each_preemptor_evicts_only_what_it_needs_and_a_second_one_takes_what_th
     placed = {k: v for k, v in bound(store).items() if k.startswith("high")}
     assert sorted(placed) == ["high-a", "high-b"], placed
     for victim, where in (("low-whole", "n0"), ("low-half", "n1")):
-        conds = store.get("Pod", victim, "default")["status"]["conditions"]
-        msg = next(c["message"] for c in conds if c["type"] == "DisruptionTarget")
+        msg = (condition_of(store, victim, "DisruptionTarget") or {}).get("message", "")
         by = next(k for k, v in placed.items() if v == where)
         assert f"default/{by} " in msg, (victim, msg, placed)
 

@@ -1381,7 +1381,8 @@ class Reclaim(_GQAction):
             q: dominant_share(gq.allocated.get(q, {}), fair.get(q, {})) for q in {v.queue for v in others}
         }
         chosen: list[RunningJob] = []
-        take: dict[str, Vector] = {}
+        take: dict[str, Vector] = {}  # per victim queue
+        total: Vector = {}  # all of them
         blocked: list[str] = []
         protected = 0
         trials = 0
@@ -1390,10 +1391,7 @@ class Reclaim(_GQAction):
             if session.now - v.start < spec.reclaim_min_runtime:
                 protected += 1
                 continue
-            freed: Vector = {}
-            for tv in take.values():
-                add(freed, tv)
-            if not frees_any(v.usage, freed, job.need):
+            if not frees_any(v.usage, total, job.need):
                 continue
             t = dict(take.get(v.queue, {}))
             add(t, v.usage)
@@ -1405,9 +1403,7 @@ class Reclaim(_GQAction):
                 continue
             chosen.append(v)
             take[v.queue] = t
-            total: Vector = {}
-            for tv in take.values():
-                add(total, tv)
+            add(total, v.usage)
             if covers(total, job.need):
                 trials += 1
                 msg = f"reclaimed by queue {rq} for {job.label}"
