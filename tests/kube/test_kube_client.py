@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from kdra.kube.client import (
     TokenBucket,
     UnavailableError,
 )
+from kdra.kube.kubeconfig import ExecConfig
 from kdra.kube.leader import LeaderElector
 from kdra.kube.store import KubeStore
 
@@ -200,6 +202,41 @@ def test_write_fence_stops_writes_before_they_are_sent(server: FakeServer) -> No
         c.update(node("a", 1))
     assert c.get("Node", "a")["metadata"]["name"] == "a"  # reads are never fenced
     assert [m for m, p, _, _ in server.log] == ["PUT", "GET"]  # the fenced PUT never reached the server
+
+
+SLOW_PLUGIN = """#!{python}
+import json, time
+time.sleep(0.6)
+cred = {{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential"}}
+print(json.dumps(dict(cred, status={{"token": "t0k"}})))
+"""
+
+
+def test_write_fence_is_the_last_step_before_the_request_is_sent(server: FakeServer, tmp_path: Path) -> None:
+    """Whatever a request waits for (here a credential plugin taking 0.6 s, as `aws eks get-token` takes
+    about a second; a TCP or TLS handshake; the GIL) comes before the fence: a lease that runs out
+    meanwhile stops the write. Checked first, the write would be sent after the lease ran out."""
+    server.routes[("PUT", "/api/v1/nodes/a")] = lambda h, q, body: h.reply(200, node("a", 2))
+    plugin = tmp_path / "slow-auth-plugin"
+    plugin.write_text(SLOW_PLUGIN.format(python=sys.executable))
+    plugin.chmod(0o755)
+    config = KubeConfig(server=server.url, exec=ExecConfig(command=str(plugin), interactive_mode="Never"))
+    c = KubeClient(config, qps=0, retries=1)
+    deadline = time.monotonic() + 0.3
+    checked: list[float] = []
+
+    def fence(method: str, path: str) -> None:
+        checked.append(time.monotonic())
+        if checked[-1] > deadline:
+            raise FencedError(f"{method} {path}: the leader lease ran out")
+
+    c.write_fence = fence
+    with pytest.raises(FencedError):
+        c.update(node("a", 1))
+    assert [m for m, _, _, _ in server.log] == []  # nothing reached the server
+    assert len(checked) == 1
+    c.write_fence = None
+    assert c.update(node("a", 1))["metadata"]["resourceVersion"] == "2"  # no half-used connection is left
 
 
 def test_idle_keepalive_connection_is_replaced_before_the_server_drops_it(

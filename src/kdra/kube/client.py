@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import http.client
 import json
 import logging
@@ -312,7 +313,43 @@ def request_info(method: str, path: str, params: dict[str, str] | None = None) -
     return verb, group, resource, sub
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
+class _HTTPConnection(http.client.HTTPConnection):
+    """HTTPConnection that sends a whole request (headers and body) in one write, after a last check.
+
+    `request()` only builds it; `release(check)` runs `check` (the write fence) and then sends it. So the
+    fence runs once the connection is made, the credential fetched and the request built, immediately
+    before its first byte goes out: nothing slow (a TCP or TLS handshake, an exec credential plugin, the
+    GIL wait of a busy process) lies between the check and the send, where a paused process would send a
+    stale write when it wakes; and the server never holds half a request (headers without their body)
+    across a pause, to apply it later."""
+
+    _held: list[bytes] | None = None
+
+    def request(self, *args: Any, **kw: Any) -> None:
+        if self.sock is None:
+            self.connect()  # a proxy's CONNECT is sent here, before the request is held
+        self._held = []
+        try:
+            super().request(*args, **kw)
+        except BaseException:
+            self._held = None
+            raise
+
+    def send(self, data: Any) -> None:
+        if self._held is None:
+            super().send(data)
+        else:
+            self._held.append(bytes(data))
+
+    def release(self, check: Callable[[], None] | None = None) -> None:
+        data, self._held = b"".join(self._held or ()), None
+        if check is not None:
+            check()
+        assert self.sock is not None, "connect() before request()"
+        self.sock.sendall(data)
+
+
+class _HTTPSConnection(_HTTPConnection, http.client.HTTPSConnection):
     """HTTPSConnection whose certificate check may use another name (kubeconfig tls-server-name)."""
 
     server_name: str | None = None
@@ -397,7 +434,8 @@ class KubeClient:
         self.writes = 0  # of which writes (attempts sent)
         self.retried = 0  # requests sent again after a connection failure or a retryable status
         self.stale_connections = 0  # kept-alive connections found closed (or idle too long) before reuse
-        # Called with (method, path) immediately before every write is sent; raising FencedError stops it.
+        # Called with (method, path) immediately before every write is sent (after the connect, the
+        # credential and the request's bytes: see _HTTPConnection); raising FencedError stops it.
         # The leader elector installs its lease-deadline check here, so no write of a replica that lost
         # its lease (paused, starved) reaches the API server, whichever thread sends it.
         self.write_fence: Callable[[str, str], None] | None = None
@@ -450,25 +488,25 @@ class KubeClient:
                 self._ssl_generation = creds.generation
             return self._ssl
 
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+    def _connect(self, timeout: float | None) -> _HTTPConnection:
         proxy = self._proxy
         host, port = (proxy[0], proxy[1]) if proxy else (self.host, self.port)
-        conn: http.client.HTTPConnection
+        conn: _HTTPConnection
         if self.scheme == "https":
             https = _HTTPSConnection(host, port, timeout=timeout, context=self._ssl_context())
             https.server_name = self.config.tls_server_name
             conn = https
         else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+            conn = _HTTPConnection(host, port, timeout=timeout)
         if proxy:
             conn.set_tunnel(self.host, self.port, headers=proxy[2])
         return conn
 
-    def _pooled(self) -> tuple[http.client.HTTPConnection, bool]:
+    def _pooled(self) -> tuple[_HTTPConnection, bool]:
         """This thread's kept-alive connection and whether it is being reused; a connection the server
         closed, idle for `idle_timeout`, or made with an older client certificate is replaced."""
         st = self._local
-        conn: http.client.HTTPConnection | None = getattr(st, "conn", None)
+        conn: _HTTPConnection | None = getattr(st, "conn", None)
         if conn is not None and conn.sock is not None:
             idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
             stale = (
@@ -537,8 +575,6 @@ class KubeClient:
         refreshed = False
         while True:
             self.limiter.accept()
-            if method != "GET" and self.write_fence is not None:
-                self.write_fence(method, path)  # after the rate limiter's sleep, right before sending
             headers, token = self._headers(ctype)
             self.requests += 1
             if method != "GET":
@@ -546,15 +582,20 @@ class KubeClient:
             t0 = time.monotonic()
             own = timeout is not None
             conn, reused = (self._connect(timeout), False) if own else self._pooled()
+            fence = self.write_fence if method != "GET" else None
             phase = "connect"
             try:
                 if conn.sock is None:
                     conn.connect()
                 phase = "send"
                 conn.request(method, url, body=data, headers=headers)
+                conn.release(None if fence is None else functools.partial(fence, method, path))
                 phase = "response"
                 resp = conn.getresponse()
                 raw = resp.read()
+            except FencedError:
+                self._close(conn, own)  # it holds a request that was never sent
+                raise
             except ssl.SSLCertVerificationError as e:
                 self._close(conn, own)
                 raise UnavailableError(
@@ -609,7 +650,7 @@ class KubeClient:
             except ValueError:
                 return raw.decode(errors="replace")
 
-    def _close(self, conn: http.client.HTTPConnection, own: bool) -> None:
+    def _close(self, conn: _HTTPConnection, own: bool) -> None:
         if own:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -841,6 +882,7 @@ class KubeClient:
             headers, token = self._headers(None)
             try:
                 conn.request("GET", url, headers=headers)
+                conn.release()
                 resp = conn.getresponse()
             except ssl.SSLCertVerificationError as e:
                 conn.close()

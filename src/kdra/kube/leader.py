@@ -11,9 +11,12 @@ else may take over, so two replicas never both schedule.
 Fencing: a leader that was paused (SIGSTOP, a frozen cgroup, a VM pause, CPU starvation) wakes up with
 threads in the middle of their work, each about to write. Checking leadership at the top of a loop does not
 stop them, so `fence(method, path)` is installed as the client's `write_fence`: it runs immediately before
-every write is sent and refuses it (FencedError) once the deadline has passed on `lease_clock()`, a clock
-that keeps counting while the process is stopped or the machine suspended. Only writes to the elector's own
-Lease pass (they are conditional on its resourceVersion, so a stale one fails by itself). Leadership, once
+every write is sent (once the connection, the credential and the request's bytes are ready, so no slow step
+lies between the check and the send) and refuses it (FencedError) once the deadline has passed on
+`lease_clock()`, a clock that keeps counting while the process is stopped or the machine suspended. Only
+writes to the elector's own Lease pass (they are conditional on its resourceVersion, so a stale one fails by
+itself). What no client can fence: a pause in the few instructions between the check and the send syscall,
+and a pause of the whole machine with the request still in its kernel's socket buffer. Leadership, once
 lost, is never regained by this process (as kube-scheduler exits): `on_lost` callbacks run once, from
 whichever thread notices first.
 """
