@@ -1438,21 +1438,21 @@ class Preempt(_GQAction):
             # What earlier preemptors of this session evicted beyond their own need may already be enough,
             # with no lower-priority job left running.
             freed = len(gq.evicted) > self.evicted_at_start
-            victims = any(v.queue == job.queue and v.priority < job.priority for v in running)
-            if budget <= 0 or not (victims or freed):
+            lower = any(v.queue == job.queue and v.priority < job.priority for v in running)
+            if budget <= 0 or not (lower or freed):
                 still.append(job)
                 continue
             budget -= 1
-            if self._preempt(job, session, running):
+            if self._preempt(job, session, running, freed):
                 running = gq.running_jobs()
             else:
                 still.append(job)
         gq.failed = still
 
-    def _preempt(self, job: Job, session: Session, running: Sequence[RunningJob]) -> bool:
+    def _preempt(self, job: Job, session: Session, running: Sequence[RunningJob], freed: bool) -> bool:
         gq = self.gq
         spec = gq.tree.specs[job.queue]
-        if len(gq.evicted) > self.evicted_at_start and gq.try_job(job, session.results, final=False):
+        if freed and gq.try_job(job, session.results, final=False):
             return True
         cands = [v for v in running if v.queue == job.queue and v.preemptible and v.priority < job.priority]
         protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
