@@ -213,8 +213,8 @@ print(json.dumps(dict(cred, status={{"token": "t0k"}})))
 
 
 def test_write_fence_is_the_last_step_before_the_request_is_sent(server: FakeServer, tmp_path: Path) -> None:
-    """Whatever a request waits for (here a credential plugin taking 0.6 s, as `aws eks get-token` takes
-    about a second; a TCP or TLS handshake; the GIL) comes before the fence: a lease that runs out
+    """Whatever a request waits for (here a credential plugin taking 0.6 s: an exec plugin starts a process
+    per new token; a TCP or TLS handshake; the GIL) comes before the fence: a lease that runs out
     meanwhile stops the write. Checked first, the write would be sent after the lease ran out."""
     server.routes[("PUT", "/api/v1/nodes/a")] = lambda h, q, body: h.reply(200, node("a", 2))
     plugin = tmp_path / "slow-auth-plugin"
