@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -717,7 +719,12 @@ def test_invalid_pod_group_and_queues_are_reported_on_the_objects_and_the_rest_s
                     30,
                     f"{pod} explained",
                 )
-            pg = condition(kube.get("PodGroup", "bad", namespace), "PodGroupScheduled")
+            # The session reports invalid objects after it has tried the pods: wait, as for the Queues.
+            pg = wait(
+                lambda: condition(kube.get("PodGroup", "bad", namespace), "PodGroupScheduled"),
+                30,
+                "the PodGroup's condition",
+            )
             assert pg.get("reason") == "InvalidSpec" and want["bad-0"] in pg["message"], pg
             assert any(
                 e["reason"] == "InvalidSpec" and e["type"] == "Warning"
@@ -872,8 +879,12 @@ def test_gang_device_search_and_a_device_preference_by_flag_place_kubernetes_138
                     "dev-0-half-0",
                     "dev-0-half-1",
                 ], devices_of(kube, namespace)
-                cond = condition(kube.get("PodGroup", "pair", namespace), "PodGroupScheduled")
-                assert cond.get("status") == "True", cond
+
+                def scheduled() -> Mapping[str, Any]:
+                    cond = condition(kube.get("PodGroup", "pair", namespace), "PodGroupScheduled")
+                    return cond if cond.get("status") == "True" else {}
+
+                cond = wait(scheduled, 30, "the PodGroup scheduled")  # written beside the binding cycles
                 assert "re-assigned 1 member(s)' devices" in cond.get("message", ""), cond
                 notes = [
                     e["message"]
