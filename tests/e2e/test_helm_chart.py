@@ -305,7 +305,12 @@ def test_chart_installs_and_its_pods_run_with_in_cluster_config(
         port = int(next(p for p in sched_ports(objs, release)))
         base = f"http://127.0.0.1:{port}"
         try:
-            wait_until(lambda: http_get(base + "/readyz")[0] == 200, 60, "the scheduler's /readyz")
+            # A standby is Ready too; a new leader is not until its initial lists are done: wait for both.
+            wait_until(
+                lambda: ": leading" in sched.output() and http_get(base + "/readyz")[0] == 200,
+                60,
+                "the scheduler to lead and be ready",
+            )
         except TimeoutError:
             raise AssertionError(sched.output()) from None
         assert http_get(base + "/healthz") == (200, "ok\n")

@@ -316,9 +316,9 @@ def _scheduler(args: argparse.Namespace) -> int:
                 elector.stop(release=False)
                 return 0
             time.sleep(0.1)
-        print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
         if endpoint is not None:
-            endpoint.role = "starting"
+            endpoint.role = "starting"  # not ready until its initial lists are done (docs/kube-commands.md)
+        print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
     for flag, value in (
