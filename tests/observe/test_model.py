@@ -256,10 +256,30 @@ def test_slice_changes_relabel_the_claims_holding_its_devices(store: MemoryStore
     s["spec"]["devices"][0]["attributes"]["productName"] = {"string": "NVIDIA H200"}
     store.update(s)
     assert samples(state, "kdra_claim_device_info")[0][0]["product"] == "NVIDIA H200"
+    before = samples(state, "kdra_claim_device_info")[0][0]
     store.delete("ResourceSlice", "n1-gpu")
     assert samples(state, "kdra_device_allocations") == []
-    # the claim still holds its (now unpublished) device: still exported, node unknown
-    assert samples(state, "kdra_claim_device_info")[0][0]["node"] == ""
+    # the claim still holds its (now unpublished) device: still exported, with the labels it had, so the
+    # series keeps its identity
+    assert samples(state, "kdra_claim_device_info")[0][0] == before
+
+
+def test_a_claim_known_before_its_slice_is_exported_only_with_every_label() -> None:
+    # Prometheus drops empty labels: a series written with product="" and then with the product would be
+    # two series for one device. Nothing is written until the device is known.
+    store = MemoryStore()
+    state = FleetState()
+    attach_store(state, store)
+    store.create(claim("c", [result("gpu-0")], pods=("p",)))
+    store.create(claim("admin", [result("gpu-0", adminAccess=True)], pods=("q",)))
+    assert samples(state, "kdra_claim_device_info") == []
+    assert samples(state, "kdra_claim_device_gpu_equivalents") == []
+    store.create(node("n1", gpu_mem_mib=81920))
+    store.create(slice_("n1", [gpu("gpu-0")]))
+    info = {lb["claim"]: lb for lb, _ in samples(state, "kdra_claim_device_info")}
+    assert info["c"]["product"] == info["admin"]["product"] == "NVIDIA H100 80GB HBM3"
+    assert info["admin"]["admin_access"] == "true"
+    assert value(state, "kdra_claim_device_gpu_equivalents", dra_claim_name="c") == 1
 
 
 def test_mig_partitions_count_their_memory_fraction_and_counters() -> None:
@@ -365,6 +385,8 @@ def test_relist_drops_objects_that_went_away(store: MemoryStore) -> None:
 
 def test_label_values_are_escaped() -> None:
     state = FleetState()
+    odd = slice_("n1", [gpu('dev"\\x')], pool={"name": "p\nq", "generation": 1, "resourceSliceCount": 1})
+    state.apply("ADDED", "ResourceSlice", odd)
     state.apply("ADDED", "ResourceClaim", claim("c", [result('dev"\\x', pool="p\nq")], ns="n"))
     info = samples(state, "kdra_claim_device_info")[0][0]
     assert info["device"] == 'dev"\\x' and info["pool"] == "p\nq"

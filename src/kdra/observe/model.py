@@ -298,6 +298,11 @@ class FleetState:
         self.node_gpu_memory: dict[str, int] = {}
         self.node_product: dict[str, str] = {}
         self.holders: dict[DevKey, dict[ClaimKey, int]] = {}
+        # Every claim naming a device (adminAccess results too): re-rendered when the device changes.
+        self.named_by: dict[DevKey, set[ClaimKey]] = {}
+        # Devices whose slice went away while claims still name them: their last record keeps the claims'
+        # series labels stable (a series never changes identity because its device is unpublished).
+        self.unpublished: dict[DevKey, DeviceRec] = {}
         self.claims: dict[ClaimKey, ClaimRec] = {}
         self.pods: dict[ClaimKey, PodRec] = {}
         self.classes: set[str] = set()
@@ -470,6 +475,8 @@ class FleetState:
             if rec is not None and rec.slice != name:
                 continue  # republished by another slice of the pool since (a driver replacing its slices)
             self.devices.pop(dk, None)
+            if rec is not None and dk in self.named_by:
+                self.unpublished[dk] = rec
             if rec is not None:
                 nd = self.node_devices.get(rec.node)
                 if nd is not None:
@@ -483,6 +490,7 @@ class FleetState:
             self.slice_counters[name] = list(new_sets)
         for dk, rec in new_devs:
             self.devices[dk] = rec
+            self.unpublished.pop(dk, None)
             self.node_devices.setdefault(rec.node, set()).add(dk)
             touched.add(dk)
         if new_devs:
@@ -577,9 +585,10 @@ class FleetState:
             )
         else:
             self.device_lines_pop(dk)
-        for ck in sorted(holders):
+        for ck in sorted(self.named_by.get(dk) or ()):
             self._render_claim(ck)
-            self._claim_contribute(ck)
+            if ck in holders:
+                self._claim_contribute(ck)
 
     # -- incremental aggregates -----------------------------------------------------------------------
 
@@ -739,6 +748,7 @@ class FleetState:
         if old is not None:
             for r in old.results:
                 self._unhold(r.key, ck)
+                self._unname(r.key, ck)
                 old_devices.add(r.key)
         for lines in self.claim_lines:
             lines.pop(ck, None)
@@ -746,6 +756,7 @@ class FleetState:
         if rec is not None:
             self.claims[ck] = rec
             for r in rec.results:
+                self.named_by.setdefault(r.key, set()).add(ck)
                 if r.admin:
                     continue  # adminAccess results do not hold the device (allocator contract)
                 h = self.holders.setdefault(r.key, {})
@@ -783,8 +794,21 @@ class FleetState:
         if not h:
             del self.holders[dk]
 
+    def _unname(self, dk: DevKey, ck: ClaimKey) -> None:
+        names = self.named_by.get(dk)
+        if names is None:
+            return
+        names.discard(ck)
+        if not names:
+            del self.named_by[dk]
+            self.unpublished.pop(dk, None)
+
+    def device_for_labels(self, dk: DevKey) -> DeviceRec | None:
+        """The device as its slice publishes it, or as it was last published while claims still name it."""
+        return self.devices.get(dk) or self.unpublished.get(dk)
+
     def result_node(self, claim: ClaimRec, r: ResultRec) -> str:
-        rec = self.devices.get(r.key)
+        rec = self.device_for_labels(r.key)
         return (rec.node if rec is not None and rec.node else "") or claim.selector_node
 
     def result_equiv(self, r: ResultRec, rec: DeviceRec | None) -> float:
@@ -811,15 +835,19 @@ class FleetState:
         ns, name = ck
         pods = ",".join(claim.pods)
         for r in claim.results:
-            rec = self.devices.get(r.key)
+            rec = self.device_for_labels(r.key)
+            if rec is None:
+                # Not published yet (the claim came first): no series until its labels are all known,
+                # so a series never changes identity when the slice arrives.
+                continue
             node = self.result_node(claim, r)
-            product = rec.product if rec is not None else ""
+            product = rec.product
             base_req = r.request
             cls = claim.classes.get(base_req) or claim.classes.get(base_req.split("/", 1)[0], "")
             extra = ""
             if r.share_id:
                 extra += f',share_id="{escape(r.share_id)}"'
-            if rec is not None and rec.profile:
+            if rec.profile:
                 extra += f',dra_mig_profile="{escape(rec.profile)}"'
                 if rec.uuid:
                     extra += f',dra_mig_device_uuid="{escape(rec.uuid)}"'
@@ -853,12 +881,11 @@ class FleetState:
                 consumed.append(
                     f'kdra_claim_device_consumed_capacity{key},capacity="{escape(cname)}"}} {v}\n'
                 )
-            if rec is not None:
-                for cs, c, v in rec.counters:
-                    counters.append(
-                        f'kdra_claim_device_consumes{key},counter_set="{escape(cs)}",'
-                        f'counter="{escape(c)}"}} {v}\n'
-                    )
+            for cs, c, v in rec.counters:
+                counters.append(
+                    f'kdra_claim_device_consumes{key},counter_set="{escape(cs)}",'
+                    f'counter="{escape(c)}"}} {v}\n'
+                )
         for fam, lines in (
             ("kdra_claim_device_info", info),
             ("kdra_claim_device_gpu_equivalents", equiv),
