@@ -209,6 +209,33 @@ def test_queue_status_shows_allocated_deserved_and_fair_share() -> None:
     assert waiting["status"] == "True" and waiting["message"]
 
 
+class FailingOnceStatusWriter(StoreStatusWriter):
+    """The first status write fails, as one the API server times out or refuses under load would."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.failed = 0
+
+    def write_status(self, obj: Obj, status: Any) -> bool:
+        if not self.failed:
+            self.failed += 1
+            return False
+        return super().write_status(obj, status)
+
+
+def test_a_queue_status_write_that_failed_is_written_at_the_next_report() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    store.create(queue("a", gpu_quota=1, weight=1))
+    sched, gq = scheduler(store)
+    gq.status = writer = FailingOnceStatusWriter(store)
+    queued_pod(store, "a0", "a", 1)
+    sched.run(0)
+    assert writer.failed == 1 and "allocated" not in (store.get("Queue", "a").get("status") or {})
+    sched.run(gq.options.status_interval)  # nothing changed since, but the status never landed
+    assert store.get("Queue", "a")["status"]["allocated"]["deviceclass/gpu"] == "1"
+
+
 def test_upstream_v1beta1_pod_group_reads_its_workload_template_and_topology() -> None:
     wl = {
         "apiVersion": "scheduling.k8s.io/v1beta1",

@@ -40,7 +40,7 @@ class KubeStatusWriter:
         self.writes = 0
         self.events = 0
 
-    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> None:
+    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
         kind = str(obj.get("kind") or "")
         meta = obj.get("metadata") or {}
         try:
@@ -53,12 +53,13 @@ class KubeStatusWriter:
                 api_version=obj.get("apiVersion"),
             )
         except NotFoundError:
-            return
-        except StoreError as e:  # the object's schema refused a field: say so, schedule on
+            return True
+        except StoreError as e:  # refused or unreachable: say so, schedule on; the caller writes it again
             log.warning("status of %s %s: %s", kind, meta.get("name"), e)
-            return
+            return False
         self.writes += 1
         self.store._written(kind, out)
+        return True
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         try:

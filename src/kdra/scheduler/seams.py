@@ -53,8 +53,10 @@ class Evictor(Protocol):
 
 
 class StatusWriter(Protocol):
-    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> None:
-        """Set these top-level status fields of `obj` (a PodGroup, Queue ...), leaving the others."""
+    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
+        """Set these top-level status fields of `obj` (a PodGroup, Queue ...), leaving the others. False
+        when the write failed (the caller writes it again later); True when written or the object is
+        gone."""
         ...
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
@@ -95,17 +97,20 @@ class StoreStatusWriter:
         self.store = store
         self.events: deque[tuple[str, str, str, str]] = deque(maxlen=keep_events)
 
-    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> None:
+    def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
         cur = self.store.try_get(str(obj.get("kind")), meta.get("name", ""), meta.get("namespace") or "")
         if cur is None:
-            return
+            return True
         upd = clone(cur)
         upd["status"] = dict(upd.get("status") or {}, **status)
         try:
             self.store.update(upd, subresource="status")
-        except (NotFoundError, StoreError):
-            return
+        except NotFoundError:
+            return True
+        except StoreError:
+            return False
+        return True
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

@@ -843,9 +843,8 @@ class GangQueues:
             )
             fields.update(phase=phase, scheduled=scheduled)
             changed = changed or cur_status.get("phase") != phase or cur_status.get("scheduled") != scheduled
-        if not changed:
-            return
-        self.status.write_status(obj, fields)
+        if not changed or not self.status.write_status(obj, fields):
+            return  # a failed write is tried again the next time the gang is (its object is unchanged)
         if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (
             status,
             reason,
@@ -1163,7 +1162,6 @@ class GangQueues:
         for name, msg in sorted(self.invalid_queues.items()):
             obj = self.queue_objs.get(name)
             if obj is not None and self._reported.get(("Queue", name)) != msg:
-                self._reported[("Queue", name)] = msg
                 conds, _ = set_condition(
                     (obj.get("status") or {}).get("conditions"),
                     "Valid",
@@ -1172,12 +1170,12 @@ class GangQueues:
                     msg,
                     self.format_time(self.now),
                 )
-                self.status.write_status(obj, {"conditions": conds})
-                self.status.event(obj, "Warning", "InvalidSpec", msg)
+                if self.status.write_status(obj, {"conditions": conds}):
+                    self._reported[("Queue", name)] = msg
+                    self.status.event(obj, "Warning", "InvalidSpec", msg)
         for key, msg in sorted(self.gangs.errors.items()):
             obj = self.gangs.invalid.get(key)
             if obj is not None and self._reported.get(("PodGroup", key)) != msg:
-                self._reported[("PodGroup", key)] = msg
                 conds, _ = set_condition(
                     (obj.get("status") or {}).get("conditions"),
                     group_condition_type(obj),
@@ -1187,8 +1185,9 @@ class GangQueues:
                     self.format_time(self.now),
                     (obj.get("metadata") or {}).get("generation") if is_upstream(obj) else None,
                 )
-                self.status.write_status(obj, {"conditions": conds})
-                self.status.event(obj, "Warning", "InvalidSpec", msg)
+                if self.status.write_status(obj, {"conditions": conds}):
+                    self._reported[("PodGroup", key)] = msg
+                    self.status.event(obj, "Warning", "InvalidSpec", msg)
         if self.now - self._queue_status_at < self.options.status_interval:
             return
         self._queue_status_at = self.now
@@ -1239,8 +1238,8 @@ class GangQueues:
                 )
             if name not in self.invalid_queues:
                 conds = [c for c in conds if c.get("type") != "Valid"]
-            self._queue_status[name] = (status, why[:1])
-            self.status.write_status(obj, dict(status, conditions=conds))
+            if self.status.write_status(obj, dict(status, conditions=conds)):
+                self._queue_status[name] = (status, why[:1])  # else written again at the next report
 
 
 # -- actions ---------------------------------------------------------------------------------------
