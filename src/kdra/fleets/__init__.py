@@ -33,6 +33,7 @@ from kdra.fleets.summary import PoolSummary, summarize
 BUNDLED: dict[str, str] = {
     "mixed": "data/mixed.yaml",
     "uniform-500": "data/uniform-500.yaml",
+    "node-types": "data/node-types.yaml",  # kdra plan's default candidate node types (no nodes)
     "alibaba-openb": "",  # built from data/alibaba-openb-shapes.csv
 }
 

@@ -37,6 +37,9 @@ spec:
     deviceTaints: [{key: maintenance, effect: NoSchedule}]  # DRA device taints (KEP-5055), max 16
     maxDevicesPerSlice: 128         # cut slices smaller (<= 128; <= 64 with counters or device taints)
     startIndex: 0                   # first {index}
+    price: 98.32                    # per node-hour (any currency); kdra plan minimises the sum
+    minCount: 0                     # kdra plan: the pool never shrinks below this many nodes
+    maxCount: 32                    #   nor grows past this many (a cloud quota, cluster-autoscaler's max)
     names: [a, b]                   # explicit node names instead of namePattern (exactly count of them)
 ```
 
@@ -186,6 +189,11 @@ class Pool:
     taints: tuple[Taint, ...] = ()
     device_taints: tuple[Taint, ...] = ()
     max_devices_per_slice: int = 128
+    # What `kdra plan` needs of a node group (ignored by rendering): price per node-hour, and the size
+    # bounds cluster-autoscaler's node groups have.
+    price: float | None = None
+    min_count: int = 0
+    max_count: int | None = None
 
     def node_names(self, fleet: str = "") -> list[str]:
         if self.names:
@@ -253,6 +261,17 @@ def _int(ctx: _Ctx, path: str, v: object, minimum: int = 0) -> int:
     if v < minimum:
         raise ctx.err(path, f"Invalid value: {v}: must be greater than or equal to {minimum}")
     return v
+
+
+def _price(ctx: _Ctx, path: str, v: object) -> float:
+    """A price per node-hour: a non-negative number, or a decimal string ("98.32")."""
+    try:
+        price = float(v) if isinstance(v, (int, float, str)) and not isinstance(v, bool) else -1.0
+    except ValueError:
+        price = -1.0
+    if not (price >= 0 and price < float("inf")):
+        raise ctx.err(path, f"Invalid value: {v!r}: must be a non-negative number (price per node-hour)")
+    return price
 
 
 def _str(ctx: _Ctx, path: str, v: object) -> str:
@@ -556,6 +575,9 @@ _POOL_FIELDS = (
     "taints",
     "deviceTaints",
     "maxDevicesPerSlice",
+    "price",
+    "minCount",
+    "maxCount",
 )
 
 
@@ -612,6 +634,12 @@ def parse_pool(ctx: _Ctx, path: str, raw: object, room: int = MAX_NODES, max_nod
                 f"holds at most {limit} devices"
                 + (" when devices have taints or consume counters" if limit == 64 else ""),
             )
+    if "price" in p:
+        pool.price = _price(ctx, f"{path}.price", p["price"])
+    if "minCount" in p:
+        pool.min_count = _int(ctx, f"{path}.minCount", p["minCount"], 0)
+    if "maxCount" in p:
+        pool.max_count = _int(ctx, f"{path}.maxCount", p["maxCount"], pool.min_count)
     if "startIndex" in p:
         pool.start_index = _int(ctx, f"{path}.startIndex", p["startIndex"], 0)
     if "names" in p:
@@ -691,3 +719,91 @@ def parse_fleet(doc: object, source: str = "", *, max_nodes: int = MAX_NODES) ->
             seen[n] = pool.name
         fleet.pools.append(pool)
     return fleet
+
+
+# --- writing
+# -------------------------------------------------------------------------------------------------
+
+
+def _groups_of(per_gpu: tuple[int, ...]) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for gpu, g in enumerate(per_gpu):
+        groups.setdefault(g, []).append(gpu)
+    return [groups[g] for g in sorted(groups)]
+
+
+def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
+    m = acc.model
+    out: dict[str, Any] = {"model": m.key}
+    if isinstance(m, TpuModel):
+        out["topology"] = acc.tpu_topology
+        return out
+    out["count"] = acc.count
+    if acc.mig == "dynamic":
+        out["mig"] = {"mode": "dynamic"}
+    elif acc.mig == "static":
+        out["mig"] = {"mode": "static", "layouts": [[p.name for p, _ in lay] for lay in acc.mig_layouts]}
+    if acc.sharing is not None:
+        out["sharing"] = {"mode": "consumable-shares", "shares": acc.sharing}
+    if acc.partition is not None:
+        out["partition"] = acc.partition.profile
+    pcie: dict[str, Any] = {}
+    if acc.pcie_roots:
+        pcie["roots"] = _groups_of(acc.pcie_roots)
+    if acc.numa_nodes and isinstance(m, GpuModel):
+        pcie["numa"] = _groups_of(acc.numa_nodes)
+    if pcie:
+        out["pcie"] = pcie
+    return out
+
+
+def pool_to_dict(pool: Pool) -> dict[str, Any]:
+    """The pool as a Fleet document writes it (parse_pool reads it back to an equal Pool)."""
+    out: dict[str, Any] = {"name": pool.name, "count": pool.count}
+    if pool.names:
+        out["names"] = list(pool.names)
+    else:
+        out["namePattern"] = pool.name_pattern
+        if pool.start_index:
+            out["startIndex"] = pool.start_index
+    out.update({"cpu": pool.cpu, "memory": pool.memory, "pods": pool.pods})
+    if pool.labels:
+        out["labels"] = dict(pool.labels)
+    t = pool.topology
+    topo: dict[str, Any] = {}
+    if t.zones:
+        topo["zones"] = list(t.zones)
+    for key, v in (
+        ("nodesPerRack", t.nodes_per_rack),
+        ("racksPerBlock", t.racks_per_block),
+        ("nvlinkDomainSize", t.nvlink_domain_size),
+    ):
+        if v:
+            topo[key] = v
+    if topo:
+        out["topology"] = topo
+    if pool.accelerator is not None:
+        out["accelerator"] = accelerator_to_dict(pool.accelerator)
+    if pool.taints:
+        out["taints"] = [x.to_dict() for x in pool.taints]
+    if pool.device_taints:
+        out["deviceTaints"] = [x.to_dict() for x in pool.device_taints]
+    if pool.max_devices_per_slice != 128:
+        out["maxDevicesPerSlice"] = pool.max_devices_per_slice
+    if pool.price is not None:
+        out["price"] = pool.price
+    if pool.min_count:
+        out["minCount"] = pool.min_count
+    if pool.max_count is not None:
+        out["maxCount"] = pool.max_count
+    return out
+
+
+def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if fleet.description:
+        spec["description"] = fleet.description
+    if (fleet.driver_version, fleet.cuda_driver_version) != (DEFAULT_DRIVER_VERSION, DEFAULT_CUDA_DRIVER_VERSION):
+        spec["nvidia"] = {"driverVersion": fleet.driver_version, "cudaDriverVersion": fleet.cuda_driver_version}
+    spec["pools"] = [pool_to_dict(p) for p in fleet.pools]
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": fleet.name}, "spec": spec}
