@@ -204,7 +204,11 @@ def _scale_up(args: argparse.Namespace) -> int:
 def _scale_down(args: argparse.Namespace) -> int:
     from kdra.plan.scaledown import drain_document, plan_scale_down
 
-    features, inputs, types, _ = _load(args)
+    features, inputs, types, base = _load(args)
+    if base is not None:  # the cluster's own pools price its nodes
+        from kdra.plan.nodetypes import node_types
+
+        types = [*node_types(base, features), *types]
     plan = plan_scale_down(inputs, types, features)
     doc = drain_document(plan)
     if args.report:

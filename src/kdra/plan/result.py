@@ -10,9 +10,7 @@ from typing import Any
 from kdra.allocator.summary import NodesSummary
 from kdra.fleets.spec import API_VERSION, Fleet, Pool, fleet_to_dict
 from kdra.plan.bins import Bin
-from kdra.plan.demand import ref
 from kdra.plan.scaleup import ScaleUp
-from kdra.scheduler.gang import pod_group_ref
 
 Obj = dict[str, Any]
 
@@ -35,18 +33,30 @@ def _device_ids(b: Bin) -> list[str]:
     return out
 
 
-def pods_on(b: Bin) -> list[str]:
+def pods_on(plan: ScaleUp, b: Bin) -> list[str]:
+    """The pods that land on the node: where kdra's scheduler put them when it checked the plan, else where
+    the plan's search did."""
+    if plan.verified:
+        return list(plan.where.get(b.name, []))
     return [pd.key for p in b.placements for pd in p.unit.pods]
+
+
+def devices_on(plan: ScaleUp, b: Bin) -> list[str]:
+    return list(plan.devices.get(b.name, [])) if plan.verified else _device_ids(b)
 
 
 def plan_document(plan: ScaleUp, name: str = "scale-up") -> Obj:
     pods = plan.demand.pods
     by_gang = sum(1 for j in plan.demand.jobs if j.gang is not None)
+    added_names = {b.name for b in plan.added}
     on_cluster: dict[str, list[str]] = {}
-    for done in plan.placed.values():
-        for b, p in done:
-            if not b.added:
-                on_cluster.setdefault(b.name, []).extend(pd.key for pd in p.unit.pods)
+    if plan.verified:
+        on_cluster = {n: list(ps) for n, ps in plan.where.items() if n not in added_names}
+    else:
+        for done in plan.placed.values():
+            for b, p in done:
+                if not b.added:
+                    on_cluster.setdefault(b.name, []).extend(pd.key for pd in p.unit.pods)
     added = []
     for b in plan.added:
         assert b.type is not None
@@ -55,12 +65,12 @@ def plan_document(plan: ScaleUp, name: str = "scale-up") -> Obj:
             "nodeType": b.type.name,
             "pool": b.type.pool.name,
             "pricePerHour": _money(b.type.price),
-            "pods": pods_on(b),
-            "devices": _device_ids(b),
+            "pods": pods_on(plan, b),
+            "devices": devices_on(plan, b),
         }
         if b.type.zone:
             entry["zone"] = b.type.zone
-        group = next((g for g in plan.search.groups if b in g.bins), None)
+        group = next((g for g in plan.groups if b in g.bins), None)
         if group is not None:
             entry["topologyDomain"] = {"label": group.label, "group": f"{b.type.pool.name}-domain-{group.id}"}
         added.append(entry)
@@ -74,6 +84,15 @@ def plan_document(plan: ScaleUp, name: str = "scale-up") -> Obj:
             item["nodeTypes"] = summary.headline()
             item["details"] = summary.to_dict(3)
         unschedulable.append(item)
+    if plan.left:
+        unschedulable.append(
+            {
+                "pods": list(plan.left),
+                "reason": "kdra's scheduler left these pods pending on the cluster with the added nodes although "
+                "the plan placed them (its own order and scores); the plan gave up after "
+                f"{len(plan.searches)} rounds",
+            }
+        )
     return {
         "apiVersion": API_VERSION,
         "kind": "ScaleUpPlan",
@@ -87,6 +106,7 @@ def plan_document(plan: ScaleUp, name: str = "scale-up") -> Obj:
             "podsOnClusterNodes": sum(len(v) for v in on_cluster.values()),
             "podsOnAddedNodes": sum(len(b["pods"]) for b in added),
             "unschedulablePods": sum(len(u["pods"]) for u in unschedulable),
+            "verifiedByScheduler": plan.verified,
             "nodesToAdd": _counts(plan.added),
             "add": added,
             "clusterNodes": [{"name": n, "pods": ps} for n, ps in sorted(on_cluster.items())],
@@ -106,12 +126,12 @@ def _counts(bins: Sequence[Bin]) -> list[Obj]:
     return list(out.values())
 
 
-def added_pools(plan: ScaleUp) -> list[Pool]:
+def pools_for(added: Sequence[Bin]) -> list[Pool]:
     """One pool per node type and new topology domain, named nodes as the plan names them; their topology
     puts a domain's nodes under one label value (they are the first nodes of the pool's first rack, block
     and NVLink domain)."""
-    pools: dict[tuple[str, int | None], list[Bin]] = {}
-    for b in plan.added:
+    pools: dict[tuple[str, str | None], list[Bin]] = {}
+    for b in added:
         assert b.type is not None
         pools.setdefault((b.type.name, b.domain), []).append(b)
     out = []
@@ -139,7 +159,7 @@ def fleet_document(plan: ScaleUp, name: str, base: Fleet | None = None) -> Obj:
     the plan started from, so `kdra simulate -c` runs the cluster as planned)."""
     pools = list(base.pools) if base is not None else []
     taken = {p.name for p in pools}
-    for p in added_pools(plan):
+    for p in pools_for(plan.added):
         n, i = p.name, 1
         while n in taken:
             n, i = f"{p.name[:58]}-{i}", i + 1
@@ -163,16 +183,10 @@ def table(plan: ScaleUp, wide: bool = False) -> list[list[str]]:
     rows = [header]
     for b in plan.added:
         assert b.type is not None
-        row = [b.name, b.type.name, b.type.zone or "-", f"{b.type.price:.2f}", str(len(pods_on(b)))]
+        pods = pods_on(plan, b)
+        row = [b.name, b.type.name, b.type.zone or "-", f"{b.type.price:.2f}", str(len(pods))]
         if wide:
-            row += [str(len(_device_ids(b))), ",".join(pods_on(b))]
+            row += [str(len(devices_on(plan, b))), ",".join(pods)]
         rows.append(row)
     return rows
 
-
-def gang_of(pod: Obj) -> str | None:
-    g = pod_group_ref(pod)
-    return g[1] if g else None
-
-
-__all__ = ["added_pools", "fleet_document", "plan_document", "ref", "table"]

@@ -1,8 +1,12 @@
 """`kdra plan scale-up`: the cheapest nodes to add so the pending pods and gangs fit (kdra.plan.search), with a
-lower bound beside the cost (kdra.plan.bound) and, on small inputs, a proof of optimality (kdra.plan.exact)."""
+lower bound beside the cost (kdra.plan.bound), on small inputs a proof of optimality (kdra.plan.exact), and
+the plan checked by kdra's scheduler (kdra.plan.verify): when the scheduler's own placement leaves pods
+pending that the plan's packing placed, the next round plans for them on the cluster as the scheduler left
+it, until the scheduler binds every pod the plan can place."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,51 +15,117 @@ from typing import Any
 from kdra.allocator import FeatureGates
 from kdra.plan.bins import Bin, Cluster, Placement
 from kdra.plan.bound import lower_bound
-from kdra.plan.demand import Demand, Job, build_demand, gang_specs
-from kdra.plan.inputs import Inputs, select
-from kdra.plan.nodetypes import NodeType
+from kdra.plan.demand import Demand, Obj, build_demand, gang_specs, ref
+from kdra.plan.inputs import Inputs, select, split
+from kdra.plan.nodetypes import NodeType, pool_of
 from kdra.plan.probe import Prober
 from kdra.plan.search import Search, Unplaced
 from kdra.scheduler.topology import TopologyLevels
+
+# Rounds of plan-then-check: the first plan, then repairs for what the scheduler placed differently.
+MAX_ROUNDS = 4
 
 
 @dataclass
 class ScaleUp:
     types: list[NodeType]
     demand: Demand
-    search: Search
+    searches: list[Search]  # one per round
     lower_bound: float
-    optimal: bool  # proven by kdra.plan.exact
+    optimal: bool  # proven (kdra.plan.exact, or cost == bound) and confirmed by the scheduler unchanged
     seconds: float
-    cluster_nodes: int
-    notes: list[str] = field(default_factory=list)
+    verified: bool  # kdra's scheduler ran the plan
+    where: dict[str, list[str]] = field(default_factory=dict)  # node -> pods on it (the scheduler's, if run)
+    devices: dict[str, list[str]] = field(default_factory=dict)  # node -> driver/pool/device the pods got
+    left: list[str] = field(default_factory=list)  # pods the scheduler left pending that the plan placed
 
     @property
     def added(self) -> list[Bin]:
-        return self.search.added
+        return [b for s in self.searches for b in s.added]
+
+    @property
+    def groups(self) -> list[Any]:
+        return [g for s in self.searches for g in s.groups]
 
     @property
     def cost(self) -> float:
-        return self.search.cost
+        return sum(s.cost for s in self.searches)
 
     @property
     def unplaced(self) -> list[Unplaced]:
-        return self.search.unplaced
+        return [u for s in self.searches for u in s.unplaced]
 
     @property
     def placed(self) -> dict[str, list[tuple[Bin, Placement]]]:
-        return self.search.placed
+        out: dict[str, list[tuple[Bin, Placement]]] = {}
+        for s in self.searches:
+            out.update(s.placed)
+        return out
 
 
-def existing_per_pool(nodes: Sequence[dict[str, Any]]) -> dict[str, int]:
-    from kdra.plan.nodetypes import pool_of
-
+def existing_per_pool(nodes: Sequence[Obj]) -> dict[str, int]:
     out: dict[str, int] = {}
     for n in nodes:
         p = pool_of(n)
         if p:
             out[p] = out.get(p, 0) + 1
     return out
+
+
+def _search(
+    inputs: Inputs, demand: Demand, types: list[NodeType], features: FeatureGates, serial: int, exact: bool
+) -> tuple[Search, float, bool]:
+    """One round: (the search, its lower bound, proven optimal)."""
+    levels = TopologyLevels.from_objects(inputs.scheduling)
+    taken = {n["metadata"]["name"] for n in inputs.nodes}
+
+    def name(t: NodeType, i: int) -> str:
+        n = i
+        while f"{t.pool.name}-new-{n}" in taken:
+            n += 1000
+        return f"{t.pool.name}-new-{n}"
+
+    prober = Prober(types, features)
+
+    def fresh() -> Search:
+        cluster = Cluster(inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features)
+        s = Search(cluster, types, features, levels, prober, name=name)
+        s.serial = serial
+        return s
+
+    search = fresh()
+    bound = lower_bound(search, demand.jobs)  # before anything is placed: the cluster as it stands
+    search.run(demand.jobs)
+    if exact and not search.unplaced:
+        from kdra.plan.exact import prove
+
+        proven = prove(fresh, search, demand.jobs, bound)
+        if proven is not None:
+            return proven, bound, True
+    return search, bound, False
+
+
+def rendered(bins: Sequence[Bin], features: FeatureGates) -> list[Obj]:
+    """The added nodes' Nodes, ResourceSlices and DeviceClasses, rendered as the plan's Fleet has them."""
+    from kdra.fleets.render import render
+    from kdra.fleets.spec import Fleet
+    from kdra.plan.result import pools_for
+
+    pools = pools_for(bins)
+    if not pools:
+        return []
+    return render(Fleet(name="scale-up", pools=pools), kubernetes_version=features.version)
+
+
+def _less_room(types: list[NodeType], bins: Sequence[Bin]) -> list[NodeType]:
+    used: dict[str, int] = {}
+    for b in bins:
+        assert b.type is not None
+        used[b.type.pool.name] = used.get(b.type.pool.name, 0) + 1
+    return [
+        dataclasses.replace(t, max_new=None if t.max_new is None else max(0, t.max_new - used.get(t.pool.name, 0)))
+        for t in types
+    ]
 
 
 def plan_scale_up(
@@ -67,45 +137,60 @@ def plan_scale_up(
     queue: str | None = None,
     names: Sequence[str] = (),
     exact: bool = True,
+    verify: bool = True,
 ) -> ScaleUp:
+    from kdra.plan.verify import check
+
     start = time.perf_counter()
     gangs = gang_specs(inputs.scheduling)
     pending = select(inputs.pending, namespace=namespace, queue=queue, names=names, gangs=gangs)
     demand = build_demand(pending, inputs.claims, inputs.templates, gangs)
-    levels = TopologyLevels.from_objects(inputs.scheduling)
-    taken = {n["metadata"]["name"] for n in inputs.nodes}
-
-    def name(t: NodeType, i: int) -> str:
-        n = i
-        while f"{t.pool.name}-new-{n}" in taken:
-            n += 1000
-        return f"{t.pool.name}-new-{n}"
-
-    def fresh() -> Search:
-        cluster = Cluster(inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features)
-        return Search(cluster, types, features, levels, prober, name=name)
-
-    prober = Prober(types, features)
-    search = fresh()
-    bound = lower_bound(search, demand.jobs)  # before anything is placed: the cluster as it stands
-    search.run(demand.jobs)
-    optimal = False
-    if exact and not search.unplaced:
-        from kdra.plan.exact import prove
-
-        proven = prove(fresh, search, demand.jobs, bound)
-        if proven is not None:
-            search, optimal = proven, True
-    return ScaleUp(
-        types,
-        demand,
-        search,
-        min(bound, search.cost) if not search.unplaced else bound,
-        optimal or abs(search.cost - bound) < 1e-9,
-        time.perf_counter() - start,
-        len(inputs.nodes),
-    )
+    search, bound, optimal = _search(inputs, demand, types, features, 0, exact)
+    plan = ScaleUp(types, demand, [search], bound, optimal, 0.0, verify)
+    if verify:
+        unplaced = {pd.key for u in search.unplaced for pd in u.job.pods}
+        want = [p for p in pending if ref(p) not in unplaced]
+        added_objs = rendered(search.added, features)
+        current, todo = inputs, want
+        for _ in range(MAX_ROUNDS):
+            verdict = check(current, added_objs, todo)
+            after = split(verdict.objects)
+            after.pdbs = inputs.pdbs
+            _record(plan, after, {ref(p) for p in want})
+            if not verdict.unbound:
+                plan.left = []
+                break
+            plan.optimal = False
+            plan.left = verdict.unbound
+            left = set(verdict.unbound)
+            todo = [p for p in after.pending if ref(p) in left]
+            again = build_demand(todo, after.claims, after.templates, gangs)
+            room = _less_room(types, plan.added)
+            nxt, _, _ = _search(after, again, room, features, len(plan.added), False)
+            if not nxt.added:
+                break
+            plan.searches.append(nxt)
+            added_objs = rendered(nxt.added, features)
+            current = dataclasses.replace(after, pending=[])
+    plan.seconds = time.perf_counter() - start
+    return plan
 
 
-def jobs_of(plan: ScaleUp) -> list[Job]:
-    return plan.demand.jobs
+def _record(plan: ScaleUp, after: Inputs, wanted: set[str]) -> None:
+    """Where the scheduler put the planned pods, and the devices their claims got."""
+    from kdra.scheduler.claimcontroller import pod_claim_names
+
+    claims = {ref(c): c for c in after.claims}
+    plan.where, plan.devices = {}, {}
+    for p in after.running:
+        if ref(p) not in wanted:
+            continue
+        node = p["spec"]["nodeName"]
+        plan.where.setdefault(node, []).append(ref(p))
+        ns = ref(p).split("/")[0]
+        for n in pod_claim_names(p):
+            alloc = (claims.get(f"{ns}/{n}", {}).get("status") or {}).get("allocation") or {}
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                dev = f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
+                if dev not in plan.devices.setdefault(node, []):
+                    plan.devices[node].append(dev)

@@ -224,7 +224,7 @@ class Search:
                 continue
             candidates.append((t.price * nodes, i, t, size))
         for _, _, t, size in sorted(candidates, key=lambda c: c[:2]):
-            g = Group(len(self.groups), label, t, size)
+            g = Group(self.serial * 1000 + len(self.groups), label, t, size)
             out.append(([], self._group_opener(g), g))
         return out
 

@@ -1,0 +1,269 @@
+"""`kdra plan scale-down`: the nodes that can be drained, every running pod placed again on the rest.
+
+Nodes are tried most expensive first (then fewest pods). Draining a node moves its pods: pods sharing a claim
+move together, a gang moves whole (every member, wherever it runs, under its required topology level), and
+each PodDisruptionBudget allows only its disruptionsAllowed evictions over the whole plan. Pods that
+cluster-autoscaler would not evict (annotation cluster-autoscaler.kubernetes.io/safe-to-evict: "false",
+DaemonSet pods stay with their node and are not moved), and pools at their minCount, keep their node.
+Moved pods get their claims allocated again (a new claim from the same spec, as recreating the pod does),
+with the same allocator and node fit as scale-up (kdra.plan.bins), on the nodes that stay.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdra.allocator import FeatureGates
+from kdra.cluster.selectors import from_label_selector
+from kdra.plan.bins import Bin, Cluster, Placement
+from kdra.plan.demand import Job, Obj, allocated, build_demand, gang_specs, ref
+from kdra.plan.inputs import Inputs
+from kdra.plan.nodetypes import NodeType, pool_of
+from kdra.plan.search import Search
+from kdra.scheduler.claimcontroller import pod_claim_names
+from kdra.scheduler.gang import pod_group_ref
+from kdra.scheduler.topology import TopologyLevels
+from kdra.sim.accounting import FleetGpus
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+HOURS_PER_WEEK = 168
+
+
+@dataclass
+class Drain:
+    node: str
+    pool: str | None
+    price: float
+    gpus: int
+    moved: list[tuple[str, str]]  # (pod, new node)
+
+
+@dataclass
+class ScaleDown:
+    drains: list[Drain] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)  # node -> why it stays
+
+
+def _daemon(pod: Mapping[str, Any]) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
+class _Budgets:
+    """PodDisruptionBudgets: evictions each still allows (status.disruptionsAllowed, as the Eviction API
+    checks it)."""
+
+    def __init__(self, pdbs: Sequence[Obj]) -> None:
+        self.items = []
+        for p in pdbs:
+            sel = from_label_selector((p.get("spec") or {}).get("selector") or {}, what="selector")
+            allowed = int((p.get("status") or {}).get("disruptionsAllowed") or 0)
+            self.items.append([(p.get("metadata") or {}).get("namespace") or "default", sel, allowed, ref(p)])
+
+    def take(self, pods: Sequence[Mapping[str, Any]]) -> str | None:
+        """Count the evictions; the PDB that refuses one (nothing taken then), else None."""
+        need = [0] * len(self.items)
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            for i, (ns, sel, _, _) in enumerate(self.items):
+                if (meta.get("namespace") or "default") == ns and sel.matches(meta.get("labels") or {}):
+                    need[i] += 1
+        for i, n in enumerate(need):
+            if n > self.items[i][2]:
+                return str(self.items[i][3])
+        for i, n in enumerate(need):
+            self.items[i][2] -= n
+        return None
+
+
+def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: FeatureGates) -> ScaleDown:
+    prices: dict[str, float] = {}
+    mins: dict[str, int] = {}
+    for t in types:  # the first type of a pool name wins (the cluster's own Fleet comes first)
+        prices.setdefault(t.pool.name, t.price)
+        mins.setdefault(t.pool.name, t.pool.min_count)
+    cluster = Cluster(inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features)
+    search = Search(cluster, [], features, TopologyLevels.from_objects(inputs.scheduling))
+    gpus = FleetGpus([*inputs.nodes, *inputs.slices])
+    claims = {ref(c): c for c in inputs.claims}
+    gangs = gang_specs(inputs.scheduling)
+    by_node: dict[str, list[Obj]] = {}
+    for p in inputs.running:
+        by_node.setdefault(p["spec"]["nodeName"], []).append(p)
+    members: dict[str, list[Obj]] = {}
+    for p in inputs.running:
+        g = pod_group_ref(p)
+        if g is not None and g[1] in gangs:
+            members.setdefault(g[1], []).append(p)
+    budgets = _Budgets(inputs.pdbs)
+    pools: dict[str, int] = {}
+    for n in inputs.nodes:
+        if pool_of(n):
+            pools[pool_of(n) or ""] = pools.get(pool_of(n) or "", 0) + 1
+    out = ScaleDown()
+    bins = {b.name: b for b in cluster.bins}
+    drained: set[str] = set()
+
+    def order(b: Bin) -> tuple[float, int, str]:
+        return (-prices.get(pool_of(b.node) or "", 0.0), len(by_node.get(b.name, [])), b.name)
+
+    for b in sorted(cluster.bins, key=order):
+        pool = pool_of(b.node)
+        pods = [p for p in by_node.get(b.name, []) if not _daemon(p)]
+        if pool and pools.get(pool, 0) <= mins.get(pool, 0):
+            out.kept[b.name] = f"pool {pool} is at its minCount ({mins.get(pool, 0)})"
+            continue
+        if any((p["metadata"].get("annotations") or {}).get(SAFE_TO_EVICT) == "false" for p in pods):
+            out.kept[b.name] = f'a pod is annotated {SAFE_TO_EVICT}: "false"'
+            continue
+        moving: dict[str, Obj] = {ref(p): p for p in pods}
+        for p in pods:
+            g = pod_group_ref(p)
+            if g is not None and g[1] in members:
+                moving.update({ref(m): m for m in members[g[1]]})
+        # Pods sharing a claim with a moving pod move along.
+        changed = True
+        while changed:
+            changed = False
+            names = {f"{ref(p).split('/')[0]}/{n}" for p in moving.values() for n in pod_claim_names(p)}
+            for p in inputs.running:
+                if ref(p) in moving:
+                    continue
+                ns = ref(p).split("/")[0]
+                if any(f"{ns}/{n}" in names for n in pod_claim_names(p)):
+                    moving[ref(p)] = p
+                    changed = True
+        refused = budgets.take(list(moving.values()))
+        if refused is not None:
+            out.kept[b.name] = f"PodDisruptionBudget {refused} allows no more evictions"
+            continue
+        moved = _try_move(search, bins, b, list(moving.values()), claims, inputs, gangs, drained)
+        if moved is None:
+            for p in moving.values():  # give the evictions back
+                _give_back(budgets, p)
+            out.kept[b.name] = "its pods do not all fit on the other nodes"
+            continue
+        drained.add(b.name)
+        if pool:
+            pools[pool] -= 1
+        out.drains.append(
+            Drain(b.name, pool, prices.get(pool or "", 0.0), gpus.node_gpus.get(b.name, 0), moved)
+        )
+    return out
+
+
+def _give_back(budgets: _Budgets, pod: Obj) -> None:
+    meta = pod.get("metadata") or {}
+    for item in budgets.items:
+        ns, sel = item[0], item[1]
+        if (meta.get("namespace") or "default") == ns and sel.matches(meta.get("labels") or {}):
+            item[2] += 1
+
+
+def _try_move(
+    search: Search,
+    bins: Mapping[str, Bin],
+    node: Bin,
+    pods: list[Obj],
+    claims: Mapping[str, Obj],
+    inputs: Inputs,
+    gangs: Mapping[str, Any],
+    drained: set[str],
+) -> list[tuple[str, str]] | None:
+    """Take the pods off their nodes and place them again on the nodes that stay; all or nothing."""
+    features = search.features
+    removed: list[tuple[Bin, Obj, list[Obj]]] = []
+    for p in pods:
+        src = bins[p["spec"]["nodeName"]]
+        ns = ref(p).split("/")[0]
+        held = [claims[f"{ns}/{n}"] for n in pod_claim_names(p) if f"{ns}/{n}" in claims]
+        held = [c for c in held if allocated(c)]
+        removed.append((src, p, held))
+    released: set[str] = set()
+    for src, p, held in removed:
+        src.fit.infos[src.fit_name].remove_pod(_uid(p))
+        for c in held:
+            if ref(c) not in released:
+                src.state.remove_claim(c, features)
+                released.add(ref(c))
+    # The moved pods as pending pods: no node, claims to allocate again from the same specs.
+    fresh_claims = []
+    for c in {ref(c): c for _, _, held in removed for c in held}.values():
+        cc = copy.deepcopy({k: v for k, v in c.items() if k != "status"})
+        fresh_claims.append(cc)
+    pending = []
+    for _, p, _ in removed:
+        q = copy.deepcopy(p)
+        q["spec"].pop("nodeName", None)
+        q.pop("status", None)
+        pending.append(q)
+    others = [c for c in inputs.claims if ref(c) not in released]
+    demand = build_demand(pending, [*others, *fresh_claims], inputs.templates, gangs)
+    targets = [b for b in search.existing() if b is not node and b.name not in drained]
+    saved_existing = search.existing
+    search.existing = lambda: targets  # type: ignore[method-assign]
+    done_all: list[tuple[Bin, Placement]] = []
+    ok = True
+    try:
+        for job in demand.jobs:
+            done = _place(search, job, targets)
+            if done is None:
+                ok = False
+                break
+            done_all.extend(done)
+    finally:
+        search.existing = saved_existing  # type: ignore[method-assign]
+    if ok:
+        return [(pd.key, b.name) for b, pl in done_all for pd in pl.unit.pods]
+    for b, pl in reversed(done_all):
+        b.undo(pl)
+    for src, p, held in removed:
+        src.fit.infos[src.fit_name].add_pod(_info(p))
+    assert search.cluster is not None
+    for c in {ref(c): c for _, _, held in removed for c in held}.values():
+        search.cluster.state.add_claim(c, features)
+    return None
+
+
+def _place(search: Search, job: Job, targets: list[Bin]) -> list[tuple[Bin, Placement]] | None:
+    if job.gang is not None and job.gang.topology.required:
+        return search.place_job(job)
+    return search.fill(job.units, list(targets), None)
+
+
+def _info(p: Obj) -> Any:
+    from kdra.plan.demand import pod_info
+
+    return pod_info(p)
+
+
+def _uid(p: Obj) -> str:
+    return str(_info(p).uid)
+
+
+def drain_document(plan: ScaleDown, name: str = "scale-down") -> Obj:
+    from kdra.fleets.spec import API_VERSION
+
+    drains = [
+        {
+            "name": d.node,
+            "pool": d.pool,
+            "pricePerHour": round(d.price, 4),
+            "gpus": d.gpus,
+            "pods": [{"pod": p, "to": n} for p, n in d.moved],
+        }
+        for d in plan.drains
+    ]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ScaleDownPlan",
+        "metadata": {"name": name},
+        "status": {
+            "drain": drains,
+            "gpuHoursSavedPerWeek": sum(d.gpus for d in plan.drains) * HOURS_PER_WEEK,
+            "savedPerWeek": round(sum(d.price for d in plan.drains) * HOURS_PER_WEEK, 2),
+            "kept": [{"name": n, "reason": r} for n, r in sorted(plan.kept.items())],
+        },
+    }
