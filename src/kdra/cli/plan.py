@@ -49,7 +49,9 @@ def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
         try:
             out[key] = convert(raw)
         except ValueError:
-            raise InputError(f"{flag} {v}: Invalid value: {raw!r} is not a valid {convert.__name__}") from None
+            raise InputError(
+                f"{flag} {v}: Invalid value: {raw!r} is not a valid {convert.__name__}"
+            ) from None
         if out[key] < 0:
             raise InputError(f"{flag} {v}: Invalid value: must not be negative")
     return out
@@ -58,20 +60,51 @@ def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
 def _common(p: argparse.ArgumentParser) -> None:
     from kdra.cli.kube import KUBECONFIG_HELP
 
-    p.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
-                   help="Kubernetes objects: the cluster and its pods (repeatable; - for stdin)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Kubernetes objects: the cluster and its pods (repeatable; - for stdin)",
+    )
     p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
     p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
-    p.add_argument("-c", "--cluster", default=None, metavar="FLEET",
-                   help="the cluster's nodes from a Fleet (bundled name or file)")
-    p.add_argument("--node-types", default="node-types", metavar="FLEET",
-                   help="candidate node types: a Fleet's pools (default: the bundled node-types)")
-    p.add_argument("--node-type", action="append", default=[], metavar="POOL",
-                   help="only this pool of --node-types (repeatable)")
-    p.add_argument("--price", action="append", default=[], metavar="POOL=PRICE",
-                   help="price per node-hour of a pool (repeatable)")
-    p.add_argument("--max", action="append", default=[], metavar="POOL=N",
-                   help="the most nodes a pool may have (repeatable)")
+    p.add_argument(
+        "-c",
+        "--cluster",
+        default=None,
+        metavar="FLEET",
+        help="the cluster's nodes from a Fleet (bundled name or file)",
+    )
+    p.add_argument(
+        "--node-types",
+        default="node-types",
+        metavar="FLEET",
+        help="candidate node types: a Fleet's pools (default: the bundled node-types)",
+    )
+    p.add_argument(
+        "--node-type",
+        action="append",
+        default=[],
+        metavar="POOL",
+        help="only this pool of --node-types (repeatable)",
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="POOL=PRICE",
+        help="price per node-hour of a pool (repeatable)",
+    )
+    p.add_argument(
+        "--max",
+        action="append",
+        default=[],
+        metavar="POOL=N",
+        help="the most nodes a pool may have (repeatable)",
+    )
     p.add_argument("-o", "--output", choices=("table", "wide", "yaml", "json", "fleet"), default="table")
     p.add_argument("--report", default=None, metavar="FILE", help="also write an HTML report")
     add_validate_arg(p)
@@ -121,12 +154,16 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
 
     features = feature_gates(args)
     if args.files and args.kubeconfig:
-        raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig, not both")
+        raise InputError(
+            "give the objects with -f FILE or read them from a cluster with --kubeconfig, not both"
+        )
     objs: list[Any] = []
     if args.files:
         objs = load_paths(args.files)
-        check_fields([o for o in objs if o.get("apiVersion", "").split("/")[0] in ("v1", "resource.k8s.io")],
-                     validate_mode(args))
+        check_fields(
+            [o for o in objs if o.get("apiVersion", "").split("/")[0] in ("v1", "resource.k8s.io")],
+            validate_mode(args),
+        )
     elif args.kubeconfig:
         from kdra.cli.kube import make_client
         from kdra.plan.inputs import read_cluster
@@ -190,7 +227,8 @@ def _scale_up(args: argparse.Namespace) -> int:
             print("No nodes to add: every pending pod fits on the cluster's nodes", file=sys.stderr)
         proof = "optimal" if st["optimal"] else f"lower bound {st['lowerBoundPerHour']:.2f}/h"
         print(
-            f"{len(plan.added)} nodes to add, {st['costPerHour']:.2f}/h ({proof}); {st['pendingPods']} pending "
+            f"{len(plan.added)} nodes to add, {st['costPerHour']:.2f}/h ({proof}); "
+            f"{st['pendingPods']} pending "
             f"pods: {st['podsOnClusterNodes']} fit on the cluster's nodes, {st['podsOnAddedNodes']} on added "
             f"nodes, {st['unschedulablePods']} on none",
             file=sys.stderr,
@@ -223,7 +261,9 @@ def _scale_down(args: argparse.Namespace) -> int:
     st = doc["status"]
     rows = [["NODE", "POOL", "PRICE/H", "GPUS", "PODS MOVED"]]
     for d in st["drain"]:
-        rows.append([d["name"], d.get("pool") or "-", f"{d['pricePerHour']:.2f}", str(d["gpus"]), str(len(d["pods"]))])
+        rows.append(
+            [d["name"], d.get("pool") or "-", f"{d['pricePerHour']:.2f}", str(d["gpus"]), str(len(d["pods"]))]
+        )
     if len(rows) > 1:
         _print_table(rows)
     print(

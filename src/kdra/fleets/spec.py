@@ -803,7 +803,13 @@ def fleet_to_dict(fleet: Fleet) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if fleet.description:
         spec["description"] = fleet.description
-    if (fleet.driver_version, fleet.cuda_driver_version) != (DEFAULT_DRIVER_VERSION, DEFAULT_CUDA_DRIVER_VERSION):
-        spec["nvidia"] = {"driverVersion": fleet.driver_version, "cudaDriverVersion": fleet.cuda_driver_version}
+    if (fleet.driver_version, fleet.cuda_driver_version) != (
+        DEFAULT_DRIVER_VERSION,
+        DEFAULT_CUDA_DRIVER_VERSION,
+    ):
+        spec["nvidia"] = {
+            "driverVersion": fleet.driver_version,
+            "cudaDriverVersion": fleet.cuda_driver_version,
+        }
     spec["pools"] = [pool_to_dict(p) for p in fleet.pools]
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": fleet.name}, "spec": spec}

@@ -1,20 +1,18 @@
-"""Nodes a plan places units on, existing or added, each asking the scheduler's own checks whether a unit fits:
-node fit with the default profile's filter plugins (kdra.scheduler.nodefit) and device allocation with the
-structured allocator (kdra.allocator), as cluster-autoscaler asks the scheduler framework about a template
+"""Nodes a plan places units on, existing or added, each asking the scheduler's own checks whether a unit
+fits: node fit with the default profile's filter plugins (kdra.scheduler.nodefit) and device allocation with
+the structured allocator (kdra.allocator), as cluster-autoscaler asks the scheduler framework about a template
 node.
 
-Existing nodes share one allocator index and one in-use state (the claims allocated in the cluster); an
-added node uses its type's template index (kdra.plan.nodetypes) with an in-use state of its own. Placing
-a unit allocates its claims and records its pods; `undo` takes a placement back exactly (gangs are tried
-all or nothing).
-"""
+Existing nodes share one allocator index and one in-use state (the claims allocated in the cluster); an added
+node uses its type's template index (kdra.plan.nodetypes) with an in-use state of its own. Placing a unit
+allocates its claims and records its pods; `undo` takes a placement back exactly (gangs are tried all or
+nothing)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, AllocatorIndex, FeatureGates
 from kdra.allocator._nodes import node_selector_matches
@@ -73,7 +71,9 @@ class Bin:
         try:
             outcome: AllocationOutcome = self.allocator.allocate(self.node, unit.claims)
         except AllocationError as err:
-            return NodeFinding(self.name, message=str(err), explanation=getattr(err, "lazy_explanation", None))
+            return NodeFinding(
+                self.name, message=str(err), explanation=getattr(err, "lazy_explanation", None)
+            )
         if outcome.allocations is None:
             return NodeFinding(self.name, explanation=outcome.lazy_explanation)
         return list(zip(unit.claims, outcome.allocations, strict=True))
@@ -124,7 +124,9 @@ class Cluster:
     ) -> None:
         self.features = features
         self.index = AllocatorIndex(dict(classes), list(slices), features)
-        self.state = AllocatedState.from_claims([c for c in claims if (c.get("status") or {}).get("allocation")], features)
+        self.state = AllocatedState.from_claims(
+            [c for c in claims if (c.get("status") or {}).get("allocation")], features
+        )
         self.allocator = Allocator.from_index(self.index, self.state)
         self.fit = NodeFit(nodes, pods)
         self.bins = [

@@ -30,8 +30,8 @@ MAX_EXISTING_CHECKS = 4000
 
 
 def _alternatives(unit: Unit) -> list[Unit]:
-    """The unit with each request's firstAvailable list cut to one alternative (every combination, at most 16),
-    or [unit] when it has none."""
+    """The unit with each request's firstAvailable list cut to one alternative (every combination, at most
+    16), or [unit] when it has none."""
     variants: list[Unit] = [unit]
     for ci, claim in enumerate(unit.claims):
         reqs = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []

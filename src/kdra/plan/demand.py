@@ -98,9 +98,7 @@ def _shape(pod: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> str:
     keep["containers"] = [
         [c.get("resources"), c.get("restartPolicy")] for c in spec.get("containers") or []
     ] + [["init", c.get("resources"), c.get("restartPolicy")] for c in spec.get("initContainers") or []]
-    keep["claims"] = [
-        ("allocated", ref(c)) if allocated(c) else (c.get("spec") or {}) for c in claims
-    ]
+    keep["claims"] = [("allocated", ref(c)) if allocated(c) else (c.get("spec") or {}) for c in claims]
     return json.dumps(keep, sort_keys=True, default=str)
 
 
@@ -137,7 +135,9 @@ class ClaimResolver:
                     )
             elif entry.get("resourceClaimTemplateName"):
                 entry_name = str(entry.get("name", ""))
-                claim = self.claims.get(f"{ns}/{statuses.get(entry_name)}") if statuses.get(entry_name) else None
+                claim = (
+                    self.claims.get(f"{ns}/{statuses.get(entry_name)}") if statuses.get(entry_name) else None
+                )
                 if claim is None:
                     claim = next(
                         (c for c in self.by_owner.get(ref(pod), []) if is_claim_for_pod(c, pod, entry_name)),

@@ -1,6 +1,7 @@
-"""What a plan starts from: the cluster's nodes, devices and running pods, the pending pods and their gangs, as
-Kubernetes objects from files or a live cluster (read as `kdra export` does, plus the scheduling objects the
-session reads: PodGroups of every accepted shape, Workloads, Queues, Topology, and PodDisruptionBudgets)."""
+"""What a plan starts from: the cluster's nodes, devices and running pods, the pending pods and their gangs,
+as Kubernetes objects from files or a live cluster (read as `kdra export` does, plus the scheduling objects
+the session reads: PodGroups of every accepted shape, Workloads, Queues, Topology, and PodDisruptionBudgets).
+"""
 
 from __future__ import annotations
 
@@ -111,4 +112,3 @@ def read_cluster(client: Any, namespace: str | None = None) -> list[Obj]:
         o.setdefault("kind", "PodDisruptionBudget")
         objs.append(o)
     return objs
-

@@ -97,7 +97,9 @@ def node_types(
                     name=name,
                     pool=pool,
                     zone=zone,
-                    price=float(prices.get(pool.name, pool.price if pool.price is not None else DEFAULT_PRICE)),
+                    price=float(
+                        prices.get(pool.name, pool.price if pool.price is not None else DEFAULT_PRICE)
+                    ),
                     # A pool spanning zones shares its limit; the search counts it per pool.
                     max_new=room,
                     template=node,

@@ -48,13 +48,16 @@ def _scale_up(st: dict[str, Any]) -> list[str]:
                 unit="/h",
             )
         )
-        out.append("<table><tr><th>node</th><th>type</th><th>zone</th><th>price/h</th><th>pods</th>"
-                   "<th style='text-align:left'>pod names</th></tr>")
+        out.append(
+            "<table><tr><th>node</th><th>type</th><th>zone</th><th>price/h</th><th>pods</th>"
+            "<th style='text-align:left'>pod names</th></tr>"
+        )
         for a in st["add"][:2000]:
             out.append(
                 f"<tr><td>{escape(a['name'])}</td><td>{escape(a['nodeType'])}</td>"
                 f"<td>{escape(a.get('zone') or '-')}</td><td>{a['pricePerHour']:,.2f}</td>"
-                f"<td>{len(a['pods'])}</td><td style='text-align:left'>{escape(', '.join(a['pods'][:50]))}</td></tr>"
+                f"<td>{len(a['pods'])}</td>"
+                f"<td style='text-align:left'>{escape(', '.join(a['pods'][:50]))}</td></tr>"
             )
         out.append("</table>")
     out.append(f"<h2>Unschedulable ({st['unschedulablePods']} pods)</h2>")
@@ -94,10 +97,14 @@ def _scale_down(st: dict[str, Any]) -> list[str]:
         )
     out.append("</table>")
     if st["kept"]:
-        out.append("<details><summary>Nodes kept</summary><table><tr><th>node</th>"
-                   "<th style='text-align:left'>why</th></tr>")
+        out.append(
+            "<details><summary>Nodes kept</summary><table><tr><th>node</th>"
+            "<th style='text-align:left'>why</th></tr>"
+        )
         for k in st["kept"]:
-            out.append(f"<tr><td>{escape(k['name'])}</td><td style='text-align:left'>{escape(k['reason'])}</td></tr>")
+            out.append(
+                f"<tr><td>{escape(k['name'])}</td><td style='text-align:left'>{escape(k['reason'])}</td></tr>"
+            )
         out.append("</table></details>")
     return out
 

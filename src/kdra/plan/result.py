@@ -1,5 +1,5 @@
-"""A plan as Kubernetes-shaped documents: the plan itself (kind ScaleUpPlan, for -o yaml|json), the Fleet of the
-nodes it adds (for `kdra driver sim` and `kdra simulate -c`), and the rows of its table."""
+"""A plan as Kubernetes-shaped documents: the plan itself (kind ScaleUpPlan, for -o yaml|json), the Fleet of
+the nodes it adds (for `kdra driver sim` and `kdra simulate -c`), and the rows of its table."""
 
 from __future__ import annotations
 
@@ -88,8 +88,8 @@ def plan_document(plan: ScaleUp, name: str = "scale-up") -> Obj:
         unschedulable.append(
             {
                 "pods": list(plan.left),
-                "reason": "kdra's scheduler left these pods pending on the cluster with the added nodes although "
-                "the plan placed them (its own order and scores); the plan gave up after "
+                "reason": "kdra's scheduler left these pods pending on the cluster with the added nodes "
+                "although the plan placed them (its own order and scores); the plan gave up after "
                 f"{len(plan.searches)} rounds",
             }
         )
@@ -130,7 +130,7 @@ def pools_for(added: Sequence[Bin]) -> list[Pool]:
     """One pool per node type and new topology domain, named nodes as the plan names them; their topology
     puts a domain's nodes under one label value (they are the first nodes of the pool's first rack, block
     and NVLink domain)."""
-    pools: dict[tuple[str, str | None], list[Bin]] = {}
+    pools: dict[tuple[str, int | None], list[Bin]] = {}
     for b in added:
         assert b.type is not None
         pools.setdefault((b.type.name, b.domain), []).append(b)
@@ -189,4 +189,3 @@ def table(plan: ScaleUp, wide: bool = False) -> list[list[str]]:
             row += [str(len(devices_on(plan, b))), ",".join(pods)]
         rows.append(row)
     return rows
-

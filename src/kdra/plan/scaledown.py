@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator import FeatureGates
-from kdra.cluster.selectors import from_label_selector
+from kdra.cluster.selectors import LabelSelector, from_label_selector
 from kdra.plan.bins import Bin, Cluster, Placement
 from kdra.plan.demand import Job, Obj, allocated, build_demand, gang_specs, ref
 from kdra.plan.inputs import Inputs
@@ -51,31 +51,48 @@ def _daemon(pod: Mapping[str, Any]) -> bool:
     return any(o.get("kind") == "DaemonSet" for o in (pod.get("metadata") or {}).get("ownerReferences") or [])
 
 
+@dataclass
+class _Budget:
+    namespace: str
+    selector: LabelSelector
+    allowed: int
+    name: str
+
+    def covers(self, pod: Mapping[str, Any]) -> bool:
+        meta = pod.get("metadata") or {}
+        return (meta.get("namespace") or "default") == self.namespace and self.selector.matches(
+            meta.get("labels") or {}
+        )
+
+
 class _Budgets:
     """PodDisruptionBudgets: evictions each still allows (status.disruptionsAllowed, as the Eviction API
     checks it)."""
 
     def __init__(self, pdbs: Sequence[Obj]) -> None:
-        self.items = []
-        for p in pdbs:
-            sel = from_label_selector((p.get("spec") or {}).get("selector") or {}, what="selector")
-            allowed = int((p.get("status") or {}).get("disruptionsAllowed") or 0)
-            self.items.append([(p.get("metadata") or {}).get("namespace") or "default", sel, allowed, ref(p)])
+        self.items = [
+            _Budget(
+                (p.get("metadata") or {}).get("namespace") or "default",
+                from_label_selector((p.get("spec") or {}).get("selector") or {}, what="selector"),
+                int((p.get("status") or {}).get("disruptionsAllowed") or 0),
+                ref(p),
+            )
+            for p in pdbs
+        ]
 
     def take(self, pods: Sequence[Mapping[str, Any]]) -> str | None:
         """Count the evictions; the PDB that refuses one (nothing taken then), else None."""
-        need = [0] * len(self.items)
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            for i, (ns, sel, _, _) in enumerate(self.items):
-                if (meta.get("namespace") or "default") == ns and sel.matches(meta.get("labels") or {}):
-                    need[i] += 1
-        for i, n in enumerate(need):
-            if n > self.items[i][2]:
-                return str(self.items[i][3])
-        for i, n in enumerate(need):
-            self.items[i][2] -= n
+        need = [sum(1 for pod in pods if b.covers(pod)) for b in self.items]
+        for b, n in zip(self.items, need, strict=True):
+            if n > b.allowed:
+                return b.name
+        for b, n in zip(self.items, need, strict=True):
+            b.allowed -= n
         return None
+
+    def give_back(self, pods: Sequence[Mapping[str, Any]]) -> None:
+        for b in self.items:
+            b.allowed += sum(1 for pod in pods if b.covers(pod))
 
 
 def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: FeatureGates) -> ScaleDown:
@@ -99,15 +116,30 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
             members.setdefault(g[1], []).append(p)
     budgets = _Budgets(inputs.pdbs)
     pools: dict[str, int] = {}
-    for n in inputs.nodes:
-        if pool_of(n):
-            pools[pool_of(n) or ""] = pools.get(pool_of(n) or "", 0) + 1
+    for node in inputs.nodes:
+        if name := pool_of(node):
+            pools[name] = pools.get(name, 0) + 1
     out = ScaleDown()
     bins = {b.name: b for b in cluster.bins}
     drained: set[str] = set()
 
-    def order(b: Bin) -> tuple[float, int, str]:
-        return (-prices.get(pool_of(b.node) or "", 0.0), len(by_node.get(b.name, [])), b.name)
+    used: dict[str, float] = {}  # whole-GPU equivalents the node's pods hold
+    for host, on_host in by_node.items():
+        for p in on_host:
+            ns = ref(p).split("/")[0]
+            for cn in pod_claim_names(p):
+                alloc = (claims.get(f"{ns}/{cn}", {}).get("status") or {}).get("allocation") or {}
+                for r in (alloc.get("devices") or {}).get("results") or []:
+                    used[host] = used.get(host, 0.0) + gpus.dra_result_cost(r).gpu_equiv
+
+    def order(b: Bin) -> tuple[float, float, int, str]:
+        """Most expensive first, then the least used (cluster-autoscaler drains under-utilised nodes)."""
+        return (
+            -prices.get(pool_of(b.node) or "", 0.0),
+            used.get(b.name, 0.0),
+            len(by_node.get(b.name, [])),
+            b.name,
+        )
 
     for b in sorted(cluster.bins, key=order):
         pool = pool_of(b.node)
@@ -141,8 +173,7 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
             continue
         moved = _try_move(search, bins, b, list(moving.values()), claims, inputs, gangs, drained)
         if moved is None:
-            for p in moving.values():  # give the evictions back
-                _give_back(budgets, p)
+            budgets.give_back(list(moving.values()))
             out.kept[b.name] = "its pods do not all fit on the other nodes"
             continue
         drained.add(b.name)
@@ -152,14 +183,6 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
             Drain(b.name, pool, prices.get(pool or "", 0.0), gpus.node_gpus.get(b.name, 0), moved)
         )
     return out
-
-
-def _give_back(budgets: _Budgets, pod: Obj) -> None:
-    meta = pod.get("metadata") or {}
-    for item in budgets.items:
-        ns, sel = item[0], item[1]
-        if (meta.get("namespace") or "default") == ns and sel.matches(meta.get("labels") or {}):
-            item[2] += 1
 
 
 def _try_move(
@@ -219,7 +242,7 @@ def _try_move(
         return [(pd.key, b.name) for b, pl in done_all for pd in pl.unit.pods]
     for b, pl in reversed(done_all):
         b.undo(pl)
-    for src, p, held in removed:
+    for src, p, _ in removed:
         src.fit.infos[src.fit_name].add_pod(_info(p))
     assert search.cluster is not None
     for c in {ref(c): c for _, _, held in removed for c in held}.values():

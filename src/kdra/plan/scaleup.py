@@ -1,8 +1,8 @@
-"""`kdra plan scale-up`: the cheapest nodes to add so the pending pods and gangs fit (kdra.plan.search), with a
-lower bound beside the cost (kdra.plan.bound), on small inputs a proof of optimality (kdra.plan.exact), and
+"""`kdra plan scale-up`: the cheapest nodes to add so the pending pods and gangs fit (kdra.plan.search), with
+a lower bound beside the cost (kdra.plan.bound), on small inputs a proof of optimality (kdra.plan.exact), and
 the plan checked by kdra's scheduler (kdra.plan.verify): when the scheduler's own placement leaves pods
-pending that the plan's packing placed, the next round plans for them on the cluster as the scheduler left
-it, until the scheduler binds every pod the plan can place."""
+pending that the plan's packing placed, the next round plans for them on the cluster as the scheduler left it,
+until the scheduler binds every pod the plan can place."""
 
 from __future__ import annotations
 
@@ -88,7 +88,9 @@ def _search(
     prober = Prober(types, features)
 
     def fresh() -> Search:
-        cluster = Cluster(inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features)
+        cluster = Cluster(
+            inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features
+        )
         s = Search(cluster, types, features, levels, prober, name=name)
         s.serial = serial
         return s
@@ -123,7 +125,9 @@ def _less_room(types: list[NodeType], bins: Sequence[Bin]) -> list[NodeType]:
         assert b.type is not None
         used[b.type.pool.name] = used.get(b.type.pool.name, 0) + 1
     return [
-        dataclasses.replace(t, max_new=None if t.max_new is None else max(0, t.max_new - used.get(t.pool.name, 0)))
+        dataclasses.replace(
+            t, max_new=None if t.max_new is None else max(0, t.max_new - used.get(t.pool.name, 0))
+        )
         for t in types
     ]
 

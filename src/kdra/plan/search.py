@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 from kdra.allocator import FeatureGates
 from kdra.allocator.summary import NodeFinding
+from kdra.fleets.spec import LABEL_BLOCK, LABEL_NVLINK, LABEL_RACK
 from kdra.plan.bins import Bin, Cluster, Placement, new_bin
 from kdra.plan.demand import Job, Unit
 from kdra.plan.nodetypes import NodeType
 from kdra.plan.probe import Prober
 from kdra.scheduler.topology import LABEL_HOST, LABEL_ZONE, TopologyLevels
-from kdra.fleets.spec import LABEL_BLOCK, LABEL_NVLINK, LABEL_RACK
 
 Opener = Callable[[Unit], Bin | None]
 
@@ -52,7 +52,7 @@ class Unplaced:
 
 
 def domain_size(t: NodeType, label: str) -> int:
-    """How many added nodes of type `t` one domain of `label` holds (0: the type's nodes have no such label)."""
+    """How many added nodes of type `t` one domain of `label` holds (0: its nodes have no such label)."""
     topo = t.pool.topology
     if label == LABEL_HOST:
         return 1
@@ -139,7 +139,9 @@ class Search:
     def existing(self) -> list[Bin]:
         return list(self.cluster.bins) if self.cluster is not None else []
 
-    def fill(self, units: Sequence[Unit], bins: list[Bin], opener: Opener | None) -> list[tuple[Bin, Placement]] | None:
+    def fill(
+        self, units: Sequence[Unit], bins: list[Bin], opener: Opener | None
+    ) -> list[tuple[Bin, Placement]] | None:
         """Every unit on `bins` first fit, opening nodes with `opener`; all or nothing."""
         done: list[tuple[Bin, Placement]] = []
         opened: list[Bin] = []
@@ -263,9 +265,7 @@ class Search:
         return None
 
     def run(self, jobs: Sequence[Job], improve: bool = True) -> None:
-        order = sorted(
-            enumerate(jobs), key=lambda ij: (-ij[1].priority, -self.weight(ij[1]), ij[0])
-        )
+        order = sorted(enumerate(jobs), key=lambda ij: (-ij[1].priority, -self.weight(ij[1]), ij[0]))
         for _, job in order:
             why = self.unplaceable(job)
             if why is not None:
@@ -288,7 +288,9 @@ class Search:
                 f"cluster's nor in one of added nodes (each type's pool topology bounds how many nodes share "
                 f"one; limits: maxCount)"
             )
-        return f"{'gang ' + g.key if g else 'pod ' + job.key}: the node types' limits (maxCount) leave no room"
+        return (
+            f"{'gang ' + g.key if g else 'pod ' + job.key}: the node types' limits (maxCount) leave no room"
+        )
 
     # -- local search -------------------------------------------------------------------------------
 
@@ -344,7 +346,7 @@ class Search:
                 if not self._movable(b) or b.type is None:
                     continue
                 for t in sorted(self.types, key=lambda t: t.price):
-                    if t.price >= b.type.price or not self.room(t) and t.pool.name != b.type.pool.name:
+                    if t.price >= b.type.price or (not self.room(t) and t.pool.name != b.type.pool.name):
                         continue
                     nb = self.open(t)
                     if self._relocate(b, [nb]):

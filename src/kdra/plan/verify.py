@@ -1,9 +1,8 @@
-"""A plan checked by kdra's scheduler itself: the cluster with the added nodes in an in-memory store, the running
-pods where they run, the pending pods created at once, and the scheduling session (gangs, queues, topology,
-its own queue order and node scores) run on a virtual clock until nothing changes, exactly as `kdra
-simulate` schedules. The pods it leaves pending are what the plan's own placement got and the scheduler's
-does not (it may spread pods where the plan packed them); kdra.plan.scaleup plans again for those.
-"""
+"""A plan checked by kdra's scheduler itself: the cluster with the added nodes in an in-memory store, the
+running pods where they run, the pending pods created at once, and the scheduling session (gangs, queues,
+topology, its own queue order and node scores) run on a virtual clock until nothing changes, exactly as `kdra
+simulate` schedules. The pods it leaves pending are what the plan's own placement got and the scheduler's does
+not (it may spread pods where the plan packed them); kdra.plan.scaleup plans again for those."""
 
 from __future__ import annotations
 
@@ -54,7 +53,9 @@ def check(inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj]) -> Verdi
         *inputs.slices,
         *[o for o in added if o.get("kind") != "DeviceClass"],
     ]
-    namespaces = {(o.get("metadata") or {}).get("namespace") or "default" for o in [*inputs.running, *pending]}
+    namespaces = {
+        (o.get("metadata") or {}).get("namespace") or "default" for o in [*inputs.running, *pending]
+    }
     for ns in sorted(namespaces):
         if store.try_get("Namespace", ns) is None:
             store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

@@ -1,0 +1,143 @@
+"""kdra plan scale-up: nodes added so pending pods and gangs fit, checked by kdra's scheduler and by `kdra
+simulate` running the plan's Fleet."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import yaml
+
+from kdra.cli.main import main
+from kdra.fleets import render
+from kdra.fleets.spec import LABEL_RACK, parse_fleet
+from kdra.plan.result import fleet_document, plan_document
+from kdra.plan.scaleup import plan_scale_up
+
+from .helpers import (
+    A100,
+    GATES,
+    H100,
+    L40S,
+    claim,
+    cluster,
+    gpus,
+    inputs,
+    mig,
+    pod,
+    pod_group,
+    template,
+    types_of,
+)
+
+
+def _simulate(fleet_doc: dict, workload: list[dict], tmp: Path) -> dict:
+    (tmp / "fleet.yaml").write_text(yaml.safe_dump(fleet_doc))
+    (tmp / "w.yaml").write_text(yaml.safe_dump_all(workload))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(
+            [
+                "simulate",
+                "-c",
+                str(tmp / "fleet.yaml"),
+                "-w",
+                str(tmp / "w.yaml"),
+                "--mode",
+                "dra",
+                "-o",
+                "json",
+            ]
+        )
+    assert rc == 0
+    return json.loads(out.getvalue())["modes"]["dra"]
+
+
+def _workload() -> list[dict]:
+    objs = [
+        template("two", gpus(2)),
+        template("small", mig("10Gi")),
+        claim("shared", gpus(1)),
+        pod_group("train", 4),
+    ]
+    objs += [pod(f"train-{i}", templates=("two",), cpu="16", group="train") for i in range(4)]
+    objs += [pod(f"infer-{i}", templates=("small",)) for i in range(6)]
+    objs += [pod(f"share-{i}", claims=("shared",)) for i in range(3)]
+    return objs
+
+
+def test_gang_mig_and_shared_claim_pods_all_bind_and_simulate_runs_the_plan(tmp_path: Path) -> None:
+    objs = _workload()
+    plan = plan_scale_up(inputs(objs), types_of([H100, A100, L40S]), GATES)
+    assert plan.unplaced == [] and plan.left == []
+    assert plan.added and plan.lower_bound <= plan.cost + 1e-9
+    # Pods that share a claim share a node; the gang's members are all placed.
+    on = {p: n for n, ps in plan.where.items() for p in ps}
+    assert len({on[f"ml/share-{i}"] for i in range(3)}) == 1
+    assert all(f"ml/train-{i}" in on for i in range(4))
+    doc = plan_document(plan)
+    assert doc["status"]["podsOnAddedNodes"] == 13 and doc["status"]["unschedulablePods"] == 0
+    # The plan as a Fleet: kdra simulate binds every pod on it.
+    sim = _simulate(fleet_document(plan, "added"), objs, tmp_path)
+    assert sim["metrics"]["pods_total"] == 13 and sim["metrics"]["pods_pending"] == 0
+
+
+def test_pods_that_fit_on_the_cluster_add_no_node() -> None:
+    objs = [*cluster([{**L40S, "count": 1}]), template("one", gpus(1))]
+    objs += [pod(f"p-{i}", templates=("one",)) for i in range(4)]
+    plan = plan_scale_up(inputs(objs), types_of([H100, L40S]), GATES)
+    assert plan.added == [] and plan.unplaced == [] and plan.cost == 0 and plan.optimal
+    assert sorted(plan.where) == ["l40s-0"]
+
+
+def test_the_cheapest_type_per_pod_wins_and_price_overrides_it() -> None:
+    objs = [template("one", gpus(1))] + [pod(f"p-{i}", templates=("one",)) for i in range(4)]
+    plan = plan_scale_up(inputs(objs), types_of([H100, A100, L40S]), GATES)
+    assert [b.type.name for b in plan.added] == ["l40s"] and plan.optimal
+    plan = plan_scale_up(inputs(objs), types_of([H100, A100, L40S], prices={"l40s": 100.0}), GATES)
+    assert [b.type.name for b in plan.added] == ["a100"] and plan.cost == 33.0
+
+
+def test_max_count_bounds_what_a_pool_adds_counting_its_nodes() -> None:
+    objs = [template("one", gpus(1))] + [pod(f"p-{i}", templates=("one",)) for i in range(12)]
+    existing = cluster([{**L40S, "count": 1, "cpu": "1"}])  # no cpu left for these pods
+    types = types_of([H100, A100, {**L40S, "maxCount": 2}], existing={"l40s": 1})
+    plan = plan_scale_up(inputs(existing, objs), types, GATES)
+    assert plan.unplaced == [] and plan.left == []
+    kinds = sorted(b.type.name for b in plan.added)
+    assert kinds.count("l40s") == 1, kinds  # 2 at most, one exists
+    assert "a100" in kinds
+
+
+def test_a_pod_no_type_can_run_is_unschedulable_with_the_allocators_reason() -> None:
+    objs = [
+        template("sixteen", gpus(16)),
+        pod("big", templates=("sixteen",)),
+        template("one", gpus(1)),
+        pod("ok", templates=("one",)),
+    ]
+    plan = plan_scale_up(inputs(objs), types_of([H100, L40S]), GATES)
+    doc = plan_document(plan)
+    (u,) = doc["status"]["unschedulable"]
+    assert u["pods"] == ["ml/big"] and "no node type can run it" in u["reason"]
+    assert "2 nodes" in u["nodeTypes"] or "0/2" in u["nodeTypes"], u["nodeTypes"]
+    assert doc["status"]["podsOnAddedNodes"] == 1
+
+
+def test_a_required_rack_gang_gets_new_nodes_in_one_rack_as_the_fleet_renders_them(tmp_path: Path) -> None:
+    racked = {**H100, "topology": {"nodesPerRack": 2}}
+    objs = [template("eight", gpus(8)), pod_group("big", 2, required=LABEL_RACK)]
+    objs += [pod(f"big-{i}", templates=("eight",), group="big") for i in range(2)]
+    plan = plan_scale_up(inputs(objs), types_of([racked]), GATES)
+    assert plan.unplaced == [] and len(plan.added) == 2
+    doc = fleet_document(plan, "added")
+    nodes = [o for o in render(parse_fleet(doc)) if o["kind"] == "Node"]
+    racks = {n["metadata"]["labels"].get(LABEL_RACK) for n in nodes}
+    assert len(racks) == 1 and None not in racks
+    assert _simulate(doc, objs, tmp_path)["metrics"]["pods_pending"] == 0
+    # Racks of one node cannot hold the gang: it is unschedulable, and says why.
+    plan = plan_scale_up(inputs(objs), types_of([{**H100, "topology": {"nodesPerRack": 1}}]), GATES)
+    (u,) = plan.unplaced
+    assert LABEL_RACK in u.why and plan.added == []
