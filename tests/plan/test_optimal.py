@@ -83,3 +83,15 @@ def test_the_plan_costs_the_brute_force_optimum_and_the_bound_is_below(seed: int
     assert plan.cost == pytest.approx(best), (plan.cost, best)
     assert plan.lower_bound <= best + 1e-9
     assert plan.optimal
+
+
+def test_the_bound_counts_a_shape_by_the_types_each_job_may_use() -> None:
+    """A required-rack gang can only use racked types: its members are priced on those; free pods of the
+    same shape on the cheap type (a shared tally once mixed them at the gang's price: bound > cost)."""
+    racked = {**H100, "price": 50.0, "topology": {"nodesPerRack": 2}}
+    objs = [template("four", gpus(4)), pod_group("g", 2, required="kdra.dev/rack")]
+    objs += [pod(f"g-{i}", templates=("four",), group="g") for i in range(2)]
+    objs += [pod(f"p-{i}", templates=("four",)) for i in range(8)]
+    plan = plan_scale_up(inputs(objs), types_of([racked, {**L40S, "price": 10.0}]), GATES, verify=False)
+    assert plan.unplaced == [] and plan.lower_bound <= plan.cost + 1e-9
+    assert sorted(b.type.name for b in plan.added) == ["h100"] + ["l40s"] * 8

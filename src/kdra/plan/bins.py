@@ -18,7 +18,7 @@ from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, Allocat
 from kdra.allocator._nodes import node_selector_matches
 from kdra.allocator.summary import NodeFinding
 from kdra.errors import AllocationError
-from kdra.plan.demand import Obj, PodDemand, Unit, pod_info
+from kdra.plan.demand import Obj, PodDemand, Unit
 from kdra.plan.nodetypes import NodeType
 from kdra.scheduler.nodefit import NodeFit
 
@@ -165,6 +165,8 @@ def copies(unit: Unit, n: int) -> list[Unit]:
             pod = copy.copy(pd.pod)
             pod["metadata"] = {**pd.pod["metadata"], "name": f"{pd.pod['metadata']['name']}-copy{i}"}
             pod["metadata"].pop("uid", None)
-            pods.append(PodDemand(pod, pod_info(pod), [mapping.get(id(c), c) for c in pd.claims], pd.shape))
+            info = copy.copy(pd.info)  # the same requests and constraints under another identity
+            info.pod, info.name, info.uid = pod, pod["metadata"]["name"], f"{pd.info.uid}-copy{i}"
+            pods.append(PodDemand(pod, info, [mapping.get(id(c), c) for c in pd.claims], pd.shape))
         out.append(Unit(pods, claims, unit.fixed, unit.shape))
     return out

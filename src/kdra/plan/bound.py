@@ -8,7 +8,8 @@ of which k fit on a node of T needs n/k such nodes (per shape and T, the cheapes
 nodes are free: a unit that fits on none of them as the cluster stands (nothing is freed by a plan) counts
 in full; one that might fit there counts only beyond what the cluster's free cpu, memory and pod slots can
 hold (a fractional knapsack: the largest cost shares per unit of that resource go there first); for GPUs
-and slots it counts nothing. The bound is the largest of these.
+and slots it counts nothing. The bound is the largest of these. A gang with a required topology level can
+only use types whose nodes carry that label, so its units' shares are over those types.
 
 The probes measure the allocator's first choice on an empty node; a later firstAvailable alternative that
 takes less of a resource would make a share smaller than measured: requests with firstAvailable therefore
@@ -22,7 +23,9 @@ from collections.abc import Sequence
 
 from kdra.plan.bins import Bin
 from kdra.plan.demand import Job, Unit
-from kdra.plan.search import Search
+from kdra.plan.nodetypes import NodeType
+from kdra.plan.search import Search, domain_size
+from kdra.scheduler.topology import LABEL_ZONE
 
 RESOURCES = ("cpu", "memory", "pods", "gpus")
 # Shapes checked against the cluster's nodes before every further unit is assumed to fit there (weaker bound).
@@ -51,12 +54,12 @@ def _alternatives(unit: Unit) -> list[Unit]:
     return variants
 
 
-def _shares(search: Search, unit: Unit) -> tuple[dict[str, float], float]:
-    """cs_r(unit) per resource, and the cheapest price per copy of the shape."""
+def _shares(search: Search, unit: Unit, types: Sequence[NodeType]) -> tuple[dict[str, float], float]:
+    """cs_r(unit) per resource over `types`, and the cheapest price per copy of the shape."""
     shares = dict.fromkeys(RESOURCES, math.inf)
     per_copy = math.inf
     for v in _alternatives(unit):
-        for t in search.types:
+        for t in types:
             p = search.prober.probe(v, t)
             if not p.fits:
                 continue
@@ -97,6 +100,18 @@ def _free(bins: Sequence[Bin]) -> dict[str, float]:
     return out
 
 
+def _types_for(search: Search, job: Job) -> list[NodeType]:
+    """The types a job's added nodes can be of: with a required topology level, only those whose nodes carry
+    that label (kdra.plan.search.domain_size; a zone is a type's own)."""
+    required = job.gang.topology.required if job.gang is not None else None
+    if not required:
+        return search.types
+    label = search.levels.resolve(required)
+    if label == LABEL_ZONE:
+        return [t for t in search.types if t.zone]
+    return [t for t in search.types if domain_size(t, label) > 0]
+
+
 def lower_bound(search: Search, jobs: Sequence[Job]) -> float:
     """The bound for placing `jobs` (on a search that has not changed the cluster's nodes' state, or has:
     only the bins' starting state is read, by undoing nothing; call before placing or on a fresh Search)."""
@@ -107,18 +122,20 @@ def lower_bound(search: Search, jobs: Sequence[Job]) -> float:
     slots: dict[str, tuple[int, float]] = {}
     cache: dict[str, tuple[dict[str, float], float, bool]] = {}
     for job in jobs:
+        types = _types_for(search, job)
         for unit in job.units:
-            hit = cache.get(unit.shape)
+            key = f"{len(types)}:{unit.shape}"
+            hit = cache.get(key)
             if hit is None:
-                shares, per_copy = _shares(search, unit)
+                shares, per_copy = _shares(search, unit, types)
                 hit = (shares, per_copy, _fits_cluster(cluster_bins, unit, budget))
-                cache[unit.shape] = hit
+                cache[key] = hit
             shares, per_copy, maybe_free = hit
             if not maybe_free:
                 for r in RESOURCES:
                     sure[r] += shares[r]
-                n, pc = slots.get(unit.shape, (0, per_copy))
-                slots[unit.shape] = (n + 1, pc)
+                n, pc = slots.get(key, (0, per_copy))
+                slots[key] = (n + 1, pc)
                 continue
             need = _demand(unit)
             for r in maybe:

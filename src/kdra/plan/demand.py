@@ -107,6 +107,10 @@ class ClaimResolver:
 
     def __init__(self, claims: Iterable[Obj], templates: Iterable[Obj]) -> None:
         self.claims = {ref(c): c for c in claims}
+        self.names: dict[str, set[str]] = {}  # namespace -> claim names taken
+        for r in self.claims:
+            ns, _, name = r.partition("/")
+            self.names.setdefault(ns, set()).add(name)
         self.templates = {ref(t): t for t in templates}
         self.by_owner: dict[str, list[Obj]] = {}
         for c in self.claims.values():
@@ -151,9 +155,10 @@ class ClaimResolver:
                             f"{where}.resourceClaimTemplateName: Not found: {tname!r}: "
                             f"no ResourceClaimTemplate {ns}/{tname}"
                         )
-                    taken = {r.split("/", 1)[1] for r in self.claims if r.split("/", 1)[0] == ns}
+                    taken = self.names.setdefault(ns, set())
                     claim = instantiate_template(pod, entry_name, template, taken)
                     self.claims[ref(claim)] = claim
+                    taken.add(claim["metadata"]["name"])
             else:
                 continue
             if all(c is not claim for c in out):

@@ -96,8 +96,9 @@ def _search(
         return s
 
     search = fresh()
-    bound = lower_bound(search, demand.jobs)  # before anything is placed: the cluster as it stands
     search.run(demand.jobs)
+    # Over the jobs the plan places, on the cluster as it stands (a fresh search: nothing placed yet).
+    bound = lower_bound(fresh(), [j for j in demand.jobs if j.key in search.placed])
     if exact and not search.unplaced:
         from kdra.plan.exact import prove
 

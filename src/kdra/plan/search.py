@@ -32,6 +32,9 @@ from kdra.scheduler.topology import LABEL_HOST, LABEL_ZONE, TopologyLevels
 
 Opener = Callable[[Unit], Bin | None]
 
+# Moves the local search tries (each re-places a node's units with the allocator) before it stops.
+IMPROVE_MOVES = 200
+
 
 @dataclass
 class Group:
@@ -329,31 +332,53 @@ class Search:
             if any(id(p) in swap for _, p in done):
                 self.placed[key] = [swap.get(id(p), (b, p)) for b, p in done]
 
+    def load(self, b: Bin, t: NodeType | None = None) -> float:
+        """The largest share of one resource of a node of type `t` (default: the bin's) its units take, as
+        measured on empty nodes (kdra.plan.probe): a cheap necessary check before trying a move."""
+        t = t or b.type
+        assert t is not None
+        total: dict[str, float] = {}
+        for p in b.placements:
+            probe = self.prober.probe(p.unit, t)
+            if not probe.fits:
+                return math.inf
+            for r, v in probe.use.items():
+                if r != "gpus":  # a firstAvailable alternative may take less of the GPUs elsewhere
+                    total[r] = total.get(r, 0.0) + v
+        return max(total.values(), default=0.0)
+
     def improve(self) -> None:
-        changed = True
-        while changed:
+        """Local search within a budget of moves: empty lightly loaded added nodes into the others' room,
+        then move a node's units onto one node of a cheaper type."""
+        budget = IMPROVE_MOVES
+        for _ in range(3):
             changed = False
-            # Empty the least used added nodes into the others' room.
-            for b in sorted(self.added, key=lambda b: (len(b.placements), -(b.type.price if b.type else 0))):
-                if b not in self.added or not self._movable(b):
-                    continue
+            light = [b for b in self.added if self._movable(b) and self.load(b) <= 0.5]
+            for b in sorted(light, key=lambda b: (self.load(b), b.name)):
+                if budget <= 0:
+                    return
+                budget -= 1
                 others = self.existing() + [o for o in self.added if o is not b]
                 if self._relocate(b, others):
                     self.close(b)
                     changed = True
-            # Move a node's pods onto one cheaper node.
             for b in list(self.added):
                 if not self._movable(b) or b.type is None:
                     continue
                 for t in sorted(self.types, key=lambda t: t.price):
-                    if t.price >= b.type.price or (not self.room(t) and t.pool.name != b.type.pool.name):
+                    if t.price >= b.type.price or not self.room(t) or self.load(b, t) > 1.0:
                         continue
+                    if budget <= 0:
+                        return
+                    budget -= 1
                     nb = self.open(t)
                     if self._relocate(b, [nb]):
                         self.close(b)
                         changed = True
                         break
                     self.close(nb)
+            if not changed:
+                return
 
     # -- results ------------------------------------------------------------------------------------
 
