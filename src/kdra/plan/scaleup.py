@@ -38,6 +38,7 @@ class ScaleUp:
     where: dict[str, list[str]] = field(default_factory=dict)  # node -> pods on it (the scheduler's, if run)
     devices: dict[str, list[str]] = field(default_factory=dict)  # node -> driver/pool/device the pods got
     left: list[str] = field(default_factory=list)  # pods the scheduler left pending that the plan placed
+    check_seconds: float = 0.0  # of `seconds`, in kdra's scheduler checking the plan
 
     @property
     def added(self) -> list[Bin]:
@@ -158,7 +159,9 @@ def plan_scale_up(
         added_objs = rendered(search.added, features)
         current, todo = inputs, want
         for _ in range(MAX_ROUNDS):
+            t0 = time.perf_counter()
             verdict = check(current, added_objs, todo)
+            plan.check_seconds += time.perf_counter() - t0
             after = split(verdict.objects)
             after.pdbs = inputs.pdbs
             _record(plan, after, {ref(p) for p in want})
