@@ -34,17 +34,26 @@ def _case(seed: int) -> tuple[list[dict], list[dict]]:
 
 
 def _feasible(units: list, bins: list[Bin]) -> bool:
-    for order in itertools.permutations(units):
-        for choice in itertools.product(bins, repeat=len(order)):
-            done: list[tuple[Bin, Placement]] = []
-            for u, b in zip(order, choice, strict=True):
-                got = b.place(u)
-                if not isinstance(got, Placement):
-                    break
-                done.append((b, got))
-            ok = len(done) == len(order)
-            for b, p in reversed(done):
-                b.undo(p)
+    """Some order of the units and some node for each holds them all (depth first: any remaining unit next,
+    on any node; units of one shape and empty nodes of one type are interchangeable)."""
+    if not units:
+        return True
+    tried_shapes: set[str] = set()
+    for i, u in enumerate(units):
+        if u.shape in tried_shapes:
+            continue
+        tried_shapes.add(u.shape)
+        empty: set[str] = set()
+        for b in bins:
+            if b.added and not b.placements:
+                if b.type.name in empty:
+                    continue
+                empty.add(b.type.name)
+            got = b.place(u)
+            if not isinstance(got, Placement):
+                continue
+            ok = _feasible(units[:i] + units[i + 1 :], bins)
+            b.undo(got)
             if ok:
                 return True
     return False
