@@ -19,7 +19,7 @@ CANARY = "canary-7c1b1f0e9a4d4e6b8f2a3c5d7e9f1a2b"
 
 COMMANDS = [
     ["explain", "pod-a", "-n", "default"],
-    ["export", "-o", "-"],
+    ["export", "--output-file", "-"],
     ["allocate"],
     ["driver", "sim", "-c", "mixed"],
     ["exporter", "--once"],

@@ -406,9 +406,8 @@ def test_export_takes_the_file_with_output_file(
     target = tmp_path / "c.yaml"
     code, _, err = run([*base, "--output-file", str(target)], capsys)
     assert code == 0 and "wrote 1 Node" in err and yaml.safe_load(target.read_text())["kind"] == "Node"
-    old = tmp_path / "old.json"
-    code, _, err = run([*base, "-o", str(old)], capsys)  # the old spelling still works, with a note
-    assert code == 0 and "deprecated" in err and json.loads(old.read_text())["kind"] == "Node"
+    code, _, err = run([*base, "-o", str(tmp_path / "old.json")], capsys)  # -o is only ever the format
+    assert code == 2 and "invalid choice" in err and not (tmp_path / "old.json").exists()
 
 
 def test_progress_lines_when_stderr_is_not_a_terminal() -> None:
@@ -471,13 +470,13 @@ def test_exporter_once_prints_the_moment_asked_for(capsysbinary: pytest.CaptureF
     def claims(text: bytes) -> int:
         return sum(1 for n, _l, _v in parse_text(text.decode()) if n == "kdra_claim_device_info")
 
-    assert main(["exporter", "--from-simulation", "--once", "-w", "mixed-day"]) == 0
+    assert main(["exporter", "--from-simulation", "--once", "--workload", "mixed-day"]) == 0
     peak = capsysbinary.readouterr()
     assert b"(peak allocation," in peak.err and claims(peak.out) > 0
-    assert main(["exporter", "--from-simulation", "--once", "-w", "mixed-day", "--at", "end"]) == 0
+    assert main(["exporter", "--from-simulation", "--once", "--workload", "mixed-day", "--at", "end"]) == 0
     end = capsysbinary.readouterr()
     assert b"(end)" in end.err and claims(end.out) == 0  # the workload is over
-    assert main(["exporter", "--from-simulation", "--once", "-w", "mixed-day", "--at", "90m"]) == 0
+    assert main(["exporter", "--from-simulation", "--once", "--workload", "mixed-day", "--at", "90m"]) == 0
     assert b"simulated time 1h" in capsysbinary.readouterr().err
 
 
@@ -514,7 +513,7 @@ def test_bundled_fleets_have_dgx_style_pcie_pairs(tmp_path: Path, capsys: pytest
     assert len(set(roots)) == 4 and all(roots[2 * i] == roots[2 * i + 1] for i in range(4))
     assert numa == [0, 0, 0, 0, 1, 1, 1, 1]
     # the README's "two GPUs on one PCIe root" claim fits on the bundled fleet
-    code, out, _ = run(["cluster", "render", "-f", "mixed"], capsys)
+    code, out, _ = run(["cluster", "render", "-c", "mixed"], capsys)
     fleet_file = tmp_path / "mixed.yaml"
     fleet_file.write_text(out)
     pair = claim("pair", 2)
@@ -533,7 +532,12 @@ def test_cluster_attributes_lists_names_with_selectors_that_match(capsys: pytest
 
     code, out, _ = run(["cluster", "attributes", "-c", "mixed", "-o", "json"], capsys)
     assert code == 0
-    types = {(t["driver"], t["type"]): t for t in json.loads(out)}
+    doc = json.loads(out)
+    types = {(t["driver"], t["type"]): t for t in doc["deviceTypes"]}
+    # the classes a claim can name, and which device types each selects
+    classes = {c["name"]: c["selects"] for c in doc["deviceClasses"]}
+    assert classes["mig.nvidia.com"].startswith("gpu.nvidia.com/mig (")
+    assert [c["name"] for c in types[("gpu.nvidia.com", "gpu")]["deviceClasses"]] == ["gpu.nvidia.com"]
     assert {
         ("gpu.nvidia.com", "gpu"),
         ("gpu.nvidia.com", "mig"),
@@ -562,4 +566,4 @@ def test_cluster_attributes_lists_names_with_selectors_that_match(capsys: pytest
                 for drv, d in devices
             ), item["cel"]
     code, out, _ = run(["cluster", "attributes", "-c", "mixed", "--driver", "tpu.google.com"], capsys)
-    assert code == 0 and "tpu.google.com, type -" in out
+    assert code == 0 and "tpu.google.com   -" in out and "mig.nvidia.com" not in out

@@ -56,7 +56,7 @@ def _apply_server_side(client: Any, text: str) -> int:
 
 
 def test_mixed_fleet_is_accepted(client: Any) -> None:
-    applied = _apply_server_side(client, _kdra("cluster", "render", "-f", "mixed", "--legacy"))
+    applied = _apply_server_side(client, _kdra("cluster", "render", "-c", "mixed", "--legacy"))
     assert applied > 36  # nodes, slices and classes
     got = client.get("ResourceSlice", "a100-0-gpu.nvidia.com-counters")
     # Not dropped by the server: the partitionable-devices gate is on in 1.36.

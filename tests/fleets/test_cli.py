@@ -10,7 +10,7 @@ from kdra.cli.main import main
 
 
 def test_render_bundled_yaml(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cluster", "render", "-f", "mixed"]) == 0
+    assert main(["cluster", "render", "-c", "mixed"]) == 0
     out = capsys.readouterr().out
     assert "&id" not in out and "*id" not in out  # shared sub-objects must not become YAML aliases
     docs = list(yaml.safe_load_all(out))
@@ -19,7 +19,7 @@ def test_render_bundled_yaml(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_render_legacy_no_dra_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cluster", "render", "-f", "mixed", "--legacy", "--no-dra", "-o", "json"]) == 0
+    assert main(["cluster", "render", "-c", "mixed", "--legacy", "--no-dra", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "List" and {i["kind"] for i in doc["items"]} == {"Node"}
     tpu = next(i for i in doc["items"] if i["metadata"]["name"] == "tpu-v6e-0")
@@ -46,7 +46,7 @@ def test_render_file_and_allocate(tmp_path: Path, capsys: pytest.CaptureFixture[
             }
         )
     )
-    assert main(["cluster", "render", "-f", str(fleet)]) == 0
+    assert main(["cluster", "render", "-c", str(fleet)]) == 0
     rendered = tmp_path / "objs.yaml"
     rendered.write_text(capsys.readouterr().out)
     claim = tmp_path / "claim.yaml"
@@ -87,10 +87,10 @@ def test_render_file_and_allocate(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_describe_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cluster", "describe", "-f", "mixed"]) == 0
+    assert main(["cluster", "describe", "-c", "mixed"]) == 0
     out = capsys.readouterr().out
     assert "dynamic MIG" in out and "a100" in out and "total" in out
-    assert main(["cluster", "describe", "-f", "alibaba-openb", "-o", "json"]) == 0
+    assert main(["cluster", "describe", "-c", "alibaba-openb", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["nodes"] == 1213 and sum(p["accelerators"] for p in doc["pools"]) == 6212
     assert main(["cluster", "catalog"]) == 0
@@ -100,7 +100,7 @@ def test_describe_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cluster", "render", "-f", "no-such-fleet"]) == 2
+    assert main(["cluster", "render", "-c", "no-such-fleet"]) == 2
     assert "not a bundled fleet" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text(
@@ -108,6 +108,6 @@ def test_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "  - {name: p, count: 2, accelerator: {model: H100, count: 8, mig: {mode: static, "
         "layout: [7g.80gb, 7g.80gb]}}}\n"
     )
-    assert main(["cluster", "describe", "-f", str(bad)]) == 2
+    assert main(["cluster", "describe", "-c", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "pool p (spec.pools[0])" in err and "mig.layout" in err and "Traceback" not in err

@@ -1,4 +1,4 @@
-"""A `kdra export` file replays offline: `kdra simulate -c EXPORT -w EXPORT` uses the export's Nodes,
+"""A `kdra export` file replays offline: `kdra simulate -c EXPORT --workload EXPORT` uses the export's Nodes,
 DeviceClasses and ResourceSlices as the cluster and its pods (unbound again) as the workload."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_simulate_accepts_an_export(tmp_path: Path, capsys: Any) -> None:
     name, cluster = load_exported_cluster(str(path)) or ("", [])
     assert name == "cluster"
     assert {o["kind"] for o in cluster} == {"DeviceClass", "Node", "ResourceSlice"}
-    assert main(["simulate", "-c", str(path), "-w", str(path), "-o", "json"]) == 0
+    assert main(["simulate", "-c", str(path), "--workload", str(path), "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report["modes"]) == ["dra"]  # no device-plugin view of a live cluster
     assert report["modes"]["dra"]["metrics"]["pods_scheduled"] == 2

@@ -1,4 +1,4 @@
-"""`kdra allocate` accepts every ResourceClaimTemplate the corpus migrates to, on `cluster render -f mixed`.
+"""`kdra allocate` accepts every ResourceClaimTemplate the corpus migrates to, on `cluster render -c mixed`.
 
 One pod per migrated pod spec, with the pod spec's claims and containers' claim references (node selection,
 which mixed's nodes label their own way, is left out: the question is whether the claims can be allocated).

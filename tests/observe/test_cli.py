@@ -34,7 +34,7 @@ def test_exporter_usage_errors(
 
 
 def test_exporter_once_from_a_simulation_with_queues(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    assert main(["exporter", "--from-simulation", "-w", EXAMPLE, "--once"]) == 0
+    assert main(["exporter", "--from-simulation", "--workload", EXAMPLE, "--once"]) == 0
     text = capsysbinary.readouterr().out.decode()
     names = {n for n, _lb, _v in parse_text(text)}
     assert {"kdra_queue_deserved", "kdra_queue_fair_share", "kdra_pending_pods", "kdra_fleet_gpus"} <= names
@@ -45,7 +45,15 @@ def test_exporter_serves_a_running_simulation(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "kdra.cli.main", "exporter", "--from-simulation", "-w", "mixed-day"),
+            *(
+                sys.executable,
+                "-m",
+                "kdra.cli.main",
+                "exporter",
+                "--from-simulation",
+                "--workload",
+                "mixed-day",
+            ),
             *("--speed", "20000", "--listen", f"127.0.0.1:{port}"),
         ],
         stdout=subprocess.DEVNULL,

@@ -89,7 +89,7 @@ def test_cli_json_shape(small_trace_files: tuple[Path, Path], capsys: pytest.Cap
         [
             "replay",
             "alibaba",
-            "--nodes",
+            "-c",
             str(nodes),
             "--pods",
             str(pods),
@@ -119,7 +119,7 @@ def test_cli_table_csv_report_and_errors(
 ) -> None:
     nodes, pods = small_trace_files
     report = tmp_path / "out" / "replay.html"
-    args = ["replay", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "-j", "1"]
+    args = ["replay", "alibaba", "-c", str(nodes), "--pods", str(pods), "--seeds", "42", "-j", "1"]
     assert main([*args, "--report", str(report), "--time-replay", "--legacy"]) == 0
     out = capsys.readouterr().out
     assert "kdra" in out and "published" in out

@@ -50,7 +50,7 @@ def test_variant_option_and_errors(
     small_trace_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     nodes, pods = small_trace_files
-    code = main(["replay", "alibaba", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "42",
+    code = main(["replay", "alibaba", "-c", str(nodes), "--pods", str(pods), "--seeds", "42",
                  "--variant", "cpu-heavy:4", "--no-allocator", "-o", "csv"])  # fmt: skip
     assert code == 0 and "kdra" in capsys.readouterr().out
     assert parse_variant("fractional") == ("fractional", 0)

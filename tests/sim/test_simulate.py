@@ -104,17 +104,17 @@ def test_cli_json_and_errors(tmp_path, capsys) -> None:  # type: ignore[no-untyp
 
     wl = tmp_path / "w.yaml"
     wl.write_text(yaml.safe_dump(SMALL))
-    assert main(["simulate", "-w", str(wl), "--mode", "dra", "-o", "json"]) == 0
+    assert main(["simulate", "--workload", str(wl), "--mode", "dra", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["modes"]) == ["dra"]
-    assert main(["simulate", "-c", "no-such-fleet", "-w", str(wl)]) == 2
+    assert main(["simulate", "-c", "no-such-fleet", "--workload", str(wl)]) == 2
     assert "no-such-fleet" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: x, annotations: {kdra.dev/arrival-time: never}}\n"
         "spec: {containers: [{name: c}]}\n"
     )
-    assert main(["simulate", "-w", str(bad)]) == 2
+    assert main(["simulate", "--workload", str(bad)]) == 2
     assert "Pod default/x: metadata.annotations[kdra.dev/arrival-time]" in capsys.readouterr().err
 
 
@@ -136,7 +136,7 @@ def test_bad_fleet_file_is_named(tmp_path, capsys) -> None:  # type: ignore[no-u
         "apiVersion: kdra.dev/v1alpha1\nkind: Fleet\nmetadata: {name: bad}\nspec:\n  pools:\n"
         "  - {name: gpu, count: 2, cpu: '32', memory: 128Gi, accelerator: {model: H999, count: 8}}\n"
     )
-    assert main(["simulate", "-c", str(fleet), "-w", "mixed-day"]) == 2
+    assert main(["simulate", "-c", str(fleet), "--workload", "mixed-day"]) == 2
     err = capsys.readouterr().err
     assert "spec.pools[0].accelerator.model" in err and "H999" in err
     assert main(["simulate", "--seed", "-1"]) == 2

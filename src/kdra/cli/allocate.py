@@ -73,6 +73,8 @@ exit codes:
 
 def register(subparsers: Any) -> None:
     from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args, add_validate_arg
+    from kdra.cli.conventions import add_flag, add_output
+    from kdra.cli.kube import add_context_args
 
     parser = subparsers.add_parser(
         "allocate",
@@ -82,41 +84,34 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
+    add_flag(
+        parser,
         "--filename",
         dest="files",
-        action="append",
-        metavar="FILE",
         help="YAML/JSON file or folder with the objects; '-' reads stdin; repeatable",
     )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
+    add_context_args(
+        parser,
+        kubeconfig_help="read the objects from this cluster (read-only) instead of files (kdra.kube.export)",
     )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
     parser.add_argument("--node", metavar="NAME", help="try only this node")
     add_gates_arg(parser)
     add_namespace_args(parser, "claims and pods")
     add_validate_arg(parser)
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=("yaml", "json", "table", "wide", "name"),
-        default="yaml",
-        help="output format: yaml or json (a v1 List), table, wide (table with more columns), name",
+    add_output(
+        parser,
+        ("yaml", "json", "table"),
+        help="yaml or json: a v1 List; wide: the table with more columns; name: resourceclaim/NAME",
     )
-    parser.add_argument(
+    detail = parser.add_mutually_exclusive_group()
+    add_flag(
+        detail,
         "--nodes",
         type=int,
         default=None,
-        metavar="N",
         help="when something does not fit, detail the N nearest nodes after the summary (default 3)",
     )
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="when something does not fit, detail every node"
-    )
+    add_flag(detail, "--verbose", help="when something does not fit, detail every node")
     add_device_preference_arg(parser, "-o json records the policy and the chosen set's score vs first fit")
     parser.set_defaults(func=run)
 

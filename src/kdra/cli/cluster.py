@@ -1,10 +1,10 @@
 """`kdra cluster`: render a fleet into Kubernetes objects, describe it, list the catalog and bundled fleets.
 
-    kdra cluster render -f FLEET [--legacy] [--no-dra] [--no-validate] [-o yaml|json]
-    kdra cluster describe -f FLEET [-o table|json]
-    kdra cluster catalog [-o table|json]
+    kdra cluster render -c FLEET [--legacy] [--no-dra] [--no-validate] [-o yaml|json]
+    kdra cluster describe -c FLEET [-o table|wide|name|json]
+    kdra cluster catalog [-o table|wide|name|json]
     kdra cluster fleets
-    kdra cluster attributes [-c FLEET] [--driver NAME] [-o table|json]
+    kdra cluster attributes [-c FLEET] [--driver NAME] [-o table|wide|name|json]
 
 FLEET is a Fleet file (kind Fleet, apiVersion kdra.dev/v1alpha1), an openb-style node-list CSV, or the name of
 a bundled fleet (mixed, uniform-500, alibaba-openb).
@@ -19,7 +19,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kdra.cli.common import add_gates_arg, add_limit_args, feature_gates, limits
+from kdra.cli.common import add_fleet_arg, add_gates_arg, add_limit_args, feature_gates, limits
+from kdra.cli.conventions import add_output
 
 EPILOG = """\
 render prints, as multi-document YAML (or a v1 List in JSON) that `kdra allocate` and kubectl accept:
@@ -46,25 +47,25 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("-f", "--fleet", required=True, help="fleet file, node-list CSV or bundled fleet name")
+    add_fleet_arg(r, default=None)
     r.add_argument("--legacy", action="store_true", help="add device-plugin extended resources to Nodes")
     r.add_argument("--no-dra", action="store_true", help="omit ResourceSlices and DeviceClasses")
     r.add_argument("--no-validate", action="store_true", help="skip API validation of the rendered objects")
-    r.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    add_output(r, ("yaml", "json"))
     add_limit_args(r)
     add_gates_arg(r, feature_gates=False)
     r.set_defaults(func=_render)
 
     d = sub.add_parser("describe", help="a per-pool summary of a fleet")
-    d.add_argument("-f", "--fleet", required=True, help="fleet file, node-list CSV or bundled fleet name")
-    d.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_fleet_arg(d, default=None)
+    add_output(d, ("table", "json"), help="wide: every column; name: node/NAME of every node")
     add_limit_args(d)
     d.set_defaults(func=_describe)
 
     c = sub.add_parser(
         "catalog", help="the accelerator models kdra knows, with sources and unverified numbers"
     )
-    c.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output(c, ("table", "json"), help="wide: with the unverified figures; name: model/NAME")
     c.set_defaults(func=_catalog)
 
     f = sub.add_parser("fleets", help="list the bundled fleets")
@@ -77,16 +78,11 @@ def register(subparsers: Any) -> None:
         "ResourceSlices, how many devices have it, an example value, the qualified name (for "
         "matchAttribute) and a CEL selector matching the example (for a claim's selectors).",
     )
-    a.add_argument(
-        "-c",
-        "-f",
-        "--fleet",
-        dest="fleet",
-        default="mixed",
-        help="fleet file or bundled name (default: mixed)",
-    )
+    add_fleet_arg(a)
     a.add_argument("--driver", default=None, help="only this driver (e.g. gpu.nvidia.com)")
-    a.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output(
+        a, ("table", "json"), help="wide: with the qualified name; name: DOMAIN/NAME of every attribute"
+    )
     add_limit_args(a)
     a.set_defaults(func=_attributes)
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
@@ -144,50 +140,59 @@ def _describe(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    if args.output == "name":
+        from kdra.cli.output import write_names
+        from kdra.fleets import iter_render
 
-    table = Table(title=f"Fleet {fleet.name}: {fleet.node_count} nodes", title_justify="left")
-    for col, just in (
-        ("pool", "left"),
-        ("nodes", "right"),
-        ("model", "left"),
-        ("accel/node", "right"),
-        ("DRA devices", "right"),
-        ("slices/node", "right"),
-        ("accel memory", "right"),
-        ("partitions", "left"),
-        ("sharing", "left"),
-        ("cpu/mem per node", "left"),
-        ("zones", "left"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        write_names(
+            f"node/{o['metadata']['name']}" for o in iter_render(fleet, dra=False) if o["kind"] == "Node"
+        )
+        return 0
+    from kdra.cli.output import write_table
+
+    wide = args.output == "wide"
+    header = ["pool", "nodes", "model", "accel/node", "DRA devices", "accel memory", "partitions", "sharing"]
+    if wide:
+        header += ["slices/node", "cpu/mem per node", "zones"]
+    table: list[list[str]] = []
     tot_nodes = tot_acc = tot_dev = tot_mem = 0
     for r in rows:
         mem = r.accelerator_memory_bytes_per_node * r.nodes
-        table.add_row(
+        row = [
             r.pool,
             str(r.nodes),
             r.model,
             str(r.accelerators_per_node),
             f"{r.devices:,}",
-            str(r.slices_per_node),
             _gib(mem),
             r.partitioning,
             r.sharing,
-            f"{r.cpu} / {r.memory}",
-            ", ".join(r.zones) or "-",
-        )
+        ]
+        if wide:
+            row += [str(r.slices_per_node), f"{r.cpu} / {r.memory}", ",".join(r.zones) or "-"]
+        table.append(row)
         tot_nodes += r.nodes
         tot_acc += r.accelerators
         tot_dev += r.devices
         tot_mem += mem
-    table.add_section()
-    table.add_row(
-        "total", str(tot_nodes), "", f"{tot_acc:,} accel", f"{tot_dev:,}", "", _gib(tot_mem), "", "", "", ""
-    )
-    Console(width=200).print(table)
+    table.append(["total", str(tot_nodes), "", f"{tot_acc:,}", f"{tot_dev:,}", _gib(tot_mem), "", ""])
+    if wide:
+        table[-1] += ["", "", ""]
+    print(f"Fleet {fleet.name}: {fleet.node_count:,} nodes, {_accelerators(rows)}")
+    write_table(header, table)
     return 0
+
+
+def _accelerators(rows: list[Any]) -> str:
+    """`200 accelerators (184 GPUs, 16 TPU chips)`: the count every doc quotes, by kind."""
+    kinds: dict[str, int] = {}
+    for r in rows:
+        if r.accelerators:
+            kind = "TPU chips" if r.model.startswith("tpu") else "GPUs"
+            kinds[kind] = kinds.get(kind, 0) + r.accelerators
+    total = sum(kinds.values())
+    parts = ", ".join(f"{n:,} {k}" for k, n in sorted(kinds.items()))
+    return f"{total:,} accelerators" + (f" ({parts})" if len(kinds) > 1 else "")
 
 
 def _catalog(args: argparse.Namespace) -> int:
@@ -201,58 +206,57 @@ def _catalog(args: argparse.Namespace) -> int:
             out.append(d)
         sys.stdout.write(json.dumps(out, indent=2, default=str) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    if args.output == "name":
+        from kdra.cli.output import write_names
 
-    table = Table(title="kdra accelerator catalog", title_justify="left")
-    for col in (
-        "model",
-        "vendor",
-        "product",
-        "arch / gen",
-        "memory",
-        "compute",
-        "partitioning",
-        "unverified",
-    ):
-        table.add_column(col)
+        write_names(f"model/{m.key}" for m in models)
+        return 0
+    from kdra.cli.output import write_table
+
+    wide = args.output == "wide"
+    header = ["model", "vendor", "product", "arch / gen", "memory", "compute", "partitioning"]
+    if wide:
+        header.append("unverified")
+    table: list[list[str]] = []
     for m in models:
         if isinstance(m, GpuModel):
-            parts = ", ".join(p.name for p in m.mig_profiles) or "-"
             unv = sorted({*m.unverified, *(f"mig.{f}" for p in m.mig_profiles for f in p.unverified)})
-            table.add_row(
+            row = [
                 m.key,
                 "nvidia",
                 m.product_name,
                 f"{m.architecture} (cc {m.compute_capability})",
                 f"{m.memory_mib:,} MiB",
                 f"{m.multiprocessors} SMs",
-                parts,
-                ", ".join(unv) or "-",
-            )
+                ",".join(p.name for p in m.mig_profiles) or "-",
+                ",".join(unv) or "-",
+            ]
         elif isinstance(m, AmdModel):
-            table.add_row(
+            row = [
                 m.key,
                 "amd",
                 m.product_name,
                 m.family,
                 f"{m.memory_mib:,} MiB",
                 f"{m.compute_units} CUs",
-                ", ".join(x.profile for x in m.partition_modes),
-                ", ".join(m.unverified) or "-",
-            )
+                ",".join(x.profile for x in m.partition_modes),
+                ",".join(m.unverified) or "-",
+            ]
         elif isinstance(m, TpuModel):
-            table.add_row(
+            row = [
                 m.key,
                 "google",
                 m.accelerator,
                 m.tpu_gen,
                 f"{m.hbm_gib} GiB HBM/chip",
                 f"{'/'.join(map(str, m.chips_per_host))} chips/host",
-                ", ".join(m.topologies),
-                ", ".join(m.unverified) or "-",
-            )
-    Console(width=220).print(table)
+                ",".join(m.topologies),
+                ",".join(m.unverified) or "-",
+            ]
+        else:
+            continue
+        table.append(row if wide else row[:-1])
+    write_table(header, table)
     return 0
 
 
@@ -270,7 +274,8 @@ def _attributes(args: argparse.Namespace) -> int:
     from kdra.fleets.attributes import collect
 
     fleet = load_fleet(args.fleet, **limits(args))
-    types = collect(iter_render(fleet, nodes=False))
+    objs = [o for o in iter_render(fleet, nodes=False) if o["kind"] in ("DeviceClass", "ResourceSlice")]
+    types = collect(objs)
     if args.driver:
         types = [t for t in types if t.driver == args.driver]
         if not types:
@@ -279,32 +284,73 @@ def _attributes(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--driver {args.driver}: Not found: no device of fleet {fleet.name} has that driver"
             )
+    classes = _class_rows(objs, types)
     if args.output == "json":
-        sys.stdout.write(json.dumps([t.to_dict() for t in types], indent=2) + "\n")
+        doc = {
+            "deviceClasses": [
+                dict(zip(("name", "selects", "selector"), row, strict=True)) for row in classes
+            ],
+            "deviceTypes": [t.to_dict() for t in types],
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    if args.output == "name":
+        from kdra.cli.output import write_names
 
-    console = Console(width=220)
+        names = {f"deviceclass/{row[0]}" for row in classes}
+        for t in types:
+            d = t.to_dict()
+            names |= {f"attribute/{a['qualifiedName']}" for a in d["attributes"]}
+            names |= {f"capacity/{c['qualifiedName']}" for c in d["capacity"]}
+        write_names(sorted(names))
+        return 0
+    from kdra.cli.output import write_table
+
+    wide = args.output == "wide"
+    header = ["driver", "type", "kind", "name", "devices", "example", "CEL selector"]
+    if wide:
+        header[4:4] = ["qualified name"]
+    table: list[list[str]] = []
     for t in types:
         d = t.to_dict()
-        table = Table(
-            title=f"{t.driver}, type {t.type}: {t.devices:,} devices", title_justify="left", show_lines=False
-        )
-        for col in ("kind", "name", "devices", "example", "CEL selector"):
-            table.add_column(col, overflow="fold")
         for what, items in (("attribute", d["attributes"]), ("capacity", d["capacity"])):
             for item in items:
-                table.add_row(
+                row = [
+                    t.driver,
+                    t.type,
                     what if what == "capacity" else item["kind"],
                     item["name"],
                     f"{item['devices']:,}",
                     item["example"],
                     item["cel"],
-                )
-        console.print(table)
-    console.print(
+                ]
+                if wide:
+                    row[4:4] = [item["qualifiedName"]]
+                table.append(row)
+    write_table(["device class", "selects", "selector"], classes)
+    print()
+    write_table(header, table)
+    print(
         "Unqualified names are in the driver's domain (matchAttribute takes them as DRIVER/NAME); a selector "
         'on another domain\'s name reads device.attributes["DOMAIN"].NAME.'
     )
     return 0
+
+
+def _class_rows(objs: list[dict[str, Any]], types: list[Any]) -> list[list[str]]:
+    """Each DeviceClass, the device types it selects (`gpu.nvidia.com/gpu (120)`) and its selector: which
+    class a claim names to reach which devices."""
+    rows = []
+    for obj in objs:
+        if obj["kind"] != "DeviceClass":
+            continue
+        name = str(obj["metadata"]["name"])
+        selects = [f"{t.driver}/{t.type} ({t.classes[name]:,})" for t in types if name in t.classes]
+        if not selects and types and len({t.driver for t in types}) == 1:
+            continue  # --driver: only the classes of that driver
+        exprs = [
+            str(((sel or {}).get("cel") or {}).get("expression", ""))
+            for sel in (obj.get("spec") or {}).get("selectors") or []
+        ]
+        rows.append([name, ", ".join(selects) or "-", " && ".join(exprs) or "-"])
+    return rows

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kdra.errors import InputError
@@ -15,10 +16,12 @@ if TYPE_CHECKING:
 
 
 def add_validate_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    from kdra.cli.conventions import add_flag
+
+    add_flag(
+        p,
         "--validate",
         default="strict",
-        metavar="strict|warn|ignore",
         help="unknown fields: strict rejects them (default, as kubectl), warn prints a warning, ignore "
         "accepts them silently",
     )
@@ -32,13 +35,11 @@ def validate_mode(args: argparse.Namespace) -> str:
 
 def add_namespace_args(p: argparse.ArgumentParser, what: str) -> None:
     """-n/--namespace and -A/--all-namespaces, as kubectl spells them."""
+    from kdra.cli.conventions import add_flag
+
     g = p.add_mutually_exclusive_group()
-    g.add_argument(
-        "-n", "--namespace", default=None, metavar="NAMESPACE", help=f"only {what} of this namespace"
-    )
-    g.add_argument(
-        "-A", "--all-namespaces", action="store_true", help=f"{what} of every namespace (the default)"
-    )
+    add_flag(g, "--namespace", default=None, help=f"only {what} of this namespace")
+    add_flag(g, "--all-namespaces", action="store_true", help=f"{what} of every namespace (the default)")
 
 
 def namespace_filter(args: argparse.Namespace) -> str | None:
@@ -47,6 +48,29 @@ def namespace_filter(args: argparse.Namespace) -> str | None:
     if ns is not None and not ns:
         raise InputError("-n/--namespace: Invalid value: '': must not be empty")
     return None if getattr(args, "all_namespaces", False) else ns
+
+
+# The bundled fleets (kdra.fleets.BUNDLED) and workloads (kdra/sim/data), named here so that building a
+# parser imports neither package; tests/cli/test_conventions.py keeps them equal.
+BUNDLED_FLEETS = ("alibaba-openb", "mixed", "uniform-500")
+
+
+def bundled_workloads() -> list[str]:
+    data = Path(__file__).resolve().parents[1] / "sim" / "data"
+    return sorted(p.name.removesuffix(".yaml") for p in data.glob("*.yaml"))
+
+
+def add_workload_arg(p: argparse.ArgumentParser, *, default: str = "mixed-month") -> None:
+    """--workload WORKLOAD: a bundled name or a file or folder of objects (and WorkloadGenerators)."""
+    from kdra.cli.conventions import add_flag
+
+    add_flag(
+        p,
+        "--workload",
+        default=default,
+        help=f"workload: a bundled name ({', '.join(bundled_workloads())}) or a file or folder of Kubernetes "
+        f"objects and/or WorkloadGenerators (default: {default})",
+    )
 
 
 # The policies of kdra.scheduler.devicepref (tests/cli/test_main.py keeps the two equal); named here so that
@@ -69,8 +93,10 @@ def add_gates_arg(p: argparse.ArgumentParser, *, feature_gates: bool = True) -> 
     """--kubernetes-version (1.36|1.37, default 1.37: that release's gate defaults, locked gates, API
     validation and allocator) and, unless `feature_gates` is False, --feature-gates (repeatable)."""
     from kdra.api.versions import DEFAULT_VERSION, SUPPORTED_VERSIONS
+    from kdra.cli.conventions import add_flag
 
-    p.add_argument(
+    add_flag(
+        p,
         "--kubernetes-version",
         choices=SUPPORTED_VERSIONS,
         default=DEFAULT_VERSION,
@@ -79,11 +105,9 @@ def add_gates_arg(p: argparse.ArgumentParser, *, feature_gates: bool = True) -> 
         f"(default {DEFAULT_VERSION}): its feature-gate defaults, locked gates, API validation and allocator",
     )
     if feature_gates:
-        p.add_argument(
+        add_flag(
+            p,
             "--feature-gates",
-            action="append",
-            default=[],
-            metavar="Gate=bool,...",
             help="override the release's feature-gate defaults, e.g. DRAListTypeAttributes=true (repeatable)",
         )
 
@@ -100,6 +124,20 @@ def feature_gates(args: argparse.Namespace) -> FeatureGates:
 
     version = getattr(args, "kubernetes_version", None) or DEFAULT_VERSION
     return FeatureGates.parse(gates_text(args), version=version)
+
+
+def add_fleet_arg(p: argparse.ArgumentParser, *, default: str | None = "mixed", what: str = "fleet") -> None:
+    """-c/--fleet FLEET: a Fleet file, a node-list CSV or a bundled name (the same flag in every command)."""
+    from kdra.cli.conventions import add_flag
+
+    add_flag(
+        p,
+        "--fleet",
+        default=default,
+        required=default is None,
+        help=f"{what}: a Fleet file, a node-list CSV or a bundled name ({', '.join(BUNDLED_FLEETS)})"
+        + (f" (default: {default})" if default else ""),
+    )
 
 
 def add_limit_args(p: argparse.ArgumentParser, *, nodes: bool = True, pods: bool = False) -> None:

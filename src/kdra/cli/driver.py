@@ -94,7 +94,8 @@ def _nvml(args: argparse.Namespace) -> int:
 
 def _register_sim(sub: Any) -> None:
     """`kdra driver sim`: kdra.kube.driver publishes a fleet to a live cluster."""
-    from kdra.cli.common import add_gates_arg
+    from kdra.cli.common import add_fleet_arg, add_gates_arg
+    from kdra.cli.conventions import add_flag
     from kdra.cli.kube import add_kube_args
 
     s = sub.add_parser(
@@ -104,10 +105,8 @@ def _register_sim(sub: Any) -> None:
         "ResourceSlices (one pool per node and driver, generation bumped on change, stale slices removed).",
     )
     add_kube_args(s, qps=100, burst=200)
-    s.add_argument(
-        "-c", "--cluster", "--fleet", dest="fleet", required=True, help="fleet file or bundled name"
-    )
-    s.add_argument("--watch", action="store_true", help="keep the cluster in sync with the fleet file")
+    add_fleet_arg(s, default=None)
+    add_flag(s, "--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
     add_limit_args(s)
     add_gates_arg(s, feature_gates=False)

@@ -25,21 +25,21 @@ def register(subparsers: Any) -> None:
         "from watches, never re-listed per scrape. Without --from-simulation it follows the cluster of "
         "--kubeconfig, $KUBECONFIG, the in-cluster config or ~/.kube/config. See docs/observability.md.",
     )
+    from kdra.cli.common import add_fleet_arg, add_workload_arg
+    from kdra.cli.conventions import add_flag
     from kdra.cli.kube import KUBECONFIG_HELP
     from kdra.cli.serving import add_serving_args
 
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
+    add_flag(src, "--kubeconfig", help=KUBECONFIG_HELP)
     src.add_argument(
         "--from-simulation",
         action="store_true",
         help="run `kdra simulate`'s DRA model in-process and export its fleet as it runs",
     )
-    p.add_argument("--context", help="kubeconfig context (default: current-context)")
-    p.add_argument("--fleet", "-c", default="mixed", help="simulation fleet (default: mixed)")
-    p.add_argument(
-        "--workload", "-w", default="mixed-month", help="simulation workload (default: mixed-month)"
-    )
+    add_flag(p, "--context", help="kubeconfig context (default: current-context)")
+    add_fleet_arg(p, what="simulation fleet")
+    add_workload_arg(p)
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
     p.add_argument(
         "--speed",
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
         "workload is over, often an empty fleet)",
     )
     add_limit_args(p, nodes=True, pods=True)
-    p.add_argument("-v", "--verbose", action="count", default=0, help="-v info, -vv debug (API requests)")
+    add_flag(p, "--verbose", help="-v info, -vv debug (API requests)")
     add_serving_args(p)
     p.set_defaults(func=run)
 

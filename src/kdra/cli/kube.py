@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args
+from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
 KUBECONFIG_HELP = (
@@ -26,14 +27,21 @@ KUBECONFIG_HELP = (
 )
 
 
+def add_context_args(p: argparse.ArgumentParser | Any, *, kubeconfig_help: str = KUBECONFIG_HELP) -> None:
+    """--kubeconfig FILE and --context CONTEXT, as every command that reads a cluster spells them."""
+    from kdra.cli.conventions import add_flag
+
+    add_flag(p, "--kubeconfig", default=None, help=kubeconfig_help)
+    add_flag(p, "--context", default=None, help="kubeconfig context (default: its current-context)")
+
+
 def add_kube_args(
     p: argparse.ArgumentParser, *, required: bool = True, qps: float = 50, burst: int = 100
 ) -> None:
     """--kubeconfig/--context (every command finds its cluster by the same loading rules, see
     kdra.kube.kubeconfig; `required` is kept for callers and means nothing more) and the client's rate
     limit."""
-    p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
-    p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
+    add_context_args(p)
     p.add_argument(
         "--kube-api-qps", type=float, default=qps, metavar="N", help=f"client QPS (default {qps:g})"
     )
@@ -177,7 +185,7 @@ def register(subparsers: Any) -> None:
     from kdra.cli.serving import add_serving_args
 
     add_serving_args(s)
-    s.add_argument("-v", "--verbose", action="count", default=0)
+    add_flag(s, "--verbose", help="-v info, -vv debug (API requests)")
     s.set_defaults(func=_scheduler)
 
     e = subparsers.add_parser(
@@ -193,15 +201,12 @@ def register(subparsers: Any) -> None:
     add_namespace_args(e, "pending pods")
     add_kube_args(e)
     add_gates_arg(e)
-    e.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    e.add_argument(
-        "--nodes",
-        type=int,
-        default=3,
-        metavar="N",
-        help="nearest nodes to detail after the summary (default 3)",
+    add_output(e, ("text", "json"))
+    detail = e.add_mutually_exclusive_group()
+    add_flag(
+        detail, "--nodes", type=int, default=3, help="nearest nodes to detail after the summary (default 3)"
     )
-    e.add_argument("-v", "--verbose", action="store_true", help="detail every node")
+    add_flag(detail, "--verbose", help="detail every node")
     e.set_defaults(func=_explain)
 
     x = subparsers.add_parser(
@@ -218,16 +223,8 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="file to write (default '-': stdout)",
     )
-    x.add_argument(
-        "-o",
-        "--output",
-        default=None,
-        metavar="yaml|json",
-        help="output format (default: by the file's suffix, else yaml); `-o FILE` is the deprecated "
-        "spelling of --output-file FILE",
-    )
+    add_output(x, ("yaml", "json"), default="", help="default: by the file's suffix, else yaml")
     add_namespace_args(x, "claims, templates and pods")
-    x.add_argument("--format", choices=("yaml", "json"), default=None, help=argparse.SUPPRESS)
     x.set_defaults(func=_export)
 
 
@@ -461,29 +458,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 # -- export ---------------------------------------------------------------------------------------------
 
-_FORMATS = ("yaml", "json")
-
 
 def _export(args: argparse.Namespace) -> int:
     from kdra.api.load import dump_json, dump_yaml
     from kdra.cli.common import namespace_filter
     from kdra.kube.export import export_objects
 
-    target = args.output_file
-    fmt = args.format
-    if args.output is not None:
-        if args.output in _FORMATS:
-            fmt = args.output
-        elif target is None:  # the old spelling: -o FILE
-            print(
-                f"Warning: `-o {args.output}` as the file to write is deprecated; use --output-file "
-                f"{args.output} (-o is the output format, yaml or json)",
-                file=sys.stderr,
-            )
-            target = args.output
-        else:
-            raise InputError(f"-o/--output: Unsupported value: {args.output!r}: supported values: yaml, json")
-    target = target or "-"
+    target = args.output_file or "-"
+    fmt = args.output
     client = make_client(args)
     objs = export_objects(client, namespace_filter(args))
     fmt = fmt or ("json" if target.endswith(".json") else "yaml")

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from kdra.cli.common import add_gates_arg, feature_gates
+from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
 
@@ -28,10 +29,12 @@ def register(subparsers: Any) -> None:
         "(mean over seeds) beside the published figures. Policies: random, dot-product, best-fit, "
         "packing, clustering, fgd, kdra (default), or `all`. Data: Alibaba, research or study use only.",
     )
-    a.add_argument(
-        "--nodes",
-        metavar="CSV",
-        help="node list (sn,cpu_milli,memory_mib,gpu,model); default: the bundled alibaba-openb fleet",
+    add_flag(
+        a,
+        "--fleet",
+        default="alibaba-openb",
+        help="the nodes: an openb node-list CSV (sn,cpu_milli,memory_mib,gpu,model) or the bundled "
+        "alibaba-openb (default)",
     )
     a.add_argument(
         "--pods",
@@ -66,9 +69,13 @@ def register(subparsers: Any) -> None:
         default=1.3,
         help="inflate the pod list to this multiple of GPU capacity (default: 1.3; 0 = as is)",
     )
-    a.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table", help="output format")
+    add_output(
+        a, ("table", "json", "csv"), help="wide: each seed's figure too; name: policy/NAME of each policy run"
+    )
     a.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report to FILE")
-    a.add_argument("-j", "--processes", type=int, default=None, help="worker processes (default: up to 2)")
+    add_flag(
+        a, "--jobs", dest="processes", type=int, default=None, help="worker processes (default: up to 2)"
+    )
     a.add_argument(
         "--time-replay",
         action="store_true",
@@ -170,9 +177,9 @@ def run(args: argparse.Namespace) -> int:
     if args.time_compress < 1:
         raise InputError(f"--time-compress: Invalid value: {args.time_compress}: must be at least 1")
     if args.processes is not None and args.processes < 1:
-        raise InputError(f"--processes: Invalid value: {args.processes}: must be at least 1")
+        raise InputError(f"-j/--jobs: Invalid value: {args.processes}: must be at least 1")
     features = feature_gates(args)
-    trace = load_trace(args.nodes, args.pods)
+    trace = load_trace(_node_list(args.fleet), args.pods)
     if args.variant:
         from kdra.replay.variants import make_variant, parse_variant
 
@@ -236,8 +243,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.output == "csv":
         sys.stdout.write(to_csv(exp))
+    elif args.output == "name":
+        from kdra.cli.output import write_names
+
+        write_names(f"policy/{name}" for name in exp.policies)
     else:
-        print_table(exp)
+        from kdra.cli.output import console
+
+        print_table(exp, wide=args.output == "wide", console=console(highlight=False, soft_wrap=True))
         if timed_docs:
             _print_timed(timed_docs)
         if legacy_doc:
@@ -245,6 +258,18 @@ def run(args: argparse.Namespace) -> int:
         if args.report:
             print(f"\nHTML report written to {args.report}")
     return 0
+
+
+def _node_list(fleet: str) -> str | None:
+    """-c/--fleet of a replay: the bundled alibaba-openb (None: load_trace's default) or a node-list CSV."""
+    if fleet == "alibaba-openb":
+        return None
+    if not fleet.endswith(".csv"):
+        raise InputError(
+            f"-c/--fleet: Invalid value: {fleet!r}: a replay reads an openb node-list CSV "
+            "(sn,cpu_milli,memory_mib,gpu,model) or the bundled alibaba-openb"
+        )
+    return fleet
 
 
 def _print_timed(docs: dict[str, Any]) -> None:

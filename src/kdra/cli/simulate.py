@@ -9,11 +9,14 @@ from typing import Any
 
 from kdra.cli.common import (
     add_device_preference_arg,
+    add_fleet_arg,
     add_gates_arg,
     add_limit_args,
     add_validate_arg,
+    add_workload_arg,
     feature_gates,
 )
+from kdra.cli.conventions import add_output
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -29,26 +32,18 @@ def register(subparsers: Any) -> None:
         "Without arguments: "
         "the bundled `mixed` fleet and `mixed-month` workload, both models.",
     )
-    p.add_argument(
-        "-c",
-        "--cluster",
-        "--fleet",
-        dest="fleet",
-        default="mixed",
-        help="fleet: a bundled name (mixed, uniform-500, alibaba-openb) or a Fleet file (default: mixed)",
-    )
-    p.add_argument(
-        "-w",
-        "--workload",
-        default="mixed-month",
-        help="workload: a bundled name (mixed-month) or a file/folder of Kubernetes objects and/or a "
-        "WorkloadGenerator (default: mixed-month)",
-    )
+    add_fleet_arg(p)
+    add_workload_arg(p)
     p.add_argument(
         "--mode", choices=sorted(MODES), default="both", help="allocation model(s) (default: both)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed for generated workloads and names (default: 0)")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
+    add_output(
+        p,
+        ("table", "json"),
+        help="table: the report's tables, the first placements and pending pods; wide: every placement "
+        "and pending pod; name: pod/NAME of every pod placed; json: everything",
+    )
     p.add_argument("--report", metavar="FILE", help="also write a self-contained HTML report to FILE")
     p.add_argument(
         "--scoring",
@@ -103,17 +98,26 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--report {args.report}: {exc.strerror or exc}") from None
     if args.output == "json":
         sys.stdout.write(to_json(report))
+    elif args.output == "name":
+        from kdra.cli.output import write_names
+        from kdra.sim.report import placements
+
+        seen: dict[str, None] = {}
+        for m in report.modes:
+            seen.update((f"pod/{p['pod'].split('/')[-1]}", None) for p in placements(report.modes[m]))
+        write_names(seen)
     else:
-        print_tables(report)
+        print_tables(report, wide=args.output == "wide")
         if args.report:
             print(f"\nHTML report written to {args.report}")
     return 0
 
 
-def print_tables(report: Any) -> None:
-    from rich.console import Console
+def print_tables(report: Any, *, wide: bool = False) -> None:
+    """The report's tables; the placements and pending pods are cut to the first ones unless `wide`."""
     from rich.table import Table
 
+    from kdra.cli.output import console as make_console
     from kdra.sim.durations import format_duration
     from kdra.sim.report import (
         METRIC_ROWS,
@@ -124,7 +128,7 @@ def print_tables(report: Any) -> None:
         placements,
     )
 
-    console = Console(width=max(100, Console().width))
+    console = make_console(width=max(100, make_console().width))
     modes = list(report.modes)
     console.print(
         f"[bold]kdra simulate[/]: workload [bold]{report.workload}[/] on fleet [bold]{report.fleet}[/], "
@@ -155,13 +159,16 @@ def print_tables(report: Any) -> None:
     console.print(w)
     for m in modes:
         pl = placements(report.modes[m])
+        shown = pl if wide else pl[:10]
         t = Table(
-            title=f"Placements, {MODE_TITLES[m]} (first 10 of {len(pl)}; all with -o json)",
+            title=f"Placements, {MODE_TITLES[m]} ("
+            + (f"all {len(pl)}" if wide else f"first 10 of {len(pl)}; all with -o wide or -o json")
+            + ")",
             title_justify="left",
         )
         for col in ("pod", "node", "devices", "start"):
             t.add_column(col, overflow="fold")
-        for item in pl[:10]:
+        for item in shown:
             t.add_row(
                 item["pod"],
                 item["node"] or "",
@@ -178,10 +185,10 @@ def print_tables(report: Any) -> None:
         )
         p.add_column("pod")
         p.add_column("why", overflow="fold")
-        for item in pend[:20]:
+        for item in pend if wide else pend[:20]:
             p.add_row(item["pod"], item["explanation"])
-        if len(pend) > 20:
-            p.add_row("…", f"{len(pend) - 20} more (see -o json or --report)")
+        if len(pend) > 20 and not wide:
+            p.add_row("…", f"{len(pend) - 20} more (see -o wide, -o json or --report)")
         console.print(p)
     sentence = headline_sentence(report)
     if sentence:

@@ -21,28 +21,31 @@ def register(subparsers: Any) -> None:
         "file: Kubernetes objects (e.g. `kubectl get nodes,resourceslices,resourceclaims,pods -A -o yaml`) "
         "or a saved scrape of `kdra exporter` (`curl .../metrics > FILE`).",
     )
+    from kdra.cli.conventions import add_flag, add_output
     from kdra.cli.kube import KUBECONFIG_HELP
 
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP)
-    src.add_argument("-f", "--filename", metavar="FILE", help="objects (YAML/JSON) or exporter metrics text")
-    p.add_argument("--context", help="kubeconfig context (default: current-context)")
+    add_flag(src, "--kubeconfig", help=KUBECONFIG_HELP)
+    add_flag(
+        src,
+        "--filename",
+        help="objects (YAML/JSON) or exporter metrics text; '-' reads stdin; repeatable (merged)",
+    )
+    add_flag(p, "--context", help="kubeconfig context (default: current-context)")
     p.add_argument("--node", help="only this node")
     p.add_argument("--all", action="store_true", help="also list free dynamic partitions (MIG profiles)")
     add_namespace_args(p, "claims and pending pods")
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "wide", "name"),
-        default="table",
-        help="table (default), wide (with driver and pool), name (driver/pool/device of each device in use)",
+    add_output(
+        p, ("table",), help="wide: with driver and pool; name: driver/pool/device of each device in use"
     )
-    p.add_argument("-w", "--watch", action="store_true", help="refresh in place until interrupted")
+    add_flag(p, "--watch", action="store_true", help="refresh in place until interrupted")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)")
     p.set_defaults(func=run)
 
 
-def _read_file(path: str) -> tuple[list[Any], list[Any]]:
+def _read_files(paths: list[str]) -> tuple[list[Any], list[Any]]:
+    """Every -f: saved scrapes are read together, object files are merged into one fleet; a scrape and
+    object files together are refused (they describe the fleet twice)."""
     from kdra.api.load import load_text, read_stdin
     from kdra.observe.top import (
         is_metrics_text,
@@ -53,40 +56,51 @@ def _read_file(path: str) -> tuple[list[Any], list[Any]]:
         state_from_objects,
     )
 
-    try:
-        if path == "-":
-            text = read_stdin()
-        else:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-    except OSError as exc:
-        raise InputError(f"-f {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"-f {path}: not UTF-8 text (byte {exc.start})") from None
-    if is_metrics_text(text):
-        return rows_from_metrics(text), pending_from_metrics(text)
-    objs = load_text(text, "<stdin>" if path == "-" else path)
-    if not objs:
+    scrapes: list[str] = []
+    objs: list[Any] = []
+    for path in paths:
+        try:
+            if path == "-":
+                text = read_stdin()
+            else:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+        except OSError as exc:
+            raise InputError(f"-f {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"-f {path}: not UTF-8 text (byte {exc.start})") from None
+        source = "<stdin>" if path == "-" else path
+        if is_metrics_text(text):
+            scrapes.append(text)
+            continue
+        found = load_text(text, source)
+        if not found:
+            raise InputError(f"no objects in {source}: expected Kubernetes objects or metrics")
+        objs.extend(found)
+    if scrapes and objs:
         raise InputError(
-            f"no objects in {'<stdin>' if path == '-' else path}: expected Kubernetes objects or metrics"
+            "-f: give either saved scrapes or Kubernetes objects, not both (they describe the fleet twice)"
         )
+    if scrapes:
+        text = "\n".join(scrapes)
+        return rows_from_metrics(text), pending_from_metrics(text)
     state = state_from_objects(objs)
     return rows_from_state(state), pending_from_state(state)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.live import Live
 
     from kdra.cli.common import namespace_filter
+    from kdra.cli.output import console as make_console
     from kdra.observe.top import device_names, pending_from_state, render_table, rows_from_state
 
     if args.interval <= 0:
         raise InputError(f"--interval: Invalid value: {args.interval}: must be positive")
     namespace = namespace_filter(args)
-    console = Console()
+    console = make_console()
     if not console.is_terminal:
-        console = Console(width=250)  # piped: full rows, like kubectl, rather than 80 columns
+        console = make_console(width=250)  # piped: full rows, like kubectl, rather than 80 columns
     source = None
     state = None
     if not args.filename:
@@ -104,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     def read() -> tuple[list[Any], list[Any]]:
         if state is not None:
             return rows_from_state(state), pending_from_state(state)
-        return _read_file(args.filename)
+        return _read_files(args.filename)
 
     def view() -> Any:
         rows, pending = read()

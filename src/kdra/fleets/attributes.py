@@ -65,12 +65,14 @@ class DeviceType:
     devices: int = 0
     attributes: dict[str, NameInfo] = field(default_factory=dict)
     capacity: dict[str, NameInfo] = field(default_factory=dict)
+    classes: dict[str, int] = field(default_factory=dict)  # DeviceClass -> devices of this type it selects
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "driver": self.driver,
             "type": self.type,
             "devices": self.devices,
+            "deviceClasses": [{"name": k, "devices": v} for k, v in sorted(self.classes.items())],
             "attributes": [
                 a.to_dict(self.driver, self.devices) for a in sorted(self.attributes.values(), key=_order)
             ],
@@ -92,8 +94,27 @@ def _attr_value(raw: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _class_matchers(objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Any]]]:
+    from kdra.cel import compile_selector
+
+    out = []
+    for obj in objects:
+        if obj.get("kind") == "DeviceClass":
+            exprs = [
+                ((sel or {}).get("cel") or {}).get("expression", "")
+                for sel in (obj.get("spec") or {}).get("selectors") or []
+            ]
+            out.append((str(obj["metadata"]["name"]), [compile_selector(e) for e in exprs if e]))
+    return out
+
+
 def collect(objects: Iterable[Mapping[str, Any]]) -> list[DeviceType]:
-    """Scan ResourceSlices: per (driver, device type) every attribute and capacity name."""
+    """Scan ResourceSlices: per (driver, device type) every attribute and capacity name, and which of the
+    DeviceClasses among the objects select how many of its devices."""
+    from kdra.cel import CELRuntimeError, device_input
+
+    objects = list(objects)
+    classes = _class_matchers(objects)
     types: dict[tuple[str, str], DeviceType] = {}
     for obj in objects:
         if obj.get("kind") != "ResourceSlice":
@@ -108,6 +129,15 @@ def collect(objects: Iterable[Mapping[str, Any]]) -> list[DeviceType]:
             if dt is None:
                 dt = types[key] = DeviceType(*key)
             dt.devices += 1
+            if classes:
+                inp = device_input(driver, attrs, dev.get("capacity") or {}, False)
+                for cname, programs in classes:
+                    try:
+                        selected = all(p.matches(inp) for p in programs)
+                    except CELRuntimeError:
+                        selected = False
+                    if selected:
+                        dt.classes[cname] = dt.classes.get(cname, 0) + 1
             for name, raw in attrs.items():
                 got = _attr_value(raw or {})
                 if got is None:

@@ -48,7 +48,7 @@ def export_objects(client: KubeClient, namespace: str | None = None) -> list[Obj
     return out
 
 
-# -- replaying an export offline (`kdra simulate -c OUT -w OUT`) ------------------------------------------
+# -- replaying an export offline (`kdra simulate -c OUT --workload OUT`) ----------------------------------
 
 CLUSTER_KINDS = ("DeviceClass", "Node", "ResourceSlice")
 

@@ -84,11 +84,13 @@ def to_csv(exp: Experiment) -> str:
     return buf.getvalue()
 
 
-def print_table(exp: Experiment, file: Any = None) -> None:
+def print_table(exp: Experiment, file: Any = None, *, wide: bool = False, console: Any = None) -> None:
+    """The comparison table; `wide` adds each seed's figure."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file, highlight=False, soft_wrap=True)
+    if console is None:
+        console = Console(file=file, highlight=False, soft_wrap=True)
     seeds = exp.seeds
     seed_text = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
     t = Table(
@@ -102,6 +104,8 @@ def print_table(exp: Experiment, file: Any = None) -> None:
     t.add_column("gap", justify="right")
     t.add_column("min..max", justify="right")
     t.add_column("s/run (cpu)", justify="right")
+    if wide:
+        t.add_column("per seed", justify="left")
     for r in table_rows(exp):
         pub = "-" if r["published"] is None else f"{r['published']:.2f}"
         gap = "-" if r["gap"] is None else f"{r['gap']:+.2f}"
@@ -112,6 +116,11 @@ def print_table(exp: Experiment, file: Any = None) -> None:
             gap,
             f"{r['min']:.2f}..{r['max']:.2f}",
             f"{r['seconds_per_run']:.1f} ({r['cpu_seconds_per_run']:.1f})",
+            *(
+                [" ".join(f"{s}:{v:.2f}" for s, v in sorted(exp.policies[r["policy"]].per_seed.items()))]
+                if wide
+                else []
+            ),
         )
     console.print(t)
     missing = [n for n in PUBLISHED_UNALLOCATED_AT_100 if n not in exp.policies]
