@@ -15,7 +15,8 @@ scheduling attempt (CelBudgetExhausted), so that one user's expensive selectors 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -728,36 +729,63 @@ class CelBudgetExhausted(Exception):
     stopped; caches built from a partial walk are not kept by their builders."""
 
     def __init__(self, budget: CelBudget) -> None:
-        super().__init__(f"CEL budget of {budget.limit:,} units used up")
+        super().__init__(f"CEL budget of {budget.limit or 0:,} units used up")
         self.budget = budget
 
 
 class CelBudget:
     """The CEL work (cost units, plus one per evaluation) one scheduling attempt may spend on selector
-    results that are not memoised yet; memoised results are free."""
+    results that are not memoised yet; memoised results are free. `limit` None only counts. `on_progress`
+    is called with the budget at most once per `period` seconds while work is charged (a command's
+    progress line while expensive selectors run)."""
 
-    __slots__ = ("evaluations", "limit", "spent")
+    __slots__ = ("_next", "evaluations", "limit", "on_progress", "period", "spent")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self,
+        limit: int | None,
+        on_progress: Callable[[CelBudget], None] | None = None,
+        period: float = 15.0,
+    ) -> None:
         self.limit = limit
         self.spent = 0
         self.evaluations = 0
+        self.on_progress = on_progress
+        self.period = period
+        self._next = time.monotonic() + period
 
     @property
     def exhausted(self) -> bool:
-        return self.spent >= self.limit
+        return self.limit is not None and self.spent >= self.limit
+
+    def charge(self, units: int) -> None:
+        self.spent += units
+        self.evaluations += 1
+        if self.on_progress is not None:
+            now = time.monotonic()
+            if now >= self._next:
+                self._next = now + self.period
+                self.on_progress(self)
 
 
 _budget: ContextVar[CelBudget | None] = ContextVar("kdra_cel_budget", default=None)
 
 
+def active_cel_budget() -> CelBudget | None:
+    """The budget the current context charges its CEL work to, if any."""
+    return _budget.get()
+
+
 @contextmanager
-def cel_budget(limit: int | None) -> Iterator[CelBudget | None]:
-    """Bound the new CEL work done inside the block (None: unbounded); see CelBudgetExhausted."""
-    if limit is None:
+def cel_budget(
+    limit: int | None, *, on_progress: Callable[[CelBudget], None] | None = None, period: float = 15.0
+) -> Iterator[CelBudget | None]:
+    """Bound the new CEL work done inside the block (None: unbounded); see CelBudgetExhausted. With
+    `on_progress`, the work is counted and reported every `period` seconds, bounded or not."""
+    if limit is None and on_progress is None:
         yield None
         return
-    budget = CelBudget(limit)
+    budget = CelBudget(limit, on_progress, period)
     token = _budget.set(budget)
     try:
         yield budget
@@ -826,8 +854,7 @@ def evaluate_selectors(
             _expensive_results.clear()
         _expensive_results[content_key or (key, _fingerprint(dev))] = result
     if budget is not None:
-        budget.spent += units
-        budget.evaluations += 1
+        budget.charge(units)
         if budget.exhausted:
             raise CelBudgetExhausted(budget)
     return result

@@ -201,8 +201,11 @@ def _default_namespace(objs: Iterable[dict[str, Any]], namespace: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The subcommand; a search that recurses too deep is an allocation error, never a traceback."""
+    from kdra.cli.common import cel_progress
+
     try:
-        return _run(args)
+        with cel_progress("kdra allocate"):
+            return _run(args)
     except RecursionError as err:
         raise AllocationError(f"allocation aborted: search too deep ({err})") from err
 

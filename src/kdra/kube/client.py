@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import select
+import socket
 import ssl
 import threading
 import time
@@ -120,10 +121,14 @@ class ExpiredError(StoreError):
 
 class UnavailableError(StoreError):
     """The API server could not be reached, or answered 5xx/429: retry later. `maybe_applied`: the
-    request was sent before the connection failed, so a write may have been applied."""
+    request was sent before the connection failed, so a write may have been applied; `unreachable`: no
+    connection could be made within CONNECT_TIMEOUT (the message names the address). The input was valid:
+    a command that ends on it exits 1, not 2."""
 
     reason = "ServiceUnavailable"
+    exit_code = 1
     maybe_applied = False
+    unreachable = False
 
 
 class FencedError(StoreError):
@@ -313,6 +318,12 @@ def request_info(method: str, path: str, params: dict[str, str] | None = None) -
     return verb, group, resource, sub
 
 
+# How long a request waits for the API server to take a connection (TCP, a proxy's CONNECT, TLS), over all
+# its attempts, before it fails naming the address: client-go's TLS handshake timeout, and what every kdra
+# command (top, exporter --once, allocate, explain, export, driver sim, the scheduler) promises.
+CONNECT_TIMEOUT = 10.0
+
+
 class _HTTPConnection(http.client.HTTPConnection):
     """HTTPConnection that sends a whole request (headers and body) in one write, after a last check.
 
@@ -324,6 +335,21 @@ class _HTTPConnection(http.client.HTTPConnection):
     across a pause, to apply it later."""
 
     _held: list[bytes] | None = None
+    connect_timeout: float | None = None  # for the connection only; `timeout` is the read timeout
+
+    def connect(self) -> None:
+        read = self.timeout
+        if self.connect_timeout is not None:
+            self.timeout = self.connect_timeout if read is None else min(read, self.connect_timeout)
+        try:
+            self._open()
+        finally:
+            self.timeout = read
+        if self.sock is not None:
+            self.sock.settimeout(read)
+
+    def _open(self) -> None:
+        http.client.HTTPConnection.connect(self)
 
     def request(self, *args: Any, **kw: Any) -> None:
         if self.sock is None:
@@ -354,7 +380,7 @@ class _HTTPSConnection(_HTTPConnection, http.client.HTTPSConnection):
 
     server_name: str | None = None
 
-    def connect(self) -> None:
+    def _open(self) -> None:
         http.client.HTTPConnection.connect(self)
         host = self.server_name or self._tunnel_host or self.host  # type: ignore[attr-defined]
         self.sock = self._context.wrap_socket(self.sock, server_hostname=host)  # type: ignore[attr-defined]
@@ -412,6 +438,7 @@ class KubeClient:
         retries: int = 3,
         user_agent: str = "kdra",
         idle_timeout: float | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         self.config = config
         url = urllib.parse.urlsplit(config.server)
@@ -420,6 +447,7 @@ class KubeClient:
         self.port = url.port or (443 if self.scheme == "https" else 80)
         self.prefix = url.path.rstrip("/")
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.retries = retries
         self.idle_timeout = idle_timeout  # None: IDLE_CONNECTION_SECONDS
         self.user_agent = user_agent
@@ -488,7 +516,7 @@ class KubeClient:
                 self._ssl_generation = creds.generation
             return self._ssl
 
-    def _connect(self, timeout: float | None) -> _HTTPConnection:
+    def _connect(self, timeout: float | None, connect_timeout: float | None = None) -> _HTTPConnection:
         proxy = self._proxy
         host, port = (proxy[0], proxy[1]) if proxy else (self.host, self.port)
         conn: _HTTPConnection
@@ -500,7 +528,26 @@ class KubeClient:
             conn = _HTTPConnection(host, port, timeout=timeout)
         if proxy:
             conn.set_tunnel(self.host, self.port, headers=proxy[2])
+        conn.connect_timeout = self.connect_timeout if connect_timeout is None else connect_timeout
         return conn
+
+    def unreachable(self, what: str, exc: BaseException, started: float) -> UnavailableError:
+        """The error of a request that could not connect (within connect_timeout, or refused on every
+        attempt): the address, where it came from and why; the same for every request, so a command that
+        reads several kinds says it once (`what` goes to the debug log)."""
+        request_log.debug("%s: no connection: %s", what, exc)
+        why = (
+            "timed out"
+            if isinstance(exc, TimeoutError | socket.timeout)
+            else (getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}")
+        )
+        proxy = f" through proxy {self._proxy[0]}:{self._proxy[1]}" if self._proxy else ""
+        err = UnavailableError(
+            f"cannot reach the API server at {self.config.server}{proxy} ({self.config.describe()}): "
+            f"{why} (gave up after {time.monotonic() - started:.1f} s)"
+        )
+        err.unreachable = True
+        return err
 
     def _pooled(self) -> tuple[_HTTPConnection, bool]:
         """This thread's kept-alive connection and whether it is being reused; a connection the server
@@ -573,6 +620,7 @@ class KubeClient:
         safe = replayable(method, body, ctype)
         attempt = 0
         refreshed = False
+        connect_deadline = time.monotonic() + self.connect_timeout
         while True:
             self.limiter.accept()
             headers, token = self._headers(ctype)
@@ -582,6 +630,7 @@ class KubeClient:
             t0 = time.monotonic()
             own = timeout is not None
             conn, reused = (self._connect(timeout), False) if own else self._pooled()
+            conn.connect_timeout = max(0.05, connect_deadline - time.monotonic())
             fence = self.write_fence if method != "GET" else None
             phase = "connect"
             try:
@@ -607,11 +656,19 @@ class KubeClient:
                 attempt += 1
                 sent = phase == "response"
                 request_log.debug("%s %s failed (%s, %s): %s", method, url, phase, type(e).__name__, e)
+                if phase == "connect" and time.monotonic() >= connect_deadline - 0.01:
+                    raise self.unreachable(
+                        f"{method} {path}", e, connect_deadline - self.connect_timeout
+                    ) from None
                 if attempt <= self.retries and (not sent or safe):
                     self.retried += 1
                     if not (reused and phase != "connect"):  # a stale keep-alive: at once
-                        time.sleep(min(2.0, 0.1 * 2**attempt))
+                        time.sleep(min(2.0, 0.1 * 2**attempt, max(0.0, connect_deadline - time.monotonic())))
                     continue
+                if phase == "connect":
+                    raise self.unreachable(
+                        f"{method} {path}", e, connect_deadline - self.connect_timeout
+                    ) from None
                 failed = UnavailableError(
                     f"{method} {path}: {type(e).__name__}: {e}"
                     + (" (sent before the connection failed: it may have been applied)" if sent else "")
@@ -879,8 +936,16 @@ class KubeClient:
             self.limiter.accept()
             # A read timeout a little above the server's own, so a silent dead connection is noticed.
             conn = self._connect(timeout_seconds + 30)
+            started = time.monotonic()
             headers, token = self._headers(None)
             try:
+                try:
+                    conn.connect()
+                except (OSError, http.client.HTTPException) as e:
+                    if isinstance(e, ssl.SSLCertVerificationError):
+                        raise
+                    conn.close()
+                    raise self.unreachable(f"watch {path}", e, started) from None
                 conn.request("GET", url, headers=headers)
                 conn.release()
                 resp = conn.getresponse()

@@ -45,6 +45,7 @@ class KubeSource:
         self.ready = threading.Event()
         self.errors: dict[str, str] = {}
         self.failed = threading.Event()  # a required kind cannot be read with these credentials
+        self.unreachable = threading.Event()  # no connection to the API server within its connect timeout
         self._logged: dict[str, str] = {}
         self._denied_kinds: set[str] = set()
         self.relists: dict[str, int] = {}
@@ -117,6 +118,8 @@ class KubeSource:
                 backoff = min(backoff * 2, 30.0)
             except StoreError as exc:
                 self.errors[kind] = str(exc)
+                if getattr(exc, "unreachable", False) and kind not in self._listed:
+                    self.unreachable.set()  # never listed: wait_ready need not wait out its timeout
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
@@ -141,16 +144,20 @@ class KubeSource:
             self.failed.set()
 
     def problem(self) -> str:
-        """What keeps the source from being ready, one line per kind."""
-        return "; ".join(f"{k}: {v}" for k, v in sorted(self.errors.items())) or "no answer yet"
+        """What keeps the source from being ready: each distinct problem once, with the kinds it stops."""
+        kinds: dict[str, list[str]] = {}
+        for kind, message in sorted(self.errors.items()):
+            kinds.setdefault(message, []).append(kind)
+        return "; ".join(f"{', '.join(k)}: {m}" for m, k in kinds.items()) or "no answer yet"
 
 
 def wait_ready(source: KubeSource, timeout: float) -> bool:
-    """Until every kind is listed (True), a required kind is refused (False, at once) or `timeout`."""
+    """Until every kind is listed (True), a required kind is refused or the API server cannot be reached
+    (False, at once) or `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if source.ready.wait(0.2):
             return True
-        if source.failed.is_set():
+        if source.failed.is_set() or source.unreachable.is_set():
             return False
     return source.ready.is_set()

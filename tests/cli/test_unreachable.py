@@ -1,0 +1,156 @@
+"""No command hangs on an API server it cannot reach: one connection timeout in the one client
+(kdra.kube.client.CONNECT_TIMEOUT) serves them all; each fails naming the address, with exit 1 (the input was
+valid, as docs/observability.md documents for `exporter --once`), never 2 ("invalid input")."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.kube.client import KubeClient, UnavailableError
+from kdra.kube.kubeconfig import KubeConfig
+
+# Every command that reads or writes a cluster.
+COMMANDS = [
+    ["top"],
+    ["exporter", "--once"],
+    ["explain", "pod-a"],
+    ["export"],
+    ["allocate"],
+    ["driver", "sim", "-c", "mixed"],
+    ["scheduler"],
+]
+
+
+def _kubeconfig(path: Path, server: str) -> str:
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def stalled() -> Iterator[str]:
+    """A server whose TCP port takes connections into its backlog and never answers (a hung API server, a
+    blackholed load balancer): the TLS handshake never completes."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    yield f"https://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_a_refused_connection_fails_fast_naming_the_address(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    server = f"https://127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    code = main([*argv, "--kubeconfig", _kubeconfig(tmp_path / "kc", server)])
+    err = capsys.readouterr().err
+    assert time.monotonic() - started < 10, err
+    assert code == 1, err
+    assert f"cannot reach the API server at {server}" in err and "Connection refused" in err
+    assert "Traceback" not in err and "internal error" not in err
+    assert len([line for line in err.splitlines() if "error" in line]) == 1, err
+
+
+def test_a_server_that_never_answers_is_given_up_on_after_the_connect_timeout(
+    stalled: str, tmp_path: Path
+) -> None:
+    client = KubeClient(KubeConfig.load(_kubeconfig(tmp_path / "kc", stalled)), connect_timeout=1.0)
+    for call in (lambda: client.list("Node"), lambda: next(iter(client.watch_stream("Node", "1")))):
+        started = time.monotonic()
+        with pytest.raises(UnavailableError) as exc:
+            call()
+        assert time.monotonic() - started < 3
+        assert exc.value.unreachable and exc.value.exit_code == 1
+        assert f"cannot reach the API server at {stalled}" in str(exc.value) and "timed out" in str(exc.value)
+
+
+def test_top_against_a_server_that_never_answers_ends_within_the_timeout(
+    stalled: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kdra top` and `kdra exporter --once` used to wait on with no output; now the client's 10 s."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    started = time.monotonic()
+    assert main(["top", "--kubeconfig", _kubeconfig(tmp_path / "kc", stalled)]) == 1
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert 9 < elapsed < 20, elapsed
+    assert f"cannot reach the API server at {stalled}" in err and "timed out" in err
+    # four kinds, one problem: said once
+    assert err.count("cannot reach") == 1, err
+
+
+def test_expensive_selectors_report_progress(tmp_path: Path) -> None:
+    """A selector within the cost limit can still run for minutes on a large fleet (a 300 x 300
+    comprehension on alibaba-openb took 88 s with no output): `kdra allocate` prints a line per period."""
+    import io
+
+    import yaml
+
+    from kdra.cli.common import cel_progress
+
+    items = ",".join(str(i) for i in range(60))
+    expr = (
+        f'[{items}].all(i, [{items}].exists(j, i == j)) && device.attributes["gpu.example.com"].model == "x"'
+    )
+    slices = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "n1"},
+        "spec": {
+            "driver": "gpu.example.com",
+            "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": "y"}}} for i in range(20)],
+        },
+    }
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "r",
+                        "exactly": {"deviceClassName": "gpu", "selectors": [{"cel": {"expression": expr}}]},
+                    }
+                ]
+            }
+        },
+    }
+    (tmp_path / "in.yaml").write_text(yaml.safe_dump_all([cls, slices, claim]))
+    out = io.StringIO()
+    with cel_progress("kdra allocate", period=0.0, stream=out):
+        assert main(["allocate", "-f", str(tmp_path / "in.yaml"), "-o", "name"]) == 1
+    lines = out.getvalue().splitlines()
+    assert lines and lines[0].startswith("kdra allocate: still evaluating CEL selectors after ")
+    assert "device evaluations" in lines[-1] and "cost units" in lines[-1]
