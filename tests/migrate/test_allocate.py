@@ -106,8 +106,8 @@ def _render(argv: list[str], target: Path) -> Path:
 def fleets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("fleets")
     return {
-        "mixed": _render(["-f", "mixed"], folder / "mixed.yaml"),
-        "corpus": _render(["-f", str(FLEET)], folder / "corpus.yaml"),
+        "mixed": _render(["-c", "mixed"], folder / "mixed.yaml"),
+        "corpus": _render(["-c", str(FLEET)], folder / "corpus.yaml"),
     }
 
 
