@@ -43,7 +43,7 @@ def _simulate(fleet_doc: dict, workload: list[dict], tmp: Path) -> dict:
                 "simulate",
                 "-c",
                 str(tmp / "fleet.yaml"),
-                "-w",
+                "--workload",
                 str(tmp / "w.yaml"),
                 "--mode",
                 "dra",

@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_fleet_arg(r, default=None)
+    add_fleet_arg(r, default=None, required=True)
     r.add_argument("--legacy", action="store_true", help="add device-plugin extended resources to Nodes")
     r.add_argument("--no-dra", action="store_true", help="omit ResourceSlices and DeviceClasses")
     r.add_argument("--no-validate", action="store_true", help="skip API validation of the rendered objects")
@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
     r.set_defaults(func=_render)
 
     d = sub.add_parser("describe", help="a per-pool summary of a fleet")
-    add_fleet_arg(d, default=None)
+    add_fleet_arg(d, default=None, required=True)
     add_output(d, ("table", "json"), help="wide: every column; name: node/NAME of every node")
     add_limit_args(d)
     d.set_defaults(func=_describe)

@@ -53,7 +53,7 @@ def namespace_filter(args: argparse.Namespace) -> str | None:
 
 # The bundled fleets (kdra.fleets.BUNDLED) and workloads (kdra/sim/data), named here so that building a
 # parser imports neither package; tests/cli/test_conventions.py keeps them equal.
-BUNDLED_FLEETS = ("alibaba-openb", "mixed", "uniform-500")
+BUNDLED_FLEETS = ("alibaba-openb", "mixed", "node-types", "uniform-500")
 
 
 def bundled_workloads() -> list[str]:
@@ -127,7 +127,9 @@ def feature_gates(args: argparse.Namespace) -> FeatureGates:
     return FeatureGates.parse(gates_text(args), version=version)
 
 
-def add_fleet_arg(p: argparse.ArgumentParser, *, default: str | None = "mixed", what: str = "fleet") -> None:
+def add_fleet_arg(
+    p: argparse.ArgumentParser, *, default: str | None = "mixed", required: bool = False, what: str = "fleet"
+) -> None:
     """-c/--fleet FLEET: a Fleet file, a node-list CSV or a bundled name (the same flag in every command)."""
     from kdra.cli.conventions import add_flag
 
@@ -135,7 +137,7 @@ def add_fleet_arg(p: argparse.ArgumentParser, *, default: str | None = "mixed", 
         p,
         "--fleet",
         default=default,
-        required=default is None,
+        required=required,
         help=f"{what}: a Fleet file, a node-list CSV or a bundled name ({', '.join(BUNDLED_FLEETS)})"
         + (f" (default: {default})" if default else ""),
     )

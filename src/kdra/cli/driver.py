@@ -105,7 +105,7 @@ def _register_sim(sub: Any) -> None:
         "ResourceSlices (one pool per node and driver, generation bumped on change, stale slices removed).",
     )
     add_kube_args(s, qps=100, burst=200)
-    add_fleet_arg(s, default=None)
+    add_fleet_arg(s, default=None, required=True)
     add_flag(s, "--watch", action="store_true", help="keep the cluster in sync with the fleet file")
     s.add_argument("--interval", type=float, default=5.0, metavar="S", help="--watch period (default 5 s)")
     add_limit_args(s)

@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from kdra.cli.common import add_gates_arg, add_namespace_args, add_validate_arg
+from kdra.cli.conventions import add_output
 from kdra.errors import InputError
 
 EPILOG = """\
@@ -58,26 +59,18 @@ def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from kdra.cli.kube import KUBECONFIG_HELP
+    from kdra.cli.common import add_fleet_arg
+    from kdra.cli.conventions import add_flag
+    from kdra.cli.kube import add_context_args
 
-    p.add_argument(
-        "-f",
+    add_flag(
+        p,
         "--filename",
         dest="files",
-        action="append",
-        default=[],
-        metavar="FILE",
         help="Kubernetes objects: the cluster and its pods (repeatable; - for stdin)",
     )
-    p.add_argument("--kubeconfig", default=None, metavar="FILE", help=KUBECONFIG_HELP)
-    p.add_argument("--context", default=None, help="kubeconfig context (default: its current-context)")
-    p.add_argument(
-        "-c",
-        "--cluster",
-        default=None,
-        metavar="FLEET",
-        help="the cluster's nodes from a Fleet (bundled name or file)",
-    )
+    add_context_args(p)
+    add_fleet_arg(p, default=None, what="the cluster's nodes from a fleet")
     p.add_argument(
         "--node-types",
         default="node-types",
@@ -105,7 +98,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="POOL=N",
         help="the most nodes a pool may have (repeatable)",
     )
-    p.add_argument("-o", "--output", choices=("table", "wide", "yaml", "json", "fleet"), default="table")
+    add_output(
+        p,
+        ("table", "yaml", "json", "fleet"),
+        help="name: node/NAME of each node to add or drain; fleet: a Fleet",
+    )
     p.add_argument("--report", default=None, metavar="FILE", help="also write an HTML report")
     add_validate_arg(p)
     add_gates_arg(p)
@@ -170,8 +167,8 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
 
         objs = read_cluster(make_client(args))
     base = None
-    if args.cluster:
-        base = load_fleet(args.cluster)
+    if args.fleet:
+        base = load_fleet(args.fleet)
         objs = [*render(base, kubernetes_version=features.version), *objs]
     inputs = split(objs)
     types = node_types(
@@ -219,6 +216,10 @@ def _scale_up(args: argparse.Namespace) -> int:
     elif args.output == "fleet":
         name = f"{base.name}-scaled-up" if base is not None else "scale-up"
         _dump(fleet_document(plan, name, base), "yaml")
+    elif args.output == "name":
+        from kdra.cli.output import write_names
+
+        write_names(f"node/{b.name}" for b in plan.added)
     else:
         st = doc["status"]
         if plan.added:
@@ -259,10 +260,17 @@ def _scale_down(args: argparse.Namespace) -> int:
     if args.output == "fleet":
         raise InputError("-o fleet: Unsupported value: scale-down has no nodes to add (use yaml or json)")
     st = doc["status"]
-    rows = [["NODE", "POOL", "PRICE/H", "GPUS", "PODS MOVED"]]
+    if args.output == "name":
+        from kdra.cli.output import write_names
+
+        write_names(f"node/{d['name']}" for d in st["drain"])
+        return 0
+    wide = args.output == "wide"
+    rows = [["NODE", "POOL", "PRICE/H", "GPUS", "PODS MOVED", *(["POD NAMES"] if wide else [])]]
     for d in st["drain"]:
         rows.append(
             [d["name"], d.get("pool") or "-", f"{d['pricePerHour']:.2f}", str(d["gpus"]), str(len(d["pods"]))]
+            + ([",".join(str(p) for p in d["pods"]) or "-"] if wide else [])
         )
     if len(rows) > 1:
         _print_table(rows)
