@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok
+.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok pins pin
 
 venv: $(VENV)/.installed
 
@@ -23,6 +23,14 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# Which upstream build each Kubernetes release is pinned to (kdra.api.versions.BUILDS), checked against the
+# Go modules of the control plane and the oracle. `make pin` rewrites those modules after a pin moved.
+pins: venv
+	$(BIN)/python hack/pin.py --check
+
+pin: venv
+	$(BIN)/python hack/pin.py
+
 # The allocator oracle (the real k8s.io/dynamic-resource-allocation per Kubernetes version, tests/oracle):
 # built from the Go module proxy on first use into ~/.cache/kdra/oracle (cold: about 4 CPU-minutes for both
 # versions, 8-19 min wall on the loaded shared machine; then cached).
@@ -31,7 +39,7 @@ oracle:
 
 # Unit tests in parallel; the Kubernetes-mode tests (marker e2e) run in `make e2e`. The differential test
 # against the oracle (tests/differential) is part of them.
-unit: venv oracle
+unit: venv pins oracle
 	$(BIN)/pytest -n 2 -m "not e2e"
 
 # Many more random worlds against the oracle (both versions); disagreements are shrunk into

@@ -3,9 +3,9 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes, from the Go module proxy)
 # and etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes itself requires).
 #
-# One Go module per supported Kubernetes minor: hack/k8s/v1.36/go.mod, hack/k8s/v1.37/go.mod (each pins
-# k8s.io/kubernetes and replaces its staging modules with the matching v0.x release). KDRA_K8S_VERSION
-# picks one (default 1.37).
+# One Go module per supported Kubernetes minor: hack/k8s/v1.XX/go.mod (each pins k8s.io/kubernetes and
+# replaces its staging modules with the matching v0.x release; hack/pin.py writes them from
+# kdra.api.versions.BUILDS). KDRA_K8S_VERSION picks one (default 1.37).
 #
 # Binaries land OUTSIDE the repository, in $KDRA_K8S_CACHE/<k8s version>/ (default ~/.cache/kdra/k8s),
 # so only the first run on a machine pays for the build, and each version has its own directory. The Go
@@ -15,7 +15,7 @@
 # Usage: hack/k8s/build.sh
 #   prints the binary directory as the last line of stdout; progress goes to stderr.
 # Environment:
-#   KDRA_K8S_VERSION Kubernetes minor to build: 1.36 or 1.37 (default 1.37; "v1.36", "1.36.3" work too)
+#   KDRA_K8S_VERSION Kubernetes minor to build: 1.36, 1.37 or 1.38 (default 1.37; "v1.36", "1.36.3" work too)
 #   KDRA_K8S_CACHE   cache root (default: ${XDG_CACHE_HOME:-~/.cache}/kdra/k8s)
 #   KDRA_BUILD_JOBS  go build -p (default 2)
 #   KDRA_BUILD_NICE  nice level for the build (default 10)
@@ -49,21 +49,29 @@ binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd)
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH to build the Kubernetes \
 control plane for the e2e tests; on Debian/Ubuntu install a Go 1.26+ toolchain)."
-go_version="$(go env GOVERSION)"
+export GOMODCACHE="${KDRA_GOMODCACHE:-$cache_base/gomod}"
+export GOCACHE="${KDRA_GOCACHE:-$cache_base/gocache}"
+# The local Go where it is as new as the module's go directive, else that Go from the Go module proxy
+# (golang.org/toolchain, checksum-verified, cached in GOMODCACHE): k8s.io/kubernetes 1.38 needs Go 1.27.
+export GOTOOLCHAIN=auto
+go_version="$(cd "$mod_dir" && go env GOVERSION)" || die "no Go toolchain for $mod_dir/go.mod (is the Go module proxy reachable?)"
 go_minor="$(sed -E 's/^go1\.([0-9]+).*/\1/' <<<"$go_version")"
 [[ "$go_minor" =~ ^[0-9]+$ ]] || die "cannot parse the Go version '$go_version'"
 (( go_minor >= 26 )) || die "k8s.io/kubernetes $k8s_version needs Go >= 1.26, found $go_version"
 
-# The build recipe. Go 1.27 turns on the jsonv2 experiment, and a kube-apiserver built with it serves
-# broken OpenAPI ("failed to download openapi"); Go 1.26 knows the experiment too, so switching it off is
-# always safe.
+# The build recipe. Go 1.27 turns on the jsonv2 experiment, and a kube-apiserver of a release written for
+# Go 1.26 built with it serves broken OpenAPI ("failed to download openapi"); Go 1.26 knows the experiment
+# too, so switching it off is safe there. Releases whose go directive is 1.27 or later use json v2 (1.38's
+# apimachinery imports encoding/json/v2) and are built as upstream builds them.
+mod_go_minor="$(awk '$1 == "go" {split($2, v, "."); print v[2]; exit}' "$mod_dir/go.mod")"
+if (( mod_go_minor < 27 )); then goexperiment=nojsonv2; else goexperiment=""; fi
 packages=(
     k8s.io/kubernetes/cmd/kube-apiserver
     k8s.io/kubernetes/cmd/kube-controller-manager
     k8s.io/kubernetes/cmd/kube-scheduler
     go.etcd.io/etcd/server/v3
 )
-recipe="GOEXPERIMENT=nojsonv2 CGO_ENABLED=0 -trimpath -ldflags=-s,-w,version-X ${packages[*]}"
+recipe="GOEXPERIMENT=$goexperiment CGO_ENABLED=0 -trimpath -ldflags=-s,-w,version-X ${packages[*]}"
 # The stamp ties the cached binaries to the exact inputs: the module graph, the recipe, the Go version
 # (not this script's text, so editing a comment or the version selection rebuilds nothing).
 stamp="$(cat "$mod_dir/go.mod" "$mod_dir/go.sum" <(echo "$recipe") <(echo "$go_version") \
@@ -94,12 +102,9 @@ if have_all; then
     exit 0
 fi
 
-export GOMODCACHE="${KDRA_GOMODCACHE:-$cache_base/gomod}"
-export GOCACHE="${KDRA_GOCACHE:-$cache_base/gocache}"
-export GOTOOLCHAIN=local          # never download another toolchain
 export GOFLAGS="-mod=readonly -buildvcs=false"
 export CGO_ENABLED=0
-export GOEXPERIMENT=nojsonv2      # see the recipe above
+export GOEXPERIMENT="$goexperiment"   # see the recipe above
 
 minor="${k8s_version#v1.}"; minor="${minor%%.*}"
 build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kdra.allocator import FeatureGates
-from kdra.allocator.features import DEFAULT_VERSION, GATES
+from kdra.allocator.features import DEFAULT_VERSION, GATES, picks_deterministically
 from kdra.errors import InputError
 
 
@@ -14,7 +14,9 @@ def test_default_is_1_37_and_for_version_selects_the_release() -> None:
     assert DEFAULT_VERSION == "1.37"
     assert FeatureGates().version == "1.37"
     assert FeatureGates.for_version("1.36").version == "1.36"
-    with pytest.raises(InputError, match=r"unsupported Kubernetes version '1.35' \(supported: 1.36, 1.37\)"):
+    with pytest.raises(
+        InputError, match=r"unsupported Kubernetes version '1.35' \(supported: 1.36, 1.37, 1.38\)"
+    ):
         FeatureGates.for_version("1.35")
 
 
@@ -93,6 +95,22 @@ def test_parse_overrides_defaults_of_the_release() -> None:
             "DRADeviceTaints=false",
             "DRADeviceTaintRules is enabled, but depends on features that are disabled: [DRADeviceTaints]",
         ),
+        # 1.38 (pkg/features/kube_features.go at v1.38.0-beta.0): GA gates locked, DRA itself ungated.
+        ("1.38", "DRADeviceTaints=false", "DRADeviceTaints to false, feature is locked to true"),
+        ("1.38", "DRAPartitionableDevices=false", "DRAPartitionableDevices to false, feature is locked"),
+        (
+            "1.38",
+            "DRADeviceBindingConditions=false",
+            "DRADeviceBindingConditions to false, feature is locked",
+        ),
+        ("1.38", "DynamicResourceAllocation=true", "unrecognized feature gate: DynamicResourceAllocation"),
+        ("1.38", "DRAPreemption=true", "unrecognized feature gate: DRAPreemption"),
+        (
+            "1.38",
+            "DRAConsumableCapacity=false",
+            "DRAFractionalCapacityRange is enabled, but depends on features that are disabled: "
+            "[DRAConsumableCapacity]",
+        ),
     ],
 )
 def test_parse_refuses_locked_gates_and_missing_dependencies_like_the_components(
@@ -138,6 +156,24 @@ def test_variant_follows_kube_scheduler() -> None:
     )
     assert off.variant == "stable"
     assert base.with_gates(DRADeviceCompatibilityGroups=True).variant == "experimental"
+
+
+def test_variant_follows_kube_scheduler_1_38() -> None:
+    """1.38's stable allocator supports every GA and beta feature and its incubating one every alpha
+    feature (structured/internal/{stable,incubating}: SupportedFeatures), so the experimental one is
+    never picked; the stable one sorts pools like the others (pools_stable.go)."""
+    base = FeatureGates.for_version("1.38")
+    assert base.variant == "stable" and base.consumable_capacity and base.fractional_capacity_range
+    assert base.with_gates(DRAListTypeAttributes=True).variant == "incubating"
+    assert base.with_gates(DRADeviceCompatibilityGroups=True).variant == "incubating"
+    assert not base.counter_slices_everywhere and base.stable_distinct_attribute
+    assert base.all_on_bad_pool_fails_node and not FeatureGates.for_version("1.37").all_on_bad_pool_fails_node
+    assert picks_deterministically("1.38", "stable") and not picks_deterministically("1.37", "stable")
+
+
+def test_consumable_capacity_can_still_be_switched_off_in_1_38() -> None:
+    g = FeatureGates.parse("DRAConsumableCapacity=false,DRAFractionalCapacityRange=false", version="1.38")
+    assert not g.consumable_capacity and g.variant == "stable"
 
 
 def test_with_version_keeps_overrides() -> None:

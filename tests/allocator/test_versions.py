@@ -1,5 +1,5 @@
-"""What the allocator does differently in Kubernetes 1.36 and 1.37 (docs/versions.md), on small hand-made
-worlds. Every expectation here was checked against the real allocators (kdra.testing.oracle) when
+"""What the allocator does differently in Kubernetes 1.36, 1.37 and 1.38 (docs/versions.md), on small
+hand-made worlds. Every expectation here was checked against the real allocators (kdra.testing.oracle) when
 written; the differential test keeps checking the same rules on random worlds."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from kdra.allocator import Allocator, FeatureGates
+from kdra.allocator import Allocator, FeatureGates, NodeAllocationError
 from kdra.errors import AllocationError
 
 V136, V137 = FeatureGates.for_version("1.36"), FeatureGates.for_version("1.37")
+V138 = FeatureGates.for_version("1.38")
 
 
 def slice_(name: str, driver: str, pool: str, node: str, count: int, **spec: Any) -> dict[str, Any]:
@@ -186,3 +187,27 @@ def test_all_with_consumable_capacity_drops_full_devices_in_1_36_and_fails_in_1_
     got = Allocator(classes, slices, [used], V136).allocate(N1, [fa]).allocations
     assert got is not None
     assert [(r["request"], r["device"]) for r in got[0]["devices"]["results"]] == [("r/all", "nic1")]
+
+
+def test_all_meeting_an_incomplete_pool_rules_out_the_node_only_in_1_38() -> None:
+    # Node n1's pool is incomplete (1 of 2 slices published): an All request there fails the whole
+    # attempt in 1.36/1.37; in 1.38 the error wraps ErrFailedAllocationOnNode
+    # (structured/internal/stable/allocator_stable.go), so kube-scheduler tries n2.
+    slices = [
+        slice_("n1-gpus", "a.example.com", "n1", "n1", 2, devices=[{"name": "g0"}]),
+        slice_("n2-gpus", "a.example.com", "n2", "n2", 1, devices=[{"name": "g0"}]),
+    ]
+    classes = [cls("ga", "a.example.com")]
+    c = claim("all", exactly("r", "ga", allocationMode="All"))
+    message = (
+        "claim default/all, request r: asks for all devices, but resource pool a.example.com/n1 is currently "
+        "being updated"
+    )
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V137).allocate(N1, [c])
+    assert str(info.value) == message and not isinstance(info.value, NodeAllocationError)
+    with pytest.raises(NodeAllocationError) as node_info:
+        Allocator(classes, slices, [], V138).allocate(N1, [c])
+    assert str(node_info.value) == message
+    got = Allocator(classes, slices, [], V138).allocate({"metadata": {"name": "n2"}}, [c]).allocations
+    assert got is not None and [r["pool"] for r in got[0]["devices"]["results"]] == ["n2"]

@@ -39,6 +39,25 @@ def test_every_value_is_typed_in_the_schema() -> None:
     walk(values, schema, "values")
 
 
+def test_the_chart_offers_every_supported_kubernetes_version() -> None:
+    """`scheduler.kubernetesVersion` accepts exactly what `--kubernetes-version` does (a release added to
+    kdra.api.versions is selectable in the chart too)."""
+    from kdra.api.versions import SUPPORTED_VERSIONS
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    found = []
+
+    def walk(s: object) -> None:
+        if isinstance(s, dict):
+            for k, sub in s.items():
+                if k == "kubernetesVersion" and isinstance(sub, dict) and "enum" in sub:
+                    found.append(sub["enum"])
+                walk(sub)
+
+    walk(schema)
+    assert found == [["", *SUPPORTED_VERSIONS]]
+
+
 def test_kubelet_expansion_of_args() -> None:
     env = {"POD_IP": "10.1.2.3", "A": "x"}
     assert expand("--metrics-listen=$(POD_IP):9406", env) == "--metrics-listen=10.1.2.3:9406"

@@ -22,11 +22,12 @@ die() { printf '[tests/oracle/build.sh] ERROR: %s\n' "$*" >&2; exit 1; }
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null 2>&1 || die "Go is not installed (need go >= 1.26 on PATH to build the allocator oracle)"
-go_version="$(go env GOVERSION)"
 
 export GOMODCACHE="${KDRA_GOMODCACHE:-$cache_base/gomod}"
 export GOCACHE="${KDRA_GOCACHE:-$cache_base/gocache}"
-export GOTOOLCHAIN=local
+# The local Go where it is as new as a version's go directive, else that Go from the Go module proxy
+# (as hack/k8s/build.sh: 1.38's library needs Go 1.27).
+export GOTOOLCHAIN=auto
 export GOFLAGS="-mod=readonly -buildvcs=false"
 export CGO_ENABLED=0
 
@@ -39,6 +40,7 @@ mkdir -p "$cache_root"
 for version in "${versions[@]}"; do
     src="$here/v$version"
     [[ -f "$src/go.mod" ]] || die "no oracle module for Kubernetes $version ($src/go.mod)"
+    go_version="$(cd "$src" && go env GOVERSION)" || die "no Go toolchain for $src/go.mod (is the Go module proxy reachable?)"
     stamp="$(cat "$here/main.go" "$here/marshal.go" "$src"/*.go "$src/go.mod" "$src/go.sum" "$here/build.sh" \
         <(echo "$go_version") | sha256sum | cut -c1-16)"
     out="$cache_root/$version-$stamp"

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -41,7 +42,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"sigs.k8s.io/json"
@@ -144,13 +144,9 @@ func defaultExact(r *resourceapi.ExactDeviceRequest) {
 }
 
 // allocatedState is kube-scheduler's claim tracker view (dra_manager.go GatherAllocatedState and
-// allocateddevices.go foreachAllocatedDevice).
+// allocateddevices.go foreachAllocatedDevice); how a share is recorded differs per version (state.go).
 func allocatedState(claims []*resourceapi.ResourceClaim, consumableCapacity bool) structured.AllocatedState {
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
+	state := newAllocatedState()
 	for _, claim := range claims {
 		if claim.Status.Allocation == nil {
 			continue
@@ -162,7 +158,7 @@ func allocatedState(claims []*resourceapi.ResourceClaim, consumableCapacity bool
 			id := structured.MakeDeviceID(result.Driver, result.Pool, result.Device)
 			if result.ShareID != nil {
 				if consumableCapacity {
-					state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, result.ShareID))
+					markShared(&state, id, result.ShareID)
 					if result.ConsumedCapacity != nil {
 						state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, result.ConsumedCapacity))
 					}
@@ -224,7 +220,7 @@ func run(c *oracleCase) answer {
 		ga := groupAnswer{Outcome: "unschedulable"}
 		state := allocatedState(inUse, features.ConsumableCapacity)
 		ctx := context.Background()
-		alloc, err := structured.NewAllocator(ctx, features, state, classes, c.ResourceSlices, cache)
+		alloc, err := newAllocator(ctx, features, state, classes, c.ResourceSlices, cache)
 		if err != nil {
 			ans.Fatal = err.Error()
 			return ans
@@ -274,6 +270,18 @@ func run(c *oracleCase) answer {
 	return ans
 }
 
+// libraryVersion: the k8s.io/dynamic-resource-allocation this binary was built with (its go.mod pins it).
+func libraryVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "k8s.io/dynamic-resource-allocation" {
+				return dep.Path + " " + dep.Version
+			}
+		}
+	}
+	return "k8s.io/dynamic-resource-allocation (unknown version)"
+}
+
 // sortedGates is for error messages only.
 func sortedGates(g map[string]bool) []string {
 	out := make([]string, 0, len(g))
@@ -286,7 +294,7 @@ func sortedGates(g map[string]bool) []string {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "--version" {
-		fmt.Println(kubernetesVersion, libraryVersion)
+		fmt.Println(kubernetesVersion, libraryVersion())
 		return
 	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)

@@ -827,9 +827,10 @@ class _Run:
         self.validated = False
         self.prefer = owner.prefer
         self.cap_rules = CapacityRules.of(owner.features)
-        # 1.37's experimental allocator (an alpha gate or DRAListTypeAttributes selects it) checks
-        # optional node operations and, with their gate, compatibility groups.
-        self.experimental = self.features.variant == "experimental"
+        # The allocator of the release's alpha features (1.37: experimental, 1.38: incubating; an
+        # alpha gate or DRAListTypeAttributes selects it) checks optional node operations and, with
+        # their gate, compatibility groups.
+        self.experimental = self.features.variant == self.features.alpha_variant
         self.compat_groups = self.experimental and self.features.compatibility_groups
         self._compat: dict[int, dict[str, _Compat]] = {}  # per pool and counter set, this run
         self.has_derived = False  # some request defines derived attributes (no pruning then)
@@ -901,7 +902,9 @@ class _Run:
                 names = c.get("requests") or []
                 if c.get("matchAttribute") is not None:
                     constraints.append(MatchAttribute(names, c["matchAttribute"], f.list_type_attributes))
-                elif c.get("distinctAttribute") is not None and f.variant != "stable":
+                elif c.get("distinctAttribute") is not None and (
+                    f.variant != "stable" or f.stable_distinct_attribute
+                ):
                     constraints.append(
                         DistinctAttribute(
                             names, c["distinctAttribute"], f.list_type_attributes, per_request=f.v1_36
@@ -992,14 +995,16 @@ class _Run:
 
     def _collect_all(self, rd: ReqData, ref: str) -> None:
         consumable = self.features.consumable_capacity
+        # From 1.38 such a pool rules out this node only (the error wraps ErrFailedAllocationOnNode).
+        bad_pool = NodeAllocationError if self.features.all_on_bad_pool_fails_node else AllocationError
         for pi, pool in enumerate(self.view.pools):
             if pool.incomplete:
-                raise AllocationError(
+                raise bad_pool(
                     f"claim {ref}, request {rd.name}: asks for all devices, but resource pool {pool.id} is "
                     "currently being updated"
                 )
             if pool.invalid:
-                raise AllocationError(
+                raise bad_pool(
                     f"claim {ref}, request {rd.name}: asks for all devices, but resource pool {pool.id} is "
                     "currently invalid"
                 )

@@ -1,4 +1,4 @@
-"""Feature gates and the Kubernetes release they belong to (1.36 or 1.37).
+"""Feature gates and the Kubernetes release they belong to (1.36, 1.37 or 1.38).
 
 A `FeatureGates` carries a Kubernetes minor version and the values of that release's DRA feature gates
 (names as in pkg/features/kube_features.go). Everything that behaves differently between releases reads
@@ -8,7 +8,7 @@ validation, the CEL environment and the allocator's behaviour (the `v1_37`-style
 The allocator reads the gates through the switches upstream's `structured.Features` struct has
 (structured/internal/types.go), mapped the way that release's kube-scheduler maps them
 (dynamicresources.AllocatorFeatures): in 1.36 DRAListTypeAttributes reaches only the CEL environment,
-in 1.37 also the allocator. `FeatureGates.only([...])` instead sets the allocator's switches directly
+in 1.37 and 1.38 also the allocator. `FeatureGates.only([...])` instead sets the allocator's switches directly
 (how upstream's allocator test table lists them), locks and dependencies not applied.
 """
 
@@ -31,6 +31,7 @@ __all__ = [
     "GateSpec",
     "KubernetesVersion",
     "check_version",
+    "picks_deterministically",
 ]
 
 
@@ -49,7 +50,8 @@ _B_OFF = GateSpec(False, "beta")
 _GA = GateSpec(True, "GA")
 _GA_LOCKED = GateSpec(True, "GA", locked=True)
 
-# The DRA gates of each release (k8s.io/kubernetes pkg/features/kube_features.go at v1.36.3 and v1.37.2).
+# The DRA gates of each release (k8s.io/kubernetes pkg/features/kube_features.go at the build
+# kdra.api.versions.BUILDS pins: v1.36.3, v1.37.2, v1.38.0-beta.0).
 GATES: dict[str, dict[str, GateSpec]] = {
     "1.36": {
         "DynamicResourceAllocation": _GA_LOCKED,
@@ -92,6 +94,32 @@ GATES: dict[str, dict[str, GateSpec]] = {
         "DRASchedulerFilterTimeout": _B_ON,
         "DRAWorkloadResourceClaims": _B_OFF,
     },
+    # 1.38: DynamicResourceAllocation is gone (DRA is no longer gated); DRAPartitionableDevices,
+    # DRADeviceBindingConditions GA and locked, DRADeviceTaints/DRADeviceTaintRules locked;
+    # DRAConsumableCapacity and DRAFractionalCapacityRange GA, not locked yet. No DRAPreemption and no
+    # DRAExtendedResourceCapacity gate in v1.38.0-beta.0.
+    "1.38": {
+        "DRAAdminAccess": _GA_LOCKED,
+        "DRAConsumableCapacity": _GA,
+        "DRADerivedAttributes": _A_OFF,
+        "DRADeviceBindingConditions": _GA_LOCKED,
+        "DRADeviceCompatibilityGroups": _A_OFF,
+        "DRADeviceTaintRules": _GA_LOCKED,
+        "DRADeviceTaints": _GA_LOCKED,
+        "DRAExtendedResource": _GA_LOCKED,
+        "DRAFractionalCapacityRange": _GA,
+        "DRAListTypeAttributes": _A_OFF,
+        "DRANodeAllocatableResources": _A_OFF,
+        "DRAOptionalNodeOperations": _A_OFF,
+        "DRAPartitionableDevices": _GA_LOCKED,
+        "DRAPartitionableDevicesType": _A_OFF,
+        "DRAPrioritizedList": _GA_LOCKED,
+        "DRAResourceClaimDeviceStatus": _GA_LOCKED,
+        "DRAResourceClaimGranularStatusAuthorization": _B_ON,
+        "DRAResourcePoolStatus": _A_OFF,
+        "DRASchedulerFilterTimeout": _B_ON,
+        "DRAWorkloadResourceClaims": _B_OFF,
+    },
 }
 
 # Gate -> DRA gates it needs (defaultKubernetesFeatureGateDependencies; DynamicResourceAllocation, locked
@@ -115,6 +143,15 @@ DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {
         "DRAWorkloadResourceClaims": ("GenericWorkload",),
     },
 }
+DEPENDENCIES["1.38"] = dict(DEPENDENCIES["1.37"])  # unchanged (defaultKubernetesFeatureGateDependencies)
+
+
+def picks_deterministically(version: str, variant: str) -> bool:
+    """Whether upstream's allocator `variant` of release `version` picks devices deterministically:
+    every one but the stable allocator of 1.36 and 1.37, which walks pools in Go map order (1.38's
+    sorts pools and slices by name as the others do: structured/internal/stable/pools_stable.go)."""
+    return variant != "stable" or version not in ("1.36", "1.37")
+
 
 DEFAULTS: dict[str, dict[str, bool]] = {v: {n: s.default for n, s in g.items()} for v, g in GATES.items()}
 DEFAULTS_1_36 = DEFAULTS["1.36"]
@@ -124,7 +161,8 @@ DEFAULTS_1_37 = DEFAULTS["1.37"]
 @dataclass(frozen=True)
 class FeatureGates:
     """An immutable set of feature-gate values of one Kubernetes release; unknown names are rejected
-    so typos are not silent. `FeatureGates()` is Kubernetes 1.37 with its defaults."""
+    so typos are not silent. `FeatureGates()` is the default release (kdra.api.versions) with its
+    defaults."""
 
     gates: Mapping[str, bool] = field(default_factory=dict)
     version: KubernetesVersion = DEFAULT_VERSION
@@ -317,20 +355,43 @@ class FeatureGates:
     @property
     def counter_slices_everywhere(self) -> bool:
         """Slices with sharedCounters are visible from every node, whatever their node selection: 1.36,
-        and 1.37's stable allocator (its incubating and experimental ones dropped this)."""
-        return self.version == "1.36" or self.variant == "stable"
+        and 1.37's stable allocator (its incubating and experimental ones dropped this; 1.38's stable
+        allocator gathers pools as its incubating one does)."""
+        return self.version == "1.36" or (self.version == "1.37" and self.variant == "stable")
+
+    @property
+    def all_on_bad_pool_fails_node(self) -> bool:
+        """An `All` request meeting an incomplete or invalid pool rules out this node only (1.38: the
+        error wraps ErrFailedAllocationOnNode); before, it failed the whole scheduling attempt."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
+    def stable_distinct_attribute(self) -> bool:
+        """Whether the stable allocator knows distinctAttribute (1.38's does; before, "empty constraint")."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
+    def alpha_variant(self) -> str:
+        """The allocator that implements the release's alpha features (optional node operations,
+        compatibility groups, derived attributes, list-type attributes): "experimental" until 1.37;
+        1.38's incubating allocator is its experimental one (both support every feature)."""
+        return "experimental" if self.version in ("1.36", "1.37") else "incubating"
 
     @property
     def variant(self) -> str:
         """The upstream allocator kube-scheduler picks for these switches (structured.NewAllocator: the
-        most stable one that supports every enabled feature)."""
-        stable = not (self.consumable_capacity or self.device_binding_and_status)
-        if self.version != "1.36":
-            stable = stable and not self.fractional_capacity_range
-        experimental = self.list_type_attributes or (
+        first of stable, incubating, experimental whose SupportedFeatures hold every enabled one)."""
+        alpha = self.list_type_attributes or (
             self.version != "1.36"
             and (self.compatibility_groups or self.derived_attributes or self.optional_node_operations)
         )
-        if experimental:
-            return "experimental"
-        return "stable" if stable else "incubating"
+        if alpha:
+            return self.alpha_variant
+        if self.version in ("1.36", "1.37"):
+            # Their stable allocator knows neither consumable capacity nor binding conditions (nor, in
+            # 1.37, fractional ranges); 1.38's supports every GA and beta feature.
+            stable = not (self.consumable_capacity or self.device_binding_and_status)
+            if self.version == "1.37":
+                stable = stable and not self.fractional_capacity_range
+            return "stable" if stable else "incubating"
+        return "stable"

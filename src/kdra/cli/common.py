@@ -91,8 +91,9 @@ def add_device_preference_arg(p: argparse.ArgumentParser, what_records: str) -> 
 
 
 def add_gates_arg(p: argparse.ArgumentParser, *, feature_gates: bool = True) -> None:
-    """--kubernetes-version (1.36|1.37, default 1.37: that release's gate defaults, locked gates, API
-    validation and allocator) and, unless `feature_gates` is False, --feature-gates (repeatable)."""
+    """--kubernetes-version (one of kdra.api.versions.SUPPORTED_VERSIONS, default DEFAULT_VERSION: that
+    release's gate defaults, locked gates, API validation and allocator) and, unless `feature_gates` is
+    False, --feature-gates (repeatable)."""
     from kdra.api.versions import DEFAULT_VERSION, SUPPORTED_VERSIONS
     from kdra.cli.conventions import add_flag
 

@@ -144,6 +144,43 @@ RELEASES: dict[str, K8sRelease] = {
         device_taint_rule_api="resource.k8s.io/v1",
         workload_api_version="v1beta1",
     ),
+    # 1.38 (v1.38.0-beta.0): the DynamicResourceAllocation gate is gone; DRAPartitionableDevices,
+    # DRADeviceBindingConditions GA and locked; DRADeviceTaints/DRADeviceTaintRules locked;
+    # DRAConsumableCapacity and DRAFractionalCapacityRange GA and on (not locked). Workload and PodGroup
+    # stay scheduling.k8s.io/v1beta1 behind GenericWorkload (beta, off).
+    "1.38": K8sRelease(
+        minor="1.38",
+        feature_gates={"DRAListTypeAttributes": False},
+        locked_gates=frozenset(
+            {
+                "DRAAdminAccess",
+                "DRADeviceBindingConditions",
+                "DRADeviceTaintRules",
+                "DRADeviceTaints",
+                "DRAExtendedResource",
+                "DRAPartitionableDevices",
+                "DRAPrioritizedList",
+                "DRAResourceClaimDeviceStatus",
+                "NodeDeclaredFeatures",
+            }
+        ),
+        gate_dependencies={
+            **_DRA_DEPENDENCIES_1_36,
+            "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices",),
+            "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
+            "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
+            "DRAOptionalNodeOperations": ("NodeDeclaredFeatures",),
+        },
+        runtime_config=("resource.k8s.io/v1=true", "resource.k8s.io/v1beta2=true"),
+        allocator_gate_defaults={
+            "DRADeviceBindingConditions": True,
+            "DRAResourceClaimDeviceStatus": True,
+            "DRAConsumableCapacity": True,
+            "DRAFractionalCapacityRange": True,
+        },
+        device_taint_rule_api="resource.k8s.io/v1",
+        workload_api_version="v1beta1",
+    ),
 }
 DEFAULT_K8S_VERSION = "1.37"
 K8S_VERSION_ENV = "KDRA_K8S_VERSION"

@@ -20,7 +20,14 @@ from typing import Any
 
 import yaml
 
-from kdra.allocator.features import DEFAULTS, DEPENDENCIES, GATES, SUPPORTED_VERSIONS, FeatureGates
+from kdra.allocator.features import (
+    DEFAULTS,
+    DEPENDENCIES,
+    GATES,
+    SUPPORTED_VERSIONS,
+    FeatureGates,
+    picks_deterministically,
+)
 from kdra.errors import InputError
 
 Obj = dict[str, Any]
@@ -350,7 +357,7 @@ def _in_recorded_order(new: Obj, old: Obj) -> Obj:
 def _deterministic(answer: Obj) -> bool:
     """Whether recording this answer is safe: not upstream's stable allocator (Go map order), unless it
     failed before searching (a validation error or no fit found by exhausting the search)."""
-    if answer.get("variant") != "stable":
+    if picks_deterministically(str(answer.get("version")), str(answer.get("variant"))):
         return True
     failed = next((g for g in answer.get("groups") or [] if g["outcome"] != "allocation"), None)
     return failed is not None and (

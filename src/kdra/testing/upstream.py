@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.allocator.features import picks_deterministically
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import (
@@ -48,7 +49,8 @@ POD_NAME = "upstream-case"
 
 # Allocator features beyond what upstream's "stable" allocator supports (it supports admin access,
 # prioritized list, partitionable devices, device taints), split by the implementation that supports
-# them: "incubating" (1.36 and 1.37), else "experimental".
+# them: "incubating" (1.36 and 1.37), else "experimental". 1.38's stable allocator supports the
+# incubating ones too, and its incubating allocator all the experimental ones.
 _INCUBATING_GATES = ("DRAConsumableCapacity", "DRAFractionalCapacityRange")
 _EXPERIMENTAL_GATES = (
     "DRAListTypeAttributes",
@@ -66,12 +68,16 @@ def scheduler_allocator(gates: Mapping[str, bool], release: K8sRelease | None = 
 
     This matters for comparisons: "stable" walks ResourceSlices in the scheduler's informer order,
     which is not deterministic, so with it only fit/no-fit is comparable, not which devices were
-    picked; "incubating" and "experimental" sort pools and slices by name."""
-    defaults = (release or k8s_release()).allocator_gate_defaults
+    picked; "incubating" and "experimental" (and, from 1.38, "stable" too) sort pools and slices by
+    name."""
+    rel = release or k8s_release()
+    defaults = rel.allocator_gate_defaults
 
     def on(g: str) -> bool:
         return bool(gates.get(g, defaults.get(g, False)))
 
+    if rel.minor not in ("1.36", "1.37"):
+        return "incubating" if any(on(g) for g in _EXPERIMENTAL_GATES) else "stable"
     if any(on(g) for g in _EXPERIMENTAL_GATES):
         return "experimental"
     binding_and_status = on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus")
@@ -99,12 +105,14 @@ class UpstreamResult:
     ignored_gates: dict[str, bool] = field(default_factory=dict)
     pods: dict[str, UpstreamResult] = field(default_factory=dict)  # per pod, in scheduling order
     allocator: str = ""  # upstream implementation kube-scheduler used: see scheduler_allocator()
+    release: str = ""  # the control plane's Kubernetes minor
     seconds: float = 0.0
 
     @property
     def deterministic(self) -> bool:
-        """Whether upstream's choice of devices is deterministic for this run (not the stable allocator)."""
-        return self.allocator != "stable"
+        """Whether upstream's choice of devices is deterministic for this run (not 1.36's or 1.37's
+        stable allocator)."""
+        return picks_deterministically(self.release, self.allocator)
 
     def devices(self) -> dict[str, list[tuple[str, str, str, str]]]:
         """claim -> [(request, driver, pool, device)] in allocation order."""
@@ -287,6 +295,7 @@ def run_upstream_case(
             result = UpstreamResult(scheduled=False, invalid=str(e.status.get("message", e)))
         result.ignored_gates = ignored
         result.allocator = scheduler_allocator(cp.scheduler_feature_gates, cp.release)
+        result.release = cp.release.minor
         result.seconds = time.monotonic() - t0
         return result
     finally:

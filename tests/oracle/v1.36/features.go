@@ -8,7 +8,6 @@ import (
 )
 
 const kubernetesVersion = "1.36"
-const libraryVersion = "k8s.io/dynamic-resource-allocation v0.36.3"
 
 // allocatorFeatures: kube-scheduler v1.36.3 pkg/scheduler/framework/plugins/dynamicresources
 // AllocatorFeatures and the plugin's cel.NewCache features. DRAListTypeAttributes reaches only CEL.

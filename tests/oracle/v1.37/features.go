@@ -8,7 +8,6 @@ import (
 )
 
 const kubernetesVersion = "1.37"
-const libraryVersion = "k8s.io/dynamic-resource-allocation v0.37.2"
 
 // allocatorFeatures: kube-scheduler v1.37.2 pkg/scheduler/framework/plugins/dynamicresources
 // AllocatorFeatures and the plugin's cel.NewCache features.
