@@ -244,6 +244,23 @@ def test_hami_shares_cannot_be_extended_resources() -> None:
     assert "--mode claims" in run.err
 
 
+def test_time_sliced_gpus_as_extended_resources_name_the_release_that_lacks_kep_6406() -> None:
+    """nvidia.com/gpu.shared kept as an extended resource needs DeviceClass.spec.
+    extendedResourceCapacityRequests (KEP-6406): no release kdra follows has it (not v1.38.0-beta.0), and
+    the object says so."""
+    shared = FRACTIONAL.replace(
+        'limits:\n            nvidia.com/gpu: "0.5"', "limits:\n            nvidia.com/gpu.shared: 1"
+    )
+    assert "gpu.shared" in shared
+    run = run_cli(["--mode", "extended-resource", "-"], stdin=shared)
+    assert run.code == 2
+    assert "nvidia.com/gpu.shared is not a device count" in run.err
+    assert "extendedResourceCapacityRequests (KEP-6406)" in run.err
+    from kdra.api.versions import BUILDS
+
+    assert f"no release kdra follows has it (newest: Kubernetes 1.38, {BUILDS['1.38']})" in run.err
+
+
 def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
     one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
     one.write_text(FRACTIONAL)

@@ -344,6 +344,8 @@ class StreamMigration:
                 if legacy
                 else f"no DRA DeviceClass is known for {request.name}"
             )
+            if legacy and legacy.kind == "shared":
+                why += f" ({res.capacity_requests_release_note()})"
             ctx.blocked(
                 f"{where.at(request.path, request.key.start_mark.line)}: {why}",
                 "KEP-5004 maps an extended resource to a number of devices; use --mode claims, which turns "

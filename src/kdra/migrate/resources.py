@@ -274,6 +274,27 @@ def mig_selector(profile: str) -> str:
     return f"device.attributes[{cel_string(NVIDIA_DRIVER)}].profile == {cel_string(profile)}"
 
 
+# KEP-6406's gate: DeviceClass.spec.extendedResourceCapacityRequests serves an extended resource as a
+# capacity share of a device (nvidia.com/gpu.shared: 1 as shares: 1), with no pod change.
+CAPACITY_REQUESTS_GATE = "DRAExtendedResourceCapacity"
+
+
+def capacity_requests_release_note() -> str:
+    """Which release kdra follows could serve a time-sliced GPU as an extended resource: KEP-6406's
+    DeviceClass.spec.extendedResourceCapacityRequests, where a release's gates have it."""
+    from kdra.allocator.features import GATES
+    from kdra.api.versions import BUILDS
+
+    having = [v for v, gates in GATES.items() if CAPACITY_REQUESTS_GATE in gates]
+    if having:
+        return f"Kubernetes {', '.join(having)} can, with {CAPACITY_REQUESTS_GATE} (KEP-6406)"
+    newest = list(BUILDS)[-1]
+    return (
+        "a DeviceClass's extendedResourceCapacityRequests (KEP-6406) would serve it as capacity shares, but "
+        f"no release kdra follows has it (newest: Kubernetes {newest}, {BUILDS[newest]})"
+    )
+
+
 def extended_resource_class(resource: str, legacy: Legacy) -> dict[str, Any] | None:
     """KEP-5004 DeviceClass serving `resource` through DRA; None when the request is not a device count."""
     if legacy.kind == "gpu":
