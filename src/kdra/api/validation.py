@@ -338,12 +338,16 @@ def is_c_identifier(value: str) -> tuple[str, ...]:
     return (C_IDENTIFIER_ERR,)
 
 
-_SEMVER_RE: Final = re.compile(
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?"
-    r"(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?",
-    re.ASCII,
-)
+def _semver_re(numeric: str) -> re.Pattern[str]:
+    pre = rf"({numeric}|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+    return re.compile(
+        rf"{numeric}\.{numeric}\.{numeric}(-{pre}(\.{pre})*)?(\+[0-9a-zA-Z-]+(\.[0-9a-zA-Z-]+)*)?", re.ASCII
+    )
+
+
+_SEMVER_RE: Final = _semver_re(r"(0|[1-9]\d*)")
+# kube-apiserver 1.38: numbers in a version have at most 18 digits (they must fit an int64).
+_SEMVER_18_RE: Final = _semver_re(r"(0|[1-9]\d{0,17})")
 
 _UUID_RE: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -361,7 +365,7 @@ def _go_type(expected: type | tuple[type, ...]) -> str:
 class _V:
     """Accumulates FieldErrors; helpers read fields of unknown shape without ever raising."""
 
-    __slots__ = ("cel_compile", "errs", "fractional_capacity_range", "list_type_attributes", "v1_36")
+    __slots__ = ("cel_compile", "errs", "fractional_capacity_range", "list_type_attributes", "v1_36", "v1_38")
 
     def __init__(
         self,
@@ -375,6 +379,9 @@ class _V:
         self.list_type_attributes = list_type_attributes
         # What differs between kube-apiserver 1.36 and 1.37 (the release in `features`).
         self.v1_36 = features is not None and features.version == "1.36"
+        # From 1.38 (pkg/apis/resource/validation): qualified names with more than one slash are refused,
+        # version numbers have at most 18 digits, capacity names in requests and results are checked.
+        self.v1_38 = features is not None and features.version not in ("1.36", "1.37")
         self.fractional_capacity_range = features.fractional_capacity_range if features is not None else True
 
     # -- error constructors
@@ -557,8 +564,10 @@ class _V:
                 self.invalid(path, "", "the name must not be empty")
             else:
                 self.c_identifier(parts[1], path)
-        # More than one slash: kube-apiserver 1.36 accepts such names (validateQualifiedName has no
-        # branch for them; rejecting them came later), so kdra does too.
+        elif self.v1_38:
+            self.invalid(path, name, "must not contain more than one slash")
+        # More than one slash before 1.38: kube-apiserver accepts such names (validateQualifiedName has no
+        # branch for them), so kdra does too.
 
     def fully_qualified_name(self, name: object, path: str) -> None:
         if not isinstance(name, str):
@@ -956,6 +965,8 @@ class _V:
             if not isinstance(name, str):
                 continue
             assert reqs is not None
+            if self.v1_38:
+                self.qualified_name(name, path + ".requests")
             self.get_quantity(reqs, name, f"{path}.requests[{name}]")
 
     def request_refs(self, obj: dict[str, Any], path: str, names: dict[str, set[str] | None]) -> None:
@@ -1058,6 +1069,8 @@ class _V:
                 consumed = self.get_dict(r, "consumedCapacity", rp + ".consumedCapacity")
                 for name in sorted(consumed or {}, key=str):
                     assert consumed is not None
+                    if self.v1_38:
+                        self.qualified_name(name, rp + ".consumedCapacity")
                     self.get_quantity(consumed, name, f"{rp}.consumedCapacity[{name}]")
                 allocated.add((_s(r.get("driver")), _s(r.get("pool")), _s(r.get("device")), share or ""))
             cp = dp + ".config"
@@ -1386,7 +1399,13 @@ class _V:
         if not isinstance(v, str):
             self.wrong_type(path, v, str)
             return
-        if not _SEMVER_RE.fullmatch(v):
+        if self.v1_38 and not _SEMVER_18_RE.fullmatch(v):
+            self.invalid(
+                path,
+                v,
+                "must be a string compatible with semver.org spec 2.0.0, with at most 18 digits in numbers",
+            )
+        elif not self.v1_38 and not _SEMVER_RE.fullmatch(v):
             self.invalid(path, v, "must be a string compatible with semver.org spec 2.0.0")
         if _blen(v) > DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH:
             self.too_long(path, DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
@@ -1752,9 +1771,10 @@ def request_ref_errors(name: object, path: str) -> list[FieldError]:
 
 @lru_cache(maxsize=16384)
 def _qualified_name_ok(name: str) -> bool:
+    """Valid in every release (the fast path; a name with two slashes is valid only before 1.38)."""
     v = _V()
     v.qualified_name(name, "")
-    return not v.errs
+    return not v.errs and name.count("/") <= 1
 
 
 @lru_cache(maxsize=16384)
@@ -1768,7 +1788,7 @@ def _quantity_ok(value: str) -> bool:
 
 @lru_cache(maxsize=8192)
 def _version_ok(value: str) -> bool:
-    return _blen(value) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH and _SEMVER_RE.fullmatch(value) is not None
+    return _blen(value) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH and _SEMVER_18_RE.fullmatch(value) is not None
 
 
 def _attributes_ok(attrs: dict[str, Any]) -> bool:
