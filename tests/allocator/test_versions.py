@@ -211,3 +211,23 @@ def test_all_meeting_an_incomplete_pool_rules_out_the_node_only_in_1_38() -> Non
     assert str(node_info.value) == message
     got = Allocator(classes, slices, [], V138).allocate({"metadata": {"name": "n2"}}, [c]).allocations
     assert got is not None and [r["pool"] for r in got[0]["devices"]["results"]] == ["n2"]
+
+
+def test_constraint_on_a_list_attribute_fails_the_attempt_in_1_38() -> None:
+    # Without DRAListTypeAttributes a matchAttribute over a list-valued attribute: 1.37 takes the first
+    # device (nothing to compare it with yet), 1.38 fails with "unsupported attribute value" (structured/internal/stable/constraint.go); the
+    # stable allocator names the claim and request, the incubating one (an alpha gate on) does not.
+    dev = {"name": "g0", "attributes": {"model": {"strings": ["a", "b"]}}}
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[dev])]
+    c = claim("m", exactly("r", "ga"))
+    c["spec"]["devices"]["constraints"] = [{"matchAttribute": "a.example.com/model"}]
+    classes = [cls("ga", "a.example.com")]
+    got = Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations
+    assert got is not None and [r["device"] for r in got[0]["devices"]["results"]] == ["g0"]
+    message = "device a.example.com/p/g0: unsupported attribute value for a.example.com/model"
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V138).allocate(N1, [c])
+    assert str(info.value) == f"claim default/m, request r: {message}"
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V138.with_gates(DRADerivedAttributes=True)).allocate(N1, [c])
+    assert str(info.value) == message

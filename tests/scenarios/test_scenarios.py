@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kdra.api.versions import SUPPORTED_VERSIONS
 from kdra.cli.main import main
 from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
 from kdra.testing.differential import RESULT_KEYS
@@ -171,8 +172,8 @@ def test_case_format(path: Path) -> None:
     cites = case.get("cites")
     assert cites and all(isinstance(c, str) and c for c in (cites if isinstance(cites, list) else [cites]))
     assert isinstance(case.get("objects"), list) and case["objects"], "objects must be a non-empty list"
-    assert case.get("kubernetesVersion") in (None, "1.36", "1.37")
-    assert set(case.get("expectByVersion") or {}) <= {"1.36", "1.37"}
+    assert case.get("kubernetesVersion") in (None, *SUPPORTED_VERSIONS)
+    assert set(case.get("expectByVersion") or {}) <= set(SUPPORTED_VERSIONS)
     for expect in [case.get("expect") or {}, *(case.get("expectByVersion") or {}).values()]:
         kinds = [k for k in EXPECT_KINDS if k in expect and expect[k] is not False]
         assert len(kinds) == 1, f"expect needs exactly one of {EXPECT_KINDS}, has {sorted(expect)}"

@@ -353,7 +353,15 @@ def claim_ref(claim: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+class _UnsupportedValue(AllocationError):
+    """A constraint cannot compare a device's attribute value (see `_Constraint.unsupported_fails`)."""
+
+
 class _Constraint:
+    # From 1.38, without DRAListTypeAttributes a device whose attribute holds a list (or a value of an
+    # unknown type) fails the attempt instead of not matching (structured/internal/*/constraint.go).
+    unsupported_fails = False
+
     def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
         self.request_names = set(request_names)
         self.attribute = attribute
@@ -366,6 +374,10 @@ class _Constraint:
         if self.lookup is not None:
             return self.lookup(rd, dev, self.attribute)
         return dev.attribute(self.attribute)
+
+    def check_comparable(self, av: tuple[str, Any] | None, dev: DeviceEntry) -> None:
+        if self.unsupported_fails and not self.list_types and (av is None or av[0].endswith("s")):
+            raise _UnsupportedValue(f"device {dev.id}: unsupported attribute value for {self.attribute}")
 
     def applies(self, rd: ReqData) -> bool:
         if not self.request_names:
@@ -412,6 +424,7 @@ class MatchAttribute(_Constraint):
         if raw is None:
             return False
         av = attribute_value(raw)
+        self.check_comparable(av, dev)
         if self.num == 0:
             if self.list_types:
                 if av is None:
@@ -479,6 +492,7 @@ class DistinctAttribute(_Constraint):
         if raw is None:
             return False
         av = attribute_value(raw)
+        self.check_comparable(av, dev)
         earlier = self.values.values() if self.per_request else self.stack
         if self.list_types:
             if av is None:
@@ -900,20 +914,21 @@ class _Run:
             constraints: list[_Constraint] = []
             for i, c in enumerate(devices.get("constraints") or []):
                 names = c.get("requests") or []
+                constraint: _Constraint
                 if c.get("matchAttribute") is not None:
-                    constraints.append(MatchAttribute(names, c["matchAttribute"], f.list_type_attributes))
+                    constraint = MatchAttribute(names, c["matchAttribute"], f.list_type_attributes)
                 elif c.get("distinctAttribute") is not None and (
                     f.variant != "stable" or f.stable_distinct_attribute
                 ):
-                    constraints.append(
-                        DistinctAttribute(
-                            names, c["distinctAttribute"], f.list_type_attributes, per_request=f.v1_36
-                        )
+                    constraint = DistinctAttribute(
+                        names, c["distinctAttribute"], f.list_type_attributes, per_request=f.v1_36
                     )
                 else:
                     raise AllocationError(
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
+                constraint.unsupported_fails = f.unsupported_attribute_fails
+                constraints.append(constraint)
             self.constraints.append(constraints)
         if self.has_derived:
             for constraints in self.constraints:
@@ -1749,13 +1764,24 @@ class _Run:
         constraints = self.constraints[ci]
         added = 0
         for c in constraints:
-            if not c.add(rd, dev):
+            try:
+                ok = c.add(rd, dev)
+            except _UnsupportedValue as err:
+                ok, failure = False, err
+            else:
+                failure = None
+            if not ok:
                 for j in range(added - 1, -1, -1):
                     constraints[j].remove(rd, dev)
                 if counters_reserved:
                     self._release_counters(dev, pi)
                 if compat_undo is not None:
                     compat_undo()
+                if failure is not None:
+                    # The stable allocator names the claim and request; the incubating one does not.
+                    if f.variant != "stable":
+                        raise AllocationError(str(failure))
+                    raise AllocationError(f"claim {claim_ref(self.claims[ci])}, request {rd.name}: {failure}")
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {rd.name}: cannot add device {dev.id} "

@@ -366,6 +366,12 @@ class FeatureGates:
         return self.version not in ("1.36", "1.37")
 
     @property
+    def unsupported_attribute_fails(self) -> bool:
+        """A matchAttribute/distinctAttribute constraint meeting a list value (without DRAListTypeAttributes)
+        fails the attempt with "unsupported attribute value" (1.38); before, the device did not match."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
     def stable_distinct_attribute(self) -> bool:
         """Whether the stable allocator knows distinctAttribute (1.38's does; before, "empty constraint")."""
         return self.version not in ("1.36", "1.37")

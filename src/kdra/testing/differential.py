@@ -528,7 +528,9 @@ def version_difference(world: World, oracles: dict[str, Oracle], timeout: float)
     scores nodes, kdra takes them by name; a corpus case must hold on a real cluster too)."""
     old, new = SUPPORTED_VERSIONS[0], SUPPORTED_VERSIONS[-1]
     answers = {v: oracles[v].run_one(oracle_case(world, v, str(world.seed), timeout)) for v in (old, new)}
-    if any(a.get("variant") == "stable" or a.get("fatal") for a in answers.values()):
+    if any(
+        not picks_deterministically(v, str(a.get("variant"))) or a.get("fatal") for v, a in answers.items()
+    ):
         return None
     if any(g["outcome"] == "timeout" for a in answers.values() for g in a.get("groups") or []):
         return None
