@@ -215,8 +215,9 @@ def test_all_meeting_an_incomplete_pool_rules_out_the_node_only_in_1_38() -> Non
 
 def test_constraint_on_a_list_attribute_fails_the_attempt_in_1_38() -> None:
     # Without DRAListTypeAttributes a matchAttribute over a list-valued attribute: 1.37 takes the first
-    # device (nothing to compare it with yet), 1.38 fails with "unsupported attribute value" (structured/internal/stable/constraint.go); the
-    # stable allocator names the claim and request, the incubating one (an alpha gate on) does not.
+    # device (nothing to compare it with yet), 1.38 fails with "unsupported attribute value"
+    # (structured/internal/stable/constraint.go); the stable allocator names the claim and request, the
+    # incubating one (an alpha gate on) does not.
     dev = {"name": "g0", "attributes": {"model": {"strings": ["a", "b"]}}}
     slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[dev])]
     c = claim("m", exactly("r", "ga"))

@@ -1764,12 +1764,11 @@ class _Run:
         constraints = self.constraints[ci]
         added = 0
         for c in constraints:
+            failure: _UnsupportedValue | None = None
             try:
                 ok = c.add(rd, dev)
             except _UnsupportedValue as err:
                 ok, failure = False, err
-            else:
-                failure = None
             if not ok:
                 for j in range(added - 1, -1, -1):
                     constraints[j].remove(rd, dev)
