@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, KubeConfig, Obj
 from kdra.testing.wait import wait_for
@@ -182,7 +183,7 @@ RELEASES: dict[str, K8sRelease] = {
         workload_api_version="v1beta1",
     ),
 }
-DEFAULT_K8S_VERSION = "1.37"
+DEFAULT_K8S_VERSION = DEFAULT_VERSION  # the release kdra behaves like by default (kdra.api.versions)
 K8S_VERSION_ENV = "KDRA_K8S_VERSION"
 
 
@@ -244,7 +245,7 @@ AUDIT_POLICY = """{
   "rules": [
     {"level": "None", "verbs": ["get", "list", "watch"]},
     {"level": "Metadata", "resources": [
-      {"group": "", "resources": ["pods", "pods/binding", "pods/status", "events"]},
+      {"group": "", "resources": ["pods", "pods/binding", "pods/status", "pods/eviction", "events"]},
       {"group": "resource.k8s.io",
        "resources": ["resourceclaims", "resourceclaims/status", "devicetaintrules"]},
       {"group": "coordination.k8s.io", "resources": ["leases"]}
@@ -581,9 +582,10 @@ class ControlPlaneConfig:
     # The upstream Workload API (scheduling.k8s.io Workload/PodGroup, GenericWorkload), in the version this
     # control plane serves it: v1alpha2 on 1.36, v1beta1 on 1.37.
     workload_api: bool = True
-    # Write an audit log of every write to pods, bindings, ResourceClaims, DeviceTaintRules, Events and
-    # Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record of who
-    # wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not logged.
+    # Write an audit log of every write to pods, bindings, evictions, ResourceClaims, DeviceTaintRules,
+    # Events and Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record
+    # of who wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not
+    # logged.
     audit_log: bool = False
 
     def feature_gates_arg(self) -> str:
