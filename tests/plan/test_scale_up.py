@@ -64,7 +64,7 @@ def _workload() -> list[dict]:
     ]
     objs += [pod(f"train-{i}", templates=("two",), cpu="16", group="train") for i in range(4)]
     objs += [pod(f"infer-{i}", templates=("small",)) for i in range(6)]
-    objs += [pod(f"share-{i}", claims=("shared",)) for i in range(3)]
+    objs += [pod(f"share-{i}", claims=("shared",), schedulerName="kdra") for i in range(3)]
     return objs
 
 
@@ -79,7 +79,10 @@ def test_gang_mig_and_shared_claim_pods_all_bind_and_simulate_runs_the_plan(tmp_
     assert all(f"ml/train-{i}" in on for i in range(4))
     doc = plan_document(plan)
     assert doc["status"]["podsOnAddedNodes"] == 13 and doc["status"]["unschedulablePods"] == 0
-    # The plan as a Fleet: kdra simulate binds every pod on it.
+    # The plan as a Fleet: kdra simulate binds every pod on it (its scheduler serves default-scheduler pods;
+    # the plan checked the kdra-named ones with kdra's scheduler all the same).
+    for o in objs:
+        o.get("spec", {}).pop("schedulerName", None)
     sim = _simulate(fleet_document(plan, "added"), objs, tmp_path)
     assert sim["metrics"]["pods_total"] == 13 and sim["metrics"]["pods_pending"] == 0
 

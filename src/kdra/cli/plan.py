@@ -197,6 +197,15 @@ def _dump(doc: Any, output: str) -> None:
         sys.stdout.write(dump_yaml([doc]))
 
 
+def _fleet_name(plan: Any, base: Any) -> str:
+    """A name of the plan's own: `kdra driver sim` owns the nodes of a fleet name (it removes those a later
+    run of the same name lacks), so two plans added to one cluster must not share one."""
+    import hashlib
+
+    digest = hashlib.sha256(",".join(b.name for b in plan.added).encode()).hexdigest()[:8]
+    return f"{base.name}-scale-up-{digest}" if base is not None else f"scale-up-{digest}"
+
+
 def _scale_up(args: argparse.Namespace) -> int:
     from kdra.cli.common import namespace_filter
     from kdra.plan.result import fleet_document, plan_document, table
@@ -214,8 +223,7 @@ def _scale_up(args: argparse.Namespace) -> int:
     if args.output in ("yaml", "json"):
         _dump(doc, args.output)
     elif args.output == "fleet":
-        name = f"{base.name}-scaled-up" if base is not None else "scale-up"
-        _dump(fleet_document(plan, name, base), "yaml")
+        _dump(fleet_document(plan, _fleet_name(plan, base), base), "yaml")
     elif args.output == "name":
         from kdra.cli.output import write_names
 

@@ -66,7 +66,10 @@ def check(inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj]) -> Verdi
     gq = GangQueues(store) if any(is_scheduling_object(o) for o in inputs.scheduling) else None
     sched = Scheduler(store, gq.config(None) if gq else None, clock=clock)
     for p in pending:
-        store.create(_new(p))
+        # Whichever scheduler the pod names (kdra, kube-scheduler), the check asks kdra's.
+        q = _new(p)
+        q["spec"].pop("schedulerName", None)
+        store.create(q)
     queue = sched.queue
     now = 0.0
     while now <= HORIZON:
