@@ -125,6 +125,13 @@ def register(subparsers: Any) -> None:
     _common(up)
     add_namespace_args(up, "pending pods")
     up.add_argument("--queue", default=None, help="only the pods of this queue (the pod's or its gang's)")
+    up.add_argument(
+        "--scoring",
+        choices=("LeastAllocated", "MostAllocated"),
+        default="LeastAllocated",
+        help="NodeResourcesFit scoring of the cluster's scheduler, for the plan's check (default: upstream's "
+        "LeastAllocated; MostAllocated packs, as autoscaled clusters are often configured)",
+    )
     up.add_argument("pods", nargs="*", metavar="POD", help="only these pending pods (NAME or NAMESPACE/NAME)")
     up.set_defaults(func=_scale_up)
     down = sub.add_parser(
@@ -213,7 +220,13 @@ def _scale_up(args: argparse.Namespace) -> int:
 
     features, inputs, types, base = _load(args)
     plan = plan_scale_up(
-        inputs, types, features, namespace=namespace_filter(args), queue=args.queue, names=args.pods
+        inputs,
+        types,
+        features,
+        namespace=namespace_filter(args),
+        queue=args.queue,
+        names=args.pods,
+        scoring=args.scoring,
     )
     doc = plan_document(plan)
     if args.report:

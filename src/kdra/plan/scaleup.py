@@ -144,8 +144,11 @@ def plan_scale_up(
     names: Sequence[str] = (),
     exact: bool = True,
     verify: bool = True,
+    scoring: str = "LeastAllocated",
 ) -> ScaleUp:
     from kdra.plan.verify import check
+    from kdra.scheduler.plugins.noderesources import ScoringStrategy
+    from kdra.scheduler.scheduler import SchedulerConfig
 
     start = time.perf_counter()
     gangs = gang_specs(inputs.scheduling)
@@ -160,7 +163,8 @@ def plan_scale_up(
         current, todo = inputs, want
         for _ in range(MAX_ROUNDS):
             t0 = time.perf_counter()
-            verdict = check(current, added_objs, todo)
+            config = SchedulerConfig(scoring=ScoringStrategy(type=scoring), features=features)
+            verdict = check(current, added_objs, todo, config)
             plan.check_seconds += time.perf_counter() - t0
             after = split(verdict.objects)
             after.pdbs = inputs.pdbs

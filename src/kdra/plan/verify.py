@@ -14,7 +14,7 @@ from kdra.cluster.store import MemoryStore, clone
 from kdra.plan.demand import Obj, ref
 from kdra.plan.inputs import Inputs
 from kdra.scheduler.gang import is_scheduling_object
-from kdra.scheduler.scheduler import Scheduler
+from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 from kdra.scheduler.session import GangQueues
 
 # Virtual seconds the check may run: kube-scheduler's backoff (1-10 s) and the 5-minute flush of pods parked
@@ -24,11 +24,12 @@ HORIZON = 900.0
 _ORDER = {"Namespace": 0, "PriorityClass": 0, "DeviceClass": 1, "Node": 2, "ResourceSlice": 3}
 
 
-def _new(obj: Obj) -> Obj:
+def _new(obj: Obj, deep: bool = True) -> Obj:
     """A copy to create: objects read from a store (a live cluster, an earlier check) carry a
-    resourceVersion, which a create refuses."""
-    out = clone(obj)
-    out.get("metadata", {}).pop("resourceVersion", None)
+    resourceVersion, which a create refuses. Nodes, slices and classes, which scheduling only reads, share
+    their contents with the input (`deep=False`); pods and claims, which it writes, are cloned."""
+    out = clone(obj) if deep else {**obj, "metadata": dict(obj.get("metadata") or {})}
+    out["metadata"].pop("resourceVersion", None)
     return out
 
 
@@ -38,9 +39,11 @@ class Verdict:
     objects: list[Obj]  # the cluster afterwards: nodes, devices, claims, pods as the scheduler left them
 
 
-def check(inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj]) -> Verdict:
-    """Schedule `pending` with kdra's scheduler on the cluster plus `added` (Nodes, ResourceSlices and
-    DeviceClasses)."""
+def check(
+    inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj], config: SchedulerConfig | None = None
+) -> Verdict:
+    """Schedule `pending` with kdra's scheduler (`config`: its scoring and gates, as the cluster runs it) on
+    the cluster plus `added` (Nodes, ResourceSlices and DeviceClasses)."""
     clock = VirtualClock()
     store = MemoryStore(clock=clock, seed=0)
     classes = {**inputs.classes}
@@ -60,11 +63,11 @@ def check(inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj]) -> Verdi
         if store.try_get("Namespace", ns) is None:
             store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for o in sorted(static, key=lambda o: _ORDER.get(o.get("kind", ""), 9)):
-        store.create(_new(o))
+        store.create(_new(o, deep=False))
     for o in [*inputs.templates, *inputs.claims, *inputs.scheduling, *inputs.running]:
         store.create(_new(o))
     gq = GangQueues(store) if any(is_scheduling_object(o) for o in inputs.scheduling) else None
-    sched = Scheduler(store, gq.config(None) if gq else None, clock=clock)
+    sched = Scheduler(store, gq.config(config) if gq else config, clock=clock)
     for p in pending:
         # Whichever scheduler the pod names (kdra, kube-scheduler), the check asks kdra's.
         q = _new(p)
