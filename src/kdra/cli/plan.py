@@ -25,7 +25,8 @@ inputs:
   The cluster and the pods to plan for as Kubernetes objects: -f FILE (YAML/JSON, folders, - for stdin; what
   `kdra export` writes) or --kubeconfig (a live cluster, read as `kdra export` does, with PodGroups,
   Workloads, Queues, Topology and PodDisruptionBudgets). -c FLEET adds a Fleet's nodes as the cluster.
-  Pods without spec.nodeName are pending; pods with one are running where they are.
+  Without -f or -c, the cluster of the kubeconfig's loading rules (as kubectl). Pods without spec.nodeName
+  are pending; pods with one are running where they are.
 
 node types:
   --node-types FLEET: the pools of a Fleet (default: the bundled `node-types`, the catalog's accelerator
@@ -39,6 +40,9 @@ output:
   document; fleet the added nodes as a Fleet (`kdra driver sim -c` adds them to a cluster; with -c FLEET it
   is that fleet plus the added pools, which `kdra simulate -c` runs). --report FILE writes an HTML page.
 """
+
+
+DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Namespace")
 
 
 def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
@@ -163,12 +167,16 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
         )
     objs: list[Any] = []
     if args.files:
+        from kdra.api.validation import validate_objects
+
         objs = load_paths(args.files)
-        check_fields(
-            [o for o in objs if o.get("apiVersion", "").split("/")[0] in ("v1", "resource.k8s.io")],
-            validate_mode(args),
+        api = [o for o in objs if str(o.get("apiVersion", "")).split("/")[0] in ("v1", "resource.k8s.io")]
+        check_fields(api, validate_mode(args))
+        # What the allocator reads, with the API server's rules (as kdra allocate does).
+        validate_objects(
+            [o for o in api if o.get("kind") in DRA_KINDS], list_type_attributes=True, features=features
         )
-    elif args.kubeconfig:
+    elif args.kubeconfig or args.context or not args.cluster:  # kubectl's loading rules, as kdra export
         from kdra.cli.kube import make_client
         from kdra.plan.inputs import read_cluster
 
