@@ -176,7 +176,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
         validate_objects(
             [o for o in api if o.get("kind") in DRA_KINDS], list_type_attributes=True, features=features
         )
-    elif args.kubeconfig or args.context or not args.cluster:  # kubectl's loading rules, as kdra export
+    elif args.kubeconfig or args.context or not args.fleet:  # kubectl's loading rules, as kdra export
         from kdra.cli.kube import make_client
         from kdra.plan.inputs import read_cluster
 
