@@ -224,20 +224,17 @@ def _try_move(
         pending.append(q)
     others = [c for c in inputs.claims if ref(c) not in released]
     demand = build_demand(pending, [*others, *fresh_claims], inputs.templates, gangs)
-    targets = [b for b in search.existing() if b is not node and b.name not in drained]
-    saved_existing = search.existing
-    search.existing = lambda: targets  # type: ignore[method-assign]
+    search.excluded = {*drained, node.name}
+    targets = search.existing()
     done_all: list[tuple[Bin, Placement]] = []
     ok = True
-    try:
-        for job in demand.jobs:
-            done = _place(search, job, targets)
-            if done is None:
-                ok = False
-                break
-            done_all.extend(done)
-    finally:
-        search.existing = saved_existing  # type: ignore[method-assign]
+    for job in demand.jobs:
+        done = _place(search, job, targets)
+        if done is None:
+            ok = False
+            break
+        done_all.extend(done)
+    search.excluded = set(drained)
     if ok:
         return [(pd.key, b.name) for b, pl in done_all for pd in pl.unit.pods]
     for b, pl in reversed(done_all):

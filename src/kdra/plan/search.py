@@ -54,6 +54,10 @@ class Unplaced:
     findings: list[NodeFinding] = field(default_factory=list)  # per node type, against its template
 
 
+def _in_zone(zone: str) -> Callable[[NodeType], bool]:
+    return lambda t: t.zone == zone
+
+
 def domain_size(t: NodeType, label: str) -> int:
     """How many added nodes of type `t` one domain of `label` holds (0: its nodes have no such label)."""
     topo = t.pool.topology
@@ -90,6 +94,7 @@ class Search:
         self.name = name or (lambda t, i: f"{t.pool.name}-new-{i}")
         self.constrained: set[int] = set()  # ids of placements a topology level holds in place
         self.placed: dict[str, list[tuple[Bin, Placement]]] = {}
+        self.excluded: set[str] = set()  # cluster nodes not to place on (scale-down: the drained ones)
         self.unplaced: list[Unplaced] = []
 
     # -- opening nodes ------------------------------------------------------------------------------
@@ -140,7 +145,9 @@ class Search:
     # -- placing ------------------------------------------------------------------------------------
 
     def existing(self) -> list[Bin]:
-        return list(self.cluster.bins) if self.cluster is not None else []
+        if self.cluster is None:
+            return []
+        return [b for b in self.cluster.bins if b.name not in self.excluded]
 
     def fill(
         self, units: Sequence[Unit], bins: list[Bin], opener: Opener | None
@@ -204,9 +211,7 @@ class Search:
             zones = sorted(set(by_value) | {t.zone for t in self.types if t.zone})
             for z in zones:
                 added = [b for b in self.added if b.type is not None and b.type.zone == z]
-                out.append(
-                    (by_value.get(z, []) + added, self._open_best(lambda t, z=z: t.zone == z), None)  # type: ignore[misc]
-                )
+                out.append((by_value.get(z, []) + added, self._open_best(_in_zone(z)), None))
             return out
         for v in sorted(by_value):
             out.append((by_value[v], None, None))
@@ -240,16 +245,15 @@ class Search:
             return self.fill(job.units, bins, self._open_best())
         label = self.levels.resolve(required)
         for bins, opener, group in self._domains(job, label):
-            new_group = group is not None and group not in self.groups
-            if new_group:
-                assert group is not None
-                self.groups.append(group)
+            new_group = group if group is not None and group not in self.groups else None
+            if new_group is not None:
+                self.groups.append(new_group)
             done = self.fill(job.units, list(bins), opener)
             if done is not None:
                 self.constrained.update(id(p) for _, p in done)
                 return done
-            if new_group:
-                self.groups.remove(group)  # type: ignore[arg-type]
+            if new_group is not None:
+                self.groups.remove(new_group)
         return None
 
     # -- the whole run ------------------------------------------------------------------------------
