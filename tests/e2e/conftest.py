@@ -38,6 +38,7 @@ from kdra.testing.controlplane import (
     force_delete,
 )
 from kdra.testing.shared_plane import AttachedControlPlane, session_config
+from kdra.testing.wait import clear_diagnostics, diagnostics
 
 E2E_DIR = Path(__file__).parent
 
@@ -47,6 +48,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if E2E_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def _diagnostics() -> Iterator[None]:
+    """Logs registered by a test (its kdra processes) are printed by its timed-out waits and failure."""
+    clear_diagnostics()
+    yield
+    clear_diagnostics()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report (and so the lane log) carries the tails of its kdra processes' logs and of
+    the control plane's components, read when it failed."""
+    outcome = yield
+    rep = outcome.get_result()  # type: ignore[attr-defined]
+    if not rep.failed or call.when == "teardown":
+        return
+    logs = diagnostics(lines=80)
+    if logs:
+        rep.sections.append(("kdra logs", logs))
+    cp = getattr(item, "funcargs", {}).get("control_plane")
+    if isinstance(cp, ControlPlane):
+        rep.sections.append(("control plane log tails", cp.logs(lines=40)))
 
 
 @pytest.fixture(scope="session")

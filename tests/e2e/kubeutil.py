@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +17,7 @@ from pathlib import Path
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete
+from kdra.testing.wait import diagnose, wait_for
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -144,15 +145,8 @@ def allocated_devices(kube: KubeClient, namespace: str | None = None) -> list[tu
     return out
 
 
-def wait_until(fn: object, timeout: float, what: str, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(StoreError, OSError):
-            if fn():  # type: ignore[operator]
-                return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+def wait_until(fn: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> None:
+    wait_for(fn, timeout, what, interval)
 
 
 class KdraProcess:
@@ -161,6 +155,7 @@ class KdraProcess:
     def __init__(self, cp: ControlPlane, args: list[str], log: Path) -> None:
         self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        diagnose(f"kdra {args[0]} ({log.name})", self.log)  # every timed-out wait prints its tail
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kdra.cli.main", *args, "--kubeconfig", str(cp.kubeconfig)],
             stdin=subprocess.DEVNULL,

@@ -5,7 +5,6 @@ and the questions the tests ask of the API (who is bound where, holding which de
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -13,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kdra.cluster.store import AlreadyExistsError, StoreError
+from kdra.cluster.store import AlreadyExistsError
 from kdra.fleets import parse_fleet, render
 from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, force_delete
 from kdra.testing.invariants import Violation, pod_claim_names
+from kdra.testing.wait import wait_for
 
 from .kubeutil import KdraProcess
 
@@ -250,18 +250,7 @@ def events_for(kube: KubeClient, namespace: str, name: str, kind: str | None = N
 
 
 def wait(fn: Any, timeout: float, what: str, interval: float = 0.3, log: Any = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = fn()
-        except (StoreError, OSError):
-            got = None
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            extra = f"\n{log()}" if log is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(interval)
+    return wait_for(fn, timeout, what, interval, log=log)
 
 
 def settled(kube: KubeClient, namespace: str, timeout: float = 60.0, **kw: Any) -> list[Violation]:

@@ -30,6 +30,7 @@ from kdra.kube.client import RESOURCES, KubeClient, request_info
 from kdra.testing.controlplane import ControlPlane, free_port
 from kdra.testing.helm import chart_dir, ensure_helm, helm, render
 from kdra.testing.hostpod import host_process, write_service_account
+from kdra.testing.wait import diagnose, file_tail
 
 from .kubeutil import DeviceFleet, bound_pods, claim_template, create_pods, template_pod, wait_until
 
@@ -210,6 +211,7 @@ class HostPod:
         assert not any(k == "KUBECONFIG" for k in env)  # in-cluster config only
         self.log_path = workdir / f"{container}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        diagnose(f"{container} container", file_tail(self.log_path))
         self.proc = subprocess.Popen(
             argv,
             env=env,
@@ -406,6 +408,7 @@ def test_exporter_says_what_is_forbidden(
     write_kubeconfig(kc, control_plane.server, control_plane.certs.ca_cert, token)
     port = free_port()
     log = tmp_path / "exporter.log"
+    diagnose("kdra exporter", file_tail(log))
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [*KDRA, "exporter", "--kubeconfig", str(kc), "--listen", f"127.0.0.1:{port}"],

@@ -16,6 +16,7 @@ import pytest
 from kdra.kube.client import KubeClient, KubeConfig, UnavailableError
 from kdra.testing.controlplane import ControlPlane
 from kdra.testing.tcpproxy import IdleClosingProxy
+from kdra.testing.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -59,13 +60,12 @@ def test_a_rotated_service_account_token_is_picked_up_after_a_401(
     second, _ = bound_token("holder-2")
     token_file.write_text(second)
     kube.delete("Secret", "holder-1", namespace)
-    deadline = time.monotonic() + 30
-    while True:  # the API server's token cache may accept the old one a moment longer; never an error
-        assert client.list("ConfigMap", namespace) is not None
-        if client.credentials.token() == second or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert client.credentials.token() == second
+
+    def rotated() -> bool:  # the API server's token cache may accept the old one a moment longer
+        assert client.list("ConfigMap", namespace) is not None  # never an error meanwhile
+        return client.credentials.token() == second
+
+    wait_for(rotated, 30, "the client to use the new token", interval=0.5)
     # once revoked, the old token is refused by the API server: the client never used it after the 401
     stale = KubeClient(
         KubeConfig(server=control_plane.server, token=first, ca_file=str(control_plane.certs.ca_cert)), qps=0
@@ -118,7 +118,7 @@ def test_writes_after_idle_connections_were_closed_all_succeed(
         lambda: client.create(event(namespace, "e2")),
     ]
     for write in writes:
-        time.sleep(1.3)  # the proxy closes the idle keep-alive connection
+        wait_for(lambda: proxy.open == 0, 10, "the proxy to close the idle keep-alive connections")
         write()
     assert proxy.idle_closed >= len(writes)
     assert client.stale_connections >= len(writes) - 1 and client.retried == 0

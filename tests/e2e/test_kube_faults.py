@@ -12,6 +12,7 @@ import pytest
 
 from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import ControlPlane
+from kdra.testing.wait import stays
 
 from .kubeutil import (
     DeviceFleet,
@@ -149,8 +150,11 @@ def test_standby_replica_stays_passive_until_the_leader_dies(
         wait_until(lambda: "waiting for the leader lease" in standby.log(), 30, "replica-b to start")
         create_pods(kube, [template_pod(f"a{i:02d}", namespace, "one") for i in range(10)], workers=4)
         wait_until(lambda: len(bound_pods(kube, namespace)) == 10, 60, "10 pods bound by the leader")
-        time.sleep(2)
-        assert "leading" not in standby.log().replace("waiting for the leader lease", "")
+        stays(
+            lambda: "leading" not in standby.log().replace("waiting for the leader lease", ""),
+            2,
+            "replica-b stays a standby while replica-a leads",
+        )
         assert holder() == "replica-a"
         leader.kill()  # no release: the standby must wait out the lease
         killed = time.monotonic()

@@ -8,7 +8,6 @@ and the cluster is consistent."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,7 +105,9 @@ def test_ordinary_pods_flow_while_expensive_selectors_are_worked_on(
 
     with kdra_scheduler(control_plane, tmp_path / "kdra.log") as proc:
         create_pods(kube, slow)
-        time.sleep(1.0)  # the expensive pods are first in line
+        # the ordinary pods arrive while the expensive ones, first in line, are being tried
+        slow_names = {p["metadata"]["name"] for p in slow}
+        wait_until(lambda: (explained | set(progress())) & slow_names, 60, "an expensive pod tried")
         create_pods(kube, fast)
         try:
             wait_until(

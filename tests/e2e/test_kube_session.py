@@ -7,7 +7,6 @@ placements as `kdra simulate` on the same objects. Every test ends with the inde
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from kdra.cluster.store import AlreadyExistsError
 from kdra.kube.client import KubeClient, resource_path
 from kdra.testing.controlplane import ControlPlane
+from kdra.testing.wait import stays
 
 from .sessionutil import (
     TERMINATE_SLOWLY,
@@ -289,11 +289,13 @@ def test_higher_priority_pods_preempt_pods_holding_mig_partitions_and_whole_gpus
                 proc.log,
             )
             kube.create(gpu_pod("late", namespace, "mig1g", fleet.prefix, priority_class=low))
-            deadline = time.monotonic() + 60
-            while set(bound(kube, namespace)) != {"high-mig", "high-whole"}:
-                assert "late" not in bound(kube, namespace), "the late pod took devices freed for a preemptor"
-                assert time.monotonic() < deadline, proc.log()
-                time.sleep(0.1)
+
+            def preemptors_bound() -> bool:
+                now = set(bound(kube, namespace))
+                assert "late" not in now, "the late pod took devices freed for a preemptor"
+                return now == {"high-mig", "high-whole"}
+
+            wait(preemptors_bound, 60, "the preemptors bound", 0.1)
             devs = devices_of(kube, namespace)
             assert devs["high-whole"] == [f"{h100}/gpu-0"], devs
             assert len(devs["high-mig"]) == 1 and "mig-7g40gb" in devs["high-mig"][0], devs
@@ -534,7 +536,7 @@ def test_simulate_and_the_live_cluster_make_the_same_placements(
             wait(
                 lambda: set(bound(kube, namespace)) == expected, 60, "the simulated pods bound", log=proc.log
             )
-            time.sleep(2)  # nothing else binds
+            stays(lambda: set(bound(kube, namespace)) == expected, 2, "nothing else binds")
             devs = devices_of(kube, namespace)
             placed = bound(kube, namespace)
             live = {name: (placed.get(name), devs[name] if name in placed else []) for name in simulated}

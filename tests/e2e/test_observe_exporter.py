@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -30,7 +29,7 @@ from kdra.cluster.store import NotFoundError
 from kdra.kube.client import KubeClient, Obj
 from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, create_node, force_delete, free_port
-from kdra.testing.wait import wait_for
+from kdra.testing.wait import WaitTimeout, diagnose, file_tail, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
@@ -54,6 +53,7 @@ class Prometheus:
             f"  - job_name: kdra\n    static_configs:\n      - targets: ['{target}']\n"
         )
         self.log = open(work / "prometheus.log", "wb")  # noqa: SIM115 - closed in stop()
+        diagnose("prometheus", file_tail(work / "prometheus.log"))
         self.proc = subprocess.Popen(
             [
                 shutil.which("prometheus") or "prometheus",
@@ -125,14 +125,17 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 def eventually(fn: Callable[[], T], check: Callable[[T], bool], timeout: float, what: str) -> T:
     """Poll fn until check(its value) holds; fail with the last value."""
-    deadline = time.monotonic() + timeout
-    value = fn()
-    while not check(value):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last value: {value!r}")
-        time.sleep(0.5)
-        value = fn()
-    return value
+    seen: list[T] = []
+
+    def probe() -> bool:
+        seen[:] = [fn()]
+        return check(seen[0])
+
+    try:
+        wait_for(probe, timeout, what, interval=0.5)
+    except WaitTimeout as e:
+        pytest.fail(f"{e}\nlast value: {seen[0] if seen else None!r}")
+    return seen[0]
 
 
 @pytest.fixture
@@ -187,6 +190,7 @@ def exporter(control_plane: ControlPlane, tmp_path: Path) -> Iterator[str]:
     """A `kdra exporter --kubeconfig` process on a free loopback port; stopped (exactly it) afterwards."""
     port = free_port()
     log = open(tmp_path / "exporter.log", "wb")  # noqa: SIM115 - closed below
+    diagnose("kdra exporter", file_tail(tmp_path / "exporter.log"))
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -912,7 +912,14 @@ class ControlPlane:
             c.check_alive()
 
     def logs(self, lines: int = 30) -> str:
-        return "\n".join(f"== {n}\n{c.log_tail(lines)}" for n, c in self.components.items())
+        """The tail of each component's log (of a plane attached to, the files in its work dir)."""
+        if self.components:
+            return "\n".join(f"== {n}\n{c.log_tail(lines)}" for n, c in self.components.items())
+        out = []
+        for path in sorted((self.work_dir / "logs").glob("*.log")):
+            if path != self.audit_log:
+                out.append(f"== {path.stem}\n{Component(path.stem, [], path).log_tail(lines)}")
+        return "\n".join(out)
 
     def _add(self, name: str, args: list[str]) -> None:
         self.components[name] = Component(name, args, self.work_dir / "logs" / f"{name}.log")

@@ -314,8 +314,11 @@ def check_cluster(
 def wait_consistent(
     client: Lister, namespace: str | None = None, *, timeout: float = 60.0, interval: float = 1.0, **kw: Any
 ) -> list[Violation]:
-    """Re-check until no violation is left or `timeout` passes; returns what is still violated."""
-    deadline = time.monotonic() + timeout
+    """Re-check until no violation is left or `timeout` (stretched by the runner's timeout factor)
+    passes; returns what is still violated."""
+    from kdra.testing.wait import scaled
+
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         found = check_cluster(client, namespace, **kw)
         if not found or time.monotonic() >= deadline:

@@ -23,6 +23,7 @@ class IdleClosingProxy:
         self.idle_closed = 0  # connections closed for idleness
         self.dropped = 0  # requests swallowed by drop_next_request()
         self.connections = 0
+        self.open = 0  # connections piped now
         self._drop = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -46,7 +47,9 @@ class IdleClosingProxy:
                 continue
             except OSError:
                 return
-            self.connections += 1
+            with self._lock:
+                self.connections += 1
+                self.open += 1
             threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
 
     def _take_drop(self) -> bool:
@@ -61,6 +64,8 @@ class IdleClosingProxy:
             upstream = socket.create_connection(self.target, timeout=5)
         except OSError:
             client.close()
+            with self._lock:
+                self.open -= 1
             return
         sel = selectors.DefaultSelector()
         sel.register(client, selectors.EVENT_READ, upstream)
@@ -98,6 +103,8 @@ class IdleClosingProxy:
             for s in (client, upstream):
                 with contextlib.suppress(OSError):
                     s.close()
+            with self._lock:
+                self.open -= 1
 
     def close(self) -> None:
         self._stop.set()

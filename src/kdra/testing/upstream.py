@@ -39,7 +39,7 @@ from kdra.testing.controlplane import (
     force_delete,
     k8s_release,
 )
-from kdra.testing.wait import wait_for
+from kdra.testing.wait import scaled, wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
@@ -373,7 +373,7 @@ def _run(
     # Pods are refused until the namespace's default ServiceAccount exists.
     ensure_default_service_account(client, ns)
     if sync_delay > 0:
-        time.sleep(sync_delay)
+        time.sleep(scaled(sync_delay))
 
     total = UpstreamResult(scheduled=True)
     for pod in pods:
@@ -453,7 +453,7 @@ def _schedule_pod(client: KubeClient, pod: Obj, ns: str, timeout: float, settle:
     p = wait_for(verdict, timeout, f"kube-scheduler's verdict on pod {ns}/{pod_name}")
     allocated = bool(p["spec"].get("nodeName")) or (not gone and all_allocated(p))
     if not allocated and not gone and settle > 0:
-        deadline = time.monotonic() + settle
+        deadline = time.monotonic() + scaled(settle)
         while time.monotonic() < deadline:
             time.sleep(0.2)
             q = get_pod()

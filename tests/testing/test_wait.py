@@ -1,0 +1,70 @@
+"""The one e2e wait: a timeout factor for slower runners, and failures that explain themselves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kdra.testing.wait import (
+    TIMEOUT_FACTOR_ENV,
+    WaitTimeout,
+    clear_diagnostics,
+    diagnose,
+    file_tail,
+    scaled,
+    stays,
+    wait_for,
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(TIMEOUT_FACTOR_ENV, raising=False)
+    clear_diagnostics()
+    yield
+    clear_diagnostics()
+
+
+def test_a_timed_out_wait_says_what_it_last_saw_and_prints_the_registered_logs(tmp_path: Path) -> None:
+    log = tmp_path / "kdra.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)) + "E1204 status of Queue a: timeout\n")
+    diagnose("kdra scheduler", file_tail(log))
+    with pytest.raises(WaitTimeout) as e:
+        wait_for(lambda: {}, 0.05, "12 and 4", interval=0.01)
+    text = str(e.value)
+    assert text.startswith("timed out after 0s waiting for 12 and 4")
+    assert "last seen: {}" in text
+    assert "----- kdra scheduler (last 40 lines) -----" in text and "status of Queue a: timeout" in text
+    assert "line 10\n" not in text  # only the tail
+    assert isinstance(e.value, AssertionError) and isinstance(e.value, TimeoutError)
+
+
+def test_the_timeout_factor_stretches_every_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIMEOUT_FACTOR_ENV, "3")
+    assert scaled(10) == 30
+    start = time.monotonic()
+    with pytest.raises(WaitTimeout, match="timed out after 0s"):
+        wait_for(lambda: None, 0.1, "nothing", interval=0.01)
+    assert time.monotonic() - start >= 0.3
+    monkeypatch.setenv(TIMEOUT_FACTOR_ENV, "fast")
+    with pytest.raises(ValueError, match="KDRA_E2E_TIMEOUT_FACTOR='fast': must be a number >= 1"):
+        scaled(1)
+
+
+def test_a_wait_inside_a_probe_that_runs_out_is_the_failure_not_a_not_yet() -> None:
+    def probe() -> bool:
+        wait_for(lambda: None, 0.01, "the inner thing", interval=0.01)
+        return True
+
+    with pytest.raises(WaitTimeout, match="the inner thing"):
+        wait_for(probe, 5, "the outer thing", interval=0.01)
+
+
+def test_stays_fails_with_what_broke_it() -> None:
+    values = iter([True, True, "", True])
+    with pytest.raises(AssertionError, match="the standby stays one did not hold: got ''"):
+        stays(lambda: next(values), 5, "the standby stays one", interval=0.001)
+    stays(lambda: True, 0.02, "always", interval=0.001)
