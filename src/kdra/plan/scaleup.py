@@ -146,7 +146,7 @@ def plan_scale_up(
     verify: bool = True,
     scoring: str = "LeastAllocated",
 ) -> ScaleUp:
-    from kdra.plan.verify import check
+    from kdra.plan.verify import Check
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
 
@@ -159,31 +159,29 @@ def plan_scale_up(
     if verify:
         unplaced = {pd.key for u in search.unplaced for pd in u.job.pods}
         want = [p for p in pending if ref(p) not in unplaced]
-        added_objs = rendered(search.added, features)
-        current, todo = inputs, want
+        config = SchedulerConfig(scoring=ScoringStrategy(type=scoring), features=features)
+        t0 = time.perf_counter()
+        run = Check(inputs, want, config)
+        new_nodes = search.added
         for _ in range(MAX_ROUNDS):
-            t0 = time.perf_counter()
-            config = SchedulerConfig(scoring=ScoringStrategy(type=scoring), features=features)
-            verdict = check(current, added_objs, todo, config)
+            verdict = run.add(rendered(new_nodes, features))
             plan.check_seconds += time.perf_counter() - t0
             after = split(verdict.objects)
             after.pdbs = inputs.pdbs
             _record(plan, after, {ref(p) for p in want})
+            plan.left = verdict.unbound
             if not verdict.unbound:
-                plan.left = []
                 break
             plan.optimal = False
-            plan.left = verdict.unbound
             left = set(verdict.unbound)
             todo = [p for p in after.pending if ref(p) in left]
             again = build_demand(todo, after.claims, after.templates, gangs)
-            room = _less_room(types, plan.added)
-            nxt, _, _ = _search(after, again, room, features, len(plan.added), False)
+            nxt, _, _ = _search(after, again, _less_room(types, plan.added), features, len(plan.added), False)
             if not nxt.added:
                 break
             plan.searches.append(nxt)
-            added_objs = rendered(nxt.added, features)
-            current = dataclasses.replace(after, pending=[])
+            new_nodes = nxt.added
+            t0 = time.perf_counter()
     plan.seconds = time.perf_counter() - start
     return plan
 

@@ -39,56 +39,66 @@ class Verdict:
     objects: list[Obj]  # the cluster afterwards: nodes, devices, claims, pods as the scheduler left them
 
 
+class Check:
+    """The cluster and the pending pods in a store with kdra's scheduler; `add` brings nodes and runs the
+    scheduler until nothing changes. Several `add`s are nodes arriving one round after another: what the
+    scheduler bound stays bound."""
+
+    def __init__(self, inputs: Inputs, pending: Sequence[Obj], config: SchedulerConfig | None = None) -> None:
+        self.inputs, self.pending = inputs, list(pending)
+        self.clock = VirtualClock()
+        self.store = store = MemoryStore(clock=self.clock, seed=0)
+        namespaces = {
+            (o.get("metadata") or {}).get("namespace") or "default" for o in [*inputs.running, *pending]
+        }
+        for ns in sorted(namespaces):
+            store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        static = [*inputs.classes.values(), *inputs.nodes, *inputs.slices]
+        for o in sorted(static, key=lambda o: _ORDER.get(o.get("kind", ""), 9)):
+            store.create(_new(o, deep=False))
+        for o in [*inputs.templates, *inputs.claims, *inputs.scheduling, *inputs.running]:
+            store.create(_new(o))
+        gq = GangQueues(store) if any(is_scheduling_object(o) for o in inputs.scheduling) else None
+        self.scheduler = Scheduler(store, gq.config(config) if gq else config, clock=self.clock)
+        for p in pending:
+            # Whichever scheduler the pod names (kdra, kube-scheduler), the check asks kdra's.
+            q = _new(p)
+            q["spec"].pop("schedulerName", None)
+            store.create(q)
+
+    def add(self, objs: Sequence[Obj]) -> Verdict:
+        """Create `objs` (Nodes, ResourceSlices, DeviceClasses not there yet) and schedule until quiet."""
+        for o in sorted(objs, key=lambda o: _ORDER.get(o.get("kind", ""), 9)):
+            if o.get("kind") == "DeviceClass" and self.store.try_get("DeviceClass", o["metadata"]["name"]):
+                continue
+            self.store.create(_new(o, deep=False))
+        queue = self.scheduler.queue
+        start = now = self.clock.now
+        while now <= start + HORIZON:
+            queue.flush_unschedulable_leftover(now)
+            self.scheduler.run(now)
+            nxt = [t for t in (queue.next_wakeup(), queue.next_leftover_flush()) if t is not None]
+            if not nxt:
+                break
+            now = max(min(nxt), now + 1e-3)
+            self.clock.advance_to(now)
+        out = []
+        for p in self.pending:
+            meta = p["metadata"]
+            got = self.store.try_get("Pod", meta["name"], meta.get("namespace") or "default")
+            if not ((got or {}).get("spec") or {}).get("nodeName"):
+                out.append(ref(p))
+        read_only = ("DeviceClass", "Node", "ResourceSlice")
+        objects = [o for k in read_only for o in self.store.list(k)]
+        objects += [
+            clone(o) for k in ("ResourceClaimTemplate", "ResourceClaim", "Pod") for o in self.store.list(k)
+        ]
+        return Verdict(out, objects + [clone(o) for o in self.inputs.scheduling] + list(self.inputs.pdbs))
+
+
 def check(
     inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj], config: SchedulerConfig | None = None
 ) -> Verdict:
     """Schedule `pending` with kdra's scheduler (`config`: its scoring and gates, as the cluster runs it) on
     the cluster plus `added` (Nodes, ResourceSlices and DeviceClasses)."""
-    clock = VirtualClock()
-    store = MemoryStore(clock=clock, seed=0)
-    classes = {**inputs.classes}
-    for o in added:
-        if o.get("kind") == "DeviceClass":
-            classes.setdefault(o["metadata"]["name"], o)
-    static: list[Obj] = [
-        *classes.values(),
-        *inputs.nodes,
-        *inputs.slices,
-        *[o for o in added if o.get("kind") != "DeviceClass"],
-    ]
-    namespaces = {
-        (o.get("metadata") or {}).get("namespace") or "default" for o in [*inputs.running, *pending]
-    }
-    for ns in sorted(namespaces):
-        if store.try_get("Namespace", ns) is None:
-            store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    for o in sorted(static, key=lambda o: _ORDER.get(o.get("kind", ""), 9)):
-        store.create(_new(o, deep=False))
-    for o in [*inputs.templates, *inputs.claims, *inputs.scheduling, *inputs.running]:
-        store.create(_new(o))
-    gq = GangQueues(store) if any(is_scheduling_object(o) for o in inputs.scheduling) else None
-    sched = Scheduler(store, gq.config(config) if gq else config, clock=clock)
-    for p in pending:
-        # Whichever scheduler the pod names (kdra, kube-scheduler), the check asks kdra's.
-        q = _new(p)
-        q["spec"].pop("schedulerName", None)
-        store.create(q)
-    queue = sched.queue
-    now = 0.0
-    while now <= HORIZON:
-        queue.flush_unschedulable_leftover(now)
-        sched.run(now)
-        nxt = [t for t in (queue.next_wakeup(), queue.next_leftover_flush()) if t is not None]
-        if not nxt:
-            break
-        now = max(min(nxt), now + 1e-3)
-        clock.advance_to(now)
-    out = []
-    for p in pending:
-        meta = p["metadata"]
-        got = store.try_get("Pod", meta["name"], meta.get("namespace") or "default")
-        if not ((got or {}).get("spec") or {}).get("nodeName"):
-            out.append(ref(p))
-    kinds = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
-    objects = [clone(o) for k in kinds for o in store.list(k)]
-    return Verdict(out, objects + [clone(o) for o in inputs.scheduling] + list(inputs.pdbs))
+    return Check(inputs, pending, config).add(added)
