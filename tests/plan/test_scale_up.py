@@ -144,3 +144,16 @@ def test_a_required_rack_gang_gets_new_nodes_in_one_rack_as_the_fleet_renders_th
     plan = plan_scale_up(inputs(objs), types_of([{**H100, "topology": {"nodesPerRack": 1}}]), GATES)
     (u,) = plan.unplaced
     assert LABEL_RACK in u.why and plan.added == []
+
+
+def test_pods_sharing_a_claim_are_checked_together_on_one_node() -> None:
+    """Two pods of 30 cpu share a claim: one 48-cpu node holds either, not both, so no type can run them; they
+    are listed once, with the scheduler's reason."""
+    objs = [claim("shared", gpus(1)), template("one", gpus(1))]
+    objs += [pod(f"share-{i}", claims=("shared",), cpu="30") for i in range(2)]
+    objs += [pod("m-0", templates=("one",), cpu="4")]
+    plan = plan_scale_up(inputs(objs), types_of([L40S]), GATES)
+    doc = plan_document(plan)
+    (u,) = doc["status"]["unschedulable"]
+    assert sorted(u["pods"]) == ["ml/share-0", "ml/share-1"] and "Insufficient cpu" in u["nodeTypes"]
+    assert plan.left == [] and [b.type.name for b in plan.added] == ["l40s"]

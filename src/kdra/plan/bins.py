@@ -55,10 +55,20 @@ class Bin:
 
     def check(self, unit: Unit) -> NodeFinding | list[tuple[Obj, Obj]]:
         """The allocations the unit would get here, or why it does not fit. Changes nothing."""
-        for pd in unit.pods:
-            reasons = self.fit.reasons(pd.info, self.fit_name)
-            if reasons:
-                return NodeFinding(self.name, reasons=reasons)
+        # The unit's pods together: each is checked with the ones before it on the node.
+        info = self.fit.infos[self.fit_name]
+        tried: list[str] = []
+        try:
+            for pd in unit.pods:
+                reasons = self.fit.reasons(pd.info, self.fit_name)
+                if reasons:
+                    return NodeFinding(self.name, reasons=reasons)
+                if pd.info.uid not in info.pods:
+                    info.add_pod(pd.info)
+                    tried.append(pd.info.uid)
+        finally:
+            for uid in tried:
+                info.remove_pod(uid)
         labels = self.labels
         for c in unit.fixed:
             sel = c["status"]["allocation"].get("nodeSelector")

@@ -54,7 +54,8 @@ class ScaleUp:
 
     @property
     def unplaced(self) -> list[Unplaced]:
-        return [u for s in self.searches for u in s.unplaced]
+        """What the first search could not place; what later rounds could not is in `left`."""
+        return list(self.searches[0].unplaced)
 
     @property
     def placed(self) -> dict[str, list[tuple[Bin, Placement]]]:
