@@ -143,7 +143,9 @@ def test_parse_rejects_unknown_names_and_bad_values(text: str) -> None:
 def test_only_sets_the_allocator_switches_directly() -> None:
     g = FeatureGates.only(["DRAPrioritizedList"], "1.36")
     assert g.prioritized_list and not g.admin_access and not g.consumable_capacity
-    assert g.variant == "stable"
+    # The table runs the experimental allocator whatever the switches (1.38's: the incubating code).
+    assert g.variant == "experimental"
+    assert FeatureGates.only([], "1.38").variant == "incubating"
     # The table's DRAListTypeAttributes is the allocator's switch even in 1.36.
     assert FeatureGates.only(["DRAListTypeAttributes"], "1.36").list_type_attributes
 

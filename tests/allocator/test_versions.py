@@ -232,3 +232,36 @@ def test_constraint_on_a_list_attribute_fails_the_attempt_in_1_38() -> None:
     with pytest.raises(AllocationError) as info:
         Allocator(classes, slices, [], V138.with_gates(DRADerivedAttributes=True)).allocate(N1, [c])
     assert str(info.value) == message
+
+
+def test_versions_differing_only_in_build_metadata_match_in_1_38() -> None:
+    # 1.38 compares version attributes as semver (Version.Equals: build metadata does not count); 1.37
+    # compared the strings.
+    devs = [
+        {"name": "g0", "attributes": {"fw": {"version": "1.2.3+build.1"}}},
+        {"name": "g1", "attributes": {"fw": {"version": "1.2.3+build.2"}}},
+    ]
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=devs)]
+    c = claim("m", exactly("r", "ga", count=2))
+    c["spec"]["devices"]["constraints"] = [{"matchAttribute": "a.example.com/fw"}]
+    classes = [cls("ga", "a.example.com")]
+    assert Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations is None
+    got = Allocator(classes, slices, [], V138).allocate(N1, [c]).allocations
+    assert got is not None and [r["device"] for r in got[0]["devices"]["results"]] == ["g0", "g1"]
+    c["spec"]["devices"]["constraints"] = [{"distinctAttribute": "a.example.com/fw"}]
+    assert Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations is not None
+    assert Allocator(classes, slices, [], V138).allocate(N1, [c]).allocations is None
+
+
+def test_cel_compile_errors_leave_out_the_empty_container_in_1_38() -> None:
+    # cel.dev/cel-go 0.33 (1.38) no longer appends " (in container '')" to an undeclared reference.
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": "g0"}])]
+    c = claim("m", exactly("r", "ga", selectors=[{"cel": {"expression": "noSuchVar"}}]))
+    classes = [cls("ga", "a.example.com")]
+    want = "claim default/m: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: "
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V137).allocate(N1, [c])
+    assert str(info.value).startswith(want + "undeclared reference to 'noSuchVar' (in container '')")
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V138).allocate(N1, [c])
+    assert str(info.value).startswith(want + "undeclared reference to 'noSuchVar'\n")

@@ -38,7 +38,7 @@ from kdra.allocator.index import (
 )
 from kdra.allocator.preference import preferred_order
 from kdra.api.quantity import Quantity, parse_quantity_any
-from kdra.cel import CELCompileError, CELRuntimeError, compile_derived_attribute
+from kdra.cel import CELCompileError, CELRuntimeError, compile_derived_attribute, without_container_note
 from kdra.errors import AllocationError, InputError
 
 if TYPE_CHECKING:
@@ -361,6 +361,8 @@ class _Constraint:
     # From 1.38, without DRAListTypeAttributes a device whose attribute holds a list (or a value of an
     # unknown type) fails the attempt instead of not matching (structured/internal/*/constraint.go).
     unsupported_fails = False
+    # From 1.38 versions compare as semver (Version.Equals): build metadata does not count.
+    versions_ignore_build = False
 
     def __init__(self, request_names: Sequence[str], attribute: str, list_types: bool) -> None:
         self.request_names = set(request_names)
@@ -375,9 +377,17 @@ class _Constraint:
             return self.lookup(rd, dev, self.attribute)
         return dev.attribute(self.attribute)
 
-    def check_comparable(self, av: tuple[str, Any] | None, dev: DeviceEntry) -> None:
+    def comparable(self, raw: Any, dev: DeviceEntry) -> tuple[str, Any] | None:
+        """The attribute's value as the release's constraints compare it."""
+        av = attribute_value(raw)
         if self.unsupported_fails and not self.list_types and (av is None or av[0].endswith("s")):
             raise _UnsupportedValue(f"device {dev.id}: unsupported attribute value for {self.attribute}")
+        if self.versions_ignore_build and av is not None:
+            if av[0] == "version":
+                return "version", av[1].split("+", 1)[0]
+            if av[0] == "versions":
+                return "versions", frozenset(v.split("+", 1)[0] for v in av[1])
+        return av
 
     def applies(self, rd: ReqData) -> bool:
         if not self.request_names:
@@ -423,8 +433,7 @@ class MatchAttribute(_Constraint):
         raw = self.value_of(rd, dev)
         if raw is None:
             return False
-        av = attribute_value(raw)
-        self.check_comparable(av, dev)
+        av = self.comparable(raw, dev)
         if self.num == 0:
             if self.list_types:
                 if av is None:
@@ -461,7 +470,10 @@ class MatchAttribute(_Constraint):
         raw = dev.attribute(self.attribute)
         if raw is None:
             return False
-        av = attribute_value(raw)
+        try:
+            av = self.comparable(raw, dev)
+        except _UnsupportedValue:
+            return True  # `add` fails the attempt with it
         if av is None:
             return False
         if self.list_types:
@@ -491,8 +503,7 @@ class DistinctAttribute(_Constraint):
         raw = self.value_of(rd, dev)
         if raw is None:
             return False
-        av = attribute_value(raw)
-        self.check_comparable(av, dev)
+        av = self.comparable(raw, dev)
         earlier = self.values.values() if self.per_request else self.stack
         if self.list_types:
             if av is None:
@@ -928,6 +939,7 @@ class _Run:
                         f"claim {ref}, constraint #{i}: empty constraint (unsupported constraint type?)"
                     )
                 constraint.unsupported_fails = f.unsupported_attribute_fails
+                constraint.versions_ignore_build = f.semver_constraints
                 constraints.append(constraint)
             self.constraints.append(constraints)
         if self.has_derived:
@@ -1054,7 +1066,8 @@ class _Run:
         "no such key" (cel.EnhanceRuntimeError)."""
         who = f"class {rd.class_name}" if is_class else f"claim {claim_ref(self.claims[rd.claim_index])}"
         if err.compile_error:
-            return AllocationError(f"{who}: selector #{err.index}: CEL compile error: {err.message}")
+            message = err.message if self.features.cel_container_note else without_container_note(err.message)
+            return AllocationError(f"{who}: selector #{err.index}: CEL compile error: {message}")
         if self.features.v1_36:
             return AllocationError(f"{who}: selector #{err.index}: CEL runtime error: {err.message}")
         message = err.message

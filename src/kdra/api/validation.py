@@ -736,7 +736,8 @@ class _V:
                 expression, consumable_capacity=True, list_type_attributes=self.list_type_attributes
             )
         except compile_error as e:
-            self.invalid(path, expression, str(e))
+            # cel-go 0.33 (kube-apiserver 1.38) no longer names the empty container in its messages.
+            self.invalid(path, expression, cel.without_container_note(str(e)) if self.v1_38 else str(e))
             return
         except Exception as e:  # a bug in the CEL layer must not become a traceback here
             self.add(path, INTERNAL, OMIT, f"{type(e).__name__}: {e}")

@@ -80,6 +80,7 @@ from kdra.cel._api import (
     compile_derived_attribute,
     compile_selector,
     estimate_cost,
+    without_container_note,
 )
 from kdra.cel._device import CelDevice, device_input
 
@@ -94,4 +95,5 @@ __all__ = [
     "compile_selector",
     "device_input",
     "estimate_cost",
+    "without_container_note",
 ]

@@ -281,6 +281,12 @@ def compile_selector(
     return r
 
 
+def without_container_note(message: str) -> str:
+    """A compile error as cel.dev/cel-go 0.33 (Kubernetes 1.38) spells it: "undeclared reference to
+    'x'" without the " (in container '')" that earlier cel-go appended for the empty container."""
+    return message.replace(" (in container '')", "")
+
+
 def estimate_cost(
     expression: str, *, consumable_capacity: bool = True, list_type_attributes: bool = False
 ) -> int:
