@@ -265,3 +265,103 @@ def test_cel_compile_errors_leave_out_the_empty_container_in_1_38() -> None:
     with pytest.raises(AllocationError) as info:
         Allocator(classes, slices, [], V138).allocate(N1, [c])
     assert str(info.value).startswith(want + "undeclared reference to 'noSuchVar'\n")
+
+
+@pytest.mark.parametrize(
+    ("expression", "v137", "v138"),
+    [
+        ('device.driver == "a.example.com"', "error", "allocation"),
+        ('device.attributes["a.example.com"].ok', "error", "allocation"),
+        ('device.attributes["a.example.com"].size() == 2', "error", "allocation"),
+        ('"bad" in device.attributes["a.example.com"]', "error", "unschedulable"),
+        ('device.attributes["a.example.com"].bad == true', "error", "invalid"),
+        ('has(device.attributes["a.example.com"].bad)', "error", "invalid"),
+    ],
+)
+def test_an_unrepresentable_attribute_fails_only_the_selector_that_reads_it_in_1_38(
+    expression: str, v137: str, v138: str
+) -> None:
+    # 1.37 converts every attribute before evaluating (any selector fails on the device); 1.38's CEL
+    # reads attributes lazily (compile.go nameToAttributes): checked against both oracles.
+    dev = {"name": "g0", "attributes": {"bad": {}, "ok": {"bool": True}}}
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[dev])]
+    classes = [{"metadata": {"name": "ga"}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}]
+    c = claim("m", exactly("r", "ga"))
+    prefix = "class ga: selector #0 on device a.example.com/p/g0: CEL runtime error: attribute bad: "
+    for features, want in ((V137, v137), (V138, v138)):
+        if want in ("error", "invalid"):
+            with pytest.raises(AllocationError) as info:
+                Allocator(classes, slices, [], features).allocate(N1, [c])
+            tail = (
+                "unsupported attribute value"
+                if want == "error"
+                else ("value is invalid or its type is not supported by this version")
+            )
+            assert str(info.value) == prefix + tail
+        else:
+            got = Allocator(classes, slices, [], features).allocate(N1, [c]).allocations
+            assert (got is not None) == (want == "allocation")
+
+
+def shared_device(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "allowMultipleAllocations": True, "capacity": {"mem": {"value": "10"}}, **extra}
+
+
+def test_capacity_names_are_fully_qualified_in_1_38() -> None:
+    # A request for "a.example.com/mem" is the device's bare "mem" in 1.38 (resolveCapacityRequests);
+    # 1.37 looked the name up as written. The result names it as the slice does.
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[shared_device("g0")])]
+    classes = [cls("ga", "a.example.com")]
+    c = claim("m", exactly("r", "ga", capacity={"requests": {"a.example.com/mem": "4"}}))
+    assert Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations is None
+    got = Allocator(classes, slices, [], V138).allocate(N1, [c]).allocations
+    assert got is not None and got[0]["devices"]["results"][0]["consumedCapacity"] == {"mem": "4"}
+    both = claim("b", exactly("r", "ga", capacity={"requests": {"mem": "1", "a.example.com/mem": "1"}}))
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V138).allocate(N1, [both])
+    assert str(info.value) == (
+        'claim default/b, request r: checking capacity for device a.example.com/p/g0: capacity "mem" '
+        'requested both as "a.example.com/mem" and as "mem"'
+    )
+
+
+def test_a_negative_capacity_request_is_refused_before_rounding_in_1_38() -> None:
+    policy = {"default": "1", "validRange": {"min": "1", "max": "10", "step": "1"}}
+    dev = shared_device("g0", capacity={"mem": {"value": "10", "requestPolicy": policy}})
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[dev])]
+    c = claim("m", exactly("r", "ga", capacity={"requests": {"mem": "-1"}}))
+    classes = [cls("ga", "a.example.com")]
+    assert Allocator(classes, slices, [], V137).allocate(N1, [c]).allocations is not None
+    with pytest.raises(AllocationError) as info:
+        Allocator(classes, slices, [], V138).allocate(N1, [c])
+    assert str(info.value) == (
+        "claim default/m, request r: checking capacity for device a.example.com/p/g0: capacity "
+        '"a.example.com/mem": capacity value is negative: request -1'
+    )
+
+
+def test_a_live_share_keeps_a_device_from_exclusive_use_in_1_38() -> None:
+    # g0 no longer allows multiple allocations but still carries a share: 1.38 does not hand it out
+    # exclusively (allocator_*.go: "Device has an active shared allocation"), 1.37 did.
+    slices = [slice_("s", "a.example.com", "p", "n1", 1, devices=[{"name": "g0"}, {"name": "g1"}])]
+    held = claim("held", exactly("r", "ga"))
+    held["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "r",
+                        "driver": "a.example.com",
+                        "pool": "p",
+                        "device": "g0",
+                        "shareID": "00000000-0000-4000-8000-000000000001",
+                    }
+                ]
+            }
+        }
+    }
+    c = claim("m", exactly("r", "ga"))
+    classes = [cls("ga", "a.example.com")]
+    for features, device in ((V137, "g0"), (V138, "g1")):
+        got = Allocator(classes, slices, [held], features).allocate(N1, [c]).allocations
+        assert got is not None and got[0]["devices"]["results"][0]["device"] == device

@@ -380,7 +380,7 @@ class _Constraint:
     def comparable(self, raw: Any, dev: DeviceEntry) -> tuple[str, Any] | None:
         """The attribute's value as the release's constraints compare it."""
         av = attribute_value(raw)
-        if self.unsupported_fails and not self.list_types and (av is None or av[0].endswith("s")):
+        if self.unsupported_fails and (av is None or (not self.list_types and av[0].endswith("s"))):
             raise _UnsupportedValue(f"device {dev.id}: unsupported attribute value for {self.attribute}")
         if self.versions_ignore_build and av is not None:
             if av[0] == "version":
@@ -1047,7 +1047,12 @@ class _Run:
                     if consumable:
                         try:
                             why = check_capacity(
-                                rd.capacity_requests, dev.capacity, allocated, None, self.cap_rules
+                                rd.capacity_requests,
+                                dev.capacity,
+                                allocated,
+                                None,
+                                self.cap_rules,
+                                dev.driver,
                             )
                         except CapacityError as err:
                             raise AllocationError(
@@ -1084,9 +1089,10 @@ class _Run:
         """isSelectable: True, False, or (raise_errors=False) the error text to raise when reached."""
         if not self.features.device_binding_and_status and dev.binding_conditions:
             return False
-        consumable = self.features.consumable_capacity
-        lists = self.features.cel_list_type_attributes
-        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+        f = self.features
+        consumable = f.consumable_capacity
+        lists = f.cel_list_type_attributes
+        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists, f.cel_lazy_attributes)
         if isinstance(res, SelectorError):
             exc = self._selector_error(rd, res, True, dev)
             if raise_errors:
@@ -1094,7 +1100,7 @@ class _Run:
             return str(exc)
         if res != MATCH:
             return False
-        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists, f.cel_lazy_attributes)
         if isinstance(res, SelectorError):
             exc = self._selector_error(rd, res, False, dev)
             if raise_errors:
@@ -1130,13 +1136,13 @@ class _Run:
             for dev, pi, ok in zip(view.devices, view.device_pool, view.node_ok, strict=True):
                 if gate_binding and dev.binding_conditions:
                     continue
-                res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+                res = evaluate_selectors(dev, rd.class_selectors, consumable, lists, f.cel_lazy_attributes)
                 if isinstance(res, SelectorError):
                     shared.append((dev, pi, (res, True)))
                     continue
                 if res != MATCH:
                     continue
-                res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+                res = evaluate_selectors(dev, rd.request_selectors, consumable, lists, f.cel_lazy_attributes)
                 if isinstance(res, SelectorError):
                     shared.append((dev, pi, (res, False)))
                     continue
@@ -1173,7 +1179,7 @@ class _Run:
             if err:
                 continue
             try:
-                check_capacity(rd.capacity_requests, dev.capacity, None, None, self.cap_rules)
+                check_capacity(rd.capacity_requests, dev.capacity, None, None, self.cap_rules, dev.driver)
             except CapacityError as exc:
                 if out is None:
                     out = list(cands)
@@ -1215,6 +1221,7 @@ class _Run:
                 self.state.consumed.get(dev.key),
                 self.allocating_capacity.get(dev.key),
                 self.cap_rules,
+                dev.driver,
             )
         except CapacityError:
             return False  # reported where the candidate is reached (candidates())
@@ -1225,7 +1232,12 @@ class _Run:
         if f.consumable_capacity:
             try:
                 why = check_capacity(
-                    rd.capacity_requests, dev.capacity, self.state.consumed.get(dev.key), None, self.cap_rules
+                    rd.capacity_requests,
+                    dev.capacity,
+                    self.state.consumed.get(dev.key),
+                    None,
+                    self.cap_rules,
+                    dev.driver,
                 )
             except CapacityError:
                 return "capacity"
@@ -1744,6 +1756,8 @@ class _Run:
                 return None
         if not rd.admin and self.device_in_use(key):
             return None
+        if not rd.admin and not allow_multi and f.share_blocks_exclusive and self.capacity_in_use(key):
+            return None  # a live share (the device allowed multiple allocations before) blocks it
         if (
             self.experimental
             and dev.slice.skip_node_ops
@@ -1821,7 +1835,9 @@ class _Run:
                 return None
             if allow_multi:
                 try:
-                    consumed = consumed_capacity(rd.capacity_requests, dev.capacity, self.cap_rules)
+                    consumed = consumed_capacity(
+                        rd.capacity_requests, dev.capacity, self.cap_rules, dev.driver
+                    )
                 except CapacityError as err:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {rd.name}: computing consumed capacity "

@@ -48,12 +48,15 @@ class CapacityRules:
 
     v1_36: bool = False
     fractional: bool = True
+    # 1.38: capacity names are resolved to fully-qualified ones (a bare name is the driver's), a
+    # negative request is refused before rounding (consumable_capacity.go, resolveCapacityRequests).
+    qualified: bool = False
 
     @classmethod
     def of(cls, features: FeatureGates | None) -> CapacityRules:
         if features is None:
             return DEFAULT_RULES
-        return cls(features.v1_36, features.fractional_capacity_range)
+        return cls(features.v1_36, features.fractional_capacity_range, features.qualified_capacity_names)
 
 
 DEFAULT_RULES = CapacityRules()
@@ -121,6 +124,8 @@ def consumed_amount(
     requested: Quantity | None, cap: CapacityEntry, rules: CapacityRules = DEFAULT_RULES
 ) -> Quantity:
     """calculateConsumedCapacity: what one allocation takes from this capacity."""
+    if rules.qualified and requested is not None and requested.sign() < 0:
+        raise CapacityError(f"capacity value is negative: request {requested}")
     policy = cap.policy
     if requested is None:
         if policy is not None and policy.default is not None:
@@ -169,15 +174,69 @@ def violates_policy(
 CAP_OK = ""
 
 
+def qualify(name: str, driver: str) -> str:
+    """The fully-qualified capacity name: a bare name belongs to the device's driver."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _qualified_device(capacity: Mapping[str, CapacityEntry], driver: str) -> dict[str, CapacityEntry]:
+    """The device's capacities by fully-qualified name; the qualified spelling wins over the bare one
+    (Convert_v1_To_api_DeviceCapacities)."""
+    out: dict[str, CapacityEntry] = {}
+    for name, cap in capacity.items():
+        if "/" in name:
+            out[name] = cap
+        else:
+            out.setdefault(qualify(name, driver), cap)
+    return out
+
+
+def _qualified_counts(counts: Mapping[str, int] | None, driver: str) -> dict[str, int] | None:
+    if not counts:
+        return None
+    out: dict[str, int] = {}
+    for name, n in counts.items():
+        key = qualify(name, driver)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def _resolve_requests(
+    requests: Mapping[str, Quantity] | None, capacity: Mapping[str, CapacityEntry], driver: str
+) -> tuple[dict[str, Quantity] | None, str]:
+    """resolveCapacityRequests: the requests by fully-qualified name, or the name the device lacks."""
+    if not requests:
+        return None, ""
+    out: dict[str, Quantity] = {}
+    for name, value in requests.items():
+        key = qualify(name, driver)
+        if key not in capacity:
+            return None, name
+        if key in out:
+            ident = key.split("/", 1)[1]
+            other = ident if name == key else key
+            raise CapacityError(f'capacity "{ident}" requested both as "{name}" and as "{other}"')
+        out[key] = value
+    return out, ""
+
+
 def check_capacity(
     requests: Mapping[str, Quantity] | None,
     capacity: Mapping[str, CapacityEntry],
     allocated: Mapping[str, int] | None,
     allocating: Mapping[str, int] | None,
     rules: CapacityRules = DEFAULT_RULES,
+    driver: str = "",
 ) -> str:
     """CmpRequestOverCapacity: "" when the request fits, else a short reason. Raises CapacityError
     where 1.37 aborts (checked for every capacity before any soft failure, as upstream does)."""
+    if rules.qualified:
+        capacity = _qualified_device(capacity, driver)
+        requests, missing = _resolve_requests(requests, capacity, driver)
+        if missing:
+            return f"has no capacity {missing}"
+        allocated = _qualified_counts(allocated, driver)
+        allocating = _qualified_counts(allocating, driver)
     if requests:
         for name in requests:
             if name not in capacity:
@@ -219,9 +278,21 @@ def consumed_capacity(
     requests: Mapping[str, Quantity] | None,
     capacity: Mapping[str, CapacityEntry],
     rules: CapacityRules = DEFAULT_RULES,
+    driver: str = "",
 ) -> dict[str, Quantity]:
-    """GetConsumedCapacityFromRequest: the amount taken from every capacity of the device."""
-    return {
-        name: consumed_amount(requests.get(name) if requests else None, cap, rules)
-        for name, cap in capacity.items()
-    }
+    """GetConsumedCapacityFromRequest: the amount taken from every capacity of the device, named as
+    the device names it (1.38's capacityNameForStatus: bare unless the slice spelled it qualified)."""
+    if not rules.qualified:
+        return {
+            name: consumed_amount(requests.get(name) if requests else None, cap, rules)
+            for name, cap in capacity.items()
+        }
+    spelled = {name for name in capacity if "/" in name}
+    qualified = _qualified_device(capacity, driver)
+    resolved, _ = _resolve_requests(requests, qualified, driver)
+    out: dict[str, Quantity] = {}
+    for key, cap in qualified.items():
+        domain, ident = key.split("/", 1)
+        name = ident if domain == driver and key not in spelled else key
+        out[name] = consumed_amount(resolved.get(key) if resolved else None, cap, rules)
+    return out

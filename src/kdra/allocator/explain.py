@@ -371,7 +371,7 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         if not f.device_binding_and_status and dev.binding_conditions:
             ex.binding_conditions_off += 1
             continue
-        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists)
+        res = evaluate_selectors(dev, rd.class_selectors, consumable, lists, f.cel_lazy_attributes)
         if isinstance(res, SelectorError):
             ex.selector_errors += 1
             continue
@@ -379,7 +379,7 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
             misses.append((res, True, dev))
             continue
         ex.class_selected += 1
-        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists)
+        res = evaluate_selectors(dev, rd.request_selectors, consumable, lists, f.cel_lazy_attributes)
         if isinstance(res, SelectorError):
             ex.selector_errors += 1
             continue
@@ -403,6 +403,7 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
                         run.state.consumed.get(dev.key),
                         None,
                         run.cap_rules,
+                        dev.driver,
                     )
                 except CapacityError as err:
                     detail = str(err)

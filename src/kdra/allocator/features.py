@@ -336,6 +336,13 @@ class FeatureGates:
 
     # -- CEL ----------------------------------------------------------------------------------
     @property
+    def cel_lazy_attributes(self) -> bool:
+        """How CEL sees an attribute value it cannot represent (unknown type, unparsable version): 1.36
+        and 1.37 fail every selector on such a device; 1.38 only an expression that reads it ("value is
+        invalid or its type is not supported by this version"), and `in` does not see it."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
     def cel_container_note(self) -> bool:
         """Whether CEL's "undeclared reference to 'x'" errors end with " (in container '')": cel-go up
         to 0.29 (1.36, 1.37) says so; cel.dev/cel-go 0.33 (1.38) leaves the empty container out."""
@@ -375,6 +382,18 @@ class FeatureGates:
     def unsupported_attribute_fails(self) -> bool:
         """A matchAttribute/distinctAttribute constraint meeting a list value (without DRAListTypeAttributes)
         fails the attempt with "unsupported attribute value" (1.38); before, the device did not match."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
+    def qualified_capacity_names(self) -> bool:
+        """Capacity names resolve to fully-qualified ones (`mem` is `<driver>/mem`), a request naming one
+        capacity both ways is an error, and a negative request is refused before rounding (1.38)."""
+        return self.version not in ("1.36", "1.37")
+
+    @property
+    def share_blocks_exclusive(self) -> bool:
+        """A device that does not allow multiple allocations but still carries a share (allocated
+        before allowMultipleAllocations was switched off) cannot be allocated exclusively (1.38)."""
         return self.version not in ("1.36", "1.37")
 
     @property

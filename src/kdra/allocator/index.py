@@ -645,9 +645,10 @@ class AllocatorIndex:
         exprs = tuple(selectors)
         consumable = self.features.consumable_capacity
         list_types = self.features.cel_list_type_attributes
+        lazy = self.features.cel_lazy_attributes
         out = []
         for d in devices:
-            res = evaluate_selectors(d, exprs, consumable, list_types)
+            res = evaluate_selectors(d, exprs, consumable, list_types, lazy)
             if res == MATCH or isinstance(res, SelectorError):
                 out.append(d)
         return out
@@ -659,13 +660,14 @@ class AllocatorIndex:
         exprs = self.class_selectors(class_name)
         consumable = self.features.consumable_capacity
         list_types = self.features.cel_list_type_attributes
+        lazy = self.features.cel_lazy_attributes
         gate_binding = not self.features.device_binding_and_status
         every = lists[None]
         for s in self.slices:
             for d in s.devices:
                 if gate_binding and d.binding_conditions:
                     continue
-                res = evaluate_selectors(d, exprs, consumable, list_types)
+                res = evaluate_selectors(d, exprs, consumable, list_types, lazy)
                 if res == MATCH or isinstance(res, SelectorError):
                     every.append(d)
                     lists.setdefault(s.node_name, []).append(d)
@@ -720,7 +722,7 @@ class AllocatorIndex:
 EXPENSIVE_RESULT_UNITS = 10_000
 _MAX_EXPENSIVE_RESULTS = 100_000
 _expensive_results: dict[tuple[Any, ...], SelectorResult] = {}
-_expensive_selectors: set[tuple[tuple[str, ...], bool, bool]] = set()
+_expensive_selectors: set[tuple[tuple[str, ...], bool, bool, bool]] = set()
 
 
 class CelBudgetExhausted(Exception):
@@ -802,14 +804,14 @@ def _fingerprint(dev: DeviceEntry) -> str:
 
 
 def evaluate_selectors(
-    dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False
+    dev: DeviceEntry, exprs: tuple[str, ...], consumable: bool, list_types: bool = False, lazy: bool = False
 ) -> SelectorResult:
     """MATCH, the index of the first false selector, or the first error; memoised per device (and, when
     expensive, per device content). Inside `cel_budget`, a result not memoised yet is charged to the
     budget, and CelBudgetExhausted is raised once it is used up (after memoising this device's result)."""
     if not exprs:
         return MATCH
-    key = (exprs, consumable, list_types)
+    key = (exprs, consumable, list_types, lazy)
     matches = dev.matches
     cached = matches.get(key)
     if cached is not None:
@@ -838,7 +840,7 @@ def evaluate_selectors(
             result = SelectorError(i, True, str(exc))
             break
         try:
-            ok, cost = program.matches_with_cost(dev.cel_input())
+            ok, cost = program.matches_with_cost(dev.cel_input(), lazy)
         except CELRuntimeError as exc:
             units += 1 + exc.cost
             result = SelectorError(i, False, str(exc))

@@ -90,15 +90,16 @@ class Program:
         """True/False for this device; CELRuntimeError (cel-go wording) for any evaluation error."""
         return self.matches_with_cost(device)[0]
 
-    def matches_with_cost(self, device: CelDevice) -> tuple[bool, int]:
+    def matches_with_cost(self, device: CelDevice, lazy: bool = False) -> tuple[bool, int]:
         """matches() and the runtime cost it took (cost units, the budget CEL_SELECTOR_EXPRESSION_MAX_COST
-        bounds); a CELRuntimeError carries its cost in `.cost`."""
+        bounds); a CELRuntimeError carries its cost in `.cost`. `lazy`: attributes as Kubernetes 1.38
+        gives them (an unrepresentable value fails only the expression that reads it)."""
         if device.attributes is None:
             device.prepare()
-        err = device._err_lists if self._lists else device._err_scalar
+        err = device._err_capacity if lazy else device._err_lists if self._lists else device._err_scalar
         if err is not None:
             raise CELRuntimeError(err)
-        frame: list[Any] = [device, CEL_SELECTOR_EXPRESSION_MAX_COST]
+        frame: list[Any] = [device.lazy_view() if lazy else device, CEL_SELECTOR_EXPRESSION_MAX_COST]
         if self._nslots > 2:
             frame.extend([None] * (self._nslots - 2))
         try:

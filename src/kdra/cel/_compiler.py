@@ -383,13 +383,15 @@ class Compiler:
             raise CheckError(f"undefined field '{fld}'", n.pos)
         if not (base(t) == "map" or t in DYN):
             raise CheckError(f"type '{t}' does not support field selection", sel.pos)
-        from kdra.cel._device import DomainMap
+        from kdra.cel._device import AttributeMap, DomainMap
 
         def has(a: list[Any]) -> bool:
             m = f(a)
             if isinstance(m, dict):
                 if type(m) is DomainMap:
                     return True  # compile.go mapper.Find reports every domain as present
+                if type(m) is AttributeMap:
+                    return m.has(fld)
                 return fld in m
             raise no_such_overload()
 

@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
-from kdra.cel._values import Semver
+from kdra.cel._values import EvalError, Semver
 
 
 class DomainMap(dict[str, dict[str, Any]]):
@@ -19,6 +19,70 @@ class DomainMap(dict[str, dict[str, Any]]):
 
 
 _EMPTY: dict[str, Any] = {}
+
+
+class _Invalid:
+    """An attribute value CEL cannot represent (unknown type, unparsable version)."""
+
+    __slots__ = ()
+
+
+INVALID = _Invalid()
+
+
+class AttributeMap(dict[str, Any]):
+    """One domain's attributes as Kubernetes 1.38 gives them to CEL (compile.go nameToAttributes): a
+    value it cannot represent fails only the expression that reads it, `in` does not see it, size()
+    counts it."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        v = dict.__getitem__(self, key)
+        if v is INVALID:
+            raise EvalError(f"attribute {key}: value is invalid or its type is not supported by this version")
+        return v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if dict.__contains__(self, key) else default
+
+    def __contains__(self, key: object) -> bool:
+        return (
+            isinstance(key, str)
+            and dict.__contains__(self, key)
+            and dict.__getitem__(self, key) is not INVALID
+        )
+
+    def has(self, key: str) -> bool:
+        """has(m.key): true, false, or the value's error."""
+        if not dict.__contains__(self, key):
+            return False
+        self[key]
+        return True
+
+
+class LazyView:
+    """The device with 1.38's attribute maps (see AttributeMap); everything else as the device's."""
+
+    __slots__ = ("allow_multiple_allocations", "attributes", "capacity", "driver")
+
+    def __init__(self, device: CelDevice) -> None:
+        self.driver = device.driver
+        self.allow_multiple_allocations = device.allow_multiple_allocations
+        self.capacity = device.capacity
+        attrs = DomainMap()
+        for name, raw in device._raw_attributes.items():
+            kind, value, _ = _convert(raw)
+            if kind is not _SCALAR and kind is not _LIST:
+                value = INVALID
+            domain, ident = _split(name, device.driver)
+            inner = attrs.get(domain)
+            if inner is None:
+                inner = attrs[domain] = AttributeMap()
+            if "/" in name or ident not in inner:  # the qualified spelling wins
+                inner[ident] = value
+        self.attributes = attrs
+
 
 _LIST_FIELDS = ("ints", "bools", "strings", "versions")
 
@@ -88,8 +152,10 @@ class CelDevice:
     __slots__ = (
         "_attributes",
         "_capacity",
+        "_err_capacity",
         "_err_lists",
         "_err_scalar",
+        "_lazy",
         "_raw_attributes",
         "_raw_capacity",
         "allow_multiple_allocations",
@@ -113,6 +179,14 @@ class CelDevice:
         self.capacity: DomainMap | None = None
         self._err_lists: str | None = None  # error with DRAListTypeAttributes enabled
         self._err_scalar: str | None = None  # error with it disabled
+        self._err_capacity: str | None = None  # a capacity's error (1.38 reads attributes lazily)
+        self._lazy: LazyView | None = None
+
+    def lazy_view(self) -> LazyView:
+        """The device as Kubernetes 1.38's CEL sees it (prepare() first)."""
+        if self._lazy is None:
+            self._lazy = LazyView(self)
+        return self._lazy
 
     def prepare(self) -> None:
         """Convert attributes and capacity once (DeviceMatches' eager conversion in compile.go)."""
@@ -161,6 +235,7 @@ class CelDevice:
             except ValueError as e:
                 err_lists = err_lists or f"capacity {name}: {e}"
                 err_scalar = err_scalar or f"capacity {name}: {e}"
+                self._err_capacity = self._err_capacity or f"capacity {name}: {e}"
                 continue
             inner = caps.get(domain)
             if inner is None:
