@@ -79,3 +79,20 @@ def test_capacity_request_names_are_checked_from_1_38(name: str) -> None:
 
 def test_valid_capacity_request_names_pass_in_1_38() -> None:
     assert texts(claim_with_capacity({"memory": "1Gi", "gpu.example.com/shares": "1"}), V138) == []
+
+
+def test_cel_compile_errors_leave_out_the_empty_container_from_1_38() -> None:
+    obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "c"},
+        "spec": {"selectors": [{"cel": {"expression": "noSuchVar"}}]},
+    }
+    head = (
+        'spec.selectors[0].cel.expression: Invalid value: "noSuchVar": compilation failed: '
+        "ERROR: <input>:1:1: "
+    )
+    assert texts(obj, V137) == [
+        head + "undeclared reference to 'noSuchVar' (in container '')\n | noSuchVar\n | ^"
+    ]
+    assert texts(obj, V138) == [head + "undeclared reference to 'noSuchVar'\n | noSuchVar\n | ^"]
