@@ -140,6 +140,36 @@ def test_selector_error_on_some_nodes_fails_the_attempt_like_kube_scheduler() ->
     assert "on device gpu.example.com/n1/gpu-0" in cond["message"]  # 1.37 names the device
 
 
+def test_a_node_whose_selector_error_gave_way_no_longer_fails_the_pod() -> None:
+    # n1's GPUs make the "tiered" class's selector fail; once another pod holds all of them, n1 is ruled
+    # out for want of free devices instead (its answer is computed again), and the pod goes to n2.
+    s = MemoryStore()
+    s.create(device_class())
+    tiered = device_class("tiered")
+    tiered["spec"]["selectors"].append(
+        {"cel": {"expression": 'device.attributes["gpu.example.com"].tier == "a"'}}
+    )
+    s.create(tiered)
+    for name in ("n1", "n2"):
+        s.create(node(name))
+        sl = gpu_slice(name, 2)
+        if name == "n2":
+            for dev in sl["spec"]["devices"]:
+                dev["attributes"]["tier"] = {"string": "a"}
+        s.create(sl)
+    s.create(template("tiered", count=1, cls="tiered"))
+    s.create(template("two", count=2))
+    sch = Scheduler(s)
+    s.create(pod("p", template_name="tiered"))
+    assert placements(sch.run(0)) == {"p": None}
+    assert condition(s, "p")["reason"] == "SchedulerError"
+    s.create(pod("filler", template_name="two", node_selector={"kubernetes.io/hostname": "n1"}))
+    got: dict[str, str | None] = {}
+    for t in (1, 600, 1200):
+        got.update(placements(sch.run(t)))
+    assert got == {"filler": "n1", "p": "n2"}
+
+
 def test_filter_errors_skip_node_keeps_kdras_old_behaviour() -> None:
     s = MemoryStore()
     _selector_error_world(s)

@@ -163,13 +163,16 @@ def claim_with_allocation(claim: Obj, allocation: Obj) -> Obj:
 class _SigEntry:
     """Filter/score answers for one pod signature: node idx -> (generation, ok, static score)."""
 
-    __slots__ = ("dyn", "epoch", "heap", "results", "seq", "summary", "version")
+    __slots__ = ("dyn", "epoch", "errors", "heap", "results", "seq", "summary", "version")
 
     def __init__(self) -> None:
         self.epoch = -1
         self.seq = 0
         self.version = 0  # bumped whenever any node's answer was recomputed
         self.results: dict[int, tuple[int, Status | None, int]] = {}
+        # nodes whose current answer is a Filter error: kept as answers change, so that "fail-pod" finds
+        # the first erroring node without walking every node's answer on each attempt
+        self.errors: set[int] = set()
         self.heap: list[tuple[int, int, int]] = []
         # raw scores of normalizing plugins per node: idx -> (generation, scores in plugin order)
         self.dyn: dict[int, tuple[int, tuple[int, ...]]] = {}
@@ -477,10 +480,10 @@ class Scheduler:
             )
         if node is not None and self.config.filter_errors == "fail-pod":
             # kube-scheduler's findNodesThatPassFilters: an error on any node ends the attempt.
-            failed_status = next(
-                (s for _, (_, s, _) in sorted(statuses.items()) if s and s.code == Code.ERROR), None
-            )
-            if failed_status is not None:
+            entry: _SigEntry = state["_sig_entry"]
+            if entry.errors:
+                failed_status = statuses[min(entry.errors)][1]
+                assert failed_status is not None
                 return self._fail(pi, now, failed_status, failed_status.message, set(), None)
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
@@ -708,6 +711,7 @@ class Scheduler:
             changed = self.cache.changed_since(entry.seq) if entry.epoch == self.cache.epoch else None
             if changed is None:
                 entry.results.clear()
+                entry.errors.clear()
                 entry.heap.clear()
                 todo = range(len(nodes))
             else:
@@ -716,6 +720,7 @@ class Scheduler:
         entry.seq = self.cache.change_seq
         state["_sig_entry"] = entry
         results = entry.results
+        errors = entry.errors
         heap = entry.heap
         if todo:
             entry.version += 1
@@ -724,7 +729,12 @@ class Scheduler:
             st, total = self._evaluate(state, pi, ni, static)
             results[idx] = (ni.generation, st, total)
             if st is None:
+                errors.discard(idx)
                 heapq.heappush(heap, (-total, idx, ni.generation))
+            elif st.code == Code.ERROR:
+                errors.add(idx)
+            else:
+                errors.discard(idx)
         if len(heap) > 4 * len(nodes) + 64:
             entry.heap = heap = [(-t, i, g) for i, (g, s, t) in results.items() if s is None]
             heapq.heapify(heap)
