@@ -650,6 +650,10 @@ class Allocator:
             index = AllocatorIndex(classes or {}, slices, features, slice_cache=slice_cache)
         self.index = index
         self.features = index.features
+        # What the (immutable) gates decide for every run, worked out once.
+        self.cap_rules = CapacityRules.of(self.features)
+        self.experimental = self.features.variant == self.features.alpha_variant
+        self.compat_groups = self.experimental and self.features.compatibility_groups
         self.state = (
             state if state is not None else AllocatedState.from_claims(allocated_claims, self.features)
         )
@@ -851,12 +855,12 @@ class _Run:
         self.budget = owner.max_steps
         self.validated = False
         self.prefer = owner.prefer
-        self.cap_rules = CapacityRules.of(owner.features)
+        self.cap_rules = owner.cap_rules
         # The allocator of the release's alpha features (1.37: experimental, 1.38: incubating; an
         # alpha gate or DRAListTypeAttributes selects it) checks optional node operations and, with
         # their gate, compatibility groups.
-        self.experimental = self.features.variant == self.features.alpha_variant
-        self.compat_groups = self.experimental and self.features.compatibility_groups
+        self.experimental = owner.experimental
+        self.compat_groups = owner.compat_groups
         self._compat: dict[int, dict[str, _Compat]] = {}  # per pool and counter set, this run
         self.has_derived = False  # some request defines derived attributes (no pruning then)
         self._derived_values: dict[tuple[DeviceKey, str], Any] = {}

@@ -53,6 +53,10 @@ def _result_ids(alloc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]
     )
 
 
+def _results(claim: Mapping[str, Any]) -> Any:
+    return (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+
+
 def same_allocation(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Whether two allocation results name the same devices (and shares) for the same requests on the same
     nodes: what the API server stored for a write, whatever fields it defaulted."""
@@ -289,10 +293,12 @@ class DraState:
         if has_alloc:
             if prev is None:
                 assumed = self.assumed.pop(uid, None)
-                if assumed is not None:
-                    self._mark(assumed, -1)
                 self.allocated[uid] = claim
-                self._mark(claim, +1)
+                # The in-flight allocation written as decided changes nothing (no node is touched).
+                if assumed is None or _results(assumed) != _results(claim):
+                    if assumed is not None:
+                        self._mark(assumed, -1)
+                    self._mark(claim, +1)
             else:
                 self.allocated[uid] = claim
         elif prev is not None:
