@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kdra.allocator.index import CelBudgetExhausted, cel_budget
 from kdra.cluster.store import Obj, Store, WatchEvent
 from kdra.errors import InputError
+from kdra.scheduler.accounting import PodUsage, QueueAccounting
 from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.framework import (
     EV_POD_DELETE,
@@ -83,7 +84,7 @@ from kdra.scheduler.seams import (
     StoreStatusWriter,
     set_condition,
 )
-from kdra.scheduler.topology import GangTopology, TopologyLevels, domains
+from kdra.scheduler.topology import DomainRoom, GangTopology, TopologyLevels, domains
 
 if TYPE_CHECKING:
     from kdra.scheduler.podinfo import PodInfo
@@ -210,17 +211,6 @@ class Job:
         return self.gang.key if self.gang is not None else self.members[0].key
 
 
-@dataclass
-class _PodUsage:
-    queue: str
-    usage: Vector
-    start: float
-    job: str
-    priority: int
-    preemptible: bool
-    name: str
-
-
 class GangPermit(PermitPlugin):
     """Holds members of the gang being placed at Permit until the action allows or rejects them."""
 
@@ -286,8 +276,7 @@ class GangQueues:
         self._queue_status: dict[str, Any] = {}  # queue -> status last written
         self._queue_status_at = -1e18
         self.format_time: Any = None
-        self.usage: dict[str, _PodUsage] = {}  # bound pod uid -> what it holds
-        self.allocated: dict[str, Vector] = {}  # queue (leaves and parents) -> held
+        self.accounting = QueueAccounting(self.tree)  # what bound pods hold, per queue
         self.first_attempt: dict[str, float] = {}
         self.timed_out: set[str] = set()
         self.reasons: dict[str, str] = {}  # job key -> why it waits (latest)
@@ -300,6 +289,7 @@ class GangQueues:
         self._estimates: dict[str, tuple[Any, str, Vector]] = {}
         self._fits_memo: dict[Any, dict[int, tuple[int, int]]] = {}
         self._domains: dict[Any, dict[str, list[Any]]] = {}
+        self.rooms: DomainRoom = DomainRoom(None)
         self.dynres: Any = None
         store.watch(self._on_event, kinds=("Queue", "Topology", "Pod", "ResourceClaim"))
         for kind in ("Queue", "Topology"):
@@ -341,6 +331,7 @@ class GangQueues:
         if self.sched is sched:
             return
         self.sched = sched
+        self.rooms = DomainRoom(sched.cache)
         self.format_time = sched.format_time
         if isinstance(self.evictor, StoreEvictor):
             self.evictor.format_time = sched.format_time
@@ -363,7 +354,8 @@ class GangQueues:
     def _on_event(self, ev: WatchEvent) -> None:
         if ev.kind == "Queue":
             self._set_obj(self.queue_objs, ev)
-            self._rebuild_tree()
+            if not _same_queue(ev):
+                self._rebuild_tree()
         elif ev.kind == "Topology":
             self._set_obj(self.topology_objs, ev)
             try:
@@ -437,13 +429,19 @@ class GangQueues:
                     changed = True
         specs = [sp for sp in specs if sp.name not in self.invalid_queues]
         self.tree = QueueTree(specs)
-        self.allocated = {}
-        for u in self.usage.values():
-            u.queue = self.tree.leaf_or_default(u.queue)
-            for q in self.tree.ancestors(u.queue):
-                add(self.allocated.setdefault(q, {}), u.usage)
+        self.accounting.retree(self.tree)
 
     # -- accounting ------------------------------------------------------------------------------
+
+    @property
+    def usage(self) -> dict[str, PodUsage]:
+        """Bound pod uid -> what it holds."""
+        return self.accounting.usage
+
+    @property
+    def allocated(self) -> dict[str, Vector]:
+        """Queue (leaves and parents) -> what its bound pods hold."""
+        return self.accounting.allocated
 
     def job_queue(self, pod: Mapping[str, Any], gang: GangSpec | None) -> str:
         q = (gang.queue if gang is not None else None) or pod_queue(pod)
@@ -493,19 +491,13 @@ class GangQueues:
         pi = PodInfo(pod)
         prio = gang.priority if gang is not None and gang.priority is not None else pi.priority
         pre = not (gang is not None and gang.preemptible is False)
-        u = _PodUsage(
+        u = PodUsage(
             queue, self._pod_usage(pod, pi.requests), self.now, gk or f"pod:{pi.key}", prio, pre, pi.key
         )
-        self.usage[uid] = u
-        for q in self.tree.ancestors(queue):
-            add(self.allocated.setdefault(q, {}), u.usage)
+        self.accounting.account(uid, u)
 
     def _unaccount(self, uid: str) -> None:
-        u = self.usage.pop(uid, None)
-        if u is None:
-            return
-        for q in self.tree.ancestors(u.queue):
-            add(self.allocated.setdefault(q, {}), u.usage, -1.0)
+        self.accounting.unaccount(uid)
 
     def capacity(self) -> Vector:
         """Cluster totals per resource: cpu and memory of nodes, devices and capacities per DeviceClass."""
@@ -551,9 +543,7 @@ class GangQueues:
     def fair_shares(self, jobs: Sequence[Job] = ()) -> dict[str, Vector]:
         """Fair shares over what queues hold plus every pending pod's estimate (not only this session's)."""
         assert self.sched is not None
-        requested: dict[str, Vector] = {}
-        for u in self.usage.values():
-            add(requested.setdefault(u.queue, {}), u.usage)
+        requested = self.accounting.requested()
         seen: set[str] = set()
         for j in jobs:
             add(requested.setdefault(j.queue, {}), j.need)
@@ -853,14 +843,15 @@ class GangQueues:
             etype = "Normal" if status == "True" else "Warning"
             self.status.event(obj, etype, reason, message.split("\n", 1)[0] if status == "True" else message)
 
-    def _member_capacity(self, job: Job) -> Any:
-        """A cheap estimate of how many members a node can still host (None: no estimate)."""
+    def _member_capacity(self, job: Job) -> tuple[Any, Any]:
+        """A cheap estimate of how many members a node can still host, and the key it is memoised under
+        (None, None: no estimate)."""
         assert self.sched is not None
         if self.dynres is None:
-            return None
+            return None, None
         state = CycleState()
         if not self.dynres.pre_filter(state, job.members[0]).ok:
-            return None
+            return None, None
         demand = state["DynamicResources"].demand.exact
         dra = self.sched.dra
         req = job.members[0].requests
@@ -888,7 +879,7 @@ class GangQueues:
             memo[ni.idx] = (ni.generation, n)
             return n
 
-        return fits
+        return key, fits
 
     def plan(self, job: Job) -> tuple[list[tuple[str, str] | None], str]:
         """The domain restrictions to try in order, and a note on levels that are too full."""
@@ -901,7 +892,7 @@ class GangQueues:
         labels = ([pref, *self.levels.coarser(pref, up_to=req)] if pref else []) or ([req] if req else [])
         if req and req not in labels:
             labels.append(req)
-        fits = self._member_capacity(job)
+        fits_key, fits = self._member_capacity(job)
         need = max(1, job.needed)
         out: list[tuple[str, str] | None] = []
         notes = []
@@ -913,10 +904,11 @@ class GangQueues:
                 if len(self._domains) > 32:
                     self._domains.clear()
                 doms = self._domains[dkey] = dict(sorted(domains(cache.nodes, label).items()))
-            ranked = []
-            for value, nodes in doms.items():
-                cap = sum(min(fits(ni), need) for ni in nodes) if fits is not None else need
-                ranked.append((cap, value))
+            if fits is not None:
+                room = self.rooms.room((fits_key, dkey, need), doms, lambda ni: min(fits(ni), need))
+                ranked = [(room[value], value) for value in doms]
+            else:
+                ranked = [(need, value) for value in doms]
             roomy = sorted((c, v) for c, v in ranked if c >= need)
             for _c, v in roomy[: self.options.max_domain_trials]:
                 out.append((label, v))
@@ -1029,17 +1021,7 @@ class GangQueues:
     # -- running jobs (victims) ------------------------------------------------------------------
 
     def running_jobs(self) -> list[RunningJob]:
-        jobs: dict[str, RunningJob] = {}
-        for uid in sorted(self.usage):
-            u = self.usage[uid]
-            j = jobs.get(u.job)
-            if j is None:
-                j = jobs[u.job] = RunningJob(u.job, u.queue, u.priority, u.start, u.preemptible)
-            j.pods.append(uid)
-            j.names.append(u.name)
-            j.start = max(j.start, u.start)
-            add(j.usage, u.usage)
-        return list(jobs.values())
+        return self.accounting.running_jobs()
 
     def evict_jobs(
         self, victims: Sequence[RunningJob], why: str, *, dry_run_first: bool = True
@@ -1243,6 +1225,19 @@ class GangQueues:
 
 
 # -- actions ---------------------------------------------------------------------------------------
+
+
+def _same_queue(ev: WatchEvent) -> bool:
+    """A Queue update that changes nothing parse_queue reads (its status, written by the report)."""
+    old, new = ev.old, ev.object
+    if ev.type != "MODIFIED" or old is None:
+        return False
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    return (
+        old.get("spec") == new.get("spec")
+        and old.get("apiVersion") == new.get("apiVersion")
+        and om.get("creationTimestamp") == nm.get("creationTimestamp")
+    )
 
 
 class _GQAction:

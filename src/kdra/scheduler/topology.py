@@ -25,6 +25,7 @@ and sets the restriction; `GangTopology` applies it in Filter.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.errors import InputError
@@ -101,6 +102,53 @@ def domains(nodes: Iterable[NodeInfo], label: str) -> dict[str, list[NodeInfo]]:
         if v is not None:
             out.setdefault(v, []).append(ni)
     return out
+
+
+@dataclass
+class _Room:
+    seq: int  # the cache's change_seq the figures are current at
+    per_node: dict[int, int] = field(default_factory=dict)
+    domain_of: dict[int, str] = field(default_factory=dict)
+    per_domain: dict[str, int] = field(default_factory=dict)
+
+
+class DomainRoom:
+    """Per topology domain, how many of a gang's members its nodes can host (a figure per node, summed),
+    kept from one plan to the next and brought up to date with the nodes changed since
+    (SchedulerCache.changed_since): planning a gang does not walk every node each time."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+        self._rooms: dict[Hashable, _Room] = {}
+
+    def room(
+        self, key: Hashable, doms: Mapping[str, Sequence[NodeInfo]], per_node: Callable[[NodeInfo], int]
+    ) -> dict[str, int]:
+        """Domain -> the sum of `per_node` over its nodes. `key` names `doms` and `per_node`: the same key
+        means the same domains and a figure per node that changes only with the node's generation."""
+        cache = self.cache
+        entry = self._rooms.get(key)
+        changed = cache.changed_since(entry.seq) if entry is not None else None
+        if entry is None or changed is None:
+            if len(self._rooms) > 32:
+                self._rooms.clear()
+            entry = self._rooms[key] = _Room(cache.change_seq)
+            for value, nodes in doms.items():
+                total = 0
+                for ni in nodes:
+                    n = entry.per_node[ni.idx] = per_node(ni)
+                    entry.domain_of[ni.idx] = value
+                    total += n
+                entry.per_domain[value] = total
+            return entry.per_domain
+        for idx in changed:
+            dom = entry.domain_of.get(idx)
+            if dom is not None:
+                n = per_node(cache.nodes[idx])
+                entry.per_domain[dom] += n - entry.per_node[idx]
+                entry.per_node[idx] = n
+        entry.seq = cache.change_seq
+        return entry.per_domain
 
 
 class GangTopology(PreFilterPlugin, FilterPlugin):
