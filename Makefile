@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint typecheck unit e2e bench venv prometheus oracle differential debootstrap kwok pins pin
+.PHONY: run test lint typecheck unit e2e bench compare venv prometheus oracle differential debootstrap kwok pins pin
 
 venv: $(VENV)/.installed
 
@@ -79,3 +79,9 @@ test: lint typecheck unit e2e
 
 bench: venv
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The performance gate: quick benchmarks for BASE (a temporary worktree) and the working tree, interleaved;
+# ratios, and a failure on a drop over 10% (benchmarks/compare.py).
+BASE ?= main
+compare: venv
+	$(BIN)/python benchmarks/compare.py $(BASE)

@@ -9,6 +9,10 @@ Workloads (each in a fresh process, so peak memory is its own):
 Each pod's time counts from its creation (the resourceclaim controller creates its claim) to its binding
 (claim allocated and reserved, pod bound); throughput = pods / (time of the last binding - first creation).
 Peak memory is the process's ru_maxrss (fleet objects, store, scheduler and allocator index included).
+Resident memory (RSS): idle (fleet loaded, index built, no pods), growth per 1,000 bound pods (pods, claims
+and the scheduler's view of them), and after churn: five rounds in which a tenth of the pods complete and
+are deleted (their claims go with them) and as many new pods arrive and are bound; a scheduler that keeps
+nothing of the pods that left ends near where it was before the churn.
 
     python benchmarks/bench_scheduler.py [--only NAME] [--pods N]
 """
@@ -87,6 +91,28 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def _churn(store: Any, sched: Any, first: int, rounds: int, per_round: int) -> int:
+    """Complete and delete the oldest `per_round` bound pods, create as many new ones, schedule; returns
+    the next pod number."""
+    n = first
+    for _ in range(rounds):
+        done = [p for p in store.list("Pod") if (p.get("spec") or {}).get("nodeName")][:per_round]
+        for p in done:
+            meta = p["metadata"]
+            store.update(dict(p, status=dict(p.get("status") or {}, phase="Succeeded")), subresource="status")
+            store.delete("Pod", meta["name"], meta["namespace"])
+        for i in range(n, n + len(done)):
+            store.create(_pod(i))
+        n += len(done)
+        sched.run(0)
+    return n
+
+
 def run_one(name: str, pods: int | None) -> dict[str, Any]:
     from kdra.cluster import MemoryStore, clone
     from kdra.fleets import render
@@ -105,6 +131,7 @@ def run_one(name: str, pods: int | None) -> dict[str, Any]:
         sched = Scheduler(store)
         sched.dra.index  # noqa: B018 - build the allocator index before timing, as a running scheduler has it
         setup = time.perf_counter() - t0
+        rss_idle = _rss_mib()
         half = n // 2
         t1 = time.perf_counter()
         # Like scheduler_perf: half the pods first (init), then the measured half.
@@ -116,6 +143,12 @@ def run_one(name: str, pods: int | None) -> dict[str, Any]:
             store.create(_pod(i))
         second = sched.run(0)
         t3 = time.perf_counter()
+        rss_bound = _rss_mib()
+        bound_before = sum(1 for p in store.list("Pod") if (p.get("spec") or {}).get("nodeName"))
+        _churn(store, sched, n, 5, n // 10)
+        rss_churn = _rss_mib()
+        bound_after = sum(1 for p in store.list("Pod") if (p.get("spec") or {}).get("nodeName"))
+        claims_after = len(store.list("ResourceClaim"))
     results = first + second
     scheduled = sum(1 for r in results if r.node)
     return {
@@ -129,6 +162,13 @@ def run_one(name: str, pods: int | None) -> dict[str, Any]:
         "pods_per_second_measured_half": round((n - half) / (t3 - t2), 1),
         "node_evaluations_per_pod": round(sched.node_evaluations / max(1, sched.cycles), 2),
         "peak_memory_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_idle_mib": round(rss_idle, 1),
+        "rss_per_1000_pods_mib": round((rss_bound - rss_idle) * 1000 / n, 1),
+        "rss_bound_mib": round(rss_bound, 1),
+        "rss_after_churn_mib": round(rss_churn, 1),
+        "bound_before_churn": bound_before,
+        "bound_after_churn": bound_after,
+        "claims_after_churn": claims_after,
     }
 
 
@@ -143,7 +183,7 @@ def main() -> int:
         return 0
     print(
         f"{'workload':<14}{'nodes':>7}{'devices':>9}{'pods':>8}{'sched':>8}{'pods/s':>9}{'meas/s':>9}"
-        f"{'evals/pod':>10}{'setup s':>9}{'peak MiB':>10}"
+        f"{'evals/pod':>10}{'setup s':>9}{'peak MiB':>10}{'idle MiB':>10}{'MiB/1k':>8}{'churned':>9}"
     )
     for name in [args.only] if args.only else WORKLOADS:
         cmd = [sys.executable, __file__, "--child", name] + (["--pods", str(args.pods)] if args.pods else [])
@@ -152,8 +192,14 @@ def main() -> int:
         print(
             f"{r['workload']:<14}{r['nodes']:>7}{r['devices']:>9}{r['pods']:>8}{r['scheduled']:>8}"
             f"{r['pods_per_second']:>9}{r['pods_per_second_measured_half']:>9}{r['node_evaluations_per_pod']:>10}"
-            f"{r['setup_seconds']:>9}{r['peak_memory_mib']:>10}"
+            f"{r['setup_seconds']:>9}{r['peak_memory_mib']:>10}{r['rss_idle_mib']:>10}"
+            f"{r['rss_per_1000_pods_mib']:>8}{r['rss_after_churn_mib']:>9}"
         )
+        if r["bound_after_churn"] != r["bound_before_churn"] or r["claims_after_churn"] != r["pods"]:
+            raise SystemExit(
+                f"{r['workload']}: after churn {r['bound_after_churn']} pods bound and "
+                f"{r['claims_after_churn']} claims, expected {r['bound_before_churn']} and {r['pods']}"
+            )
     return 0
 
 
