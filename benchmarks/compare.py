@@ -10,7 +10,7 @@ a drop of more than 10% is flagged and makes the exit status 1.
 
 Probes (rates are per CPU second of the measured work, which a loaded machine disturbs less than wall time):
   template-500   500 nodes x 10 GPUs, 5,000 pods with one template claim each: pods per CPU second
-  nodes-5000     5,000 nodes x 8 GPUs, 20,000 such pods: pods per CPU second, and resident memory per
+  nodes-5000     5,000 nodes x 8 GPUs, 10,000 such pods: pods per CPU second, and resident memory per
                  1,000 bound pods
   allocator      one 1-device claim against each of 500 nodes (half their devices in use), warm index:
                  the 99th percentile of one node's allocation
@@ -86,7 +86,7 @@ def probe_nodes_5000() -> dict[str, float]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_scheduler import _fleet
 
-    return _schedule(_fleet("gpus-5000"), 20000)
+    return _schedule(_fleet("gpus-5000"), 10000)
 
 
 def probe_allocator() -> dict[str, float]:
