@@ -661,7 +661,7 @@ def pod(claims: list[dict[str, Any]], container_claims: list[dict[str, Any]]) ->
         "metadata": {"name": "p"},
         "spec": {
             "resourceClaims": claims,
-            "containers": [{"name": "c", "resources": {"claims": container_claims}}],
+            "containers": [{"name": "c", "image": "x", "resources": {"claims": container_claims}}],
         },
     }
 

@@ -84,7 +84,9 @@ def test_a_server_that_never_answers_is_given_up_on_after_the_connect_timeout(
             call()
         assert time.monotonic() - started < 3
         assert exc.value.unreachable and exc.value.exit_code == 1
-        assert f"cannot reach the API server at {stalled}" in str(exc.value) and "timed out" in str(exc.value)
+        assert f"cannot reach the API server at {stalled}" in str(
+            exc.value
+        ) and "no answer within 1 s" in str(exc.value)
 
 
 def test_top_against_a_server_that_never_answers_ends_within_the_timeout(
@@ -96,8 +98,8 @@ def test_top_against_a_server_that_never_answers_ends_within_the_timeout(
     assert main(["top", "--kubeconfig", _kubeconfig(tmp_path / "kc", stalled)]) == 1
     elapsed = time.monotonic() - started
     err = capsys.readouterr().err
-    assert 9 < elapsed < 20, elapsed
-    assert f"cannot reach the API server at {stalled}" in err and "timed out" in err
+    assert elapsed < 30, elapsed  # the client gives up after 10 s (30: a loaded CI machine)
+    assert f"cannot reach the API server at {stalled}" in err and "no answer within 10 s" in err
     # four kinds, one problem: said once
     assert err.count("cannot reach") == 1, err
 

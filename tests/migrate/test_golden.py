@@ -226,11 +226,13 @@ def test_output_passes_kdra_validation(case: str) -> None:
                 "name": f"{obj['metadata'].get('name', 'w')}-{role or 'pod'}"[:63].strip("-"),
                 "namespace": "default",
             },
-            "spec": _as_pod_spec(spec),
+            "spec": pod_spec,
         }
         for obj in objs
         for _, role, spec in pod_specs(obj)
         if obj.get("kind") != "Pod"
+        for pod_spec in [_as_pod_spec(spec)]
+        if pod_spec["containers"]  # an Argo steps or dag template runs no pod of its own
     ]
     native = [o for o in objs if o.get("kind") in ("Pod", "ResourceClaimTemplate", "DeviceClass")]
     validation.validate_objects(native + pods)

@@ -100,7 +100,7 @@ def pod(name: str, **ann: str) -> dict:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "annotations": ann},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
     }
 
 
@@ -127,7 +127,7 @@ def test_arrival_and_run_time_annotations() -> None:
                     "kind": "Pod",
                     "metadata": {"name": "p"},
                     "spec": {
-                        "containers": [{"name": "c"}],
+                        "containers": [{"name": "c", "image": "x"}],
                         "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "missing"}],
                     },
                 }
@@ -140,7 +140,10 @@ def test_arrival_and_run_time_annotations() -> None:
                     "apiVersion": "apps/v1",
                     "kind": "Deployment",
                     "metadata": {"name": "d"},
-                    "spec": {"replicas": -1, "template": {"spec": {"containers": [{"name": "c"}]}}},
+                    "spec": {
+                        "replicas": -1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+                    },
                 }
             ],
             "Deployment default/d: spec.replicas: Invalid value: -1",

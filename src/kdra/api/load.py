@@ -242,17 +242,49 @@ def _looks_like_json(text: str) -> bool:
     return stripped.startswith(("{", "["))
 
 
+class _JSONError(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _JSONError(f"duplicate field {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _JSONError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; Go's (kubectl's) does not
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as Go's decoder (kubectl's, the API server's) reads it: no trailing commas, NaN or Infinity, and
+    duplicate fields are an error, as strict field validation makes them."""
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
 def load_text(text: str, source: str = "<input>") -> list[dict[str, Any]]:
-    """Parse multi-document YAML or JSON into objects, flattening lists. Raises InputError."""
+    """Parse multi-document YAML or JSON into objects, flattening lists. Raises InputError.
+
+    Text that starts with `{` or `[` is JSON. A file named *.json must be valid JSON (a trailing comma is
+    an error with its line and column, as kubectl's decoder reports it); other text that is not valid
+    JSON is read as YAML, as kubectl 1.34 and later do (`{apiVersion: v1, kind: Pod}` is a YAML flow
+    mapping)."""
     if _looks_like_json(text):
         try:
-            data = json.loads(text)
+            data = _strict_json(text)
+        except _JSONError as e:
+            raise InputError(f"{source}: invalid JSON: {e}") from None
         except json.JSONDecodeError as e:
-            # `{apiVersion: v1, kind: Pod}` is YAML (a flow mapping), not JSON: try that before giving up.
+            where = f"{source}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}"
+            if source.endswith(".json"):
+                raise InputError(where) from None
             try:
                 return _load_yaml(text, source)
             except InputError:
-                raise InputError(f"{source}: line {e.lineno}: invalid JSON: {e.msg}") from None
+                raise InputError(where) from None
         except RecursionError:
             raise InputError(f"{source}: invalid JSON: nested too deeply") from None
         docs: list[object] = data if isinstance(data, list) else [data]

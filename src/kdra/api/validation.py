@@ -1593,7 +1593,173 @@ class _V:
             self.invalid(path + ".extendedResourceName", ern, "must be a valid extended resource name")
 
     # ---- Pod (DRA parts)
+    # ---- core/v1: what the scheduler reads of Pods and Nodes (pkg/apis/core/validation/validation.go)
+    def taint_effect(self, effect: object, path: str, *, allow_empty: bool) -> None:
+        """validateTaintEffect."""
+        if effect in (None, ""):
+            if not allow_empty:
+                self.required(path)
+            return
+        if effect not in TAINT_EFFECTS:
+            self.add(
+                path, NOT_SUPPORTED, effect, "supported values: " + ", ".join(f'"{e}"' for e in TAINT_EFFECTS)
+            )
+
+    def pod_tolerations(self, spec: dict[str, Any], path: str) -> None:
+        """ValidateTolerations: an operator or effect kube-apiserver does not know (`Exist`, `NoSchedul`) is
+        refused, not read as "tolerates nothing" and then blamed on the node's taints."""
+        for i, tol in enumerate(self.get_list(spec, "tolerations", path) or []):
+            p = f"{path}[{i}]"
+            t = self.as_dict(tol, p)
+            if t is None:
+                continue
+            key = self.get_str(t, "key", p + ".key") or ""
+            operator = self.get_str(t, "operator", p + ".operator") or ""
+            value = self.get_str(t, "value", p + ".value") or ""
+            if key:
+                self.label_name(key, p + ".key")
+            if not key and operator != "Exists":
+                self.invalid(
+                    p + ".operator",
+                    operator,
+                    "operator must be Exists when `key` is empty, which means "
+                    '"match all values and all keys"',
+                )
+            seconds = self.get_int(t, "tolerationSeconds", p + ".tolerationSeconds")
+            if seconds is not None and t.get("effect") != "NoExecute":
+                self.invalid(
+                    p + ".effect",
+                    t.get("effect") or "",
+                    "effect must be 'NoExecute' when `tolerationSeconds` is set",
+                )
+            if operator in ("", "Equal"):
+                self.msgs(
+                    p + ".operator",
+                    value,
+                    ["; ".join(is_label_value(value))] if is_label_value(value) else [],
+                )
+            elif operator == "Exists":
+                if value:
+                    self.invalid(p + ".operator", operator, "value must be empty when `operator` is 'Exists'")
+            else:
+                self.add(p + ".operator", NOT_SUPPORTED, operator, 'supported values: "Equal", "Exists"')
+            self.taint_effect(t.get("effect"), p + ".effect", allow_empty=True)
+
+    def node_taints(self, spec: dict[str, Any], path: str) -> None:
+        """validateNodeTaints: key, value and effect, unique by key and effect."""
+        seen: set[tuple[str, str]] = set()
+        for i, taint in enumerate(self.get_list(spec, "taints", path) or []):
+            p = f"{path}[{i}]"
+            t = self.as_dict(taint, p)
+            if t is None:
+                continue
+            key = t.get("key", "")
+            self.label_name(key, p + ".key")
+            value = self.get_str(t, "value", p + ".value") or ""
+            self.msgs(
+                p + ".value", value, ["; ".join(is_label_value(value))] if is_label_value(value) else []
+            )
+            effect = t.get("effect")
+            self.taint_effect(effect, p + ".effect", allow_empty=False)
+            pair = (str(key), str(effect or ""))
+            if pair in seen:
+                self.add(p, DUPLICATE, GoValue(_compact(t)), "taints must be unique by key and effect pair")
+            seen.add(pair)
+
+    def pod_affinity(self, spec: dict[str, Any], path: str) -> None:
+        """The node affinity kube-scheduler reads: a required NodeSelector, preferred terms weighted 1-100."""
+        affinity = self.get_dict(spec, "affinity", path)
+        node = self.get_dict(affinity, "nodeAffinity", path + ".nodeAffinity") if affinity else None
+        if not node:
+            return
+        np = path + ".nodeAffinity"
+        required = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if required is not None:
+            self.node_selector(required, np + ".requiredDuringSchedulingIgnoredDuringExecution")
+        pp = np + ".preferredDuringSchedulingIgnoredDuringExecution"
+        for i, term in enumerate(
+            self.get_list(node, "preferredDuringSchedulingIgnoredDuringExecution", pp) or []
+        ):
+            p = f"{pp}[{i}]"
+            t = self.as_dict(term, p)
+            if t is None:
+                continue
+            weight = self.get_int(t, "weight", p + ".weight")
+            if weight is None or not 1 <= weight <= 100:
+                self.invalid(p + ".weight", weight if weight is not None else 0, "must be in the range 1-100")
+            pref = self.get_dict(t, "preference", p + ".preference") or {}
+            for j, req in enumerate(
+                self.get_list(pref, "matchExpressions", p + ".preference.matchExpressions") or []
+            ):
+                self.node_selector_requirement(req, f"{p}.preference.matchExpressions[{j}]")
+            for j, req in enumerate(self.get_list(pref, "matchFields", p + ".preference.matchFields") or []):
+                self.node_field_selector_requirement(req, f"{p}.preference.matchFields[{j}]")
+
+    def resource_list(self, res: dict[str, Any], key: str, path: str) -> dict[str, Quantity]:
+        """A container's requests or limits: standard or extended names, non-negative quantities, integers
+        where the resource is counted (extended resources such as nvidia.com/gpu)."""
+        out: dict[str, Quantity] = {}
+        items = self.get_dict(res, key, path) or {}
+        for name in sorted(items, key=str):
+            p = f"{path}[{name}]"
+            if not isinstance(name, str):
+                continue
+            self.container_resource_name(name, p)
+            q = self.get_quantity(items, name, p)
+            if q is None:
+                continue
+            if q.sign() < 0:
+                self.invalid(p, str(q), "must be greater than or equal to 0")
+            elif _is_integer_resource(name) and q.milli_value() % 1000:
+                self.invalid(p, str(q), "must be an integer")
+            out[name] = q
+        return out
+
+    def container_resource_name(self, name: str, path: str) -> None:
+        """validateContainerResourceName."""
+        self.msgs(path, name, is_qualified_name(name))
+        if "/" not in name:
+            if name not in _STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+                self.invalid(path, name, "must be a standard resource for containers")
+        elif not _is_native_resource(name) and not _is_extended_resource(name):
+            self.invalid(path, name, "doesn't follow extended resource name standard")
+
+    def container_resources(self, ctr: dict[str, Any], path: str) -> None:
+        """ValidateResourceRequirements: requests within limits; counted resources equal to their limit."""
+        res = self.get_dict(ctr, "resources", path)
+        if res is None:
+            return
+        limits = self.resource_list(res, "limits", path + ".limits")
+        requests = self.resource_list(res, "requests", path + ".requests")
+        for name, q in requests.items():
+            limit = limits.get(name)
+            overcommit = _is_native_resource(name) and not name.startswith("hugepages-")
+            if limit is not None:
+                if q.cmp(limit) != 0 and not overcommit:
+                    self.invalid(path + ".requests", str(q), f"must be equal to {name} limit of {limit}")
+                elif q.cmp(limit) > 0:
+                    self.invalid(
+                        path + ".requests", str(q), f"must be less than or equal to {name} limit of {limit}"
+                    )
+            elif not overcommit:
+                self.required(path + ".limits", "Limit must be set for non overcommitable resources")
+
+    def node_status(self, obj: dict[str, Any]) -> None:
+        status = self.get_dict(obj, "status", "status") or {}
+        for key in ("capacity", "allocatable"):
+            items = self.get_dict(status, key, f"status.{key}") or {}
+            for name in sorted(items, key=str):
+                q = self.get_quantity(items, name, f"status.{key}[{name}]")
+                if q is not None and q.sign() < 0:
+                    self.invalid(f"status.{key}[{name}]", str(q), "must be greater than or equal to 0")
+
     def pod_spec(self, spec: dict[str, Any], path: str) -> None:
+        node_name = self.get_str(spec, "nodeName", path + ".nodeName")
+        if node_name:
+            self.node_name(node_name, path + ".nodeName")
+        self.labels(spec, "nodeSelector", path + ".nodeSelector")
+        self.pod_tolerations(spec, path + ".tolerations")
+        self.pod_affinity(spec, path + ".affinity")
         rp = path + ".resourceClaims"
         claim_names: set[str] = set()
         for i, claim in enumerate(self.get_list(spec, "resourceClaims", rp) or []):
@@ -1629,6 +1795,9 @@ class _V:
                 self.dns_subdomain(rc, p + ".resourceClaimName")
             if rct is not None:
                 self.dns_subdomain(rct, p + ".resourceClaimTemplateName")
+        if not self.get_list(spec, "containers", path + ".containers"):
+            self.required(path + ".containers")
+        container_names: set[str] = set()
         for field_name in ("initContainers", "containers"):
             cp = f"{path}.{field_name}"
             for i, container in enumerate(self.get_list(spec, field_name, cp) or []):
@@ -1636,6 +1805,17 @@ class _V:
                 ctr = self.as_dict(container, p)
                 if ctr is None:
                     continue
+                cname = ctr.get("name")
+                if cname in (None, ""):
+                    self.required(p + ".name")
+                elif cname in container_names:
+                    self.add(p + ".name", DUPLICATE, cname)
+                else:
+                    self.dns_label(cname, p + ".name")
+                    container_names.add(str(cname))
+                if ctr.get("image") in (None, ""):
+                    self.required(p + ".image")
+                self.container_resources(ctr, p + ".resources")
                 res = self.get_dict(ctr, "resources", p + ".resources")
                 if res is None:
                     continue
@@ -1679,6 +1859,29 @@ _LIST_ATTRIBUTE_CHECKS: Final[tuple[tuple[str, Callable[[_V, object, str], None]
     ("strings", _V.attribute_string),
     ("versions", _V.attribute_version),
 )
+
+
+TAINT_EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_STANDARD_CONTAINER_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def _is_native_resource(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _is_extended_resource(name: str) -> bool:
+    """helper.IsExtendedResourceName (nvidia.com/gpu, amd.com/gpu, google.com/tpu, ...)."""
+    return (
+        not _is_native_resource(name)
+        and not name.startswith("requests.")
+        and not is_qualified_name("requests." + name)
+    )
+
+
+def _is_integer_resource(name: str) -> bool:
+    """helper.IsIntegerResourceName: counted resources are extended ones (and pods)."""
+    return name == "pods" or _is_extended_resource(name)
 
 
 def _s(v: object) -> str:
@@ -2014,6 +2217,9 @@ def _validate_resource_claim_template(v: _V, obj: dict[str, Any]) -> None:
 
 def _validate_node(v: _V, obj: dict[str, Any]) -> None:
     v.object_meta(obj, False, _meta_name)
+    spec = v.get_dict(obj, "spec", "spec") or {}
+    v.node_taints(spec, "spec.taints")
+    v.node_status(obj)
 
 
 def _validate_pod(v: _V, obj: dict[str, Any]) -> None:
@@ -2030,6 +2236,16 @@ _VALIDATORS: Final[dict[str, Callable[[_V, dict[str, Any]], None]]] = {
     "Pod": _validate_pod,
 }
 VALIDATED_KINDS: Final = frozenset(_VALIDATORS)
+
+
+def pod_spec_errors(spec: object, path: str = "spec") -> list[FieldError]:
+    """A pod spec (a Pod's, or a workload's pod template's at `path`) as kube-apiserver validates it."""
+    v = _V()
+    if not isinstance(spec, dict):
+        v.required(path, "a pod spec")
+    else:
+        v.pod_spec(spec, path)
+    return v.errs
 
 
 def format_errors(obj: object, errors: list[FieldError]) -> list[str]:

@@ -214,9 +214,9 @@ def _run(args: argparse.Namespace) -> int:
     from kdra.allocator import AllocationOutcome, Allocator
     from kdra.allocator._nodes import node_selector_matches
     from kdra.allocator.summary import NodeFinding
+    from kdra.api.admission import admit
     from kdra.api.fields import check_fields
     from kdra.api.templates import instantiate_template, is_claim_for_pod
-    from kdra.api.validation import validate_objects
     from kdra.cli.common import feature_gates, namespace_filter, positive_int, validate_mode
     from kdra.scheduler.nodefit import NodeFit
 
@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     # Namespaces are validated along (they carry the label adminAccess needs), then set aside.
     # List-typed attributes are accepted whatever the gate says: slices stored while it was on keep them,
     # and the allocator then treats them as upstream does with the gate off.
-    validate_objects(
+    admit(
         objs + [o for o in loaded if o.get("kind") in IGNORED_KINDS],
         list_type_attributes=True,
         features=gates,

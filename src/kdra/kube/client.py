@@ -531,20 +531,18 @@ class KubeClient:
         conn.connect_timeout = self.connect_timeout if connect_timeout is None else connect_timeout
         return conn
 
-    def unreachable(self, what: str, exc: BaseException, started: float) -> UnavailableError:
+    def unreachable(self, what: str, exc: BaseException) -> UnavailableError:
         """The error of a request that could not connect (within connect_timeout, or refused on every
-        attempt): the address, where it came from and why; the same for every request, so a command that
-        reads several kinds says it once (`what` goes to the debug log)."""
+        attempt): the address, where it came from and why, worded the same for every request, so a command
+        that reads several kinds says it once (`what` goes to the debug log)."""
         request_log.debug("%s: no connection: %s", what, exc)
-        why = (
-            "timed out"
-            if isinstance(exc, TimeoutError | socket.timeout)
-            else (getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}")
-        )
+        if isinstance(exc, TimeoutError | socket.timeout):
+            why = f"no answer within {self.connect_timeout:g} s"
+        else:
+            why = getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}"
         proxy = f" through proxy {self._proxy[0]}:{self._proxy[1]}" if self._proxy else ""
         err = UnavailableError(
-            f"cannot reach the API server at {self.config.server}{proxy} ({self.config.describe()}): "
-            f"{why} (gave up after {time.monotonic() - started:.1f} s)"
+            f"cannot reach the API server at {self.config.server}{proxy} ({self.config.describe()}): {why}"
         )
         err.unreachable = True
         return err
@@ -657,18 +655,14 @@ class KubeClient:
                 sent = phase == "response"
                 request_log.debug("%s %s failed (%s, %s): %s", method, url, phase, type(e).__name__, e)
                 if phase == "connect" and time.monotonic() >= connect_deadline - 0.01:
-                    raise self.unreachable(
-                        f"{method} {path}", e, connect_deadline - self.connect_timeout
-                    ) from None
+                    raise self.unreachable(f"{method} {path}", e) from None
                 if attempt <= self.retries and (not sent or safe):
                     self.retried += 1
                     if not (reused and phase != "connect"):  # a stale keep-alive: at once
                         time.sleep(min(2.0, 0.1 * 2**attempt, max(0.0, connect_deadline - time.monotonic())))
                     continue
                 if phase == "connect":
-                    raise self.unreachable(
-                        f"{method} {path}", e, connect_deadline - self.connect_timeout
-                    ) from None
+                    raise self.unreachable(f"{method} {path}", e) from None
                 failed = UnavailableError(
                     f"{method} {path}: {type(e).__name__}: {e}"
                     + (" (sent before the connection failed: it may have been applied)" if sent else "")
@@ -936,7 +930,6 @@ class KubeClient:
             self.limiter.accept()
             # A read timeout a little above the server's own, so a silent dead connection is noticed.
             conn = self._connect(timeout_seconds + 30)
-            started = time.monotonic()
             headers, token = self._headers(None)
             try:
                 try:
@@ -945,7 +938,7 @@ class KubeClient:
                     if isinstance(e, ssl.SSLCertVerificationError):
                         raise
                     conn.close()
-                    raise self.unreachable(f"watch {path}", e, started) from None
+                    raise self.unreachable(f"watch {path}", e) from None
                 conn.request("GET", url, headers=headers)
                 conn.release()
                 resp = conn.getresponse()

@@ -149,8 +149,8 @@ def _claim_spec(
             f"{path}.gpu.vendor", f'Unsupported value: {vendor!r}: supported values: "nvidia", "amd"'
         )
     model = gpu.get("model")
-    if model is not None and not isinstance(model, str):
-        raise ctx.err(f"{path}.gpu.model", f"Invalid value: {model!r}: must be a string")
+    if model is not None:
+        _check_model(ctx, f"{path}.gpu.model", model, vendor)
     if "memory" in gpu:
         if "count" in gpu:
             raise ctx.err(
@@ -188,6 +188,31 @@ def _claim_spec(
         # Whole GPUs: not a share of a shared GPU.
         exactly["selectors"] = [{"cel": {"expression": "!device.allowMultipleAllocations"}}]
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}, None, model
+
+
+def _check_model(ctx: Any, path: str, model: object, vendor: str) -> None:
+    """gpu.model becomes a nodeSelector on the label the fleet's nodes carry (kdra.dev/accelerator: the
+    catalog key), so it must be a catalog key of that vendor: an alias or a typo would leave every pod of
+    the stream pending for ever."""
+    from kdra.drivers.catalog import AmdModel, GpuModel, all_models
+
+    kind = GpuModel if vendor == "nvidia" else AmdModel
+    keys = [m.key for m in all_models() if isinstance(m, kind)]
+    if not isinstance(model, str):
+        raise ctx.err(path, f"Invalid value: {model!r}: must be a string")
+    if model in keys:
+        return
+    named = [
+        m.key
+        for m in all_models()
+        if isinstance(m, kind) and model.lower() in (m.key.lower(), *(a.lower() for a in m.aliases))
+    ]
+    hint = f"did you mean {named[0]!r}? " if named else ""
+    raise ctx.err(
+        path,
+        f"Unsupported value: {model!r}: {hint}a {vendor} model of the catalog (kdra cluster catalog): "
+        + ", ".join(keys),
+    )
 
 
 def expand_generator(doc: Mapping[str, Any], seed: int = 0, max_pods: int = 200_000) -> Generated:

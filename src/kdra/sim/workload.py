@@ -122,32 +122,14 @@ def _pod_from_template(
     }
 
 
-def _check_pod_spec(spec: Any, where: str) -> None:
-    if not isinstance(spec, Mapping):
-        raise InputError(f"{where}: Required value: a pod spec")
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise InputError(f"{where}.containers: Required value: at least one container")
-    for i, c in enumerate(containers + list(spec.get("initContainers") or [])):
-        if not isinstance(c, Mapping) or not c.get("name"):
-            raise InputError(f"{where}.containers[{i}].name: Required value")
-        res = c.get("resources") or {}
-        for part in ("requests", "limits"):
-            for k, v in (res.get(part) or {}).items():
-                try:
-                    parse_quantity_any(v)
-                except (ValueError, TypeError) as exc:
-                    raise InputError(
-                        f"{where}.containers[{i}].resources.{part}[{k}]: Invalid value: {v!r}: {exc}"
-                    ) from None
-    for i, rc in enumerate(spec.get("resourceClaims") or []):
-        if not isinstance(rc, Mapping) or not rc.get("name"):
-            raise InputError(f"{where}.resourceClaims[{i}].name: Required value")
-        if bool(rc.get("resourceClaimName")) == bool(rc.get("resourceClaimTemplateName")):
-            raise InputError(
-                f"{where}.resourceClaims[{i}]: Invalid value: must specify exactly one of "
-                "resourceClaimName or resourceClaimTemplateName"
-            )
+def _check_pod_spec(spec: Any, where: str, path: str) -> None:
+    """The pod spec as kube-apiserver validates it (kdra.api.validation, the one validator): every problem,
+    one line each, naming the workload object and the field."""
+    from kdra.api.validation import pod_spec_errors
+
+    errs = pod_spec_errors(spec, path)
+    if errs:
+        raise InputError("\n".join(f"{where}: {e}" for e in errs))
 
 
 def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> int:
@@ -179,6 +161,11 @@ def build_workload(
             wl.name = (obj.get("metadata") or {}).get("name") or wl.name
         else:
             expanded.append(obj)
+    from kdra.api.admission import apply_defaults, generate_names
+
+    generate_names(expanded)  # a Pod with only generateName is named as the API server would
+    for obj in expanded:
+        apply_defaults(obj)
     templates: set[tuple[str, str]] = set()
     claims: set[tuple[str, str]] = set()
     seen: set[tuple[str, str, str]] = set()
@@ -260,7 +247,7 @@ def _group(obj: Obj, room: int = MAX_PODS, limit: int = MAX_PODS) -> Group:
     arrival = _annotation_duration(obj, ARRIVAL_TIME, where) or 0.0
     spec = obj.get("spec")
     if kind == "Pod":
-        _check_pod_spec(spec, f"{where}: spec")
+        _check_pod_spec(spec, where, "spec")
         run = _annotation_duration(obj, RUN_TIME, where)
         pod = {k: v for k, v in obj.items() if k != "status"}
         pod["metadata"] = dict(meta, namespace=ns)
@@ -270,7 +257,7 @@ def _group(obj: Obj, room: int = MAX_PODS, limit: int = MAX_PODS) -> Group:
     template = spec.get("template")
     if not isinstance(template, Mapping):
         raise InputError(f"{where}: spec.template: Required value")
-    _check_pod_spec(template.get("spec"), f"{where}: spec.template.spec")
+    _check_pod_spec(template.get("spec"), where, "spec.template.spec")
     run = _annotation_duration(template, RUN_TIME, where + " spec.template") or _annotation_duration(
         obj, RUN_TIME, where
     )
