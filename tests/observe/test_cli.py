@@ -131,7 +131,7 @@ def _objects() -> list[dict[str, object]]:
                                 "driver": "gpu.nvidia.com",
                                 "pool": "n1",
                                 "device": "gpu-1",
-                                "shareID": "abc",
+                                "shareID": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
                                 "consumedCapacity": {"memory": "6Gi"},
                             }
                         ]

@@ -42,7 +42,6 @@ output:
 """
 
 
-DRA_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Namespace")
 
 
 def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
@@ -167,15 +166,13 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
         )
     objs: list[Any] = []
     if args.files:
-        from kdra.api.validation import validate_objects
+        from kdra.api.admission import admit
 
         objs = load_paths(args.files)
         api = [o for o in objs if str(o.get("apiVersion", "")).split("/")[0] in ("v1", "resource.k8s.io")]
         check_fields(api, validate_mode(args))
-        # What the allocator reads, with the API server's rules (as kdra allocate does).
-        validate_objects(
-            [o for o in api if o.get("kind") in DRA_KINDS], list_type_attributes=True, features=features
-        )
+        # Named, defaulted and validated with the API server's rules, as kdra allocate does.
+        admit(api, list_type_attributes=True, features=features)
     elif args.kubeconfig or args.context or not args.fleet:  # kubectl's loading rules, as kdra export
         from kdra.cli.kube import make_client
         from kdra.plan.inputs import read_cluster

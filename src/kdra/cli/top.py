@@ -77,6 +77,10 @@ def _read_files(paths: list[str]) -> tuple[list[Any], list[Any]]:
         if not found:
             raise InputError(f"no objects in {source}: expected Kubernetes objects or metrics")
         objs.extend(found)
+    if objs:
+        from kdra.api.admission import admit
+
+        admit(objs, cel=False, list_type_attributes=True)
     if scrapes and objs:
         raise InputError(
             "-f: give either saved scrapes or Kubernetes objects, not both (they describe the fleet twice)"
