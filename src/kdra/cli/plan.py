@@ -42,8 +42,6 @@ output:
 """
 
 
-
-
 def _pairs(flag: str, values: list[str], convert: Any) -> dict[str, Any]:
     out = {}
     for v in values:
