@@ -41,13 +41,13 @@ def test_a_gang_binds_as_one_group_and_its_status_counts_the_members() -> None:
     store.create(pod_group("g", 3))
     gang_pods(store, "g", 3, gpus=2)
     groups: list[list[str]] = []
-    commit = sched._commit_group
+    commit = sched.binder.commit_group
 
-    def spy(group: Any) -> None:
+    def spy(s: Any, group: Any) -> None:
         groups.append(sorted(pi.name for pi, _ in group.pods))
-        commit(group)
+        commit(s, group)
 
-    sched._commit_group = spy  # type: ignore[method-assign]
+    sched.binder.commit_group = spy  # type: ignore[method-assign]
     decided: list[str] = []
     sched.bind_listeners.append(lambda pi, node: decided.append(pi.name))
     sched.run(0)

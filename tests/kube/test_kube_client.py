@@ -367,8 +367,8 @@ def test_stale_events_are_skipped_after_own_writes(server: FakeServer) -> None:
         store.update(upd)
         assert [e.type for e in events] == ["MODIFIED"]  # delivered at once, like MemoryStore
         # The watch brings an older version afterwards: it must not overwrite the newer write.
-        store._events.put(("event", "Node", "MODIFIED", node("a", 29, {"v": "old"})))
-        store._events.put(("event", "Node", "MODIFIED", node("a", 30, {"v": "2"})))
+        store.inbox.put(("event", "Node", "MODIFIED", node("a", 29, {"v": "old"})))
+        store.inbox.put(("event", "Node", "MODIFIED", node("a", 30, {"v": "2"})))
         store.process_events()
     finally:
         store.stop()
@@ -583,7 +583,7 @@ def test_leader_thread_notices_the_deadline_and_stops_campaigning(server: FakeSe
 
 
 def test_bind_job_retries_claim_writes_on_conflict_then_binds(server: FakeServer) -> None:
-    from kdra.kube.binder import BindJob
+    from kdra.kube.bindjob import BindJob
     from kdra.scheduler.podinfo import PodInfo
 
     base = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c1"
@@ -679,7 +679,7 @@ def _c1(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def test_bind_job_treats_a_committed_write_that_answered_504_as_written(server: FakeServer) -> None:
-    from kdra.kube.binder import BindJob
+    from kdra.kube.bindjob import BindJob
     from kdra.scheduler.podinfo import PodInfo
 
     live = _c1("8")
@@ -695,7 +695,7 @@ def test_bind_job_treats_a_committed_write_that_answered_504_as_written(server: 
 
 
 def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: FakeServer) -> None:
-    from kdra.kube.binder import BindJob
+    from kdra.kube.bindjob import BindJob
     from kdra.scheduler.podinfo import PodInfo
 
     theirs = {"devices": {"results": [{"driver": "d", "pool": "n2", "device": "y", "request": "r"}]}}
@@ -725,7 +725,7 @@ def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: Fake
 
 
 def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:
-    from kdra.kube.binder import BindJob
+    from kdra.kube.bindjob import BindJob
     from kdra.scheduler.podinfo import PodInfo
 
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}

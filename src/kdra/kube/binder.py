@@ -1,245 +1,475 @@
-"""The binding cycle off the scheduling loop (kube-scheduler's asynchronous binding goroutine).
+"""The binder seam on a live cluster (kdra.scheduler.seams.Binder): binding cycles on worker threads.
 
-After Reserve the scheduler has decided: the devices are assumed in use and the pod assumed on its node.
-What is left is API round trips (the claims' delete-protection finalizer, their status.allocation and
-reservedFor, then pods/binding), which `BindJob.run` does on a worker thread with the client alone (no
-store, no cache), so the loop can schedule the next pods meanwhile. The loop applies the outcome: the
-written claims go into the cache; a failure un-assumes the claims that were not written and the pod,
-and the pod is tried again.
-
-A gang binds as one `GroupBindJob`, in two phases, because the API has no transactions: first every
-member's claims are written (allocation and reservedFor: from then on the devices are held in the API for
-the gang), then every member is bound. A failure in the first phase rolls back what it wrote (the claims
-are unreserved and deallocated again), so no member runs and nothing is held. A failure in the second
-phase leaves the unbound members' claims allocated and reserved for them: their retry lands on the same
-nodes and completes the gang; a member that is gone cannot, and the scheduling session evicts the gang
-whole once it has run below its minimum for the stale-gang grace period (kdra.scheduler.session).
+What changes from the in-memory binder:
+- the claims' writes (finalizer, then status.allocation and reservedFor, each conditional on the
+  resourceVersion and retried on conflict) and pods/binding run on worker threads as a `BindJob`
+  (kdra.kube.bindjob) while the loop schedules the next pods; the loop applies what finished
+  (`finish_binds`): written claims into the cache, a failure back to the scheduler (`bind_failed`);
+- without workers (`bind_workers=0`), and for a pod with an extended-resource claim (created in PreBind),
+  PreBind runs in the loop and API errors become an error status; the bind goes through pods/binding,
+  retried while the API server is unreachable; the API server sets PodScheduled=True;
+- the binds a session commits together (a BindGroup) are one unit: a gang one two-phase `GroupBindJob`;
+  binds whose devices other claims still hold in the API (an evicted victim's, until it terminates) are
+  parked, assumed and nominated, until those claims are gone;
+- an unschedulable pod gets its PodScheduled=False condition through a strategic-merge patch (no conflict
+  with the kubelet-side writers) and a FailedScheduling Event, both carrying kdra's explanation, the Event
+  only when the text changed; a write that fails is tried again with backoff.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import queue
 import time
-from concurrent.futures import Executor
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, copy_for_update
-from kdra.kube.client import KubeClient, UnavailableError
-from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, claim_status_for_pod
+from kdra.cluster.store import (
+    ConflictError,
+    InvalidObjectError,
+    NotFoundError,
+    StoreError,
+    WatchEvent,
+)
+from kdra.kube.bindjob import BindJob, GroupBindJob
+from kdra.kube.client import FencedError, UnavailableError
+from kdra.kube.events import now_rfc3339, pod_event
+from kdra.kube.explain import unschedulable_messages
+from kdra.kube.store import KubeStore
+from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from kdra.scheduler.framework import SUCCESS, Code, CycleState, PreBindPlugin, Status, error
+from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
 from kdra.scheduler.podinfo import PodInfo
+from kdra.scheduler.seams import BindFailed, BindGroup
+
+if TYPE_CHECKING:
+    from kdra.scheduler.scheduler import Scheduler
+
+log = logging.getLogger("kdra.kube.scheduler")
+
+# Backoff of a pending pod's status writes (condition and Event) that failed: 1 s doubling to 30 s.
+STATUS_RETRY_INITIAL = 1.0
+STATUS_RETRY_MAX = 30.0
+
+
+class ApiHolds(Protocol):
+    """Which claims hold, in the API, the devices binds are about to take (kdra.kube.conflicts' index)."""
+
+    def held_elsewhere(self, sched: Scheduler, jobs: list[BindJob]) -> dict[str, tuple[str, str]]:
+        """Claim uid -> (namespace, name) of the claims still holding what `jobs` allocate."""
+        ...
+
+    def still_held(self, claim_uid: str) -> bool: ...
 
 
 @dataclass
-class BindJob:
-    pi: PodInfo
-    node: str
-    allocate: list[tuple[Obj, Obj]]  # (claim as cached at Reserve, its allocation)
-    reserve: list[Obj]  # allocated claims the pod must be added to (reservedFor)
-    bind_timeout: float = 60.0
-    written: list[Obj] = field(default_factory=list)
-    error: str = ""
-    gone: bool = False  # the pod no longer exists or is bound elsewhere: do not retry it
-    scheduled_event: Obj | None = None  # posted after binding (kube-scheduler's "Scheduled" Event)
-    allocated_uids: set[str] = field(default_factory=set)  # claims this job allocated (not only reserved)
-    finalized: list[Obj] = field(default_factory=list)  # claims it put the delete-protection finalizer on
-    rolled_back: bool = False
+class _Parked:
+    """Binds waiting until the claims in `waits` (uid -> namespace, name) no longer hold their devices."""
 
-    def run(self, client: KubeClient) -> BindJob:
-        if self.write_claims(client):
-            self.bind_pod(client)
-        return self
+    unit: BindJob | GroupBindJob
+    jobs: list[BindJob]
+    waits: dict[str, tuple[str, str]]
+    deadline: float
+    name: str
+
+
+@dataclass
+class _PendingStatus:
+    """Why a pod is pending, still to be written to its PodScheduled condition and Event."""
+
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    text: str  # the condition's message
+    event_text: str  # the Event's (cut to what an Event holds)
+    attempts: int = 0
+    due: float = 0.0
+
+
+class KubeBinder:
+    def __init__(
+        self,
+        store: KubeStore,
+        holds: ApiHolds,
+        *,
+        scheduler_name: str,
+        identity: str,
+        bind_workers: int = 16,
+        bind_timeout: float = 60.0,
+    ) -> None:
+        self.kstore = store
+        self.holds = holds
+        self.scheduler_name = scheduler_name
+        self.identity = identity
+        # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
+        self.bind_workers = bind_workers
+        self.inflight: dict[str, BindJob] = {}
+        self._done: queue.Queue[BindJob | GroupBindJob] = queue.Queue()
+        self._pool = ThreadPoolExecutor(bind_workers, "kdra-bind") if bind_workers else None
+        # A gang's members write and bind side by side here (not on _pool, where their GroupBindJob runs).
+        self._member_pool = ThreadPoolExecutor(bind_workers, "kdra-bind-member") if bind_workers else None
+        self.max_inflight = 4 * max(1, bind_workers)
+        self.bind_failures = 0
+        self.bind_timeout = bind_timeout
+        self.events_posted = 0
+        self._event_text: dict[str, str] = {}
+        self.parked: list[_Parked] = []  # groups waiting until devices they take are free in the API
+        self.victim_wait = 120.0  # seconds a preemptor waits for its victims' devices before retrying
+        self.group_binds = 0
+        self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
+        self.stopped = False  # leadership ended: nothing more is bound (stop)
+        store.watch(self._on_pod, kinds=("Pod",))
+
+    def _on_pod(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETED" or (ev.object.get("spec") or {}).get("nodeName"):
+            # Nothing more to explain about it (kept otherwise: ~1 KB per pod deleted while pending).
+            uid = ev.object["metadata"].get("uid", "")
+            self._event_text.pop(uid, None)
+            self._status_retry.pop(uid, None)
+
+    # -- the seam --------------------------------------------------------------------------------------
+    def refusing(self) -> str:
+        return "not leading" if self.stopped else ""
+
+    def in_flight(self, uid: str) -> bool:
+        return uid in self.inflight
 
     @property
-    def ref(self) -> dict[str, str]:
-        return {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
+    def waiting_binds(self) -> int:
+        """Binds decided and not finished, less those parked behind other claims' devices."""
+        return len(self.inflight) - sum(len(p.jobs) for p in self.parked)
 
-    def _guard(self, step: Any) -> bool:
+    def bind(
+        self,
+        sched: Scheduler,
+        state: CycleState,
+        pi: PodInfo,
+        node: str,
+        now: float,
+        pre_bind: Sequence[PreBindPlugin],
+        group: BindGroup | None,
+    ) -> Status:
+        allocs = list(state.get("dra_allocations") or [])
+        special = any(
+            (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
+            for c, _ in allocs
+        )
+        deferred: tuple[list[Any], list[Any]] | None = None
+        for bp in pre_bind:
+            if isinstance(bp, DynamicResources):
+                if (self.bind_workers or group is not None) and not special:
+                    # The claims' writes are the binding cycle's (a BindJob), not the loop's.
+                    pc = state[STATE_KEY]
+                    deferred = (allocs, [c for c in pc.allocated if not reserved_for_pod(c, pi.uid)])
+                    continue
+                try:
+                    st = bp.pre_bind(state, pi, node)
+                except StoreError as e:
+                    log.warning("prebind %s: %s", pi.key, e)
+                    st = error(f"writing ResourceClaim status: {e}")
+            else:
+                st = bp.pre_bind(state, pi, node)
+            if not st.ok:
+                return st.with_plugin(bp.name)
         try:
-            step()
-        except NotFoundError as e:
-            self.error, self.gone = str(e), True
+            self._bind(sched, pi, node, deferred, group)
+        except BindFailed as e:
+            log.warning("scheduling %s: %s", pi.key, e)
+            raise
         except StoreError as e:
-            self.error = str(e)
-        except Exception as e:  # a worker must always report back
-            self.error = f"{type(e).__name__}: {e}"
-        return not self.error
+            log.warning("scheduling %s: %s", pi.key, e)
+            raise BindFailed(str(e)) from None
+        return SUCCESS
 
-    def write_claims(self, client: KubeClient) -> bool:
-        """Phase one: the claims' finalizer, allocation and reservedFor. False (and `error`) on failure."""
-        ref = self.ref
-
-        def step() -> None:
-            for claim, alloc in self.allocate:
-                self.allocated_uids.add(claim["metadata"].get("uid", ""))
-                self.written.append(self._allocate(client, claim, alloc, ref))
-            for claim in self.reserve:
-                self.written.append(self._reserve(client, claim, ref))
-
-        return self._guard(step)
-
-    def bind_pod(self, client: KubeClient) -> bool:
-        """Phase two: pods/binding, then the Scheduled Event."""
-
-        def step() -> None:
-            self._bind(client)
-            if self.scheduled_event is not None and not self.error:
-                with contextlib.suppress(StoreError):  # an Event is best effort
-                    client.create(self.scheduled_event)
-
-        return self._guard(step)
-
-    def rollback(self, client: KubeClient) -> None:
-        """Undo phase one: take the pod out of the claims it reserved, deallocate those it allocated and
-        nobody else reserves, and drop their delete-protection finalizer. `written` then holds the claims
-        as left (for the cache). Best effort: a claim that cannot be rolled back stays reserved for a pod
-        that is pending again, and the session releases it when the gang still cannot be placed."""
-        uid = self.pi.uid
-        out = []
-        written = {c["metadata"].get("uid") for c in self.written}
-        half = [c for c in self.finalized if c["metadata"].get("uid") not in written]  # finalizer, no status
-        for claim in [*self.written, *half]:
-            meta = claim["metadata"]
-            mine = meta.get("uid", "") in self.allocated_uids
-
-            def status(cur: Obj, mine: bool = mine) -> Obj | None:
-                st = dict(cur.get("status") or {})
-                rf = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
-                if len(rf) == len(st.get("reservedFor") or []):
-                    return None
-                upd = copy_for_update(cur)
-                st["reservedFor"] = rf
-                if not rf:
-                    st.pop("reservedFor")
-                    if mine:
-                        st.pop("allocation", None)
-                upd["status"] = st
-                return client.update(
-                    dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status"
-                )
-
-            def finalizer(cur: Obj) -> Obj | None:
-                fins = cur["metadata"].get("finalizers") or []
-                if (cur.get("status") or {}).get("allocation") or DELETE_PROTECTION_FINALIZER not in fins:
-                    return None
-                upd = copy_for_update(cur)
-                upd["metadata"]["finalizers"] = [f for f in fins if f != DELETE_PROTECTION_FINALIZER]
-                return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
-
+    def _bind(
+        self,
+        sched: Scheduler,
+        pi: PodInfo,
+        node: str,
+        deferred: tuple[list[Any], list[Any]] | None,
+        group: BindGroup | None,
+    ) -> None:
+        if self.stopped:
+            raise BindFailed(f"binding {pi.key}: this scheduler no longer leads")
+        if deferred is not None and (self._pool is not None or group is not None):
+            job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
+            job.scheduled_event = pod_event(
+                pi.pod,
+                "Scheduled",
+                self._scheduled_message(sched, pi, node),
+                "Normal",
+                self.scheduler_name,
+                self.identity,
+            )
+            self.inflight[pi.uid] = job
+            if group is not None:
+                group.pending.append(job)  # committed with its group (commit_group)
+                return
             try:
-                cur = self._retry(client, claim, status)
-                out.append(self._retry(client, cur, finalizer))
-            except StoreError:
-                out.append(claim)
-        self.written = out
-        self.rolled_back = True
-
-    @staticmethod
-    def _retry(client: KubeClient, claim: Obj, write: Any) -> Obj:
-        """write(current) -> new object, or None when nothing needs writing. A conflict re-reads the claim
-        and decides again; so does a write whose outcome is unknown (503/504, a broken connection): it
-        may have committed, and the re-read tells (every write here is conditional on the
-        resourceVersion, so repeating one that did commit only conflicts)."""
-        cur = claim
-        unknown = 0
-        for attempt in range(8):
-            try:
-                out = write(cur)
-                return cur if out is None else out
-            except ConflictError:
-                if attempt == 7:
-                    raise
-            except UnavailableError:
-                unknown += 1
-                if unknown > 3 or attempt == 7:
-                    raise
-                time.sleep(0.2 * 2**unknown)
-            meta = claim["metadata"]
-            cur = client.get("ResourceClaim", meta["name"], meta.get("namespace"))
-        raise AssertionError("unreachable")
-
-    def _allocate(self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str]) -> Obj:
-        return self._write_claim(client, claim, alloc, ref, allocate=True)
-
-    def _reserve(self, client: KubeClient, claim: Obj, ref: dict[str, str]) -> Obj:
-        alloc = (claim.get("status") or {}).get("allocation") or {}
-        return self._write_claim(client, claim, alloc, ref, allocate=False)
-
-    def _write_claim(
-        self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str], *, allocate: bool
-    ) -> Obj:
-        """The finalizer (when allocating), then status; after every (re-)read the claim is checked
-        (claim_status_for_pod), as the loop's PreBind does: ours already is left alone, someone else's
-        change fails the binding cycle (ClaimChangedError) and the pod is retried."""
-
-        def finalizer(cur: Obj) -> Obj | None:
-            if claim_status_for_pod(cur, ref, alloc, allocate=allocate) is None:
-                return None
-            if not allocate or DELETE_PROTECTION_FINALIZER in (cur["metadata"].get("finalizers") or []):
-                return None
-            upd = copy_for_update(cur)
-            upd["metadata"].setdefault("finalizers", []).append(DELETE_PROTECTION_FINALIZER)
-            return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
-
-        cur = self._retry(client, claim, finalizer)
-        self.finalized.append(cur)  # rolled back too if the status write below fails
-
-        def status(cur: Obj) -> Obj | None:
-            new_st = claim_status_for_pod(cur, ref, alloc, allocate=allocate)
-            if new_st is None:
-                return None
-            upd = copy_for_update(cur)
-            upd["status"] = new_st
-            return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status")
-
-        return self._retry(client, cur, status)
-
-    def _bind(self, client: KubeClient) -> None:
+                self._submit(job)
+            except BindFailed:
+                self.inflight.pop(pi.uid, None)
+                raise
+            return
+        # In the loop: pods/binding, retried while the API server is unreachable; the Scheduled Event.
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
         while True:
             try:
-                client.bind(self.pi.namespace, self.pi.name, self.pi.uid, self.node)
+                self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
+                self._event_text.pop(pi.uid, None)
+                with contextlib.suppress(StoreError):
+                    self.kstore.client.create(
+                        pod_event(
+                            pi.pod,
+                            "Scheduled",
+                            self._scheduled_message(sched, pi, node),
+                            "Normal",
+                            self.scheduler_name,
+                            self.identity,
+                        )
+                    )
                 return
-            except ConflictError as e:  # already bound, or another pod of that name
-                self.error, self.gone = f"binding {self.pi.key}: {e}", True
-                return
-            except UnavailableError:
+            except NotFoundError:
+                raise BindFailed(f"pod {pi.key} is gone") from None
+            except ConflictError as e:  # already bound, or a pod of the same name with another uid
+                raise BindFailed(f"binding {pi.key}: {e}") from None
+            except UnavailableError as e:
                 if time.monotonic() > deadline:
-                    raise
+                    raise BindFailed(f"binding {pi.key}: {e}") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    def _scheduled_message(self, sched: Scheduler, pi: PodInfo, node: str) -> str:
+        """kube-scheduler's Scheduled message; with a device preference, what decided the devices."""
+        msg = f"Successfully assigned {pi.key} to {node}"
+        choice = sched.dra.choices.pop(pi.key, None)
+        if choice is not None:
+            from kdra.scheduler.devicepref import describe_choice
 
-@dataclass
-class GroupBindJob:
-    """The binding cycles of a gang's members, in two phases (see the module docstring). With `pool`, the
-    members' writes of each phase run side by side (a gang of 16 would otherwise pay 64 round trips in
-    a row); the phases themselves stay in order."""
+            msg += f"; {describe_choice(choice)}"
+        return msg
 
-    jobs: list[BindJob]
-    error: str = ""  # phase one failed: nothing is bound, what was written is rolled back
-    pool: Executor | None = None  # for the members' writes; never the pool this job runs on
+    def commit_group(self, sched: Scheduler, group: BindGroup) -> None:
+        """Binds decided in the group: cancelled (forgotten, pods retried), parked until the devices they
+        take are no longer allocated to other claims in the API (a preemptor waits for its victims, with
+        status.nominatedNodeName), or submitted as one job (a gang: two-phase, kdra.kube.bindjob)."""
+        jobs: list[BindJob] = list(group.pending)
+        group.pending.clear()
+        if not jobs:
+            return
+        if group.cancelled:
+            for job in jobs:
+                job.error = f"binding cancelled: {group.cancelled}"
+                self._finish_one(sched, job, time.time())
+            return
+        unit: BindJob | GroupBindJob = (
+            jobs[0] if len(jobs) == 1 else GroupBindJob(jobs, pool=self._member_pool)
+        )
+        if len(jobs) > 1:
+            self.group_binds += 1
+        waits = self.holds.held_elsewhere(sched, jobs)
+        if waits:
+            self.parked.append(_Parked(unit, jobs, waits, time.monotonic() + self.victim_wait, group.name))
+            self._nominate(jobs)
+            return
+        self._submit_or_fail(sched, unit, jobs)
 
-    def _each(self, step: Any) -> list[Any]:
-        if self.pool is None or len(self.jobs) == 1:
-            return [step(job) for job in self.jobs]
-        return list(self.pool.map(step, self.jobs))
+    def record_unschedulable(
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+    ) -> None:
+        text, event_text = unschedulable_messages(message, explanation)
+        reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
+        pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text, event_text)
+        self._status_retry.pop(pi.uid, None)
+        self._record_status(pending, now)
 
-    def run(self, client: KubeClient) -> GroupBindJob:
+    # -- pending pods' status --------------------------------------------------------------------------
+    def _record_status(self, ps: _PendingStatus, now: float) -> None:
+        """Write why a pod is pending (PodScheduled=False, then the FailedScheduling Event when the text
+        changed). A write that fails is never dropped: it is tried again with backoff (step) until it
+        lands, the pod is gone or bound, or a newer explanation replaces it; only a write the API server
+        refuses as invalid, or one fenced off, is given up (with a warning)."""
+        current = self.kstore.try_get("Pod", ps.name, ps.namespace)
+        if (
+            current is None
+            or current["metadata"].get("uid") != ps.uid
+            or (current.get("spec") or {}).get("nodeName")
+            or current["metadata"].get("deletionTimestamp")
+        ):
+            return
+        conds = (current.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
         try:
-            written = self._each(lambda job: job.write_claims(client))
-            failed = next((job for job, ok in zip(self.jobs, written, strict=True) if not ok), None)
-            if failed is not None:
-                self.error = f"member {failed.pi.key}: {failed.error}"
-                self._each(lambda job: job.rollback(client))
-                for job in self.jobs:
-                    if not job.error:
-                        job.error = f"gang binding rolled back: {self.error}"
-                return self
-            self._each(lambda job: job.bind_pod(client))
-        except Exception as e:  # a worker must always report back
-            self.error = f"{type(e).__name__}: {e}"
-            for job in self.jobs:
-                job.error = job.error or self.error
-        return self
+            if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
+                cond = {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": ps.reason,
+                    "message": ps.text,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+                current = self.kstore.apply_written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        ps.name,
+                        {"status": {"conditions": [cond]}},
+                        ps.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            if self._event_text.get(ps.uid) != ps.text:
+                self._post_event(current, "FailedScheduling", ps.event_text)
+                self._event_text[ps.uid] = ps.text
+        except (NotFoundError, FencedError):
+            return  # the pod is gone, or this replica no longer leads
+        except InvalidObjectError as e:
+            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, e)
+            return
+        except StoreError as e:
+            ps.attempts += 1
+            ps.due = now + min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (ps.attempts - 1))
+            self._status_retry[ps.uid] = ps
+            log.warning(
+                "recording why %s/%s is pending (attempt %d; again in %.0fs): %s",
+                ps.namespace,
+                ps.name,
+                ps.attempts,
+                ps.due - now,
+                e,
+            )
+            return
+        if ps.attempts:
+            log.info(
+                "recorded why %s/%s is pending after %d failed attempts", ps.namespace, ps.name, ps.attempts
+            )
+
+    def retry_status_writes(self, now: float) -> int:
+        """Try again the pending-pod status writes whose backoff ran out; returns how many were tried."""
+        due = [ps for ps in self._status_retry.values() if ps.due <= now]
+        for ps in due:
+            del self._status_retry[ps.uid]
+            self._record_status(ps, now)
+        return len(due)
+
+    def next_status_retry(self) -> float | None:
+        """When the first status write waiting for its backoff is due (None: none waits)."""
+        return min((ps.due for ps in self._status_retry.values()), default=None)
+
+    def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        self.kstore.client.create(
+            pod_event(pod, reason, message, "Warning", self.scheduler_name, self.identity)
+        )
+        self.events_posted += 1
+
+    # -- binding cycles --------------------------------------------------------------------------------
+    def _submit(self, unit: BindJob | GroupBindJob) -> None:
+        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one.
+        BindFailed when the pool was shut down (stop, from another thread)."""
+        done = self._done
+        if self._pool is None:
+            done.put(unit.run(self.kstore.client))
+            return
+        try:
+            fut = self._pool.submit(unit.run, self.kstore.client)
+        except RuntimeError:
+            raise BindFailed("binding: this scheduler no longer leads") from None
+
+        def report(f: Any, unit: BindJob | GroupBindJob = unit) -> None:
+            if f.cancelled():  # never ran (stop): nothing was written
+                for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                    job.error = job.error or "binding cycle cancelled: this scheduler no longer leads"
+            done.put(unit)
+
+        fut.add_done_callback(report)
+
+    def _submit_or_fail(self, sched: Scheduler, unit: BindJob | GroupBindJob, jobs: list[BindJob]) -> None:
+        try:
+            self._submit(unit)
+        except BindFailed as e:
+            for job in jobs:
+                job.error = str(e)
+                self._finish_one(sched, job, time.time())
+
+    def _nominate(self, jobs: list[BindJob]) -> None:
+        """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims."""
+        for job in jobs:
+            try:
+                self.kstore.apply_written(
+                    "Pod",
+                    self.kstore.client.patch(
+                        "Pod",
+                        job.pi.name,
+                        {"status": {"nominatedNodeName": job.node}},
+                        job.pi.namespace,
+                        "status",
+                        patch_type="strategic",
+                    ),
+                )
+            except StoreError as e:
+                log.info("nominating %s: %s", job.pi.key, e)
+
+    def release_parked(self, sched: Scheduler) -> None:
+        """Submit parked groups whose devices are free in the API now; give up on those past the deadline."""
+        if not self.parked:
+            return
+        still = []
+        for p in self.parked:
+            if not any(self.holds.still_held(uid) for uid in p.waits):
+                log.info("binding %s: the devices it takes are released", p.name)
+                self._submit_or_fail(sched, p.unit, p.jobs)
+            elif time.monotonic() > p.deadline:
+                held = ", ".join(f"{ns}/{n}" for ns, n in sorted(p.waits.values()))
+                for job in p.jobs:
+                    job.error = f"claims {held} still hold the devices after {self.victim_wait:.0f}s"
+                    self._finish_one(sched, job, time.time())
+            else:
+                still.append(p)
+        self.parked = still
+
+    def finish_binds(self, sched: Scheduler, now: float) -> int:
+        """Apply what finished binding cycles did (loop thread)."""
+        n = 0
+        while True:
+            try:
+                unit = self._done.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
+            for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                self._finish_one(sched, job, now)
+
+    def _finish_one(self, sched: Scheduler, job: BindJob, now: float) -> None:
+        uid = job.pi.uid
+        self.inflight.pop(uid, None)
+        for obj in job.written:
+            self.kstore.apply_written("ResourceClaim", obj)
+        if not job.error:
+            self._event_text.pop(uid, None)
+            return
+        self.bind_failures += 1
+        log.warning("binding cycle of %s: %s", job.pi.key, job.error)
+        sched.bind_failed(job.pi, job.error, job.allocate, job.gone, now)
+
+    def stop(self) -> None:
+        """Leadership ended (any thread may call this): binding cycles not started yet never start and
+        nothing more is bound. Cycles already running are stopped by the client's write fence at their
+        next write (kdra.kube.leader)."""
+        self.stopped = True
+        for pool in (self._pool, self._member_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self, sched: Scheduler, wait: bool = True) -> None:
+        """Let running binding cycles finish."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait)  # group jobs finish first: they wait on the member pool
+            self.finish_binds(sched, time.time())
+        if self._member_pool is not None:
+            self._member_pool.shutdown(wait=wait)

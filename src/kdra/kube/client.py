@@ -342,13 +342,13 @@ class _HTTPConnection(http.client.HTTPConnection):
         if self.connect_timeout is not None:
             self.timeout = self.connect_timeout if read is None else min(read, self.connect_timeout)
         try:
-            self._open()
+            self.open_socket()
         finally:
             self.timeout = read
         if self.sock is not None:
             self.sock.settimeout(read)
 
-    def _open(self) -> None:
+    def open_socket(self) -> None:
         http.client.HTTPConnection.connect(self)
 
     def request(self, *args: Any, **kw: Any) -> None:
@@ -380,7 +380,7 @@ class _HTTPSConnection(_HTTPConnection, http.client.HTTPSConnection):
 
     server_name: str | None = None
 
-    def _open(self) -> None:
+    def open_socket(self) -> None:
         http.client.HTTPConnection.connect(self)
         host = self.server_name or self._tunnel_host or self.host  # type: ignore[attr-defined]
         self.sock = self._context.wrap_socket(self.sock, server_hostname=host)  # type: ignore[attr-defined]

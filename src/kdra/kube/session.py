@@ -58,7 +58,7 @@ class KubeStatusWriter:
             log.warning("status of %s %s: %s", kind, meta.get("name"), e)
             return False
         self.writes += 1
-        self.store._written(kind, out)
+        self.store.apply_written(kind, out)
         return True
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
@@ -215,5 +215,5 @@ def start_session_scheduler(
     sched = KubeScheduler(
         store, gq.config(config), identity=identity, bind_workers=bind_workers, partition=partition
     )
-    sched.victim_wait = preemption_wait
+    sched.binder.victim_wait = preemption_wait
     return store, gq, sched

@@ -159,7 +159,7 @@ class Reflector(threading.Thread):
 
     def run(self) -> None:
         store = self.store
-        stop = store._stop
+        stop = store.stopping
         backoff = 0.2
         while not stop.is_set():
             try:
@@ -181,7 +181,7 @@ class Reflector(threading.Thread):
                         self.rv = str(rv)
                     if etype == "BOOKMARK":
                         continue
-                    store._events.put(("event", self.source.id, etype, strip_managed_fields(obj)))
+                    store.inbox.put(("event", self.source.id, etype, strip_managed_fields(obj)))
                     backoff = 0.2
             except NotFoundError:
                 if not self.source.optional:
@@ -192,7 +192,7 @@ class Reflector(threading.Thread):
                 # The CRD (or the API version) went away: its objects are gone too.
                 log.info("watch %s: no longer served", self.source.id)
                 self.absent = True
-                store._events.put(("relist", self.source.id, self.rv, []))
+                store.inbox.put(("relist", self.source.id, self.rv, []))
             except ExpiredError:
                 log.info("watch %s: resourceVersion %s expired, relisting", self.kind, self.rv)
                 self._relist_until_ok(backoff)
@@ -208,13 +208,13 @@ class Reflector(threading.Thread):
                 backoff = min(backoff * 2, 5.0)
 
     def _relist_until_ok(self, backoff: float) -> None:
-        while not self.store._stop.is_set():
+        while not self.store.stopping.is_set():
             try:
                 self.relist()
                 return
             except StoreError as e:
                 log.info("relist %s: %s; retrying in %.1fs", self.kind, e, backoff)
-                self.store._stop.wait(backoff)
+                self.store.stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
     def _probe(self) -> bool:
@@ -235,7 +235,7 @@ class Reflector(threading.Thread):
         self.rv = rv
         self.last_relist = time.monotonic()
         self.relists += 1
-        self.store._events.put(("relist", self.source.id, rv, items))
+        self.store.inbox.put(("relist", self.source.id, rv, items))
 
 
 class KubeStore(Store):
@@ -267,8 +267,8 @@ class KubeStore(Store):
         self._objects: dict[str, dict[Key, Obj]] = {sid: {} for sid in self.sources}
         self._rv = 0
         self._watches: list[Watch] = []
-        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
-        self._stop = threading.Event()
+        self.inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()  # the reflectors' events and relists
+        self.stopping = threading.Event()  # set by stop(): the reflectors end
         self._pending: deque[WatchEvent] = deque()
         self._dispatching = False
         self.reflectors: dict[str, Reflector] = {}
@@ -317,14 +317,14 @@ class KubeStore(Store):
         return out
 
     def stop(self) -> None:
-        self._stop.set()
+        self.stopping.set()
 
     def process_events(self, timeout: float = 0.0, max_events: int = 100_000) -> int:
         """Apply queued watch events to the cache and deliver them; waits up to `timeout` for the
         first one. Returns how many were applied."""
         n = 0
         try:
-            item = self._events.get(timeout=timeout) if timeout > 0 else self._events.get_nowait()
+            item = self.inbox.get(timeout=timeout) if timeout > 0 else self.inbox.get_nowait()
         except queue.Empty:
             return 0
         while True:
@@ -332,7 +332,7 @@ class KubeStore(Store):
             if n >= max_events:
                 break
             try:
-                item = self._events.get_nowait()
+                item = self.inbox.get_nowait()
             except queue.Empty:
                 break
         return n
@@ -413,7 +413,9 @@ class KubeStore(Store):
                 return sid
         return None
 
-    def _written(self, kind: str, obj: Obj) -> Obj:
+    def apply_written(self, kind: str, obj: Obj) -> Obj:
+        """Take in an object as the API server answered a write of kdra's (ahead of its watch event, so
+        the next read sees it); returns it."""
         strip_managed_fields(obj)
         obj.setdefault("kind", kind)
         obj.setdefault("apiVersion", RESOURCES[kind][0])
@@ -480,17 +482,17 @@ class KubeStore(Store):
     # -- writes ----------------------------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
         kind = obj["kind"]
-        return self._written(kind, self.client.create(obj))
+        return self.apply_written(kind, self.client.create(obj))
 
     def update(self, obj: Obj, *, subresource: str | None = None) -> Obj:
         kind = obj["kind"]
-        return self._written(kind, self.client.update(obj, subresource))
+        return self.apply_written(kind, self.client.update(obj, subresource))
 
     def patch(
         self, kind: str, name: str, namespace: str, patch: Any, *, subresource: str | None = None
     ) -> Obj:
         ns = namespace if is_namespaced(kind) else None
-        return self._written(kind, self.client.patch(kind, name, patch, ns, subresource))
+        return self.apply_written(kind, self.client.patch(kind, name, patch, ns, subresource))
 
     def delete(
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
@@ -498,7 +500,7 @@ class KubeStore(Store):
         ns = (namespace or "default") if is_namespaced(kind) else None
         remaining = self.client.delete(kind, name, ns, resource_version=resource_version)
         if remaining is not None:
-            return self._written(kind, remaining)
+            return self.apply_written(kind, remaining)
         return None
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -518,7 +520,7 @@ class KubeStore(Store):
                 gone["metadata"] = dict(cached["metadata"], resourceVersion=str(self._rv + 1))
                 self._apply(sid, "DELETED", gone)
             return None
-        return self._written(kind, live)
+        return self.apply_written(kind, live)
 
     def update_with_retry(
         self,

@@ -541,10 +541,10 @@ class FragMeasure:
         if v is None:
             if len(self._memo) > 500_000:
                 self._memo.clear()
-            v = self._memo[k] = self._compute(model, cpu_free, mem_free, k[3])
+            v = self._memo[k] = self.compute(model, cpu_free, mem_free, k[3])
         return v
 
-    def _compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
+    def compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
         if total == 0:
             return 0.0
@@ -801,7 +801,7 @@ class CapacityFragMeasure(FragMeasure):
             tuple(sorted(gpus)),
         )
 
-    def _compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
+    def compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
         if total == 0:
             return 0.0

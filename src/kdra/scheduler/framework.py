@@ -134,6 +134,9 @@ class Plugin:
         """Whether `event` may make `pi`, which this plugin rejected, schedulable (default: yes)."""
         return True
 
+    def drop_caches(self) -> None:
+        """Forget what was derived for pod shapes (memory back after a burst); rebuilt on demand."""
+
 
 class QueueSortPlugin(Plugin):
     def sort_key(self, pi: PodInfo) -> tuple[Any, ...]:

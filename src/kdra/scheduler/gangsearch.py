@@ -61,7 +61,7 @@ class GangSearch:
             ni = sched.cache.node_by_name.get(node)
             if ni is None:
                 continue
-            special = dynres._special_claim(pi, pc, ni)
+            special = dynres.special_claim(pi, pc, ni)
             mine = list(pc.to_allocate) + ([special] if special is not None else [])
             if not mine:
                 return None  # nothing of this member's is a device question

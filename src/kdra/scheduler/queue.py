@@ -229,6 +229,11 @@ class SchedulingQueue:
         return min(times) + MAX_IN_UNSCHEDULABLE if times else None
 
     @property
+    def has_active(self) -> bool:
+        """activeQ holds entries (some may be of pods gone meanwhile: `pop` skips them)."""
+        return bool(self._active)
+
+    @property
     def active_count(self) -> int:
         return sum(1 for w in self._where.values() if w == "active")
 

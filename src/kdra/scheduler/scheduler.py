@@ -25,7 +25,7 @@ from typing import Any
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
 from kdra.cluster.clock import formatter
-from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController
@@ -64,6 +64,7 @@ from kdra.scheduler.plugins.dynamicresources import DynamicResources
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 from kdra.scheduler.queue import SchedulingQueue
+from kdra.scheduler.seams import Binder, BindFailed, BindGroup, StoreBinder
 
 SCHEDULER_NAME = "default-scheduler"
 EXPLANATION_ANNOTATION = "kdra.dev/unschedulable-explanation"
@@ -77,8 +78,10 @@ class SchedulerConfig:
     scoring: ScoringStrategy = field(default_factory=ScoringStrategy)
     features: FeatureGates = field(default_factory=FeatureGates)
     scheduler_name: str = SCHEDULER_NAME
-    # Extra plugins appended to the default profile (issue 5: topology, fragmentation, queues...).
+    # Extra plugins appended to the default profile (topology, fragmentation, queues, a partition's...).
     extra_plugins: Sequence[Plugin] = ()
+    # Tolerations every pod this scheduler places has, besides its own (TaintToleration.implied).
+    implied_tolerations: Sequence[Mapping[str, Any]] = ()
     # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
     # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
     actions: Sequence[Action] | None = None
@@ -116,22 +119,6 @@ class CycleResult:
     status: Status
     message: str = ""
     explanation: Any = None
-
-
-@dataclass
-class BindGroup:
-    """Binds the session commits together (a gang's members, or a preemptor placed over victims).
-
-    `cancel()` drops binds that were decided but not yet made (a victim's eviction was refused). The binder
-    decides how the group is committed: in memory each bind was made when decided; KubeScheduler writes a
-    gang in two phases and holds back binds whose devices other claims still hold in the API."""
-
-    name: str
-    pods: list[tuple[PodInfo, str]] = field(default_factory=list)
-    cancelled: str = ""
-
-    def cancel(self, why: str) -> None:
-        self.cancelled = why or "cancelled"
 
 
 @dataclass
@@ -235,11 +222,14 @@ class Scheduler:
         actions: Sequence[Action] | None = None,
         run_controllers: bool = True,
         clock: Callable[[], float] | None = None,
+        binder: Binder | None = None,
     ) -> None:
         self.store = store
         self.config = config or SchedulerConfig()
         self.clock = clock or (lambda: 0.0)
         self.format_time = formatter(self.clock)  # timestamps written into objects, from the same clock
+        # PreBind and bind, group commits, and pending pods' conditions (kdra.scheduler.seams)
+        self.binder: Binder = binder or StoreBinder(store, self.format_time)
         self.controller = ResourceClaimController(store) if run_controllers else None
         self.cache = SchedulerCache(store)
         self.dra = DraState(self.cache, self.config.features, preference=_preference(self.config))
@@ -297,7 +287,7 @@ class Scheduler:
             PrioritySort(),
             NodeUnschedulable(),
             NodeName(),
-            TaintToleration(),
+            TaintToleration(self.config.implied_tolerations),
             NodeAffinity(),
             NodeResourcesFit(self.config.scoring),
             DynamicResources(self.store, self.dra),
@@ -351,6 +341,10 @@ class Scheduler:
         pod = ev.object
         uid = pod["metadata"].get("uid", "")
         node = (pod.get("spec") or {}).get("nodeName")
+        if ev.type == "DELETED":  # nor to wait for: a claim it waited for may never come
+            self._forget_gated(pod)
+        elif not node and self.binder.in_flight(uid):
+            return  # its binding cycle runs: a status change meanwhile does not make it pending again
         if ev.type == "DELETED" or is_terminal(pod):
             self.queue.delete(uid)
             if node:
@@ -397,6 +391,19 @@ class Scheduler:
         for claim in claims:
             self.queue.on_event(ClusterEvent(EV_CLAIM_CHANGE, claim, None), now)
 
+    def _forget_gated(self, pod: Obj) -> None:
+        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+
+        uid = pod["metadata"].get("uid", "")
+        ns = pod["metadata"].get("namespace", "default")
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            name, _ = pod_claim_name(pod, entry)
+            waiting = self._waiting_claims.get((ns, name or ""))
+            if waiting is not None:
+                waiting.discard(uid)
+                if not waiting:
+                    del self._waiting_claims[(ns, name or "")]
+
     def _track_gated(self, uid: str) -> None:
         item = self.queue.gated.get(uid)
         if item is None:
@@ -423,14 +430,30 @@ class Scheduler:
         return session.results
 
     def schedule_one(self, pi: PodInfo, now: float) -> CycleResult:
+        why = self.binder.refusing()
+        if why:  # the rest of a batch after leadership ended: decide nothing
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, (why,)), why)
         if not self.attempt_observers:
-            return self._schedule_one(pi, now)
+            return self._attempt(pi, now)
         t0 = time.perf_counter()
-        result = self._schedule_one(pi, now)
+        result = self._attempt(pi, now)
         elapsed = time.perf_counter() - t0
         for observe in self.attempt_observers:
             observe(result, elapsed)
         return result
+
+    def _attempt(self, pi: PodInfo, now: float) -> CycleResult:
+        try:
+            return self._schedule_one(pi, now)
+        except BindFailed as e:
+            # The claims stay allocated and reserved for the pod: its next attempt sees them allocated
+            # and lands on the same node (their node selector); if the pod is gone, they are released.
+            node = self.cache.assigned.get(pi.uid, "")
+            self.cache.forget(pi.uid)
+            self.released(pi.pod, node)  # parked pods may fit in what it held (queueing hints)
+            self.queue.add_unschedulable(pi, now, set())
+            return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
     def cel_run_spent_up(self) -> bool:
         limit = self.config.cel_run_budget
@@ -502,12 +525,10 @@ class Scheduler:
             if not st.ok:
                 self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(pp.name), st.message, {pp.name}, st.explanation)
-        for bp in self._pre_bind:
-            st = bp.pre_bind(state, pi, node)
-            if not st.ok:
-                self._undo(state, pi, node)
-                return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
-        self._bind(pi, node, now)
+        st = self.binder.bind(self, state, pi, node, now, self._pre_bind, self._group)
+        if not st.ok:
+            self._undo(state, pi, node)
+            return self._fail(pi, now, st, st.message, set(), st.explanation)
         self.queue.done(pi.uid)
         self._bound(pi, node)
         del ni
@@ -535,12 +556,10 @@ class Scheduler:
         """Permit approved a waiting pod: PreBind and bind it as schedule_one would have."""
         wp = self.waiting.pop(uid)
         pi, node, state = wp.pi, wp.node, wp.state
-        for bp in self._pre_bind:
-            st = bp.pre_bind(state, pi, node)
-            if not st.ok:
-                self._undo(state, pi, node)
-                return self._fail(pi, now, st.with_plugin(bp.name), st.message, set(), st.explanation)
-        self._bind(pi, node, now)
+        st = self.binder.bind(self, state, pi, node, now, self._pre_bind, self._group)
+        if not st.ok:
+            self._undo(state, pi, node)
+            return self._fail(pi, now, st, st.message, set(), st.explanation)
         self.queue.done(pi.uid)
         self._bound(pi, node)
         return CycleResult(pi.key, node, Status())
@@ -561,16 +580,15 @@ class Scheduler:
         return self._fail(pi, now, status, message, {status.plugin} if status.plugin else set(), explanation)
 
     # -- the binder seam ---------------------------------------------------------------------------
-    # In memory, binding is synchronous: PreBind writes the claims and `_bind` the pod, one pod after the
-    # other. KubeScheduler (kdra.kube.scheduler) binds on worker threads, a gang as one two-phase job. What
-    # the session needs from either is here: a group of binds committed together (`bind_group`), a hook
-    # per decided bind (`bind_listeners`, and `unbind_listeners` when a decided bind is undone), and
-    # releasing the claims a pending pod holds (`release_claims`).
+    # The binder (kdra.scheduler.seams) makes the binds: in memory at once, on a live cluster on worker
+    # threads, a gang as one two-phase job. What the session needs from either is here: a group of binds
+    # committed together (`bind_group`), a hook per decided bind (`bind_listeners`, and `unbind_listeners`
+    # when a decided bind is undone), and releasing the claims a pending pod holds (`release_claims`).
 
     @contextlib.contextmanager
     def bind_group(self, name: str) -> Iterator[BindGroup]:
-        """Binds decided inside are committed together on exit. In memory they happen at once, so the
-        group only records them; nested groups join the outer one."""
+        """Binds decided inside are committed together on exit (by the binder); nested groups join the
+        outer one."""
         if self._group is not None:
             yield self._group
             return
@@ -579,13 +597,7 @@ class Scheduler:
             yield group
         finally:
             self._group = None
-            self._commit_group(group)
-
-    def _commit_group(self, group: BindGroup) -> None:
-        if group.cancelled and group.pods:
-            raise RuntimeError(
-                f"bind group {group.name}: in-memory binds are synchronous and cannot be cancelled"
-            )
+            self.binder.commit_group(self, group)
 
     def _bound(self, pi: PodInfo, node: str) -> None:
         if self._group is not None:
@@ -596,6 +608,43 @@ class Scheduler:
     def _unbound(self, uid: str) -> None:
         for listener in self.unbind_listeners:
             listener(uid)
+
+    def bind_failed(
+        self, pi: PodInfo, error: str, allocate: Sequence[tuple[Obj, Obj]], gone: bool, now: float
+    ) -> None:
+        """A binding cycle that ran apart from the loop (the Kubernetes binder's workers) failed: the pod is
+        no longer assumed, nor are the claims of `allocate` (claim, allocation) that were not written or
+        were rolled back, and pods parked behind what it held are retried. Unless it is `gone`, the pod is
+        pending again and retried after backoff with a SchedulerError condition, as kube-scheduler's
+        binding-cycle failure handler does."""
+        uid = pi.uid
+        node = self.cache.assigned.get(uid, "")
+        self.cache.forget(uid)
+        self._unbound(uid)
+        freed = []
+        for claim, alloc in allocate:
+            cuid = claim["metadata"].get("uid", "")
+            if cuid not in self.dra.allocated:  # not written, or rolled back
+                self.dra.forget_assumed(cuid)
+                freed.append(claim_with_allocation(claim, alloc))
+        self.released(pi.pod, node, freed)
+        if gone:
+            return
+        current = self.store.try_get("Pod", pi.name, pi.namespace)
+        if current is None or (current.get("spec") or {}).get("nodeName"):
+            return
+        if current["metadata"].get("uid") != uid or current["metadata"].get("deletionTimestamp"):
+            return
+        again = PodInfo(current)
+        again.attempts, again.initial_attempt = pi.attempts, pi.initial_attempt  # backoff grows
+        self.queue.add(again, now)
+        self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (error,)), error, set(), None)
+
+    def drop_caches(self) -> None:
+        """Forget answers derived for pods (per pod shape and node): rebuilt on demand by the next pods."""
+        self._sig.clear()
+        for p in self.profile.plugins:
+            p.drop_caches()
 
     def release_claims(self, pi: PodInfo, claims: Sequence[Obj]) -> list[str]:
         """Give back what a pod that stays pending holds: take it out of each claim's reservedFor and
@@ -640,27 +689,6 @@ class Scheduler:
                 continue
             out.append(meta["name"])
         return out
-
-    def _bind(self, pi: PodInfo, node: str, now: float) -> None:
-        def bind(p: Obj) -> None:
-            p["spec"] = dict(p.get("spec") or {}, nodeName=node)
-
-        pod = self.store.update_with_retry("Pod", pi.name, pi.namespace, bind)
-
-        def scheduled(p: Obj) -> None:
-            conds = [
-                c
-                for c in (p.setdefault("status", {}).get("conditions") or [])
-                if c.get("type") != "PodScheduled"
-            ]
-            conds.append(
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.format_time(now)}
-            )
-            p["status"]["conditions"] = conds
-            p["status"].setdefault("phase", "Pending")
-
-        del pod
-        self.store.update_with_retry("Pod", pi.name, pi.namespace, scheduled, subresource="status")
 
     # -- finding a node --------------------------------------------------------------------------
 
@@ -823,29 +851,5 @@ class Scheduler:
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
     ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
-        text = message
-        if explanation is not None:
-            text = f"{message}\n{explanation}"
-        reason = "SchedulerError" if st.code == Code.ERROR else "Unschedulable"
-        current = self.store.try_get("Pod", pi.name, pi.namespace)
-        if current is not None:
-            conds = (current.get("status") or {}).get("conditions") or []
-            old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
-            if old is None or old.get("message") != text or old.get("reason") != reason:
-                upd = clone(current)
-                st_obj = upd.setdefault("status", {})
-                new_conds = [c for c in conds if c.get("type") != "PodScheduled"]
-                new_conds.append(
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": text,
-                        "lastTransitionTime": self.format_time(now),
-                    }
-                )
-                st_obj["conditions"] = new_conds
-                st_obj.setdefault("phase", "Pending")
-                with contextlib.suppress(NotFoundError):
-                    self.store.update(upd, subresource="status")
+        self.binder.record_unschedulable(pi, now, st, message, explanation)
         return CycleResult(pi.key, None, st, message, explanation)

@@ -1,33 +1,188 @@
-"""The session's seams with the world it runs in (DESIGN.md "One session, two worlds").
+"""The scheduler's seams with the world it runs in.
 
-`kdra.scheduler.session` decides the same way in a simulation and on a live cluster; what it does to the
-world goes through these seams, each with an in-memory implementation here and a Kubernetes one in
-`kdra.kube.session`:
+The scheduler and its session decide the same way in a simulation and on a live cluster; what they do to
+the world goes through these seams, each with an in-memory implementation here and a Kubernetes one in
+`kdra.kube`:
 
 | seam | in memory (`kdra simulate`) | live cluster (`kdra scheduler`) |
 |---|---|---|
 | store | MemoryStore | KubeStore: informers over the API server |
 | clock | VirtualClock | WallClock |
-| binder | Scheduler: synchronous | KubeScheduler: worker threads; a gang is one two-phase job |
+| binder | `StoreBinder`: PreBind and bind at once | `KubeBinder`: worker threads; a gang: one two-phase job |
 | evictor | `StoreEvictor`: the victim Fails at once | `KubeEvictor`: Eviction API (PDBs), DisruptionTarget |
 | status writer | `StoreStatusWriter`: objects in the store | `KubeStatusWriter`: status patches, Events |
 
-An `EvictionOutcome` says what the session may count on: victims evicted (and whether what they held is
-already free, as in memory, or freed once they terminate) and victims whose eviction was refused (a
-PodDisruptionBudget), which are not counted as freed.
+A `Binder` takes a pod the cycle placed (reserved and permitted) through PreBind and the bind, commits the
+binds decided together (a `BindGroup`: a gang's members, or a preemptor placed over victims) and records
+why a pod stays pending. An `EvictionOutcome` says what the session may count on: victims evicted (and
+whether what they held is already free, as in memory, or freed once they terminate) and victims whose
+eviction was refused (a PodDisruptionBudget), which are not counted as freed.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kdra.cluster.store import NotFoundError, Obj, Store, StoreError, clone
+from kdra.scheduler.framework import SUCCESS, Code, CycleState, PreBindPlugin, Status
+from kdra.scheduler.podinfo import PodInfo
+
+if TYPE_CHECKING:
+    from kdra.scheduler.scheduler import Scheduler
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"  # kube-scheduler's DisruptionTarget reason
+
+
+@dataclass
+class BindGroup:
+    """Binds the session commits together (a gang's members, or a preemptor placed over victims).
+
+    `cancel()` drops binds that were decided but not yet made (a victim's eviction was refused). The binder
+    decides how the group is committed: in memory each bind was made when decided; the Kubernetes binder
+    writes a gang in two phases and holds back binds whose devices other claims still hold in the API.
+    `pending` is the binder's: what it decided to do on commit."""
+
+    name: str
+    pods: list[tuple[PodInfo, str]] = field(default_factory=list)
+    cancelled: str = ""
+    pending: list[Any] = field(default_factory=list)
+
+    def cancel(self, why: str) -> None:
+        self.cancelled = why or "cancelled"
+
+
+class BindFailed(Exception):
+    """A bind that failed after PreBind had written the pod's claims: the pod is retried (its claims stay
+    allocated and reserved for it, so its next attempt lands on the same node)."""
+
+
+class Binder(Protocol):
+    def refusing(self) -> str:
+        """Why nothing may be bound now ("": binding); the scheduler then decides nothing."""
+        ...
+
+    def bind(
+        self,
+        sched: Scheduler,
+        state: CycleState,
+        pi: PodInfo,
+        node: str,
+        now: float,
+        pre_bind: Sequence[PreBindPlugin],
+        group: BindGroup | None,
+    ) -> Status:
+        """The binding cycle of a pod placed on `node` (reserved, permitted): PreBind, then the bind, now
+        or later (the Kubernetes binder binds on worker threads, and a group's binds on commit). A status
+        that is not ok: PreBind failed, nothing was bound, the pod is unreserved and retried. BindFailed:
+        the bind failed after PreBind."""
+        ...
+
+    def commit_group(self, sched: Scheduler, group: BindGroup) -> None:
+        """Commit the binds decided in `group` (or drop them: `group.cancelled`)."""
+        ...
+
+    def record_unschedulable(
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+    ) -> None:
+        """Say why the pod stays pending: its PodScheduled=False condition (and, on a cluster, an Event)."""
+        ...
+
+    def in_flight(self, uid: str) -> bool:
+        """The pod's binding cycle is running (a status change meanwhile does not make it pending)."""
+        ...
+
+
+class StoreBinder:
+    """In memory: PreBind writes the claims and the bind writes the pod (spec.nodeName, then
+    PodScheduled=True), one pod after the other, when decided; a pod that stays pending gets its
+    PodScheduled=False condition in the store, written only when its reason or message changed."""
+
+    def __init__(self, store: Store, format_time: Any) -> None:
+        self.store = store
+        self.format_time = format_time
+
+    def refusing(self) -> str:
+        return ""
+
+    def in_flight(self, uid: str) -> bool:
+        return False
+
+    def bind(
+        self,
+        sched: Scheduler,
+        state: CycleState,
+        pi: PodInfo,
+        node: str,
+        now: float,
+        pre_bind: Sequence[PreBindPlugin],
+        group: BindGroup | None,
+    ) -> Status:
+        for bp in pre_bind:
+            st = bp.pre_bind(state, pi, node)
+            if not st.ok:
+                return st.with_plugin(bp.name)
+
+        def bind(p: Obj) -> None:
+            p["spec"] = dict(p.get("spec") or {}, nodeName=node)
+
+        self.store.update_with_retry("Pod", pi.name, pi.namespace, bind)
+
+        def scheduled(p: Obj) -> None:
+            conds = [
+                c
+                for c in (p.setdefault("status", {}).get("conditions") or [])
+                if c.get("type") != "PodScheduled"
+            ]
+            conds.append(
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.format_time(now)}
+            )
+            p["status"]["conditions"] = conds
+            p["status"].setdefault("phase", "Pending")
+
+        self.store.update_with_retry("Pod", pi.name, pi.namespace, scheduled, subresource="status")
+        return SUCCESS
+
+    def record_unschedulable(
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+    ) -> None:
+        text = message
+        if explanation is not None:
+            text = f"{message}\n{explanation}"
+        reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
+        current = self.store.try_get("Pod", pi.name, pi.namespace)
+        if current is None:
+            return
+        conds = (current.get("status") or {}).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
+        if old is not None and old.get("message") == text and old.get("reason") == reason:
+            return
+        upd = clone(current)
+        st_obj = upd.setdefault("status", {})
+        new_conds = [c for c in conds if c.get("type") != "PodScheduled"]
+        new_conds.append(
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": text,
+                "lastTransitionTime": self.format_time(now),
+            }
+        )
+        st_obj["conditions"] = new_conds
+        st_obj.setdefault("phase", "Pending")
+        with contextlib.suppress(NotFoundError):
+            self.store.update(upd, subresource="status")
+
+    def commit_group(self, sched: Scheduler, group: BindGroup) -> None:
+        if group.cancelled and group.pods:
+            raise RuntimeError(
+                f"bind group {group.name}: in-memory binds are synchronous and cannot be cancelled"
+            )
 
 
 @dataclass

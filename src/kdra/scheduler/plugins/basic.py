@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from kdra.cluster.selectors import Requirement
@@ -149,9 +149,11 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     node_fields = (("spec", "taints"),)
     exact_hints = True
     weight = 3  # upstream default profile weight
-    # Tolerations every pod this scheduler places has, besides its own (kdra.kube.partition: the taint
-    # that keeps other schedulers off the nodes kdra owns); none by default, as upstream.
-    implied: tuple[Mapping[str, Any], ...] = ()
+
+    def __init__(self, implied: Iterable[Mapping[str, Any]] = ()) -> None:
+        # Tolerations every pod this scheduler places has, besides its own (kdra.kube.partition: the
+        # taint that keeps other schedulers off the nodes kdra owns); none by default, as upstream.
+        self.implied: tuple[Mapping[str, Any], ...] = tuple(implied)
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         for taint in ni.taints:

@@ -216,7 +216,7 @@ class DynamicResources(
                     )
         return SUCCESS
 
-    def _special_claim(self, pi: PodInfo, pc: _PodClaims, ni: NodeInfo) -> Obj | None:
+    def special_claim(self, pi: PodInfo, pc: _PodClaims, ni: NodeInfo) -> Obj | None:
         """KEP-5004: the claim for extended resources this node has no device-plugin capacity for."""
         if not pc.ext:
             return None
@@ -278,7 +278,7 @@ class DynamicResources(
                 if not node_selector_matches(sel, ni.name, ni.labels):
                     return unschedulable("resourceclaim not available on the node", resolvable=False)
         claims = list(pc.to_allocate)
-        special = self._special_claim(pi, pc, ni)
+        special = self.special_claim(pi, pc, ni)
         if special is not None:
             claims.append(special)
         if not claims:
@@ -304,6 +304,9 @@ class DynamicResources(
             return unschedulable(reason or "cannot allocate all claims", explanation=outcome.lazy_explanation)
         self._remember(pc, ni, outcome.allocations)
         return SUCCESS
+
+    def drop_caches(self) -> None:
+        self._results.clear()
 
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
         if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh
@@ -360,7 +363,7 @@ class DynamicResources(
     def reserve(self, state: CycleState, pi: PodInfo, node: str) -> Status:
         pc: _PodClaims = state[STATE_KEY]
         ni = self.dra.cache.node_by_name[node]
-        special = self._special_claim(pi, pc, ni)
+        special = self.special_claim(pi, pc, ni)
         claims = list(pc.to_allocate) + ([special] if special is not None else [])
         if not claims:
             state["dra_allocations"] = []
