@@ -64,6 +64,7 @@ from kdra.scheduler.plugins.dynamicresources import DynamicResources
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 from kdra.scheduler.queue import SchedulingQueue
+from kdra.scheduler.scoring import add_weighted, best_node
 from kdra.scheduler.seams import Binder, BindFailed, BindGroup, StoreBinder
 
 SCHEDULER_NAME = "default-scheduler"
@@ -212,6 +213,20 @@ class AllocateAction(Action):
             n += 1
 
 
+def default_plugins(store: Store, dra: DraState, config: SchedulerConfig) -> list[Plugin]:
+    """The default profile's plugins, in kube-scheduler's order (the offline placement uses them too)."""
+    return [
+        PrioritySort(),
+        NodeUnschedulable(),
+        NodeName(),
+        TaintToleration(config.implied_tolerations),
+        NodeAffinity(),
+        NodeResourcesFit(config.scoring),
+        DynamicResources(store, dra),
+        *config.extra_plugins,
+    ]
+
+
 class Scheduler:
     def __init__(
         self,
@@ -283,17 +298,7 @@ class Scheduler:
             self._on_pod(WatchEvent("ADDED", "Pod", pod, None), now)
 
     def default_profile(self) -> Profile:
-        plugins: list[Plugin] = [
-            PrioritySort(),
-            NodeUnschedulable(),
-            NodeName(),
-            TaintToleration(self.config.implied_tolerations),
-            NodeAffinity(),
-            NodeResourcesFit(self.config.scoring),
-            DynamicResources(self.store, self.dra),
-            *self.config.extra_plugins,
-        ]
-        return Profile(SCHEDULER_NAME, plugins)
+        return Profile(SCHEDULER_NAME, default_plugins(self.store, self.dra, self.config))
 
     # -- events -> queue -------------------------------------------------------------------------
 
@@ -789,12 +794,8 @@ class Scheduler:
             for k, v in enumerate(hit[1]):
                 raws[k][i] = v
         for p, raw in zip(dynamic, raws, strict=True):
-            p.normalize(state, pi, raw)
-            w = p.weight
-            for i in feasible:
-                totals[i] += raw[i] * w
-        best = max(feasible, key=lambda i: (totals[i], -i))
-        return nodes[best].name, results
+            add_weighted(totals, p, state, pi, raw)
+        return nodes[best_node(totals, feasible)].name, results
 
     # -- failures --------------------------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from kdra.scheduler.framework import (
 from kdra.scheduler.plugins.basic import default_normalize
 from kdra.scheduler.plugins.dra_hints import DraHints
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
+from kdra.scheduler.scoring import prioritized_list_score
 
 STATE_KEY = "DynamicResources"
 
@@ -336,21 +337,11 @@ class DynamicResources(
         return bool(pc and pc.demand.alternatives)
 
     def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
+        if not self.dra.features.prioritized_list:
+            return 0
         pc: _PodClaims = state[STATE_KEY]
-        allocs = self.allocations_for(state, pi, ni) or []
-        total = 0
-        for claim, alloc in zip(pc.to_allocate, allocs, strict=False):
-            requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
-            chosen = {r.get("request", "") for r in ((alloc or {}).get("devices") or {}).get("results") or []}
-            for req in requests:
-                subs = req.get("firstAvailable")
-                if not subs:
-                    continue
-                for idx, sub in enumerate(subs):
-                    if f"{req.get('name')}/{sub.get('name')}" in chosen:
-                        total += 8 - idx
-                        break
-        return total
+        allocations = self.allocations_for(state, pi, ni) or []
+        return prioritized_list_score([*pc.allocated, *pc.to_allocate], allocations)
 
     def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
         return True
