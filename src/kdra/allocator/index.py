@@ -653,6 +653,24 @@ class AllocatorIndex:
                 out.append(d)
         return out
 
+    def selector_error(
+        self, class_name: str, selectors: Sequence[str] = (), *, node: str | None = None
+    ) -> bool:
+        """Whether one of the devices `devices_of_class` gives fails to evaluate the class's selectors or
+        `selectors`: the allocator raises when its search reaches such a device, so a cheaper check that
+        rules the node out must leave the verdict to the allocator. Results are memoised per device."""
+        devices = self.devices_of_class(class_name, node=node)
+        if not devices:
+            return False
+        consumable = self.features.consumable_capacity
+        list_types = self.features.cel_list_type_attributes
+        groups = [self.class_selectors(class_name)] + ([tuple(selectors)] if selectors else [])
+        return any(
+            isinstance(evaluate_selectors(d, exprs, consumable, list_types), SelectorError)
+            for d in devices
+            for exprs in groups
+        )
+
     def _select_class(self, class_name: str) -> dict[str | None, list[DeviceEntry]]:
         lists: dict[str | None, list[DeviceEntry]] = {None: []}
         if class_name not in self.classes:

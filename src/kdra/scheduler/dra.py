@@ -19,16 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation
+from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation, NodeAllocationError
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import AllocatorIndex
 from kdra.cluster.store import Obj, StoreError, WatchEvent
+from kdra.errors import AllocationError
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 MAX_RESERVED_FOR = 256  # ResourceClaimReservedForMaxSize
+UNBOUNDED = 1 << 30
+MAX_DEVICES_PER_CLAIM = 32  # the allocator's claim limit (resourceapi.AllocationResultsMaxSize)
 
 
 class ClaimChangedError(StoreError):
@@ -121,10 +124,18 @@ class ClaimDemand:
 
     exact: dict[DemandKey, int] = field(default_factory=dict)
     alternatives: list[list[tuple[DemandKey, int]]] = field(default_factory=list)
+    # A claim that can make the allocator raise wherever it finds devices (an All request: the claim
+    # limit counts what it finds, its constraints can fail; or more devices than a claim may have).
+    may_raise: bool = False
 
     def add_claim(self, claim: Mapping[str, Any]) -> None:
+        devices = 0
         for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
             ex = req.get("exactly")
+            subs = [ex] if ex is not None else list(req.get("firstAvailable") or [])
+            if any(sub.get("allocationMode") == "All" for sub in subs):
+                self.may_raise = True
+            devices += min((int(sub.get("count") or 1) for sub in subs), default=0)
             if ex is not None:
                 cls = (ex.get("deviceClassName", ""), _selectors(ex))
                 if ex.get("allocationMode", "ExactCount") == "All":
@@ -144,6 +155,26 @@ class ClaimDemand:
                     )
                     alts.append(((sub.get("deviceClassName", ""), _selectors(sub)), n))
                 self.alternatives.append(alts)
+        if devices > MAX_DEVICES_PER_CLAIM:
+            self.may_raise = True
+
+
+@dataclass(slots=True)
+class DeviceFit:
+    """What the claims get on one node: `allocations` (one per claim), or why not."""
+
+    allocations: list[Obj] | None
+    reason: str = ""  # kube-scheduler's text for the node
+    explanation: Any = None  # the allocator's (lazy) explanation
+    exception: AllocationError | None = None  # what the allocator raised
+    error: bool = False  # not a verdict on the node: the Filter returns Error (the pod's attempt fails)
+    gave_up: bool = False
+    steps: int = 0
+
+    @property
+    def node_error(self) -> bool:
+        """Upstream's ErrFailedAllocationOnNode (invalid pools): only this node is ruled out."""
+        return self.exception is not None and not self.error
 
 
 class DraState:
@@ -227,7 +258,9 @@ class DraState:
         dedicated = self.state.dedicated
         n = 0
         for d in self.index.devices_of_class(class_name, selectors, node=node):
-            if d.allow_multi or d.key not in dedicated:
+            if d.allow_multi:
+                return UNBOUNDED  # one shareable device can serve any number of requests
+            if d.key not in dedicated:
                 n += 1
         return n
 
@@ -329,6 +362,48 @@ class DraState:
 
     def allocated_claims(self) -> list[Obj]:
         return list(self.allocated.values()) + list(self.assumed.values())
+
+    def fit(self, node: Mapping[str, Any], claims: Sequence[Obj], demand: ClaimDemand) -> DeviceFit:
+        """DynamicResources' Filter on one node for the claims to allocate there: the free-device bound
+        first (`prefilter_ok`), then the allocator; an error is kept, not raised (the caller decides
+        whether it ends the pod's attempt)."""
+        name = str((node.get("metadata") or {}).get("name", ""))
+        ok, _cls = self.prefilter_ok(name, demand)
+        if not ok and not self._allocator_may_raise(node, demand):
+            # Ruled out without a search; explained only if someone prints the reason.
+            return DeviceFit(None, "cannot allocate all claims", self.explain(node, claims))
+        try:
+            outcome = self.allocate(node, claims)
+        except AllocationError as exc:
+            if isinstance(exc, NodeAllocationError):
+                return DeviceFit(None, str(exc), getattr(exc, "lazy_explanation", None), exception=exc)
+            return DeviceFit(None, str(exc), exception=exc, error=True)
+        if outcome.allocations is None:
+            # A search that ran out of budget says so (kube-scheduler: "timed out trying to allocate").
+            reason = "gave up trying to allocate devices (search limit)" if outcome.gave_up else None
+            why = reason or "cannot allocate all claims"
+            return DeviceFit(None, why, outcome.lazy_explanation, gave_up=outcome.gave_up)
+        return DeviceFit(list(outcome.allocations), steps=outcome.steps)
+
+    def _allocator_may_raise(self, node: Mapping[str, Any], demand: ClaimDemand) -> bool:
+        """Whether the allocator could answer with an error where the free-device bound says "does not
+        fit": claims that can raise wherever devices are (`ClaimDemand.may_raise`), an invalid or
+        incomplete pool on the node (upstream's ErrFailedAllocationOnNode, or an All request over a pool
+        being updated), an unknown class, or a selector that fails on one of the devices it would
+        consider. Upstream has no such bound, so these answers must come from the allocator."""
+        if demand.may_raise:
+            return True
+        index = self.index
+        if any(p.invalid or p.incomplete for p in index.node_view(node).pools):
+            return True
+        name = str((node.get("metadata") or {}).get("name", ""))
+        keys = list(demand.exact) + [k for alts in demand.alternatives for k, _n in alts]
+        return any(
+            cls not in index.classes
+            or index.selector_error(cls, sels, node=name)
+            or index.selector_error(cls, sels, node="")
+            for cls, sels in keys
+        )
 
     def allocate(self, node: Mapping[str, Any], claims: Sequence[Obj]) -> AllocationOutcome:
         """The allocator's outcome for `claims` on `node` (`.allocations` or None; `.lazy_explanation`,

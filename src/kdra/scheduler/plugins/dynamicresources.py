@@ -16,7 +16,6 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from kdra.cluster.store import Obj, Store, clone
-from kdra.errors import AllocationError
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
@@ -226,42 +225,7 @@ class DynamicResources(
             return None
         spec = pc.special_spec.get(served)
         if spec is None:
-            requests = []
-            for i, _cname, ext in container_extended_requests(pi.pod):
-                for j, res in enumerate(sorted(ext)):
-                    if res in served:
-                        requests.append(
-                            {
-                                "name": f"container-{i}-request-{j}",
-                                "exactly": {
-                                    "deviceClassName": pc.ext[res],
-                                    "allocationMode": "ExactCount",
-                                    "count": ext[res],
-                                },
-                            }
-                        )
-            spec = {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {
-                    "generateName": f"{pi.name}-extended-resources-",
-                    "namespace": pi.namespace,
-                    "uid": f"special-{pi.uid}",
-                    "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "name": pi.name,
-                            "uid": pi.uid,
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": {"devices": {"requests": requests}},
-            }
-            pc.special_spec[served] = spec
+            spec = pc.special_spec[served] = extended_resource_claim(pi, pc.ext, served)
         return spec
 
     # -- Filter ----------------------------------------------------------------------------------
@@ -288,22 +252,13 @@ class DynamicResources(
         if special is not None:
             demand = ClaimDemand(dict(pc.demand.exact), list(pc.demand.alternatives))
             demand.add_claim(special)
-        ok, _cls = self.dra.prefilter_ok(ni.name, demand)
-        if not ok:
-            # Ruled out without a search; the allocator explains it only if someone prints the reason.
-            return unschedulable("cannot allocate all claims", explanation=self.dra.explain(ni.node, claims))
-        try:
-            outcome = self.dra.allocate(ni.node, claims)
-        except AllocationError as exc:
-            if type(exc).__name__ == "NodeAllocationError":
-                return unschedulable(str(exc))
-            return error(str(exc))
-        if outcome.allocations is None:
-            # Computed only if the pod's final message prints it (most node failures are never shown).
-            # A search that ran out of budget says so (kube-scheduler: "timed out trying to allocate").
-            reason = "gave up trying to allocate devices (search limit)" if outcome.gave_up else None
-            return unschedulable(reason or "cannot allocate all claims", explanation=outcome.lazy_explanation)
-        self._remember(pc, ni, outcome.allocations)
+        fit = self.dra.fit(ni.node, claims, demand)
+        if fit.allocations is None:
+            if fit.error:
+                return error(fit.reason)
+            # The explanation is computed only if the pod's final message prints it.
+            return unschedulable(fit.reason, explanation=None if fit.node_error else fit.explanation)
+        self._remember(pc, ni, fit.allocations)
         return SUCCESS
 
     def drop_caches(self) -> None:
@@ -453,6 +408,47 @@ class DynamicResources(
             }
 
         self.store.update_with_retry("Pod", pi.name, pi.namespace, patch, subresource="status")
+
+
+def extended_resource_claim(pi: PodInfo, classes: Mapping[str, str], served: frozenset[str]) -> Obj:
+    """KEP-5004: the claim DynamicResources makes for a pod's extended resources that DRA serves on a node
+    (`served`, each through the DeviceClass `classes` names): one request `container-<i>-request-<j>` per
+    container and resource, owned by the pod."""
+    requests = []
+    for i, _cname, ext in container_extended_requests(pi.pod):
+        for j, res in enumerate(sorted(ext)):
+            if res in served:
+                requests.append(
+                    {
+                        "name": f"container-{i}-request-{j}",
+                        "exactly": {
+                            "deviceClassName": classes[res],
+                            "allocationMode": "ExactCount",
+                            "count": ext[res],
+                        },
+                    }
+                )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": f"{pi.name}-extended-resources-",
+            "namespace": pi.namespace,
+            "uid": f"special-{pi.uid}",
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pi.name,
+                    "uid": pi.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
 
 
 def _json(x: Any) -> str:
