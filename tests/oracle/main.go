@@ -11,14 +11,17 @@
 //	 "allocatedClaims": [ResourceClaim with status.allocation...],
 //	 "groups": [[ResourceClaim...], ...], "timeoutSeconds": 10}
 //
-// Each group (one pod's claims) is allocated in turn: nodes are tried in the given order and the first
-// node that fits wins (its results count as in use for the later groups); a node that fails with
-// ErrFailedAllocationOnNode is unschedulable and the next node is tried; any other error ends the case
-// (later groups are not tried), as `kdra allocate` exits 3. Objects are defaulted as the API server
+// Each group (one pod's claims) is allocated in turn as kube-scheduler places a pod: the allocator runs on
+// every node, in the given order (Filter); a node that fails with ErrFailedAllocationOnNode is
+// unschedulable; any other error on any node ends the case (later groups are not tried), as the scheduling
+// attempt fails and `kdra allocate` exits 3. Among the nodes that fit, DynamicResources' score decides
+// (draScores; ties to the first in the given order), and the winner's results count as in use for the
+// later groups. Objects are defaulted as the API server
 // stores them (allocationMode, count, toleration operator). The answer:
 //
 //	{"id": "...", "variant": "incubating", "groups": [
-//	   {"outcome": "allocation", "node": "n1", "allocations": [AllocationResult...], "allocateOne": 12},
+//	   {"outcome": "allocation", "node": "n1", "allocations": [AllocationResult...], "scores": {"n1": 100},
+//	    "allocateOne": 12},
 //	   {"outcome": "unschedulable", "nodeErrors": {"n2": "invalid resource pools were encountered"}},
 //	   {"outcome": "error", "node": "n1", "error": "claim c, request r: ..."},
 //	   {"outcome": "timeout", "node": "n1"}]}
@@ -42,6 +45,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"sigs.k8s.io/json"
@@ -64,6 +68,7 @@ type groupAnswer struct {
 	Allocations []resourceapi.AllocationResult `json:"allocations,omitempty"`
 	Error       string                         `json:"error,omitempty"`
 	NodeErrors  map[string]string              `json:"nodeErrors,omitempty"`
+	Scores      map[string]int64               `json:"scores,omitempty"`
 	AllocateOne int64                          `json:"allocateOne"`
 	Seconds     float64                        `json:"seconds"`
 }
@@ -227,6 +232,8 @@ func run(c *oracleCase) answer {
 		}
 		ans.Variant = variantOf(alloc)
 		stop := false
+		fits := map[string][]resourceapi.AllocationResult{}
+		var order []string
 		for _, node := range c.Nodes {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			start := time.Now()
@@ -247,6 +254,7 @@ func run(c *oracleCase) answer {
 					stop = true
 					break
 				}
+				// findNodesThatPassFilters: an error on any node ends the scheduling attempt.
 				ga = groupAnswer{Outcome: "error", Node: node.Name, Error: err.Error(), Seconds: ga.Seconds, AllocateOne: ga.AllocateOne}
 				stop = true
 				break
@@ -254,13 +262,24 @@ func run(c *oracleCase) answer {
 			if results == nil {
 				continue
 			}
-			ga = groupAnswer{Outcome: "allocation", Node: node.Name, Allocations: results, NodeErrors: ga.NodeErrors, Seconds: ga.Seconds, AllocateOne: ga.AllocateOne}
+			fits[node.Name] = results
+			order = append(order, node.Name)
+		}
+		if !stop && len(order) > 0 {
+			scores := draScores(group, fits, order, features.PrioritizedList)
+			best := order[0]
+			for _, name := range order {
+				if scores[name] > scores[best] {
+					best = name
+				}
+			}
+			results := fits[best]
+			ga = groupAnswer{Outcome: "allocation", Node: best, Allocations: results, NodeErrors: ga.NodeErrors, Scores: scores, Seconds: ga.Seconds, AllocateOne: ga.AllocateOne}
 			for i, claim := range group {
 				done := claim.DeepCopy()
 				done.Status.Allocation = &results[i]
 				inUse = append(inUse, done)
 			}
-			break
 		}
 		ans.Groups = append(ans.Groups, ga)
 		if stop {
@@ -280,6 +299,44 @@ func libraryVersion() string {
 		}
 	}
 	return "k8s.io/dynamic-resource-allocation (unknown version)"
+}
+
+// draScores is kube-scheduler's DynamicResources Score on every node that fits (computeScore in
+// pkg/scheduler/framework/plugins/dynamicresources, 1.35+: per firstAvailable request, 8 minus the index of
+// the subrequest that got the devices), then NormalizeScore (helper.DefaultNormalizeScore: scaled so the
+// best node gets 100). With the plugin the only one that tells these nodes apart (they carry labels only),
+// the highest score wins and a tie goes to the first node in the given order, as `kdra allocate` documents.
+func draScores(group []*resourceapi.ResourceClaim, fits map[string][]resourceapi.AllocationResult, order []string, enabled bool) map[string]int64 {
+	scores := map[string]int64{}
+	var top int64
+	for _, name := range order {
+		var score int64
+		if enabled {
+			for i, claim := range group {
+				chosen := sets.New[string]()
+				for _, res := range fits[name][i].Devices.Results {
+					chosen.Insert(res.Request)
+				}
+				for _, req := range claim.Spec.Devices.Requests {
+					for j, sub := range req.FirstAvailable {
+						if chosen.Has(req.Name + "/" + sub.Name) {
+							score += int64(resourceapi.FirstAvailableDeviceRequestMaxSize - j)
+						}
+					}
+				}
+			}
+		}
+		scores[name] = score
+		if score > top {
+			top = score
+		}
+	}
+	if top > 0 {
+		for name, score := range scores {
+			scores[name] = 100 * score / top
+		}
+	}
+	return scores
 }
 
 // sortedGates is for error messages only.

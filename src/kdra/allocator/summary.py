@@ -13,7 +13,7 @@ Kubernetes-mode scheduler's Events and PodScheduled messages all use this one gr
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,11 @@ class NodeFinding:
     # A node-level message that is neither (an allocation error on that node, a claim allocated elsewhere).
     message: str = ""
     devices: tuple[str, ...] = ()  # what it would get, when it fits
+    # For a node ruled out before device allocation: how many node-level checks failed (every filter,
+    # not only the first), and a function giving (no device of a requested class at all, devices short)
+    # as if the node had passed them: how close it came, for `nearest`.
+    checks: int = 0
+    device_gap: Callable[[], tuple[bool, int]] | None = None
 
     def explained(self) -> Explanation | None:
         ex = self.explanation
@@ -265,16 +270,22 @@ def classify(finding: NodeFinding) -> tuple[str, _Detail | None]:
     return "cannot allocate all claims", None
 
 
-def distance(finding: NodeFinding) -> tuple[int, int, str]:
-    """How far a node is from fitting: devices short for a node that passed the node-level checks, far
-    away for one ruled out before device allocation."""
+def distance(finding: NodeFinding) -> tuple[int, int, int, str]:
+    """How far a node is from fitting: (tier, devices short, node-level checks failed, name). A node that
+    passed the node-level checks is nearer than one ruled out by them, and that one nearer than a node
+    without a single device of a requested class; among nodes ruled out, fewer devices short (where the
+    caller estimated them), then fewer failed checks, come first."""
     if finding.fits:
-        return (0, 0, finding.node)
+        return (0, 0, 0, finding.node)
     if finding.reasons or finding.message:
-        return (2, len(finding.reasons), finding.node)
+        checks = max(finding.checks, len(finding.reasons))
+        if finding.device_gap is None:
+            return (2, 0, checks, finding.node)
+        classless, short = finding.device_gap()
+        return (3 if classless else 2, short, checks, finding.node)
     ex = finding.explained()
     if ex is None:
-        return (2, 0, finding.node)
+        return (2, 0, 0, finding.node)
     short: dict[tuple[str, str], int] = {}
     classless = False
     for r in ex.requests:
@@ -283,7 +294,7 @@ def distance(finding: NodeFinding) -> tuple[int, int, str]:
         short[key] = min(short.get(key, gap), gap)
         classless = classless or (r.class_selected == 0 and not r.fits_alone)
     # A node without a single device of the class is farther than one ruled out by a taint or a selector.
-    return (3 if classless else 1, sum(short.values()) or len(ex.reasons), finding.node)
+    return (3 if classless else 1, sum(short.values()) or len(ex.reasons), 0, finding.node)
 
 
 # ----------------------------------------------------------------------------------------- summary

@@ -15,8 +15,6 @@ This module only wires kdra.api (load, validation, templates) to kdra.allocator;
 from __future__ import annotations
 
 import argparse
-import copy
-import dataclasses
 import json
 import os
 import sys
@@ -143,20 +141,6 @@ def _node_name(node: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass
-class _Group:
-    """Claims allocated together: one pod's claims, or the claims no pod references."""
-
-    pod: dict[str, Any] | None
-    claims: list[dict[str, Any]]  # in pod order; may include claims allocated earlier
-
-
-@dataclasses.dataclass
-class _Failure:
-    group: _Group
-    nodes: list[Any]  # kdra.allocator.summary.NodeFinding per node tried, in name order
-
-
 def _load(paths: list[str]) -> list[dict[str, Any]]:
     from kdra.api.load import load_paths
 
@@ -211,14 +195,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kdra.allocator import AllocationOutcome, Allocator
-    from kdra.allocator._nodes import node_selector_matches
-    from kdra.allocator.summary import NodeFinding
     from kdra.api.admission import admit
     from kdra.api.fields import check_fields
-    from kdra.api.templates import instantiate_template, is_claim_for_pod
     from kdra.cli.common import feature_gates, namespace_filter, positive_int, validate_mode
-    from kdra.scheduler.nodefit import NodeFit
+    from kdra.scheduler import offline
 
     gates = feature_gates(args)
     validate = validate_mode(args)
@@ -264,223 +244,35 @@ def _run(args: argparse.Namespace) -> int:
     ):
         _unique(by_kind[kind], kind, namespaced)
 
-    classes = {_name(c): c for c in by_kind["DeviceClass"]}
-    slices = by_kind["ResourceSlice"]
-    templates = {_ref(t): t for t in by_kind["ResourceClaimTemplate"]}
-    claims = [copy.deepcopy(c) for c in by_kind["ResourceClaim"]]
-    claims_by_ref = {_ref(c): c for c in claims}
-    all_pods = by_kind["Pod"]
-    # -n: only that namespace's pods and claims are allocated; every allocated claim still counts as in use.
-    pods = [p for p in all_pods if only_ns is None or _namespace(p) == only_ns]
-
-    def allocated(claim: dict[str, Any]) -> bool:
-        return bool((claim.get("status") or {}).get("allocation"))
-
-    # -- groups: claims no pod references (one group), then each pod's claims ----------------------
-    groups: list[_Group] = []
-    referenced: set[str] = set()
-    pod_groups: list[_Group] = []
-    taken_names = set(claims_by_ref)
-    for pod in pods:
-        group = _Group(pod=pod, claims=[])
-        ns = _namespace(pod)
-        statuses = {
-            s.get("name"): s.get("resourceClaimName")
-            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-        }
-        for i, entry in enumerate((pod.get("spec") or {}).get("resourceClaims") or []):
-            entry_name = str(entry.get("name", ""))
-            where = f"Pod {_ref(pod)}: spec.resourceClaims[{i}]"
-            claim: dict[str, Any] | None = None
-            if entry.get("resourceClaimName"):
-                ref = f"{ns}/{entry['resourceClaimName']}"
-                claim = claims_by_ref.get(ref)
-                if claim is None:
-                    raise InputError(
-                        f"{where}.resourceClaimName: Not found: {entry['resourceClaimName']!r}: "
-                        f"no ResourceClaim {ref} in the input"
-                    )
-            elif entry.get("resourceClaimTemplateName"):
-                status_name = statuses.get(entry_name)
-                if status_name and f"{ns}/{status_name}" in claims_by_ref:
-                    claim = claims_by_ref[f"{ns}/{status_name}"]
-                else:
-                    claim = next((c for c in claims if is_claim_for_pod(c, pod, entry_name)), None)
-                if claim is None:
-                    tref = f"{ns}/{entry['resourceClaimTemplateName']}"
-                    template = templates.get(tref)
-                    if template is None:
-                        raise InputError(
-                            f"{where}.resourceClaimTemplateName: Not found: "
-                            f"{entry['resourceClaimTemplateName']!r}: "
-                            f"no ResourceClaimTemplate {tref} in the input"
-                        )
-                    in_ns = {ref.split("/", 1)[1] for ref in taken_names if ref.split("/", 1)[0] == ns}
-                    claim = instantiate_template(pod, entry_name, template, in_ns)
-                    taken_names.add(_ref(claim))
-                    claims_by_ref[_ref(claim)] = claim
-            else:
-                continue  # nothing to allocate for this entry (validation reports a malformed one)
-            referenced.add(_ref(claim))
-            if all(c is not claim for c in group.claims):
-                group.claims.append(claim)
-        pod_groups.append(group)
-    for pod in all_pods:  # claims of pods in other namespaces are not "loose"
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-            if entry.get("resourceClaimName"):
-                referenced.add(f"{_namespace(pod)}/{entry['resourceClaimName']}")
-    loose = [
-        c
-        for c in claims
-        if _ref(c) not in referenced and not allocated(c) and (only_ns is None or _namespace(c) == only_ns)
-    ]
-    if loose or not pods:
-        groups.append(_Group(pod=None, claims=loose))
-    groups.extend(pod_groups)
-
-    # -- nodes -------------------------------------------------------------------------------------
-    nodes = sorted(by_kind["Node"], key=_node_name)
-    if not nodes:
-        names: set[str] = set()
-        for s in slices:
-            spec = s.get("spec") or {}
-            if spec.get("nodeName"):
-                names.add(str(spec["nodeName"]))
-            for dev in spec.get("devices") or []:
-                if isinstance(dev, dict) and dev.get("nodeName"):
-                    names.add(str(dev["nodeName"]))
-        if args.node:
-            names = {args.node}
-        nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}} for n in sorted(names)]
-    if args.node:
-        nodes = [n for n in nodes if _node_name(n) == args.node]
-        if not nodes:
-            raise InputError(f"--node {args.node}: Not found: no Node {args.node!r} in the input")
-    needs_node = any(not allocated(c) for g in groups for c in g.claims)
-    if needs_node and not nodes:
-        raise InputError("no nodes: give Node objects, ResourceSlices with spec.nodeName, or --node NAME")
-    # The scheduler's own node filters (affinity, selector, taints, unschedulable, nodeName, resources),
-    # with the pods already bound in the input on their nodes.
-    fit = NodeFit(nodes, all_pods)
-
-    # -- allocate, group by group ------------------------------------------------------------------
-    in_use = [c for c in claims if allocated(c)]
-    newly: list[tuple[dict[str, Any], str, dict[str, Any] | None]] = []  # (claim, node, pod)
-    newly_ids: set[int] = set()
-    failures: list[_Failure] = []
-    choices: list[dict[str, Any]] = []  # with a device preference: what decided each group's devices
-    for group in groups:
-        pending = [c for c in group.claims if not allocated(c)]
-        fixed = [c for c in group.claims if allocated(c)]
-        if not pending and (group.pod is None or not any(id(c) in newly_ids for c in fixed)):
-            continue  # nothing to allocate and no reservation to add to this run's output
-        allocator = Allocator(classes, slices, in_use, gates, prefer=preference) if pending else None
-        tried: list[NodeFinding] = []
-        placed = False
-        for node in nodes:
-            node_name = _node_name(node)
-            if group.pod is not None:
-                reasons = fit.reasons(group.pod, node_name)
-                if reasons:
-                    tried.append(NodeFinding(node_name, reasons=reasons))
-                    continue
-            labels = _meta(node).get("labels") or {}
-            blocked = next(
-                (
-                    c
-                    for c in fixed
-                    if (sel := c["status"]["allocation"].get("nodeSelector"))
-                    and not node_selector_matches(sel, node_name, labels)
-                ),
-                None,
-            )
-            if blocked is not None:
-                tried.append(
-                    NodeFinding(
-                        node_name,
-                        message=f"allocated claim {_ref(blocked)} is not available on this node "
-                        "(status.allocation.nodeSelector)",
-                    )
-                )
-                continue
-            if allocator is None:
-                outcome = AllocationOutcome(node_name, [])
-            else:
-                try:
-                    outcome = allocator.allocate(node, pending)
-                except AllocationError as err:
-                    if _is_node_error(err):
-                        tried.append(
-                            NodeFinding(node_name, message=str(err), explanation=_node_error_explanation(err))
-                        )
-                        continue
-                    raise
-            if outcome.allocations is not None:
-                if preference is not None and allocator is not None and outcome.allocations:
-                    from kdra.scheduler.devicepref import compare_with_first_fit
-
-                    cmp = compare_with_first_fit(preference, allocator, node, pending, outcome.allocations)
-                    who = _ref(group.pod) if group.pod is not None else None
-                    choices.append(
-                        {"pod": who, "node": node_name, "claims": [_ref(c) for c in pending], **cmp}
-                    )
-                for claim, allocation in zip(pending, outcome.allocations, strict=True):
-                    claim.setdefault("status", {})["allocation"] = allocation
-                    newly.append((claim, node_name, group.pod))
-                    newly_ids.add(id(claim))
-                    in_use.append(claim)
-                if group.pod is not None:
-                    # PreBind reserves every claim of the pod; only this run's claims are in the output.
-                    for claim in group.claims:
-                        if id(claim) in newly_ids:
-                            _reserve_for(claim, group.pod)
-                    fit.assume(group.pod, node_name)
-                placed = True
-                break
-            tried.append(NodeFinding(node_name, explanation=outcome.lazy_explanation))
-        if not placed:
-            failures.append(_Failure(group=group, nodes=tried))
-
+    result = offline.allocate(by_kind, gates, namespace=only_ns, node=args.node, preference=preference)
     shown = None if args.verbose else (args.nodes if args.nodes is not None else 3)
-    _print_output(args.output, newly, failures, shown, choices)
-    return 1 if failures else 0
-
-
-def _is_node_error(err: AllocationError) -> bool:
-    from kdra.allocator import NodeAllocationError
-
-    return isinstance(err, NodeAllocationError)
-
-
-def _node_error_explanation(err: AllocationError) -> Any:
-    return getattr(err, "lazy_explanation", None)
-
-
-def _reserve_for(claim: dict[str, Any], pod: dict[str, Any]) -> None:
-    """status.reservedFor as kube-scheduler's PreBind writes it for the pod that got the allocation."""
-    from kdra.api.templates import pod_uid
-
-    entry = {"resource": "pods", "name": _name(pod), "uid": pod_uid(pod)}
-    reserved = claim["status"].setdefault("reservedFor", [])
-    if all(r.get("uid") != entry["uid"] for r in reserved):
-        reserved.append(entry)
+    _print_output(args.output, result, shown)
+    return 1 if result.failures else 0
 
 
 # ------------------------------------------------------------------------------------------- output
 
 
-def _summary(failure: _Failure) -> Any:
+Failure = tuple[Any, Any]  # (kdra.scheduler.offline.Group, kdra.scheduler.placement.Placement)
+
+
+def _summary(failure: Failure) -> Any:
     from kdra.allocator.summary import NodesSummary
 
-    return NodesSummary(failure.nodes)
+    return NodesSummary(failure[1].findings)
 
 
-def _failure_data(failure: _Failure, shown: int | None) -> dict[str, Any]:
+def _pending(failure: Failure) -> list[str]:
+    return [_ref(c) for c in failure[1].claims]
+
+
+def _failure_data(failure: Failure, shown: int | None) -> dict[str, Any]:
     summary = _summary(failure)
     nearest = summary.nearest(shown)
+    group = failure[0]
     return {
-        "pod": _ref(failure.group.pod) if failure.group.pod is not None else None,
-        "claims": [_ref(c) for c in failure.group.claims if not (c.get("status") or {}).get("allocation")],
+        "pod": _ref(group.pod) if group.pod is not None else None,
+        "claims": _pending(failure),
         "summary": summary.to_dict(shown),
         "nodes": [
             {
@@ -493,29 +285,45 @@ def _failure_data(failure: _Failure, shown: int | None) -> dict[str, Any]:
     }
 
 
-def _failure_who(failure: _Failure) -> str:
-    if failure.group.pod is not None:
-        return f"pod {_ref(failure.group.pod)}"
-    claims = [_ref(c) for c in failure.group.claims if not (c.get("status") or {}).get("allocation")]
-    return "claims " + ", ".join(claims)
+def _failure_who(failure: Failure) -> str:
+    group = failure[0]
+    if group.pod is not None:
+        return f"pod {_ref(group.pod)}"
+    return "claims " + ", ".join(_pending(failure))
 
 
-def _failure_text(failure: _Failure, shown: int | None) -> str:
-    lines = [f"{_failure_who(failure)}: cannot allocate all claims on any node"]
-    if not failure.nodes:
+def _failure_what(failure: Failure) -> str:
+    if failure[1].claims or failure[1].extended_claim is not None:
+        return "cannot allocate all claims on any node"
+    return "fits on no node"
+
+
+def _failure_text(failure: Failure, shown: int | None) -> str:
+    lines = [f"{_failure_who(failure)}: {_failure_what(failure)}"]
+    if not failure[1].findings:
         lines.append("  no node to try")
     else:
         lines.extend("  " + line for line in _summary(failure).lines(shown))
     return "\n".join(lines)
 
 
-def _print_output(
-    output: str,
-    newly: list[tuple[dict[str, Any], str, dict[str, Any] | None]],
-    failures: list[_Failure],
-    shown: int | None,
-    choices: list[dict[str, Any]] | None = None,
-) -> None:
+def _placement_data(group: Any, placement: Any, shown: int | None) -> dict[str, Any]:
+    """Where a group went and why: the node, and the scores of the best nodes (the scheduler's Score
+    plugins, normalised and weighted; ties go to the first node by name)."""
+    scores = placement.scores if shown is None else placement.scores[: max(1, shown)]
+    return {
+        "pod": _ref(group.pod) if group.pod is not None else None,
+        "claims": [_ref(c) for c in placement.claims],
+        "node": placement.node,
+        "nodesFit": len(placement.scores),
+        "scores": [s.to_dict() for s in scores],
+    }
+
+
+def _print_output(output: str, result: Any, shown: int | None) -> None:
+    newly = result.newly
+    failures = result.failures
+    choices = result.choices
     items = [claim for claim, _, _ in newly]
     if failures:
         print("\n".join(_failure_text(f, shown) for f in failures), file=sys.stderr)
@@ -538,13 +346,15 @@ def _print_output(
         "metadata": {"resourceVersion": ""},
         "items": items,
     }
+    placed = [(g, p) for g, p in result.placements if p.placed]
+    if placed:
+        listing["placements"] = [_placement_data(g, p, shown) for g, p in placed]
     if choices:
         listing["devicePreference"] = {"policy": choices[0]["policy"], "choices": choices}
     if failures:
         listing["explanation"] = {
             "message": "; ".join(
-                f"{_failure_who(f)}: cannot allocate all claims on any node: {_summary(f).headline()}"
-                for f in failures
+                f"{_failure_who(f)}: {_failure_what(f)}: {_summary(f).headline()}" for f in failures
             ),
             "unschedulable": [_failure_data(f, shown) for f in failures],
         }

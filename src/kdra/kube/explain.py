@@ -2,27 +2,27 @@
 the nearest nodes in full.
 
 Reads the cluster once (DeviceClasses, ResourceSlices, Nodes, Pods, ResourceClaims; the pod and its
-templates). Each node is first checked as kube-scheduler's filter plugins would (nodeSelector and node
-affinity, taints and tolerations, unschedulable, nodeName, cpu/memory/pods: kdra.scheduler.nodefit, the
-scheduler's own plugins); on the nodes that pass, kdra's allocator is asked for the pod's unallocated claims
-with every allocated claim counted as in use, and where they do not fit its explanation says which selector,
-counter, taint or constraint stopped which device. The verdicts are grouped by reason
-(kdra.allocator.summary, as `kdra allocate` and the scheduler's messages do). Read-only; nothing is written.
+templates) and runs the one offline placement loop on it (kdra.scheduler.placement, as `kdra allocate`
+does): every node filtered with the scheduler's own plugins (nodeSelector and node affinity, taints and
+tolerations, unschedulable, nodeName, resources, then the pod's unallocated claims with every allocated claim
+counted as in use; where they do not fit, the allocator's explanation says which selector, counter, taint or
+constraint stopped which device), and the nodes that fit scored as the scheduler scores them. The verdicts are
+grouped by reason and the nearest nodes are those that came closest (kdra.allocator.summary, as `kdra
+allocate` and the scheduler's messages do). Read-only; nothing is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator import Allocator, FeatureGates
-from kdra.allocator._nodes import node_selector_matches
+from kdra.allocator import FeatureGates
 from kdra.allocator.summary import DEFAULT_NODES, NodeFinding, NodesSummary, bounded, classify
-from kdra.api.templates import instantiate_template, is_claim_for_pod
 from kdra.cluster.store import NotFoundError
-from kdra.errors import AllocationError, InputError
+from kdra.errors import InputError
 from kdra.kube.client import KubeClient, Obj
-from kdra.scheduler.nodefit import NodeFit
+from kdra.scheduler.offline import allocated, pod_claims, ref
+from kdra.scheduler.placement import NodeScore, Placer
 
 # The API server's limit on an Event's message (core/v1 validation NoteLengthLimit), which kube-scheduler
 # cuts FailedScheduling messages to; the PodScheduled condition has no such rule, kdra keeps it readable.
@@ -37,6 +37,13 @@ class PodExplanation:
     condition: str
     claims: list[dict[str, str]]
     nodes: list[NodeFinding]
+    # The nodes that fit, scored as the scheduler scores them, best first (kdra.scheduler.placement).
+    scores: list[NodeScore] = field(default_factory=list)
+
+    @property
+    def best(self) -> str | None:
+        """The node kube-scheduler's scores put first (ties to the first by name)."""
+        return self.scores[0].node if self.scores else None
 
     @property
     def fits(self) -> list[str]:
@@ -55,6 +62,8 @@ class PodExplanation:
             "podScheduled": self.condition,
             "claims": self.claims,
             "fits": self.fits,
+            "node": self.best,
+            "scores": [sc.to_dict() for sc in self.scores[: max_nodes if max_nodes is not None else None]],
             "summary": summary.to_dict(max_nodes),
             "nodes": [
                 {
@@ -89,6 +98,8 @@ class PodExplanation:
         if fits:
             shown = ", ".join(fits[:10]) + (" ..." if len(fits) > 10 else "")
             out.append(f"    {shown}")
+            top = self.scores[0]
+            out.append(f"  scheduler's choice: {top.node} (score {top.total}; ties go to the first by name)")
         if len(fits) < len(self.nodes):
             out.extend("  " + line for line in self.summary.lines(max_nodes))
         return "\n".join(out) + "\n"
@@ -99,120 +110,36 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
         pod = client.get("Pod", name, namespace)
     except NotFoundError:
         raise InputError(f"pod {namespace}/{name} not found") from None
-    classes = {c["metadata"]["name"]: c for c in client.list("DeviceClass")}
-    slices = client.list("ResourceSlice")
-    nodes = sorted(client.list("Node"), key=lambda n: n["metadata"]["name"])
-    pods = client.list("Pod")
-    bound = (pod.get("spec") or {}).get("nodeName")
     all_claims = client.list("ResourceClaim")
-    by_name = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in all_claims}
-    statuses = {
-        s.get("name"): s.get("resourceClaimName")
-        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    pending: list[Obj] = []
-    fixed: list[Obj] = []
-    claim_rows: list[dict[str, str]] = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        ename = entry.get("name", "")
-        claim: Obj | None = None
-        if entry.get("resourceClaimName"):
-            claim = by_name.get((namespace, entry["resourceClaimName"]))
-            if claim is None:
-                claim_rows.append({"entry": ename, "claim": entry["resourceClaimName"], "state": "not found"})
-                continue
-        elif entry.get("resourceClaimTemplateName"):
-            cname = statuses.get(ename)
-            claim = by_name.get((namespace, cname)) if cname else None
-            if claim is None:
-                claim = next(
-                    (
-                        c
-                        for c in all_claims
-                        if c["metadata"].get("namespace") == namespace and is_claim_for_pod(c, pod, ename)
-                    ),
-                    None,
-                )
-            if claim is None:
-                try:
-                    template = client.get(
-                        "ResourceClaimTemplate", entry["resourceClaimTemplateName"], namespace
-                    )
-                except NotFoundError:
-                    claim_rows.append(
-                        {
-                            "entry": ename,
-                            "claim": entry["resourceClaimTemplateName"],
-                            "state": "template not found",
-                        }
-                    )
-                    continue
-                claim = instantiate_template(pod, ename, template)
-                claim_rows.append(
-                    {"entry": ename, "claim": claim["metadata"]["name"], "state": "not created yet"}
-                )
-                pending.append(claim)
-                continue
-        else:
-            continue
-        alloc = (claim.get("status") or {}).get("allocation")
-        state = "allocated" if alloc else "pending"
-        claim_rows.append({"entry": ename, "claim": claim["metadata"]["name"], "state": state})
-        (fixed if alloc else pending).append(claim)
-    in_use = [
-        c
-        for c in all_claims
-        if (c.get("status") or {}).get("allocation") and all(c is not p for p in pending)
-    ]
-    allocator = Allocator(classes, slices, in_use, features)
-    fit = NodeFit(nodes, pods)
-    verdicts: list[NodeFinding] = []
-    for node in nodes:
-        nname = node["metadata"]["name"]
-        if not bound:
-            reasons = fit.reasons(pod, nname)
-            if reasons:
-                verdicts.append(NodeFinding(nname, reasons=reasons))
-                continue
-        elif bound != nname:
-            verdicts.append(NodeFinding(nname, reasons=(f"pod is bound to node {bound}",)))
-            continue
-        labels = node["metadata"].get("labels") or {}
-        blocked = next(
-            (
-                c
-                for c in fixed
-                if (sel := c["status"]["allocation"].get("nodeSelector"))
-                and not node_selector_matches(sel, nname, labels)
-            ),
-            None,
-        )
-        if blocked is not None:
-            verdicts.append(
-                NodeFinding(
-                    nname, message=f"allocated claim {blocked['metadata']['name']} is not available here"
-                )
-            )
-            continue
-        if not pending:
-            verdicts.append(NodeFinding(nname, fits=True))
-            continue
+    by_ref = {ref(c): c for c in all_claims}
+
+    def template(key: str) -> Obj | None:
+        ns, tname = key.split("/", 1)
         try:
-            outcome = allocator.allocate(node, pending)
-        except AllocationError as e:
-            verdicts.append(
-                NodeFinding(nname, message=str(e), explanation=getattr(e, "lazy_explanation", None))
-            )
-            continue
-        if outcome.allocations is not None:
-            devs = tuple(
-                f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}"
-                for a in outcome.allocations
-                for r in (a.get("devices") or {}).get("results") or []
-            )
-            verdicts.append(NodeFinding(nname, fits=True, devices=devs))
-        else:
-            verdicts.append(NodeFinding(nname, explanation=outcome.lazy_explanation))
+            return client.get("ResourceClaimTemplate", tname, ns)
+        except NotFoundError:
+            return None
+
+    resolved = pod_claims(pod, by_ref, template, set(by_ref))
+    claim_rows = [
+        {"entry": pc.entry, "claim": pc.claim["metadata"]["name"] if pc.claim else pc.name, "state": pc.state}
+        for pc in resolved
+    ]
+    pending = [pc.claim for pc in resolved if pc.claim is not None and not allocated(pc.claim)]
+    fixed = [pc.claim for pc in resolved if pc.claim is not None and allocated(pc.claim)]
+    uid = pod["metadata"].get("uid")
+    others = [p for p in client.list("Pod") if p["metadata"].get("uid") != uid or not uid]
+    placer = Placer(
+        [
+            *client.list("Node"),
+            *client.list("DeviceClass"),
+            *client.list("ResourceSlice"),
+            *all_claims,
+            *others,
+        ],
+        features,
+    )
+    placement = placer.place(pod, pending, fixed)
     cond = next(
         (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"),
         None,
@@ -221,7 +148,12 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
     if cond is not None:
         cond_text = f"{cond.get('status')} {cond.get('reason') or ''}: {cond.get('message') or ''}".strip()
     return PodExplanation(
-        f"{namespace}/{name}", (pod.get("spec") or {}).get("nodeName"), cond_text, claim_rows, verdicts
+        f"{namespace}/{name}",
+        (pod.get("spec") or {}).get("nodeName"),
+        cond_text,
+        claim_rows,
+        placement.findings,
+        placement.scores,
     )
 
 

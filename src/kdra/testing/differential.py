@@ -1,12 +1,13 @@
 """Differential test: kdra's allocator against the real one (kdra.testing.oracle) on random worlds.
 
 For every seed, `kdra.testing.worlds.random_world(seed)` is run under each supported Kubernetes version,
-in-process through kdra's `Allocator` and through that version's oracle, with `kdra allocate`'s
-contract: groups (one pod's claims each) in turn, nodes in name order, the first node that fits wins and
-its devices are in use for the next group; "invalid resource pools were encountered" rules out one node;
-any other error ends the world. The answers must agree: outcome per group, the error text, which nodes
-failed with invalid pools, and where upstream is deterministic (not its "stable" allocator, which walks
-pools in Go map order) the node and every allocation field except shareID.
+in-process through the placement loop `kdra allocate` and `kdra explain` use (kdra.scheduler.placement) and
+through that version's oracle, as kube-scheduler places a pod: groups (one pod's claims each) in turn, the
+allocator on every node (name order); "invalid resource pools were encountered" rules out one node, any other
+error ends the world; among the nodes that fit, DynamicResources' prioritized-list score decides (ties to the
+first by name), and that node's devices are in use for the next group. The answers must agree: outcome per
+group, the error text, which nodes failed with invalid pools, and where upstream is deterministic (not its
+"stable" allocator, which walks pools in Go map order) the node and every allocation field except shareID.
 
 `python -m kdra.testing.differential --n 100000` runs many; a disagreement is shrunk (objects removed
 while it persists) and with `--save DIR` written as a scenario-corpus case (tests/scenarios format)
@@ -16,7 +17,6 @@ with the oracle's answer as the expectation.
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import sys
@@ -30,9 +30,10 @@ from typing import Any
 
 import yaml
 
-from kdra.allocator import Allocator, FeatureGates, NodeAllocationError
+from kdra.allocator import FeatureGates
 from kdra.allocator.features import DEFAULTS, SUPPORTED_VERSIONS, picks_deterministically
-from kdra.errors import AllocationError, InputError
+from kdra.errors import InputError
+from kdra.scheduler.placement import Placer
 from kdra.testing.oracle import Oracle
 from kdra.testing.worlds import World, random_world
 
@@ -77,47 +78,26 @@ def oracle_case(world: World, version: str, case_id: str, timeout: float = ORACL
 
 
 def run_kdra(world: World, features: FeatureGates) -> list[Obj]:
-    """kdra's answers in the oracle's shape (kdra allocate's loop, in-process)."""
-    classes = {_name(c): c for c in world.classes}
-    in_use = list(world.allocated)
-    nodes = sorted(world.nodes, key=_name)
+    """kdra's answers in the oracle's shape: each group through the one placement loop that `kdra
+    allocate` and `kdra explain` use (kdra.scheduler.placement), in-process."""
+    placer = Placer([*world.nodes, *world.classes, *world.slices, *world.allocated], features)
     answers: list[Obj] = []
     for group in world.groups:
-        allocator = Allocator(classes, world.slices, in_use, features)
+        placement = placer.place(None, group)
+        if placement.error is not None:
+            answers.append({"outcome": "error", "node": placement.error_node, "error": str(placement.error)})
+            break
         ans: Obj = {"outcome": "unschedulable"}
-        node_errors: dict[str, str] = {}
-        steps = 0
-        gave_up: list[str] = []
-        stop = False
-        for node in nodes:
-            try:
-                outcome = allocator.allocate(node, group)
-            except NodeAllocationError as err:
-                node_errors[_name(node)] = str(err)
-                continue
-            except AllocationError as err:
-                ans = {"outcome": "error", "node": _name(node), "error": str(err)}
-                stop = True
-                break
-            steps += outcome.steps
-            if outcome.allocations is None:
-                if outcome.gave_up:
-                    gave_up.append(_name(node))
-                continue
-            ans = {"outcome": "allocation", "node": _name(node), "allocations": outcome.allocations}
-            for claim, allocation in zip(group, outcome.allocations, strict=True):
-                done = copy.copy(claim)
-                done["status"] = {"allocation": allocation}
-                in_use.append(done)
-            break
-        if node_errors and ans["outcome"] != "error":
+        if placement.placed:
+            ans = {"outcome": "allocation", "node": placement.node, "allocations": placement.allocations}
+            ans["scores"] = {s.node: s.plugins.get("DynamicResources", 0) for s in placement.scores}
+            placer.commit(placement)
+        node_errors = {f.node: f.message for f in placement.findings if f.message}
+        if node_errors:
             ans["nodeErrors"] = node_errors
-        if gave_up and ans["outcome"] == "unschedulable":
-            ans["gaveUp"] = gave_up
-        ans["steps"] = steps
+        if placement.gave_up and not placement.placed:
+            ans["gaveUp"] = placement.gave_up
         answers.append(ans)
-        if stop:
-            break
     return answers
 
 
