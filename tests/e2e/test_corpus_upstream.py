@@ -118,8 +118,8 @@ def compare_devices(case: dict[str, Any], expect: dict[str, Any], result: Upstre
         if f.get("key") == "metadata.name"
         for v in f.get("values") or []
     }
-    # Several nodes fit: kdra takes the first by name, kube-scheduler the best-scored (ties broken at
-    # random); and upstream's "stable" allocator walks slices in informer order. Then only the fit is
+    # Several nodes fit: both take the best-scored, but kube-scheduler breaks ties at random (kdra by
+    # name); and upstream's "stable" allocator walks slices in informer order. Then only the fit is
     # comparable.
     same_node = bool(case.get("node")) or len(want_nodes) != 1 or result.node in want_nodes
     return same_node and result.deterministic

@@ -281,8 +281,8 @@ def distance(finding: NodeFinding) -> tuple[int, int, int, str]:
         checks = max(finding.checks, len(finding.reasons))
         if finding.device_gap is None:
             return (2, 0, checks, finding.node)
-        classless, short = finding.device_gap()
-        return (3 if classless else 2, short, checks, finding.node)
+        none, missing = finding.device_gap()
+        return (3 if none else 2, missing, checks, finding.node)
     ex = finding.explained()
     if ex is None:
         return (2, 0, 0, finding.node)

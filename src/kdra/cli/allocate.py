@@ -9,7 +9,7 @@ The contract (issue 2, scope 6) that other tools and checks rely on:
 
 Exit codes: 0 allocated; 1 valid input that does not fit (explanation on stderr and, in -o json/yaml, in the
 List's top-level `explanation` field); 2 invalid input or usage; 3 an allocation error in upstream's sense.
-This module only wires kdra.api (load, validation, templates) to kdra.allocator; it decides nothing itself.
+This module parses, validates and prints; the decisions are kdra.scheduler.offline's (the placement loop).
 """
 
 from __future__ import annotations
@@ -46,16 +46,24 @@ what is allocated:
 
 nodes:
   Node objects when given; otherwise the nodes named by the ResourceSlices' nodeName fields (a
-  label-less Node each). With --node only that node is tried; otherwise nodes in name order and the
-  first node that fits wins. A pod's nodeSelector, required node affinity, tolerations, nodeName and
-  cpu/memory requests rule nodes out as kube-scheduler's filters do (a Node without status.allocatable is
-  not checked for resources).
+  label-less Node each). With --node only that node is tried. Every pod is placed as kube-scheduler
+  places it, claims or not: every node is filtered with the scheduler's plugins (nodeSelector, required
+  node affinity, tolerations, nodeName, resources, then the devices; a Node without status.allocatable
+  is not checked for resources), and the nodes that fit are scored with its Score plugins (the
+  prioritized-list rank of firstAvailable requests, NodeResourcesFit, preferred node affinity and
+  PreferNoSchedule taints). The highest score wins; equal scores go to the first node by name
+  (kube-scheduler picks one of them at random). Extended resources a DeviceClass serves
+  (extendedResourceName, KEP-5004) are allocated through DRA as kube-scheduler does, as a claim of
+  their own in the output. An allocation error on any node is an allocation error (exit 3).
 
 output:
   The newly allocated ResourceClaims with status.allocation, as a v1 List (-o yaml, -o json) or a
-  kubectl-like table (-o table, -o wide with more columns), or -o name. When something does not fit, the
-  explanation is printed on stderr: the nodes grouped by reason, then the 3 nearest nodes in full (--nodes N,
-  -v for all); the List also carries it in a top-level `explanation` field (structured).
+  kubectl-like table (-o table, -o wide with more columns), or -o name. The List's `placements` field
+  says why each pod went where it went: the node, how many nodes fit, and the best nodes' scores with
+  each plugin's part (3, --nodes N, -v for all). When something does not fit, the explanation is printed
+  on stderr: the nodes grouped by reason, then the 3 nearest nodes in full (those that came closest:
+  fewest devices short, then fewest failed checks; --nodes N, -v for all); the List also carries it in a
+  top-level `explanation` field (structured).
 
 device preference (opt-in):
   --device-preference NAME orders the devices the allocator tries (kdra.scheduler.devicepref): every rule
