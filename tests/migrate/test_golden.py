@@ -184,8 +184,15 @@ def test_claims_templates_and_classes_are_consistent(case: str) -> None:
                     used.add(ref["request"])
     for template in templates.values():
         for request in template["spec"]["spec"]["devices"]["requests"]:
-            assert request["exactly"]["deviceClassName"] in classes
-            assert request["exactly"]["count"] >= 1
+            for sub in _subrequests(request):
+                assert sub["deviceClassName"] in classes
+                assert sub["count"] >= 1
+
+
+def _subrequests(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """`exactly`, or every alternative of a firstAvailable request (a whole GPU that may be all of a
+    shareable GPU's capacity)."""
+    return [request["exactly"]] if "exactly" in request else list(request["firstAvailable"])
 
 
 def _pod_claims(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -203,7 +210,8 @@ def _all_expressions(objs: list[dict[str, Any]]) -> list[str]:
             out += [s["cel"]["expression"] for s in obj["spec"]["selectors"]]
         if obj.get("kind") == "ResourceClaimTemplate":
             for request in obj["spec"]["spec"]["devices"]["requests"]:
-                out += [s["cel"]["expression"] for s in request["exactly"].get("selectors") or []]
+                for sub in _subrequests(request):
+                    out += [s["cel"]["expression"] for s in sub.get("selectors") or []]
     return out
 
 

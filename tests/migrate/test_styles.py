@@ -94,7 +94,10 @@ def test_any_layout_keeps_unrelated_lines_and_data(case: tuple[str, list[int]]) 
     wanted = [count for count in gpus if count]
     if wanted:
         (template,) = [d for d in docs if d["kind"] == "ResourceClaimTemplate"]
-        requests = {r["name"]: r["exactly"]["count"] for r in template["spec"]["spec"]["devices"]["requests"]}
+        requests = {
+            r["name"]: (r["exactly"] if "exactly" in r else r["firstAvailable"][0])["count"]
+            for r in template["spec"]["spec"]["devices"]["requests"]
+        }
         for index, container in enumerate(spec["containers"]):
             refs = [c["request"] for c in (container.get("resources") or {}).get("claims") or []]
             assert sum(requests[r] for r in refs) == gpus[index]

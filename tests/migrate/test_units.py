@@ -17,6 +17,8 @@ from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
 from kdra.migrate.resources import classify, product_expression
 
+# A whole GPU is never a share (kdra.allocator.whole).
+EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
 
 def _migrate(text: str, **options: Any) -> tuple[str, list[dict[str, Any]], Any]:
     result = migrate_text(text, "t.yaml", Options(**options))
@@ -304,7 +306,7 @@ def test_affinity_terms_that_differ_are_left_alone_with_a_warning() -> None:
     )
     out, objs, report = _migrate(text)
     assert "values: [A]" in out and "values: [B]" in out
-    assert "selectors" not in _requests(objs)[0]["exactly"]
+    assert _requests(objs)[0]["exactly"]["selectors"] == [EXCLUSIVE]  # whole GPUs, no product choice
     assert any("node affinity on GPU product labels left as is" in w for w in report.warnings)
 
 
@@ -334,7 +336,8 @@ def test_identical_affinity_terms_move_into_the_claim() -> None:
                 "expression": "device.attributes['gpu.nvidia.com'].productName.replace(' ', '-') "
                 "!= 'Tesla-T4'"
             }
-        }
+        },
+        EXCLUSIVE,
     ]
 
 
@@ -362,7 +365,7 @@ def test_unknown_gke_accelerator_is_warned_about_and_a_time_slice_is_a_share() -
     assert len(report.warnings) == 1
     exactly = [r["exactly"] for r in _requests(objs)]
     assert exactly == [
-        {"deviceClassName": "gpu.nvidia.com", "count": 1},
+        {"deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": [EXCLUSIVE]},
         {
             "deviceClassName": "gpu.nvidia.com",
             "count": 1,

@@ -76,6 +76,13 @@ def register(subparsers: Any) -> None:
         help="memory of one GPU (e.g. 80Gi), to turn nvidia.com/gpumem-percentage into a capacity request",
     )
     parser.add_argument(
+        "-c",
+        "--cluster",
+        metavar="FLEET",
+        help="the target cluster (a bundled fleet, a Fleet file, or a `kdra export` file): a whole GPU may "
+        "then also be a share that takes all of a shareable GPU's capacity",
+    )
+    parser.add_argument(
         "--kind",
         action="append",
         default=[],
@@ -303,7 +310,29 @@ def _options(args: argparse.Namespace) -> tuple[Options, str | None]:
         )
         output_file = args.output
     extra = tuple(parse_kind_option(text) for text in args.kind)
-    return Options(mode=args.mode, gpu_memory=args.gpu_memory, extra_kinds=extra), output_file
+    shareable = _shareable(args.cluster) if getattr(args, "cluster", None) else ()
+    return Options(
+        mode=args.mode, gpu_memory=args.gpu_memory, extra_kinds=extra, shareable=shareable
+    ), output_file
+
+
+def _shareable(cluster: str) -> tuple[Any, ...]:
+    """The DeviceClasses and the ResourceSlices with a device published for sharing, of `--cluster`."""
+    from kdra.sim.runner import fleet_objects
+
+    _name, objects, _fleet = fleet_objects(cluster)
+    return tuple(
+        o
+        for o in objects
+        if o.get("kind") == "DeviceClass"
+        or (
+            o.get("kind") == "ResourceSlice"
+            and any(
+                isinstance(d, dict) and d.get("allowMultipleAllocations")
+                for d in (o.get("spec") or {}).get("devices") or []
+            )
+        )
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -56,6 +56,7 @@ class RequestSpec:
     capacity: tuple[tuple[str, str], ...] = ()
     suffix: str = "gpu"
     source: str = ""  # how the legacy request read, for the change list
+    whole: bool = False  # whole devices, never a share (kdra.allocator.whole)
 
     @property
     def key(self) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -464,7 +465,7 @@ class PodSpecConverter:
                     RequestSpec(res.MIG_CLASS, value, (res.mig_selector(profile),), (), suffix, source)
                 )
             elif kind.kind == "gpu":
-                out.append(RequestSpec(res.GPU_CLASS, value, (), (), "gpu", source))
+                out.append(RequestSpec(res.GPU_CLASS, value, (), (), "gpu", source, whole=True))
             elif kind.kind == "mig":
                 suffix = "mig-" + dns_label(kind.profile.replace(".", "").replace("+", "-"))
                 out.append(
@@ -730,6 +731,14 @@ class PodSpecConverter:
             meta["namespace"] = self.where.namespace
         requests = []
         for part in parts:
+            if part.spec.whole:
+                from kdra.allocator.whole import whole_request
+
+                shapes = shareable_shapes(self.ctx.options, part.spec.device_class, part.spec.selectors)
+                requests.append(
+                    whole_request(part.name, part.spec.device_class, part.count, part.spec.selectors, shapes)
+                )
+                continue
             exactly: dict[str, Any] = {"deviceClassName": part.spec.device_class, "count": part.count}
             if part.spec.selectors:
                 exactly["selectors"] = [{"cel": {"expression": e}} for e in part.spec.selectors]
@@ -986,3 +995,28 @@ def _duplicates(table: MappingNode) -> list[ScalarNode]:
     from kdra.migrate.nodes import duplicate_keys
 
     return duplicate_keys(table)
+
+
+_INDEXES: dict[int, tuple[Any, Any]] = {}
+
+
+def shareable_shapes(options: Any, device_class: str, selectors: tuple[str, ...]) -> list[Any]:
+    """The capacity shapes of the shareable devices a whole-GPU request could select: the target's
+    (--cluster), else, for a request that names its GPU models, those models as NVIDIA's driver publishes
+    them for sharing (kdra's catalog) when they are a few; none otherwise (exclusive devices only)."""
+    from kdra.allocator.whole import device_index
+    from kdra.allocator.whole import shareable_shapes as shapes
+
+    if options.shareable:
+        got = _INDEXES.get(id(options))
+        if got is None or got[0] is not options:
+            got = _INDEXES[id(options)] = (options, device_index(options.shareable))
+        return shapes(got[1], device_class, selectors)
+    if not selectors or device_class != res.GPU_CLASS:
+        return []
+    # Only a choice of a few models (a product, a GKE accelerator), not "anything but a T4".
+    found = shapes(res.catalog_index(), device_class, selectors, limit=None)
+    return found if len(found) <= MAX_CATALOG_SHAPES else []
+
+
+MAX_CATALOG_SHAPES = 3

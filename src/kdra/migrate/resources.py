@@ -311,3 +311,47 @@ def extended_resource_class(resource: str, legacy: Legacy) -> dict[str, Any] | N
             name, _typed(NVIDIA_DRIVER, "mig") + " && " + mig_selector(legacy.profile), resource
         )
     return None
+
+
+_CATALOG_INDEX: Any = None
+
+
+def catalog_index() -> Any:
+    """NVIDIA's GPU models (kdra's catalog) as the driver publishes them with consumable shares (memory,
+    default 0): which models a product selector picks, and their full capacity."""
+    global _CATALOG_INDEX
+    if _CATALOG_INDEX is None:
+        from kdra.allocator.whole import device_index
+        from kdra.drivers.catalog import GpuModel, all_models
+
+        devices = []
+        for i, m in enumerate(mm for mm in all_models() if isinstance(mm, GpuModel)):
+            memory = f"{m.memory_mib}Mi"
+            policy = {"default": "0", "validRange": {"min": "0", "max": memory, "step": "1Mi"}}
+            attrs = {
+                "type": {"string": "gpu"},
+                "productName": {"string": m.product_name},
+                "architecture": {"string": m.architecture},
+                "brand": {"string": m.brand},
+            }
+            devices.append(
+                {
+                    "name": f"gpu-{i}",
+                    "attributes": attrs,
+                    "capacity": {"memory": {"value": memory, "requestPolicy": policy}},
+                    "allowMultipleAllocations": True,
+                }
+            )
+        catalog = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "catalog"},
+            "spec": {
+                "driver": NVIDIA_DRIVER,
+                "nodeName": "catalog",
+                "pool": {"name": "catalog", "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+        _CATALOG_INDEX = device_index([CLAIM_CLASSES[GPU_CLASS], catalog])
+    return _CATALOG_INDEX

@@ -24,9 +24,14 @@ def bundled_workloads() -> list[str]:
 
 
 def load_workload(
-    name_or_path: str, seed: int, max_pods: int | None = None, validate: str = "strict"
+    name_or_path: str,
+    seed: int,
+    max_pods: int | None = None,
+    validate: str = "strict",
+    devices: Sequence[Any] = (),
 ) -> Workload:
-    """A bundled workload or a file/folder of objects; unknown fields per `validate` (kdra.api.fields)."""
+    """A bundled workload or a file/folder of objects; unknown fields per `validate` (kdra.api.fields).
+    `devices`: the fleet's objects, so that a generator's whole GPUs can also be whole shareable GPUs."""
     from kdra.api.load import load_paths, load_text
 
     path = Path(name_or_path)
@@ -56,7 +61,11 @@ def load_workload(
     from kdra.sim.workload import MAX_PODS
 
     return build_workload(
-        replayable_workload(objs), name=label, seed=seed, max_pods=MAX_PODS if max_pods is None else max_pods
+        replayable_workload(objs),
+        name=label,
+        seed=seed,
+        max_pods=MAX_PODS if max_pods is None else max_pods,
+        devices=devices,
     )
 
 
@@ -82,6 +91,28 @@ class SimulationReport:
         return None
 
 
+def fleet_objects(
+    fleet: str, version: str | None = None, max_nodes: int | None = None
+) -> tuple[str, list[Any], Any]:
+    """(name, the Nodes, DeviceClasses and ResourceSlices, the Fleet or None) of a bundled fleet or a Fleet
+    file, rendered as that release's drivers publish; a `kdra export` file stands for its objects as they
+    are (no Fleet: DRA only)."""
+    from kdra.fleets import load_fleet, render
+    from kdra.fleets.spec import MAX_NODES
+    from kdra.kube.export import load_exported_cluster
+
+    exported = load_exported_cluster(fleet)
+    if exported is not None:
+        return exported[0], exported[1], None
+    fl = load_fleet(fleet, max_nodes=max_nodes or MAX_NODES)
+    objects = (
+        render(fl, dra=True, legacy=False, kubernetes_version=version)
+        if version
+        else render(fl, dra=True, legacy=False)
+    )
+    return getattr(fl, "name", str(fleet)), objects, fl
+
+
 def simulate(
     fleet: str = DEFAULT_FLEET,
     workload: str | Workload = DEFAULT_WORKLOAD,
@@ -94,24 +125,18 @@ def simulate(
     max_pods: int | None = None,
     validate: str = "strict",
 ) -> SimulationReport:
-    from kdra.fleets import load_fleet, render
-    from kdra.kube.export import load_exported_cluster
+    from kdra.fleets import render
 
-    # A `kdra export` file stands for its Nodes, DeviceClasses and ResourceSlices as they are (DRA only).
     # The drivers publish what that release's drivers publish (config.features carries the release).
     version = (config or SchedulerConfig()).features.version
-    exported = load_exported_cluster(fleet)
-    from kdra.fleets.spec import MAX_NODES
-
-    fl = load_fleet(fleet, max_nodes=max_nodes or MAX_NODES) if exported is None else None
-    wl = workload if isinstance(workload, Workload) else load_workload(workload, seed, max_pods, validate)
-    if exported is not None:
-        name, dra_objects = exported
+    name, dra_objects, fl = fleet_objects(fleet, version, max_nodes)
+    if fl is None:
         modes = [m for m in modes if m == DRA]
-    else:
-        assert fl is not None
-        name = getattr(fl, "name", str(fleet))
-        dra_objects = render(fl, dra=True, legacy=False, kubernetes_version=version)
+    wl = (
+        workload
+        if isinstance(workload, Workload)
+        else load_workload(workload, seed, max_pods, validate, devices=dra_objects)
+    )
     report = SimulationReport(name, wl.name, seed)
     for mode in modes:
         objects = (
