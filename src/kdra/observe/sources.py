@@ -144,8 +144,8 @@ class SimulationSource:
         self.state = state
         self.speed = speed
         fl = load_fleet(fleet, max_nodes=max_nodes or MAX_NODES)
-        wl = load_workload(workload, seed, max_pods)
         objects = render(fl, dra=True, legacy=False)
+        wl = load_workload(workload, seed, max_pods, devices=objects)
         self.sim = Simulation(objects, wl, DRA, config=config, seed=seed, dra_objects=objects)
         attach_store(state, self.sim.store)
         attach_scheduler(state, self.sim.scheduler)

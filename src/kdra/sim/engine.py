@@ -23,7 +23,7 @@ from kdra.scheduler.podinfo import is_extended_resource, pod_requests
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 from kdra.scheduler.session import GangQueues
 from kdra.sim.accounting import DevicePluginKubelet, FleetGpus
-from kdra.sim.legacy import to_device_plugin
+from kdra.sim.legacy import ProductLabels, to_device_plugin
 from kdra.sim.workload import GPU_MEMORY, WORKLOAD_LABEL, Group, Workload, gpu_memory_need
 
 DRA = "dra"
@@ -109,6 +109,8 @@ class Simulation:
         self.store = MemoryStore(clock=self.clock, seed=seed)
         self.gpus = FleetGpus(dra_objects if dra_objects is not None else fleet_objects)
         self.kubelet = DevicePluginKubelet()
+        # Device-plugin mode: the requests' model choice, as GFD product labels (kdra.sim.legacy).
+        self.products = ProductLabels(dra_objects or fleet_objects) if mode == DEVICE_PLUGIN else None
         self.classes: dict[str, Obj] = {}
         for obj in dra_objects or fleet_objects:
             if obj.get("kind") == "DeviceClass":
@@ -178,7 +180,7 @@ class Simulation:
         keys = []
         for pod in g.pods:
             if self.mode == DEVICE_PLUGIN:
-                pod = to_device_plugin(pod, self.templates, self.claims, self.classes)
+                pod = to_device_plugin(pod, self.templates, self.claims, self.classes, self.products)
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             rec = PodRecord(
                 key,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +121,7 @@ def _pick_duration(rng: random.Random, lo: float, hi: float) -> float:
 
 
 def _claim_spec(
-    ctx: _Ctx, path: str, gpu: Mapping[str, Any] | None, tpu: Mapping[str, Any] | None
+    ctx: _Ctx, path: str, gpu: Mapping[str, Any] | None, tpu: Mapping[str, Any] | None, whole: Whole
 ) -> tuple[Obj | None, str | None, str | None]:
     """(ResourceClaimSpec or None, GPU memory need annotation, accelerator model for nodeSelector)."""
     if gpu is not None and tpu is not None:
@@ -182,11 +182,10 @@ def _claim_spec(
     n = int(_int(ctx)(gpu.get("count", 1), f"{path}.gpu.count"))
     if n < 1:
         raise ctx.err(f"{path}.gpu.count", "Invalid value: must be at least 1")
-    cls = NVIDIA_GPU_CLASS if vendor == "nvidia" else AMD_GPU_CLASS
-    exactly: Obj = {"deviceClassName": cls, "count": n}
     if vendor == "nvidia":
-        # Whole GPUs: not a share of a shared GPU.
-        exactly["selectors"] = [{"cel": {"expression": "!device.allowMultipleAllocations"}}]
+        # Whole GPUs, never a share: exclusive devices, or all of a shareable GPU's capacity.
+        return {"devices": {"requests": [whole("gpu", NVIDIA_GPU_CLASS, n)]}}, None, model
+    exactly: Obj = {"deviceClassName": AMD_GPU_CLASS, "count": n}
     return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}, None, model
 
 
@@ -215,9 +214,33 @@ def _check_model(ctx: Any, path: str, model: object, vendor: str) -> None:
     )
 
 
-def expand_generator(doc: Mapping[str, Any], seed: int = 0, max_pods: int = 200_000) -> Generated:
+Whole = Callable[[str, str, int], Obj]
+
+
+def whole_gpus(devices: Iterable[Mapping[str, Any]] = ()) -> Whole:
+    """A request for whole GPUs of a class (kdra.allocator.whole), with the capacity shapes of the
+    shareable devices among `devices` (a fleet's DeviceClasses and ResourceSlices)."""
+    from kdra.allocator.whole import device_index, shareable_shapes, whole_request
+
+    objs = [o for o in devices if o.get("kind") in ("DeviceClass", "ResourceSlice")]
+    index = device_index(objs) if objs else None
+    shapes: dict[str, list[Any]] = {}
+
+    def request(name: str, class_name: str, count: int) -> Obj:
+        if class_name not in shapes:
+            shapes[class_name] = shareable_shapes(index, class_name) if index is not None else []
+        return whole_request(name, class_name, count, (), shapes[class_name])
+
+    return request
+
+
+def expand_generator(
+    doc: Mapping[str, Any], seed: int = 0, max_pods: int = 200_000, whole: Whole | None = None
+) -> Generated:
     """The objects a WorkloadGenerator stands for; at most `max_pods` pods (InputError naming the stream
-    field that would exceed it, before anything is generated)."""
+    field that would exceed it, before anything is generated). `whole` writes a request for whole GPUs
+    (`whole_gpus(fleet objects)`; without a fleet, exclusive devices only)."""
+    whole = whole or whole_gpus()
     meta = doc.get("metadata") or {}
     name = str(meta.get("name") or "generator")
     ctx = _Ctx(name)
@@ -299,7 +322,7 @@ def expand_generator(doc: Mapping[str, Any], seed: int = 0, max_pods: int = 200_
         priority = st.get("priority", 0)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise ctx.err(f"{path}.priority", f"Invalid value: {priority!r}: must be an integer")
-        claim_spec, need, model = _claim_spec(ctx, path, st.get("gpu"), st.get("tpu"))
+        claim_spec, need, model = _claim_spec(ctx, path, st.get("gpu"), st.get("tpu"), whole)
         tmpl_name = f"{sname}-accel"
         if claim_spec is not None:
             out.append(

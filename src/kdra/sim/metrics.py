@@ -102,28 +102,55 @@ def _gpu_hours_by_pod(r: ModeResult) -> dict[str, float]:
     return out
 
 
-def headline(dra_r: ModeResult, dp_r: ModeResult, dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
-    """DRA against device plugins on the same fleet and workload.
+def _peak(r: ModeResult, keys: set[str], value: Any) -> float:
+    """The highest total of `value(pod)` over the pods `keys` while they run (what the fleet held for
+    them at its fullest)."""
+    events: list[tuple[float, int, float]] = []
+    for key in keys:
+        rec = r.pods[key]
+        if rec.start is None:
+            continue
+        end = min(rec.end if rec.end is not None else r.end, r.end)
+        if end <= rec.start:
+            continue
+        v = float(value(rec))
+        events.append((rec.start, 1, v))
+        events.append((end, 0, -v))  # ends before starts at the same instant
+    top = total = 0.0
+    for _t, _order, v in sorted(events):
+        total += v
+        top = max(top, total)
+    return top
 
-    GPU-hours are compared on the pods both models scheduled (the same work), so a model that leaves pods
-    pending does not look cheaper for it; peaks and means are over everything each model ran.
-    """
+
+def headline(dra_r: ModeResult, dp_r: ModeResult, dra: dict[str, Any], dp: dict[str, Any]) -> dict[str, Any]:
+    """DRA against device plugins on the same fleet and workload, on the same work: every figure is over
+    the pods both models placed (a model that leaves pods pending does not look cheaper for it), and how
+    many pods each could not place is said beside it."""
     a, b = _gpu_hours_by_pod(dra_r), _gpu_hours_by_pod(dp_r)
-    common = sorted(set(a) & set(b))
+    common = set(a) & set(b)
     ha = sum(a[k] for k in common)
     hb = sum(b[k] for k in common)
     hours = max(dra_r.end, dp_r.end) / 3600 or 1.0
-    peak_saved = dp["gpus_allocated_peak"] - dra["gpus_allocated_peak"]
+    peak_dra = _peak(dra_r, common, lambda p: p.gpu_equiv)
+    peak_dp = _peak(dp_r, common, lambda p: p.gpu_equiv)
+    stranded_dra = int(_peak(dra_r, common, lambda p: p.stranded))
+    stranded_dp = int(_peak(dp_r, common, lambda p: p.stranded))
     return {
         "pods_compared": len(common),
+        "pods_not_placed_dra": dra["pods_total"] - dra["pods_scheduled"],
+        "pods_not_placed_device_plugin": dp["pods_total"] - dp["pods_scheduled"],
         "gpu_hours_dra": round(ha, 1),
         "gpu_hours_device_plugin": round(hb, 1),
         "gpu_hours_saved": round(hb - ha, 1),
         "gpu_hours_saved_percent": round(100 * (hb - ha) / hb, 1) if hb else 0.0,
         "gpus_saved_mean": round((hb - ha) / hours, 1),
-        "gpus_saved_at_peak": round(peak_saved, 2),
-        "stranded_gpu_memory_bytes_peak_avoided": dp["stranded_gpu_memory_bytes_peak"]
-        - dra["stranded_gpu_memory_bytes_peak"],
+        "gpus_allocated_peak_dra": round(peak_dra, 2),
+        "gpus_allocated_peak_device_plugin": round(peak_dp, 2),
+        "gpus_saved_at_peak": round(peak_dp - peak_dra, 2),
+        "stranded_gpu_memory_bytes_peak_dra": stranded_dra,
+        "stranded_gpu_memory_bytes_peak_device_plugin": stranded_dp,
+        "stranded_gpu_memory_bytes_peak_avoided": stranded_dp - stranded_dra,
         "extra_pods_scheduled": dra["pods_scheduled"] - dp["pods_scheduled"],
         "wait_seconds_p99_dra": dra["wait_seconds_p99"],
         "wait_seconds_p99_device_plugin": dp["wait_seconds_p99"],

@@ -83,21 +83,20 @@ def headline_sentence(report: SimulationReport) -> str:
     h = report.headline
     if h is None:
         return ""
-    dra = report.modes[DRA].metrics
-    dp = report.modes[DEVICE_PLUGIN].metrics
     text = (
-        f"For the same {h['pods_compared']:,} pods, DRA allocated {h['gpu_hours_dra']:,.0f} GPU-hours "
-        "against "
+        f"For the same {h['pods_compared']:,} pods (those both models placed), DRA allocated "
+        f"{h['gpu_hours_dra']:,.0f} GPU-hours against "
         f"{h['gpu_hours_device_plugin']:,.0f} with device plugins: {h['gpu_hours_saved_percent']:g}% less, "
-        f"{h['gpus_saved_mean']:g} GPUs freed on average. Peak stranded GPU memory fell from "
-        f"{dp['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB to "
-        f"{dra['stranded_gpu_memory_bytes_peak'] / GIB:,.0f} GiB"
+        f"{h['gpus_saved_mean']:g} GPUs freed on average. Their peak stranded GPU memory fell from "
+        f"{h['stranded_gpu_memory_bytes_peak_device_plugin'] / GIB:,.0f} GiB to "
+        f"{h['stranded_gpu_memory_bytes_peak_dra'] / GIB:,.0f} GiB"
     )
-    extra = h["extra_pods_scheduled"]
-    if extra > 0:
-        text += f", and DRA scheduled {extra} pod{'s' if extra != 1 else ''} the device plugins could not"
-    elif extra < 0:
-        text += f"; device plugins scheduled {-extra} pod{'s' if extra != -1 else ''} DRA could not"
+    missed_dra, missed_dp = h["pods_not_placed_dra"], h["pods_not_placed_device_plugin"]
+    if missed_dra or missed_dp:
+        text += (
+            f". Not placed: {missed_dra:,} pod{'s' if missed_dra != 1 else ''} under DRA, "
+            f"{missed_dp:,} with device plugins"
+        )
     return text + "."
 
 

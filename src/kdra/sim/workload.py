@@ -142,12 +142,16 @@ def _int_field(obj: Mapping[str, Any], key: str, default: int, where: str) -> in
 
 
 def build_workload(
-    objects: Iterable[Obj], name: str = "workload", seed: int = 0, max_pods: int = MAX_PODS
+    objects: Iterable[Obj],
+    name: str = "workload",
+    seed: int = 0,
+    max_pods: int = MAX_PODS,
+    devices: Iterable[Obj] = (),
 ) -> Workload:
-    """Objects -> Workload of at most `max_pods` pods; expands generators; raises InputError naming object
-    and field."""
+    """Objects -> Workload of at most `max_pods` pods; expands generators (their whole GPUs fit to the
+    shareable GPUs among `devices`, the fleet's objects); raises InputError naming object and field."""
     from kdra.scheduler.gang import is_scheduling_object
-    from kdra.sim.generator import expand_generator
+    from kdra.sim.generator import expand_generator, whole_gpus
 
     wl = Workload(name)
     expanded: list[Obj] = []
@@ -155,7 +159,7 @@ def build_workload(
         if not isinstance(obj, dict):
             raise InputError("workload: every document must be an object")
         if obj.get("kind") == GENERATOR_KIND:
-            gen = expand_generator(obj, seed, max_pods=max_pods)
+            gen = expand_generator(obj, seed, max_pods=max_pods, whole=whole_gpus(devices))
             expanded.extend(gen.objects)
             wl.horizon = max(wl.horizon or 0.0, gen.horizon)
             wl.name = (obj.get("metadata") or {}).get("name") or wl.name
