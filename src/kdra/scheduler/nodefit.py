@@ -1,21 +1,96 @@
-"""Node-level verdicts as explanations use them: what the Filter phase said on every node when a pod fit
-nowhere (`FitFailure`, from the scheduler), and which nodes declare their resources (the offline placement,
-kdra.scheduler.placement, checks resources only on those)."""
+"""A pod's node-level fit outside a scheduling cycle, with the scheduler's own filter plugins.
+
+Tools that check a pod's node-level fit on their own (kdra.plan; the placement loop,
+kdra.scheduler.placement, runs the same plugins over its scheduler cache) must rule nodes out exactly as
+kube-scheduler (and kdra's scheduler) do before any device is allocated: nodeSelector and required node
+affinity, taints and tolerations, an unschedulable node, spec.nodeName, and cpu/memory/pods/extended-resource
+fit. Rather than a second matcher,
+this runs the filter plugins of kdra.scheduler.plugins over NodeInfos built from the Node objects and the
+pods already on them, in the default profile's order, stopping at the first plugin that rejects a node.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from kdra.scheduler.cache import is_terminal
+from kdra.scheduler.framework import CycleState, FilterPlugin
+from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, TaintToleration
+from kdra.scheduler.plugins.noderesources import NodeResourcesFit
+from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+
+class _NoDraCache:
+    """NodeResourcesFit asks the cache which extended resources DRA serves (KEP-5004); offline, none."""
+
+    dra: Any = None
 
 
 def node_declares_resources(node: Mapping[str, Any]) -> bool:
     """A Node without status.allocatable (a hand-written file, or a node made up from slices) says nothing
-    about its size: the offline placement checks resources only on nodes that declare them."""
+    about its size: offline tools check resources only on nodes that declare them."""
     status = node.get("status") or {}
     return bool(status.get("allocatable") or status.get("capacity"))
 
 
-__all__ = ["FitFailure", "node_declares_resources"]
+class NodeFit:
+    """Filter verdicts for pods on a fixed set of nodes; `assume` adds a placed pod's requests."""
+
+    def __init__(self, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.infos = {
+            str((n.get("metadata") or {}).get("name", "")): NodeInfo(n, i) for i, n in enumerate(nodes)
+        }
+        # A Node without status.allocatable (a hand-written file, or a node made up from slices) says
+        # nothing about its size: resources are checked only on nodes that declare them.
+        self.sized = {name for name, ni in self.infos.items() if node_declares_resources(ni.node)}
+        resources = NodeResourcesFit()
+        resources.bind_cache(cast(Any, _NoDraCache()))
+        self.plugins: list[FilterPlugin] = [
+            NodeUnschedulable(),
+            NodeName(),
+            TaintToleration(),
+            NodeAffinity(),
+            resources,
+        ]
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node in self.infos and not is_terminal(pod):
+                self.infos[node].add_pod(_pod_info(pod))
+
+    def reasons(self, pod: Mapping[str, Any] | PodInfo, node: str) -> tuple[str, ...]:
+        """() when the pod passes every node-level filter on `node`, else the first rejecting plugin's
+        reasons in kube-scheduler's wording ("node(s) didn't match Pod's node affinity/selector")."""
+        ni = self.infos.get(node)
+        if ni is None:
+            return ()
+        pi = pod if isinstance(pod, PodInfo) else _pod_info(pod)
+        state = CycleState()
+        for p in self.plugins:
+            if isinstance(p, NodeResourcesFit) and node not in self.sized:
+                continue
+            st = p.filter(state, pi, ni)
+            if not st.ok:
+                return st.reasons or (p.name,)
+        return ()
+
+    def assume(self, pod: Mapping[str, Any], node: str) -> None:
+        ni = self.infos.get(node)
+        if ni is not None:
+            ni.add_pod(_pod_info(pod))
+
+
+def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    """A PodInfo keyed by a uid even for pods from files, which have none (NodeInfo counts pods by uid)."""
+    from kdra.api.templates import pod_uid
+
+    pi = PodInfo(pod)
+    if not pi.uid:
+        pi.uid = pod_uid(dict(pod))
+    return pi
+
+
+__all__ = ["NodeFit", "node_declares_resources"]
 
 
 class FitFailure:
