@@ -75,7 +75,7 @@ def _migrate_and_allocate(
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(L4_FLEET.replace("SHARES", shares))
     capsys.readouterr()
-    assert main(["cluster", "render", "-f", str(fleet)]) == 0
+    assert main(["cluster", "render", "-c", str(fleet)]) == 0
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(capsys.readouterr()[0])
     deployment = tmp_path / "deployment.yaml"
@@ -135,7 +135,7 @@ def test_without_knowing_the_gpus_a_whole_gpu_is_never_a_share(
 
 
 def _simulate(capsys: pytest.CaptureFixture[str], workload: Path) -> dict[str, Any]:
-    assert main(["simulate", "-w", str(workload), "-o", "json"]) == 0
+    assert main(["simulate", "--workload", str(workload), "-o", "json"]) == 0
     return json.loads(capsys.readouterr()[0])
 
 
