@@ -75,12 +75,13 @@ def register(subparsers: Any) -> None:
         metavar="QUANTITY",
         help="memory of one GPU (e.g. 80Gi), to turn nvidia.com/gpumem-percentage into a capacity request",
     )
-    parser.add_argument(
-        "-c",
-        "--cluster",
-        metavar="FLEET",
-        help="the target cluster (a bundled fleet, a Fleet file, or a `kdra export` file): a whole GPU may "
-        "then also be a share that takes all of a shareable GPU's capacity",
+    from kdra.cli.common import add_fleet_arg
+
+    add_fleet_arg(
+        parser,
+        default=None,
+        what="the target fleet, or a `kdra export` file (whole GPUs may then also be shares that take all of "
+        "a shareable GPU's capacity)",
     )
     parser.add_argument(
         "--kind",
@@ -310,17 +311,17 @@ def _options(args: argparse.Namespace) -> tuple[Options, str | None]:
         )
         output_file = args.output
     extra = tuple(parse_kind_option(text) for text in args.kind)
-    shareable = _shareable(args.cluster) if getattr(args, "cluster", None) else ()
+    shareable = _shareable(args.fleet) if getattr(args, "fleet", None) else ()
     return Options(
         mode=args.mode, gpu_memory=args.gpu_memory, extra_kinds=extra, shareable=shareable
     ), output_file
 
 
-def _shareable(cluster: str) -> tuple[Any, ...]:
-    """The DeviceClasses and the ResourceSlices with a device published for sharing, of `--cluster`."""
+def _shareable(fleet: str) -> tuple[Any, ...]:
+    """The DeviceClasses and the ResourceSlices with a device published for sharing, of `--fleet`."""
     from kdra.sim.runner import fleet_objects
 
-    _name, objects, _fleet = fleet_objects(cluster)
+    _name, objects, _fleet = fleet_objects(fleet)
     return tuple(
         o
         for o in objects

@@ -1002,7 +1002,7 @@ _INDEXES: dict[int, tuple[Any, Any]] = {}
 
 def shareable_shapes(options: Any, device_class: str, selectors: tuple[str, ...]) -> list[Any]:
     """The capacity shapes of the shareable devices a whole-GPU request could select: the target's
-    (--cluster), else, for a request that names its GPU models, those models as NVIDIA's driver publishes
+    (--fleet), else, for a request that names its GPU models, those models as NVIDIA's driver publishes
     them for sharing (kdra's catalog) when they are a few; none otherwise (exclusive devices only)."""
     from kdra.allocator.whole import device_index
     from kdra.allocator.whole import shareable_shapes as shapes

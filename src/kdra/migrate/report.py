@@ -23,7 +23,7 @@ class Options:
     gpu_memory: str | None = None
     # Kinds added with --kind (KIND[.GROUP] -> places); they extend and override the built-in table.
     extra_kinds: tuple[tuple[str, tuple[Place, ...]], ...] = ()
-    # --cluster: the target's DeviceClasses and the ResourceSlices with shareable devices, so that a whole
+    # --fleet: the target's DeviceClasses and the ResourceSlices with shareable devices, so that a whole
     # GPU can also be a share of all of a shareable GPU's capacity (kdra.allocator.whole).
     shareable: tuple[Any, ...] = ()
 
