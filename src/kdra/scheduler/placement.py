@@ -25,7 +25,7 @@ that the next pod sees it, as the scheduler's assume does.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +36,18 @@ from kdra.api.templates import generated_name, pod_uid
 from kdra.cluster.store import MemoryStore, Obj
 from kdra.errors import AllocationError
 from kdra.scheduler.cache import SchedulerCache
-from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION, ClaimDemand, DeviceFit, DraState
+from kdra.scheduler.dra import (
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    ClaimDemand,
+    DeviceFit,
+    DraState,
+    claim_spec_key,
+)
 from kdra.scheduler.framework import CycleState, FilterPlugin, ScorePlugin
 from kdra.scheduler.nodefit import node_declares_resources
 from kdra.scheduler.plugins.dynamicresources import DynamicResources, extended_resource_claim
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit
-from kdra.scheduler.podinfo import NodeInfo, PodInfo
+from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 from kdra.scheduler.scoring import add_weighted, best_node, prioritized_list_score
 
 KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
@@ -113,6 +119,8 @@ class Placer:
             p for p in plugins if isinstance(p, ScorePlugin) and p.weight and p is not self.dynamic
         ]
         self.sized = {ni.name for ni in self.cache.nodes if node_declares_resources(ni.node)}
+        # Per pod signature, per node: the last verdict and the node's (generation, cache epoch) then.
+        self._memo: dict[Hashable, dict[str, Any]] = {}
         self._taken: set[tuple[str, str]] = {
             (c["metadata"].get("namespace", "default"), c["metadata"]["name"])
             for c in self.store.list("ResourceClaim")
@@ -144,65 +152,124 @@ class Placer:
         served = self._extended(pi)
         by_name = self.cache.node_by_name
         names = sorted(by_name) if nodes is None else sorted(n for n in nodes if n in by_name)
+        memo = self._memo_for(self._signature(state, pi, claims, allocated, served))
         fits: dict[str, DeviceFit] = {}
-        specials: dict[str, Obj] = {}
         for name in names:
             ni = by_name[name]
-            reasons, checks = self._node_checks(state, pi, ni)
-            if reasons:
-                out.findings.append(
-                    NodeFinding(name, reasons=reasons, checks=checks, device_gap=self._gap(ni, demand))
-                )
-                continue
-            blocked = next(
-                (
-                    c
-                    for c in allocated
-                    if (sel := c["status"]["allocation"].get("nodeSelector"))
-                    and not node_selector_matches(sel, name, ni.labels)
-                ),
-                None,
-            )
-            if blocked is not None:
-                out.findings.append(
-                    NodeFinding(
-                        name,
-                        message=f"allocated claim {_ref(blocked)} is not available on this node "
-                        "(status.allocation.nodeSelector)",
+            stamp = (ni.generation, self.cache.epoch)
+            hit = memo.get(name) if memo is not None else None
+            if hit is not None and hit[0] == stamp and not (hit[2] is not None and hit[2].error):
+                finding, fit = hit[1], hit[2]
+                if fit is not None and fit.allocations is None:
+                    # The same verdict, explained with these claims (what the allocator saw, from now).
+                    todo, _need, _special = self._todo(pi, ni, claims, demand, served)
+                    finding = NodeFinding(
+                        name, message=finding.message, explanation=self.dra.explain(ni.node, todo)
                     )
-                )
+            else:
+                finding, fit = self._verdict(state, pi, ni, claims, demand, allocated, served)
+                if memo is not None:
+                    memo[name] = (stamp, finding, fit)
+            out.findings.append(finding)
+            if fit is None:
                 continue
-            todo, need = claims, demand
-            ext = frozenset(r for r in served if r not in ni.allocatable)
-            if ext:
-                special = specials[name] = self._extended_claim(pi, served, ext)
-                todo = [*claims, special]
-                need = ClaimDemand(dict(demand.exact), list(demand.alternatives))
-                need.add_claim(special)
-            fit = self.dra.fit(ni.node, todo, need) if todo else DeviceFit([])
-            if fit.allocations is None:
-                out.findings.append(_finding(name, fit))
-                if fit.gave_up:
-                    out.gave_up.append(name)
-                if fit.error and out.error is None:
-                    out.error, out.error_node = fit.exception, name
+            if fit.allocations is not None:
+                fits[name] = fit
                 continue
-            fits[name] = fit
-            out.findings.append(NodeFinding(name, fits=True, devices=_devices(fit.allocations)))
+            if fit.gave_up:
+                out.gave_up.append(name)
+            if fit.error and out.error is None:
+                out.error, out.error_node = fit.exception, name
         if out.error is not None or not fits:
             return out
         out.scores = self._score(state, pi, [*allocated, *claims], demand, fits)
         out.node = out.scores[0].node
-        allocations = fits[out.node].allocations or []
+        # The verdict may be another pod's with the same signature: these claims get their own devices
+        # (the same ones, the state being the same) and shares, and the pod its own extended claim.
+        ni = by_name[out.node]
+        todo, need, special = self._todo(pi, ni, claims, demand, served)
+        fit = self.dra.fit(ni.node, todo, need) if todo else DeviceFit([])
+        allocations = fit.allocations if fit.allocations is not None else fits[out.node].allocations or []
         out.allocations = allocations[: len(claims)]
-        if out.node in specials:
-            special = copy.deepcopy(specials[out.node])
+        if special is not None:
+            special = copy.deepcopy(special)
             special["status"] = {"allocation": allocations[len(claims)]}
             out.extended_claim = special
         if self.dra.preference is not None and claims:
             node = by_name[out.node].node
             out.choice = self.dra.record_choice(pi.key, node, claims, out.allocations)
         return out
+
+    def _verdict(
+        self,
+        state: CycleState,
+        pi: PodInfo,
+        ni: NodeInfo,
+        claims: list[Obj],
+        demand: ClaimDemand,
+        allocated: Sequence[Obj],
+        served: Mapping[str, str],
+    ) -> tuple[NodeFinding, DeviceFit | None]:
+        """One node's Filter: its finding, and the devices' answer (None when ruled out before them)."""
+        name = ni.name
+        reasons, checks = self._node_checks(state, pi, ni)
+        if reasons:
+            return NodeFinding(name, reasons=reasons, checks=checks, device_gap=self._gap(ni, demand)), None
+        for c in allocated:
+            sel = c["status"]["allocation"].get("nodeSelector")
+            if sel and not node_selector_matches(sel, name, ni.labels):
+                where = "status.allocation.nodeSelector"
+                return NodeFinding(
+                    name, message=f"allocated claim {_ref(c)} is not available on this node ({where})"
+                ), None
+        todo, need, _special = self._todo(pi, ni, claims, demand, served)
+        fit = self.dra.fit(ni.node, todo, need) if todo else DeviceFit([])
+        if fit.allocations is None:
+            return _finding(name, fit), fit
+        return NodeFinding(name, fits=True, devices=_devices(fit.allocations)), fit
+
+    def _todo(
+        self, pi: PodInfo, ni: NodeInfo, claims: list[Obj], demand: ClaimDemand, served: Mapping[str, str]
+    ) -> tuple[list[Obj], ClaimDemand, Obj | None]:
+        """The claims to allocate on this node: the pod's, plus the KEP-5004 claim for the extended
+        resources the node has no device-plugin capacity for."""
+        ext = frozenset(r for r in served if r not in ni.allocatable)
+        if not ext:
+            return claims, demand, None
+        special = self._extended_claim(pi, served, ext)
+        need = ClaimDemand(dict(demand.exact), list(demand.alternatives), demand.may_raise)
+        need.add_claim(special)
+        return [*claims, special], need, special
+
+    def _signature(
+        self,
+        state: CycleState,
+        pi: PodInfo,
+        claims: Sequence[Obj],
+        allocated: Sequence[Obj],
+        served: Mapping[str, str],
+    ) -> Hashable:
+        """What a node's verdict depends on besides the node (the filter plugins' own signatures, the
+        claims' specs, the allocated claims' node selectors, the extended resources DRA serves): pods
+        with equal signatures get equal verdicts on a node that did not change. None: not cached."""
+        parts: list[Hashable] = []
+        for p in self.filters:
+            sig = p.signature(state, pi)
+            if sig is None:
+                return None
+            parts.append(sig)
+        parts.append(tuple(claim_spec_key(c) for c in claims))
+        parts.append(tuple((_ref(c), claim_spec_key({"spec": c["status"]["allocation"]})) for c in allocated))
+        if served:
+            parts.append((tuple(sorted(served.items())), repr(container_extended_requests(pi.pod))))
+        return tuple(parts)
+
+    def _memo_for(self, signature: Hashable) -> dict[str, Any] | None:
+        if signature is None:
+            return None
+        if len(self._memo) > 256:
+            self._memo.clear()
+        return self._memo.setdefault(signature, {})
 
     def _node_checks(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> tuple[tuple[str, ...], int]:
         """The first rejecting plugin's reasons (kube-scheduler's wording) and how many plugins reject."""
@@ -351,13 +418,14 @@ def _with_uid(pod: Mapping[str, Any]) -> Obj:
 
 
 def _stored(obj: Mapping[str, Any]) -> Obj:
-    """A copy the in-memory store accepts (it sets resourceVersion itself); pods get their stable uid."""
-    new = copy.deepcopy(dict(obj))
-    if new.get("kind") == "Pod":
-        new = _with_uid(new)
-    meta = new.setdefault("metadata", {})
+    """What the in-memory store keeps for `obj` (it sets resourceVersion itself; pods get their stable uid):
+    a new top level and metadata, the rest shared, since neither the store nor the placement changes an
+    object in place (a write replaces it)."""
+    new = _with_uid(obj) if obj.get("kind") == "Pod" else dict(obj)
+    meta = dict(new.get("metadata") or {})
     meta.pop("resourceVersion", None)
     meta.pop("deletionTimestamp", None)
+    new["metadata"] = meta
     return new
 
 
