@@ -1,6 +1,6 @@
-"""Whole devices where a driver publishes them for sharing (kdra.allocator.whole): the most one allocation
-may take of a capacity, the shapes a request could meet, and the request that is exclusive or all of a
-shareable device's capacity, on kdra's fleets and on NVIDIA's own slice shape."""
+"""Whole devices where a driver publishes them for sharing (kdra.allocator.whole, kdra.api.whole): the most
+one allocation may take of a capacity, the shapes a request could meet, and the request that is exclusive
+or all of a shareable device's capacity, on kdra's fleets and on NVIDIA's own slice shape."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 
 from kdra.allocator import Allocator, FeatureGates
 from kdra.allocator.index import CapacityEntry, RequestPolicy
-from kdra.allocator.whole import EXCLUSIVE, device_index, full_amount, shareable_shapes, whole_request
+from kdra.allocator.whole import device_index, full_amount, shareable_shapes
 from kdra.api.load import load_paths
 from kdra.api.quantity import Quantity
+from kdra.api.whole import EXCLUSIVE, whole_request
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "allocate" / "h100-mig-node.yaml"
 

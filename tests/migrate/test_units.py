@@ -17,7 +17,7 @@ from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
 from kdra.migrate.resources import classify, product_expression
 
-# A whole GPU is never a share (kdra.allocator.whole).
+# A whole GPU is never a share (kdra.api.whole).
 EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
 
 def _migrate(text: str, **options: Any) -> tuple[str, list[dict[str, Any]], Any]:

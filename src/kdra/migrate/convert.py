@@ -56,7 +56,9 @@ class RequestSpec:
     capacity: tuple[tuple[str, str], ...] = ()
     suffix: str = "gpu"
     source: str = ""  # how the legacy request read, for the change list
-    whole: bool = False  # whole devices, never a share (kdra.allocator.whole)
+    whole: bool = False  # whole devices, never a share (kdra.api.whole)
+    # For whole GPUs: the node-label requirements on GPU models the request came with (label, op, values).
+    products: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     @property
     def key(self) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
@@ -554,7 +556,8 @@ class PodSpecConverter:
             for label, op, values in products.requirements
             if (e := res.product_expression(domain, label, op, values))
         ]
-        return replace(spec, selectors=spec.selectors + tuple(extra))
+        wanted = tuple((label, op, tuple(values)) for label, op, values in products.requirements)
+        return replace(spec, selectors=spec.selectors + tuple(extra), products=wanted if spec.whole else ())
 
     # -- the conversion --------------------------------------------------------------------------------------
     def convert(self) -> dict[str, Any] | None:
@@ -732,9 +735,9 @@ class PodSpecConverter:
         requests = []
         for part in parts:
             if part.spec.whole:
-                from kdra.allocator.whole import whole_request
+                from kdra.api.whole import whole_request
 
-                shapes = shareable_shapes(self.ctx.options, part.spec.device_class, part.spec.selectors)
+                shapes = shareable_shapes(self.ctx.options, part.spec)
                 requests.append(
                     whole_request(part.name, part.spec.device_class, part.count, part.spec.selectors, shapes)
                 )
@@ -1000,22 +1003,23 @@ def _duplicates(table: MappingNode) -> list[ScalarNode]:
 _INDEXES: dict[int, tuple[Any, Any]] = {}
 
 
-def shareable_shapes(options: Any, device_class: str, selectors: tuple[str, ...]) -> list[Any]:
-    """The capacity shapes of the shareable devices a whole-GPU request could select: the target's
-    (--fleet), else, for a request that names its GPU models, those models as NVIDIA's driver publishes
-    them for sharing (kdra's catalog) when they are a few; none otherwise (exclusive devices only)."""
-    from kdra.allocator.whole import device_index
-    from kdra.allocator.whole import shareable_shapes as shapes
-
+def shareable_shapes(options: Any, spec: RequestSpec) -> list[Any]:
+    """The capacity shapes of the shareable devices a whole-GPU request could meet: the target's
+    (--fleet), else those of the GPU models the workload names (GFD product label, GKE accelerator,
+    architecture) as NVIDIA's driver publishes them for sharing, when they are a few; none otherwise
+    (exclusive devices only)."""
     if options.shareable:
+        from kdra.allocator.whole import device_index
+        from kdra.allocator.whole import shareable_shapes as shapes
+
         got = _INDEXES.get(id(options))
         if got is None or got[0] is not options:
             got = _INDEXES[id(options)] = (options, device_index(options.shareable))
-        return shapes(got[1], device_class, selectors)
-    if not selectors or device_class != res.GPU_CLASS:
+        return shapes(got[1], spec.device_class, spec.selectors)
+    if spec.device_class != res.GPU_CLASS:
         return []
+    found = res.catalog_shapes(spec.products)
     # Only a choice of a few models (a product, a GKE accelerator), not "anything but a T4".
-    found = shapes(res.catalog_index(), device_class, selectors, limit=None)
     return found if len(found) <= MAX_CATALOG_SHAPES else []
 
 

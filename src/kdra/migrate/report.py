@@ -24,7 +24,7 @@ class Options:
     # Kinds added with --kind (KIND[.GROUP] -> places); they extend and override the built-in table.
     extra_kinds: tuple[tuple[str, tuple[Place, ...]], ...] = ()
     # --fleet: the target's DeviceClasses and the ResourceSlices with shareable devices, so that a whole
-    # GPU can also be a share of all of a shareable GPU's capacity (kdra.allocator.whole).
+    # GPU can also be a share of all of a shareable GPU's capacity (kdra.api.whole).
     shareable: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ resource names).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,45 +314,32 @@ def extended_resource_class(resource: str, legacy: Legacy) -> dict[str, Any] | N
     return None
 
 
-_CATALOG_INDEX: Any = None
+def catalog_shapes(requirements: Iterable[tuple[str, str, Sequence[str]]]) -> list[Any]:
+    """The whole-GPU shapes (kdra.api.whole) of the NVIDIA models in kdra's catalog that node-label
+    requirements on GPU models pick (GFD product or family, GKE accelerator; `In` only, every requirement
+    must hold), as NVIDIA's driver publishes them for sharing: all of their memory. None without any."""
+    from kdra.api.quantity import Quantity
+    from kdra.api.whole import memory_shape
+    from kdra.drivers.catalog import GpuModel, all_models
 
-
-def catalog_index() -> Any:
-    """NVIDIA's GPU models (kdra's catalog) as the driver publishes them with consumable shares (memory,
-    default 0): which models a product selector picks, and their full capacity."""
-    global _CATALOG_INDEX
-    if _CATALOG_INDEX is None:
-        from kdra.allocator.whole import device_index
-        from kdra.drivers.catalog import GpuModel, all_models
-
-        devices = []
-        for i, m in enumerate(mm for mm in all_models() if isinstance(mm, GpuModel)):
-            memory = f"{m.memory_mib}Mi"
-            policy = {"default": "0", "validRange": {"min": "0", "max": memory, "step": "1Mi"}}
-            attrs = {
-                "type": {"string": "gpu"},
-                "productName": {"string": m.product_name},
-                "architecture": {"string": m.architecture},
-                "brand": {"string": m.brand},
-            }
-            devices.append(
-                {
-                    "name": f"gpu-{i}",
-                    "attributes": attrs,
-                    "capacity": {"memory": {"value": memory, "requestPolicy": policy}},
-                    "allowMultipleAllocations": True,
-                }
-            )
-        catalog = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": "catalog"},
-            "spec": {
-                "driver": NVIDIA_DRIVER,
-                "nodeName": "catalog",
-                "pool": {"name": "catalog", "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
-        _CATALOG_INDEX = device_index([CLAIM_CLASSES[GPU_CLASS], catalog])
-    return _CATALOG_INDEX
+    models = [m for m in all_models() if isinstance(m, GpuModel)]
+    picked = None
+    for label, op, values in requirements:
+        if op != "In":
+            return []
+        if label == GFD_PRODUCT:
+            names = {_gfd_product(v) for v in values}
+            chosen = {m.key for m in models if m.product_name.replace(" ", "-") in names}
+        elif label == GFD_FAMILY:
+            families = {v.lower() for v in values}
+            chosen = {m.key for m in models if m.architecture.lower() in families}
+        elif label == GKE_ACCELERATOR:
+            products = {p for v in values for p in GKE_PRODUCTS.get(v, ())}
+            chosen = {m.key for m in models if m.product_name in products}
+        else:
+            continue
+        picked = chosen if picked is None else picked & chosen
+    if not picked:
+        return []
+    memories = sorted({m.memory_mib for m in models if m.key in picked})
+    return [memory_shape(NVIDIA_DRIVER, Quantity.parse(f"{mib}Mi")) for mib in memories]

@@ -218,9 +218,10 @@ Whole = Callable[[str, str, int], Obj]
 
 
 def whole_gpus(devices: Iterable[Mapping[str, Any]] = ()) -> Whole:
-    """A request for whole GPUs of a class (kdra.allocator.whole), with the capacity shapes of the
+    """A request for whole GPUs of a class (kdra.api.whole), with the capacity shapes of the
     shareable devices among `devices` (a fleet's DeviceClasses and ResourceSlices)."""
-    from kdra.allocator.whole import device_index, shareable_shapes, whole_request
+    from kdra.allocator.whole import device_index, shareable_shapes
+    from kdra.api.whole import whole_request
 
     objs = [o for o in devices if o.get("kind") in ("DeviceClass", "ResourceSlice")]
     index = device_index(objs) if objs else None
