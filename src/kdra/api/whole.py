@@ -19,6 +19,7 @@ Which shapes a fleet has: kdra.allocator.whole (this module stays free of the al
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -40,6 +41,7 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+@functools.lru_cache(maxsize=256)
 def shape_selector(shape: Shape) -> str:
     """CEL that selects the shareable devices with this shape's capacities (each of the same value)."""
     driver, parts = shape

@@ -11,6 +11,7 @@ resource names).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -315,6 +316,13 @@ def extended_resource_class(resource: str, legacy: Legacy) -> dict[str, Any] | N
 
 
 def catalog_shapes(requirements: Iterable[tuple[str, str, Sequence[str]]]) -> list[Any]:
+    """See `_catalog_shapes` (memoised: a stream repeats the same few requirements)."""
+    key = tuple((label, op, tuple(values)) for label, op, values in requirements)
+    return list(_catalog_shapes(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _catalog_shapes(requirements: tuple[tuple[str, str, tuple[str, ...]], ...]) -> tuple[Any, ...]:
     """The whole-GPU shapes (kdra.api.whole) of the NVIDIA models in kdra's catalog that node-label
     requirements on GPU models pick (GFD product or family, GKE accelerator; `In` only, every requirement
     must hold), as NVIDIA's driver publishes them for sharing: all of their memory. None without any."""
@@ -326,7 +334,7 @@ def catalog_shapes(requirements: Iterable[tuple[str, str, Sequence[str]]]) -> li
     picked = None
     for label, op, values in requirements:
         if op != "In":
-            return []
+            return ()
         if label == GFD_PRODUCT:
             names = {_gfd_product(v) for v in values}
             chosen = {m.key for m in models if m.product_name.replace(" ", "-") in names}
@@ -340,6 +348,6 @@ def catalog_shapes(requirements: Iterable[tuple[str, str, Sequence[str]]]) -> li
             continue
         picked = chosen if picked is None else picked & chosen
     if not picked:
-        return []
+        return ()
     memories = sorted({m.memory_mib for m in models if m.key in picked})
-    return [memory_shape(NVIDIA_DRIVER, Quantity.parse(f"{mib}Mi")) for mib in memories]
+    return tuple(memory_shape(NVIDIA_DRIVER, Quantity.parse(f"{mib}Mi")) for mib in memories)
