@@ -228,7 +228,7 @@ def main() -> int:
     write(
         "unschedulable.yaml",
         "A claim that cannot fit: two GPUs with >= 141Gi of memory (H200-class) on an H100 node.",
-        "# Expected: exit 1 and an explanation naming the nearest miss (memory 81559Mi vs. the selector).\n",
+        "# Expected: exit 1 and an explanation naming the nearest miss (memory 79.65Gi vs. the selector).\n",
         unschedulable_example(),
     )
     return 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 
 class KdraError(Exception):
-    """Base of all errors kdra reports to users. `exit_code` is what the CLI exits with."""
+    """Base of all errors kdra reports to users. `exit_code` is what the CLI exits with; `hint`, when set,
+    is printed on a line of its own after the message: what to look at next (the message itself keeps
+    upstream's wording where upstream has one)."""
 
     exit_code = 2
+    hint = ""
 
 
 class InputError(KdraError):

@@ -1007,10 +1007,15 @@ class _Run:
             )
         cls = self.index.classes.get(rd.class_name)
         if cls is None:
-            raise AllocationError(
+            err = AllocationError(
                 f"claim {ref}, request {rd.name}: could not retrieve device class {rd.class_name}: "
                 f'deviceclass.resource.k8s.io "{rd.class_name}" not found'
             )
+            known = sorted(self.index.classes)
+            err.hint = (
+                f"the DeviceClasses are {', '.join(known)}" if known else "the input has no DeviceClass"
+            ) + " (kdra cluster attributes -c FLEET lists a fleet's classes and the devices each selects)"
+            raise err
         rd.class_obj = cls
         rd.class_selectors = self.index.class_selectors(rd.class_name)
         if rd.mode == "ExactCount":
@@ -1085,8 +1090,8 @@ class _Run:
                 ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
                 "with has() for optional fields"
             )
-        return AllocationError(
-            f"{who}: selector #{err.index} on device {dev.id}: CEL runtime error: {message}"
+        return _device_error(
+            f"{who}: selector #{err.index} on device {dev.id}: CEL runtime error: {message}", dev
         )
 
     def _selectable(self, rd: ReqData, dev: DeviceEntry, node_ok: bool, raise_errors: bool) -> bool | str:
@@ -1571,7 +1576,7 @@ class _Run:
             elif key in dedicated or allocating.get(key):
                 continue
             if err:
-                raise AllocationError(err)
+                raise _device_error(err, dev)
             if consumable and not self.capacity_fits(rd, dev):
                 continue
             undo = self.allocate_device(rd, dev, pi, must=False)
@@ -1810,8 +1815,10 @@ class _Run:
                 if failure is not None:
                     # The stable allocator names the claim and request; the incubating one does not.
                     if f.variant != "stable":
-                        raise AllocationError(str(failure))
-                    raise AllocationError(f"claim {claim_ref(self.claims[ci])}, request {rd.name}: {failure}")
+                        raise _device_error(str(failure), dev)
+                    raise _device_error(
+                        f"claim {claim_ref(self.claims[ci])}, request {rd.name}: {failure}", dev
+                    )
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {rd.name}: cannot add device {dev.id} "
@@ -2043,6 +2050,20 @@ def request_candidates(run: _Run, rd: ReqData) -> tuple[list[tuple[DeviceEntry, 
             continue
         usable.append((dev, pi))
     return usable, errors
+
+
+def _device_error(message: str, dev: DeviceEntry) -> AllocationError:
+    """An error about one device; a CEL "no such key" gets a hint: the names the device does publish
+    (a selector read `.index`, which NVIDIA's driver publishes and a fleet may not)."""
+    err = AllocationError(message)
+    if "no such key:" in message:
+        names = sorted({*dev.attributes, *dev.capacity_raw})
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        err.hint = (
+            f"device {dev.id} publishes {shown or 'no attributes or capacity'}; kdra cluster attributes -c "
+            "FLEET lists every name a fleet's devices publish, per driver, with a CEL selector for each"
+        )
+    return err
 
 
 def _defaulted_toleration(t: Mapping[str, Any]) -> dict[str, Any]:

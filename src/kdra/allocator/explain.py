@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.capacity import CapacityError, check_capacity
 from kdra.allocator.index import MATCH, DeviceEntry, SelectorError, attribute_value, display_attribute
+from kdra.api.quantity import in_unit_of
 
 if TYPE_CHECKING:
     from kdra.allocator.allocator import ReqData, _Run
@@ -36,7 +37,7 @@ class NearestMiss:
 
     def __str__(self) -> str:
         name = self.device.rsplit("/", 1)[-1]
-        vals = ", ".join(f"{k} {v}" for k, v in self.values.items())
+        vals = ", ".join(f"{k} {in_unit_of(v, self.needs)}" for k, v in self.values.items())
         which = "class selector" if self.from_class else "selector"
         head = f"{name}: {vals}, " if vals else f"{name}: "
         return f"{head}{which} #{self.selector_index} needs {self.needs}"
@@ -73,6 +74,9 @@ class RequestExplanation:
     usable: int = 0
     examples: dict[str, str] = field(default_factory=dict)  # category -> one device and why
     nearest_miss: NearestMiss | None = None
+    # When nothing here is kept: other DeviceClasses whose devices here would match the request's own
+    # selectors, with how many (a whole A100 asked of gpu.nvidia.com where A100s are only MIG devices).
+    other_classes: dict[str, int] = field(default_factory=dict)
 
     @property
     def fits_alone(self) -> bool:
@@ -99,6 +103,7 @@ class RequestExplanation:
             "fitsAlone": self.fits_alone,
             "examples": dict(self.examples),
             "nearestMiss": self.nearest_miss.to_dict() if self.nearest_miss else None,
+            "otherClasses": dict(self.other_classes),
         }
 
     def lines(self) -> list[str]:
@@ -129,6 +134,9 @@ class RequestExplanation:
             out.append(f"  {category}: {text}")
         if self.nearest_miss is not None:
             out.append(f"  nearest miss: {self.nearest_miss}")
+        if self.other_classes:
+            found = ", ".join(f"{n} of class {c}" for c, n in self.other_classes.items())
+            out.append(f"  devices here that match the request's selectors: {found}")
         return out
 
 
@@ -441,7 +449,33 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
     ex.usable = len(usable)
     if ex.usable < ex.needed or ex.request_selected == 0:
         ex.nearest_miss = _nearest_miss(run, rd, misses)
+    if ex.request_selected == 0:
+        ex.other_classes = _other_classes(run, rd)
     return ex, usable
+
+
+def _other_classes(run: _Run, rd: Any) -> dict[str, int]:
+    """The other DeviceClasses whose devices on this node pass the request's own selectors, and how many."""
+    from kdra.allocator.index import evaluate_selectors
+
+    f = run.features
+    args = (f.consumable_capacity, f.cel_list_type_attributes, f.cel_lazy_attributes)
+    view = run.view
+    out: dict[str, int] = {}
+    for name in sorted(run.index.classes):
+        if name == rd.class_name:
+            continue
+        selectors = run.index.class_selectors(name)
+        n = sum(
+            1
+            for dev, node_ok in zip(view.devices, view.node_ok, strict=True)
+            if node_ok
+            and evaluate_selectors(dev, selectors, *args) == MATCH
+            and evaluate_selectors(dev, rd.request_selectors, *args) == MATCH
+        )
+        if n:
+            out[name] = n
+    return out
 
 
 def _counter_detail(run: _Run, dev: DeviceEntry, pi: int) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator.explain import Explanation, RequestExplanation
+from kdra.api.quantity import in_unit_of
 
 DEFAULT_NODES = 3  # nodes shown in full after the summary
 
@@ -100,11 +101,13 @@ def _number(value: str) -> float | None:
 
 
 class _Values(_Detail):
-    """The values the failing selector looked at: the largest of numbers, else the distinct values."""
+    """The values the failing selector looked at: the largest of numbers (in the unit the selector asks
+    for), else the distinct values."""
 
-    def __init__(self, values: dict[str, str]) -> None:
+    def __init__(self, values: dict[str, str], needs: str = "") -> None:
         self.values: dict[str, list[str]] = {k: [v] for k, v in values.items() if v != "<not set>"}
         self.unset = {k for k, v in values.items() if v == "<not set>"}
+        self.needs = needs
 
     def add(self, other: _Detail) -> None:
         if not isinstance(other, _Values):
@@ -123,7 +126,7 @@ class _Values(_Detail):
             nums = [(n, v) for v in vs if (n := _number(v)) is not None]
             label = "" if single else f"{k} "
             if nums and len(nums) == len(vs):
-                parts.append(f"largest {label}is {max(nums)[1]}")
+                parts.append(f"largest {label}is {in_unit_of(max(nums)[1], self.needs)}")
             else:
                 shown = ", ".join(vs[:3]) + (f" and {len(vs) - 3} more" if len(vs) > 3 else "")
                 parts.append(f"{label or 'devices have '}{shown}")
@@ -181,17 +184,23 @@ def _needs(r: RequestExplanation) -> str:
 
 def _request_reason(r: RequestExplanation, several: bool) -> tuple[str, _Detail | None]:
     who = _who(r, several)
+    elsewhere = (
+        f" (the devices matching {who} are of class {', '.join(r.other_classes)})" if r.other_classes else ""
+    )
     if r.class_selected == 0:
         if r.selector_errors:
             return f"cannot evaluate the selectors of class {r.device_class} for {who}", None
-        return f"have no device of class {r.device_class}", None
+        return f"have no device of class {r.device_class}{elsewhere}", None
     if r.request_selected == 0:
         nm = r.nearest_miss
         if r.selector_errors and nm is None:
             return f"cannot evaluate the selectors of {who}", None
         if nm is not None:
             which = "class selector" if nm.from_class else "selector"
-            return f"fail {which} #{nm.selector_index} of {who} (needs {_needs(r)})", _Values(nm.values)
+            return (
+                f"fail {which} #{nm.selector_index} of {who} (needs {_needs(r)}){elsewhere}",
+                _Values(nm.values, _needs(r)),
+            )
         return f"have no device matching {who}", None
     if r.mode == "All":
         return f"cannot give {who} every matching device (some are in use or blocked)", _Most(

@@ -353,6 +353,32 @@ _GO_SPACE: Final = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "
 )
 
 
+_QUANTITY_UNIT = re.compile(r"\b\d+(?:\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)\b")
+_UNIT_FACTOR = {
+    **{u: 1024 ** (i + 1) for i, u in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    **{u: 1000 ** (i + 1) for i, u in enumerate(("k", "M", "G", "T", "P", "E"))},
+}
+
+
+def in_unit_of(value: str, needs: str) -> str:
+    """The quantity `value` in the unit of the quantity in `needs` (81559Mi beside `>= 141Gi` reads
+    79.65Gi), so the two compare at a glance; unchanged when `needs` names no unit, `value` is no quantity,
+    or the rounding would hide the difference (79.999Gi beside 80Gi)."""
+    m = _QUANTITY_UNIT.search(needs)
+    if m is None:
+        return value
+    try:
+        number = parse_quantity(value).as_float()
+        wanted = parse_quantity(m.group(0)).as_float()
+    except ValueError:
+        return value
+    unit = m.group(1)
+    shown = f"{number / _UNIT_FACTOR[unit]:.2f}".rstrip("0").rstrip(".") + unit
+    if number != wanted and parse_quantity(shown).as_float() == wanted:
+        return value
+    return shown
+
+
 def parse_quantity_any(value: object) -> Quantity:
     """Parse a quantity field of an object as the API server decodes it (UnmarshalJSON: a string,
     surrounding whitespace trimmed, or a number); raises ValueError otherwise."""
@@ -374,6 +400,7 @@ __all__ = [
     "ERR_SUFFIX",
     "ZERO",
     "Quantity",
+    "in_unit_of",
     "parse_quantity",
     "parse_quantity_any",
 ]

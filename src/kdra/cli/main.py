@@ -146,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk shows here, not in the interpreter's flush at exit
     except KdraError as err:
         print(f"error: {err}", file=sys.stderr)
+        if err.hint:
+            print(f"  hint: {err.hint}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:
         _quiet_stdout()
