@@ -70,12 +70,14 @@ def run_cli(argv: list[str], stdin: str = "", cwd: Path | None = None) -> Run:
     if cwd is not None:
         os.chdir(cwd)
     try:
-        args = parser.parse_args(["migrate", *argv])
         try:
+            args = parser.parse_args(["migrate", *argv])
             code = args.func(args)
         except KdraError as error:
             print(f"error: {error}", file=sys.stderr)
             code = error.exit_code
+        except SystemExit as exit:  # a usage error, as argparse reports it
+            code = exit.code if isinstance(exit.code, int) else 2
     finally:
         sys.stdin, sys.stdout, sys.stderr = old
         os.chdir(before)

@@ -147,19 +147,13 @@ def test_output_file(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name != out.name]  # written through a temp file, renamed
 
 
-def test_dash_o_is_the_output_format_and_the_old_file_spelling_still_works(tmp_path: Path) -> None:
+def test_dash_o_is_only_ever_the_output_format(tmp_path: Path) -> None:
     assert run_cli(["-o", "yaml", str(VLLM)]).out == VLLM_EXPECTED.read_text()
-    out = tmp_path / "migrated.yaml"
-    run = run_cli(["-o", str(out), str(VLLM)])
-    assert (run.code, run.out) == (0, "")
-    assert out.read_text() == VLLM_EXPECTED.read_text()
-    assert (
-        f"warning: -o FILE is deprecated (-o is the output format, like kubectl's); use --output-file {out}"
-        in run.err
-    )
-    for other in ("json", "table", "wide"):
+    for other in ("json", "table", "wide", str(tmp_path / "migrated.yaml")):
         bad = run_cli(["-o", other, str(VLLM)])
-        assert bad.code == 2 and "prints YAML only" in bad.err and not (tmp_path / other).exists()
+        assert bad.code == 2 and "invalid choice" in bad.err
+        assert not list(tmp_path.iterdir())  # never taken as a file name
+    assert run_cli(["-f", str(VLLM)]).out == VLLM_EXPECTED.read_text()  # -f, as kubectl's
 
 
 def test_no_device_classes_for_a_post_renderer() -> None:

@@ -402,7 +402,10 @@ def test_json_style_flow_document_is_migrated() -> None:
         '[{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}\n'
     )
     _, objs, _ = _migrate(text)
-    assert objs[0]["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu", "request": "c"}]}
+    assert objs[0]["kind"] == "List"  # one JSON object: the pod and its new template, still JSON
+    pod, template = objs[0]["items"]
+    assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu", "request": "c"}]}
+    assert template["kind"] == "ResourceClaimTemplate"
 
 
 def test_generate_name_gives_the_template_name() -> None:

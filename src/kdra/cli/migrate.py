@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 from kdra.migrate import (
     CLAIMS,
@@ -35,8 +36,6 @@ from kdra.migrate.kinds import parse_kind_option
 from kdra.migrate.messages import Spool
 
 _SUFFIXES = (".yaml", ".yml")
-_FORMATS = ("yaml",)
-_OTHER_FORMATS = ("json", "table", "wide", "name")  # other commands' -o values: never taken as a file name
 _SPOOL = 2**20  # characters of output kept in memory before spooling to disk (memory must not follow input)
 _BLOCK = 2**20  # characters read at a time
 
@@ -59,14 +58,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "-i", "--in-place", action="store_true", help="rewrite the files (DeviceClasses to stdout)"
     )
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FORMAT",
-        default="yaml",
-        help="output format: yaml (the only one: the manifests keep their own text); "
-        "-o FILE is the old spelling of --output-file",
-    )
+    add_flag(parser, "--filename", dest="files", help="a file or folder to migrate, as PATH (repeatable)")
+    add_output(parser, ("yaml",), help="the only one: the manifests keep their own text")
     parser.add_argument(
         "--output-file", metavar="FILE", help="write the result (with -i: the DeviceClasses) to FILE"
     )
@@ -153,6 +146,17 @@ class Input:
             raise InputError(f"{self.name}: cannot read: {err.strerror or err}") from err
 
 
+def _newline(inputs: list[Input]) -> str:
+    """CRLF when every input's first line ends with CRLF (Windows editors), so what kdra adds matches."""
+    ends = []
+    for item in inputs:
+        head = next(item.blocks(), "")
+        at = head.find("\n")
+        if at >= 0:
+            ends.append(head[at - 1 : at] == "\r")
+    return "\r\n" if ends and all(ends) else "\n"
+
+
 def _not_text(name: str, data: bytes) -> str:
     try:
         data.decode("utf-8")
@@ -185,9 +189,20 @@ def _stdin() -> Input:
 
 
 def _inputs(paths: list[str], charts: list[str]) -> list[Input]:
+    """The manifests to migrate. Helm charts and kustomize patches are not manifests: what of them cannot
+    be converted goes to `charts` (reported, and --check fails), the patches are left alone."""
     out: list[Input] = []
+    patches = _Patches(charts)
+    at_terminal = sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+    if not paths and at_terminal:
+        raise InputError(
+            "no manifests given: kdra migrate FILE|FOLDER ... migrates files, or pipe them in "
+            "(helm template RELEASE CHART | kdra migrate -); `-` reads a terminal until Ctrl-D"
+        )
     for raw in paths or ["-"]:
         if raw == "-":
+            if at_terminal:
+                print("kdra migrate: reading manifests from the terminal; Ctrl-D ends them", file=sys.stderr)
             out.append(_stdin())
             continue
         path = Path(raw)
@@ -196,12 +211,34 @@ def _inputs(paths: list[str], charts: list[str]) -> list[Input]:
             continue
         if path.is_dir():
             for file in _walk(path, charts):
-                out.append(Input(str(file), file))
+                if not patches.is_patch(file):
+                    out.append(Input(str(file), file))
         elif path.is_file():
-            out.append(Input(str(path), path))
+            if not patches.is_patch(path):
+                out.append(Input(str(path), path))
         else:
             raise InputError(f"{raw}: no such file or folder")
     return out
+
+
+class _Patches:
+    """The kustomizations of the folders inputs come from, each read once: its patch files, and what its
+    patches would leave unconverted (kdra.migrate.kustomize)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        self.files: dict[Path, set[Path]] = {}
+
+    def is_patch(self, file: Path) -> bool:
+        folder = file.resolve().parent
+        if folder not in self.files:
+            from kdra.migrate import kustomize
+
+            found = kustomize.kustomization_of(file.parent)  # named as given, for the messages
+            self.files[folder] = kustomize.patch_files(found) if found else set()
+            if found is not None:
+                self.problems.extend(kustomize.problems(found))
+        return file.resolve() in self.files[folder]
 
 
 def _walk(folder: Path, charts: list[str]) -> Iterator[Path]:
@@ -224,10 +261,11 @@ def _walk(folder: Path, charts: list[str]) -> Iterator[Path]:
 class Joined:
     """Writes several streams into one, with `---` between them where the next does not start with one."""
 
-    def __init__(self, sink: IO[str]) -> None:
+    def __init__(self, sink: IO[str], newline: str = "\n") -> None:
         self.sink = sink
         self.last = ""
         self.fresh = True
+        self.newline = newline  # the inputs' line ends, for what kdra adds between them
 
     def next_stream(self) -> None:
         self.fresh = True
@@ -237,9 +275,9 @@ class Joined:
             return
         if self.fresh and self.last:
             if not self.last.endswith("\n"):
-                self.sink.write("\n")
+                self.sink.write(self.newline)
             if not text.startswith("---"):
-                self.sink.write("---\n")
+                self.sink.write("---" + self.newline)
         self.fresh = False
         self.sink.write(text)
         self.last = text
@@ -297,19 +335,6 @@ def _options(args: argparse.Namespace) -> tuple[Options, str | None]:
     if args.in_place and (args.check or args.diff):
         raise InputError("--in-place cannot be combined with --check or --diff")
     output_file = args.output_file
-    if args.output in _OTHER_FORMATS:
-        raise InputError(
-            f"-o {args.output}: kdra migrate prints YAML only (-o yaml): the manifests keep their own text"
-        )
-    if args.output not in _FORMATS:
-        if output_file:
-            raise InputError(f"-o {args.output}: unknown output format (yaml)")
-        print(
-            "warning: -o FILE is deprecated (-o is the output format, like kubectl's); use --output-file "
-            f"{args.output}",
-            file=sys.stderr,
-        )
-        output_file = args.output
     extra = tuple(parse_kind_option(text) for text in args.kind)
     shareable = _shareable(args.fleet) if getattr(args, "fleet", None) else ()
     return Options(
@@ -339,7 +364,7 @@ def _shareable(fleet: str) -> tuple[Any, ...]:
 def run(args: argparse.Namespace) -> int:
     options, output_file = _options(args)
     charts: list[str] = []
-    inputs = _inputs(args.paths, charts)
+    inputs = _inputs([*args.paths, *args.files], charts)
     if args.in_place and any(i.path is None for i in inputs):
         raise InputError("--in-place needs files, not stdin")
     taken: set[str] = set()
@@ -349,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
         taken |= templates
         defined |= classes
     spool: IO[str] = tempfile.SpooledTemporaryFile(max_size=_SPOOL, mode="w+", encoding="utf-8", newline="")  # noqa: SIM115
-    joined = Joined(spool)
+    joined = Joined(spool, _newline(inputs))
     messages = Spool()  # notes, warnings, changes and errors of every input, printed at the end
     jobs = [_Job(item, options, taken, joined, args, messages) for item in inputs]
     results = [job.result for job in jobs]
@@ -443,7 +468,7 @@ def _finish(
     for report in reports:
         for name, obj in report.classes.items():
             needed.setdefault(name, obj)
-    classes = "" if args.no_device_classes else classes_document(needed, defined, args.mode)
+    classes = "" if args.no_device_classes else classes_document(needed, defined, args.mode, joined.newline)
     if args.check:
         for report in reports:
             for change in report.changes:

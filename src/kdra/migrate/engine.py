@@ -36,6 +36,22 @@ CLASSES_BANNER = (
 )
 
 _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+# Argo Workflows' own template tags ({{inputs.parameters.x}}, {{workflow.name}}, {{item}}, {{=expr}}):
+# a variable path or an expression, where a Go template (Helm) action starts with `.`, `$`, a space or a
+# keyword. Argo is a kind kdra migrates: its tags are values, not a chart to render first.
+_ARGO_TAG = re.compile(r"\{\{\s*(?:=[^{}]*|[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]{}]*\])*)\s*\}\}")
+_GO_TEMPLATE_WORDS = frozenset({"end", "else", "break", "continue", "nil", "true", "false"})
+
+
+def helm_syntax(body: str) -> re.Match[str] | None:
+    """The first Go template (Helm) action in `body`, if any; Argo's variable tags are not one."""
+    for m in _TEMPLATE_SYNTAX.finditer(body):
+        argo = _ARGO_TAG.fullmatch(m.group(0))
+        if argo is None or m.group(0).strip("{} ") in _GO_TEMPLATE_WORDS:
+            return m
+    return None
+
+
 # KAI Scheduler's GPU sharing: pod annotations, no resource request (KAI's reservation pod requests the GPU).
 KAI_SHARING = ("gpu-fraction", "gpu-memory")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -164,9 +180,10 @@ class StreamMigration:
             return chunk.text
         marks = res.vendor_mentions(body)
         relevant = bool(marks) or any(word in body for word in KAI_SHARING)
-        templated = bool(_TEMPLATE_SYNTAX.search(body))
-        if templated and relevant:
-            line = chunk.line + body[: _TEMPLATE_SYNTAX.search(body).start()].count("\n")  # type: ignore[union-attr]
+        helm = helm_syntax(body)
+        templated = helm is not None
+        if helm is not None and relevant:
+            line = chunk.line + body[: helm.start()].count("\n")
             self.report.blocked.append(
                 f"{self.source}:{line}: document {chunk.number}: a Helm chart template ({{{{ ... }}}}) with "
                 f"accelerator requests, not a rendered manifest\n  hint: {HELM_HINT}"
@@ -224,6 +241,16 @@ class StreamMigration:
             )
             return chunk.text
         self.changed = True
+        if not is_list and style.json and ctx.templates:
+            # A JSON document holds one object: the object and its new templates become a v1 List (which
+            # kubectl applies as they are), so a .json file stays JSON.
+            newline = ctx.editor.newline
+            parts = [
+                new_body.rstrip(),
+                *(document_text(t, style, newline).rstrip() for _, t in ctx.templates),
+            ]
+            listed = f'{{"apiVersion": "v1", "kind": "List", "items": [{newline}' + f",{newline}".join(parts)
+            return chunk.head + listed + f"{newline}]}}{newline}" + chunk.tail.lstrip("\r\n")
         out = chunk.head + new_body + chunk.tail
         if not is_list:
             newline = ctx.editor.newline
@@ -387,12 +414,15 @@ def classes_text(results: list[FileResult], mode: str) -> str:
     return classes_document(needed, defined, mode)
 
 
-def classes_document(needed: dict[str, dict[str, Any]], defined: set[str], mode: str) -> str:
+def classes_document(
+    needed: dict[str, dict[str, Any]], defined: set[str], mode: str, newline: str = "\n"
+) -> str:
     missing = [needed[name] for name in sorted(needed) if name not in defined]
     if not missing:
         return ""
-    docs = [document_text(obj, Style()) for obj in missing]
-    return "---\n" + CLASSES_BANNER.format(mode=mode) + "---\n".join(docs)
+    docs = [document_text(obj, Style(), newline) for obj in missing]
+    banner = CLASSES_BANNER.format(mode=mode).replace("\n", newline)
+    return "---" + newline + banner + ("---" + newline).join(docs)
 
 
 def join_outputs(texts: list[str]) -> str:

@@ -1,0 +1,170 @@
+"""kdra migrate at its edges: Argo's own template tags, kustomize overlays, JSON files, CRLF line ends and a
+terminal with nothing piped in."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kdra.cli.main import main
+
+ARGO = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {generateName: train-}
+spec:
+  entrypoint: main
+  arguments:
+    parameters: [{name: epochs, value: "3"}]
+  templates:
+  - name: main
+    inputs:
+      parameters: [{name: epochs}]
+    container:
+      image: trainer:1
+      args: ["--epochs", "{{inputs.parameters.epochs}}", "--run", "{{workflow.parameters.epochs}}",
+             "{{=asInt(inputs.parameters.epochs) * 2}}"]
+      resources:
+        limits: {nvidia.com/gpu: 1}
+"""
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  selector: {matchLabels: {app: train}}
+  template:
+    metadata: {labels: {app: train}}
+    spec:
+      containers:
+      - name: main
+        image: trainer:1
+        resources:
+          limits: {nvidia.com/gpu: 1}
+"""
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["migrate", *argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def test_argo_template_tags_are_not_helm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text(ARGO)
+    code, out, err = _run([str(path), "--no-device-classes"], capsys)
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    container = docs[0]["spec"]["templates"][0]["container"]
+    assert container["args"][1] == "{{inputs.parameters.epochs}}"  # kept as Argo reads it
+    assert container["resources"] == {"claims": [{"name": "gpu", "request": "main"}]}
+    assert docs[1]["kind"] == "ResourceClaimTemplate"
+
+
+def test_a_helm_template_is_still_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(DEPLOYMENT.replace("nvidia.com/gpu: 1", "nvidia.com/gpu: {{ .Values.gpus }}"))
+    code, _, err = _run([str(path)], capsys)
+    assert code == 2 and "a Helm chart template" in err
+
+
+@pytest.fixture
+def overlay(tmp_path: Path) -> Path:
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "deploy.yaml").write_text(
+        DEPLOYMENT.replace("        resources:\n          limits: {nvidia.com/gpu: 1}\n", "")
+    )
+    (base / "kustomization.yaml").write_text("resources: [deploy.yaml]\n")
+    over = tmp_path / "overlay"
+    over.mkdir()
+    (over / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        "resources: [../base]\n"
+        "patches:\n"
+        "- path: gpu-patch.yaml\n"
+        "- path: json-patch.yaml\n"
+        "  target: {kind: Deployment, name: train}\n"
+        "- target: {kind: Deployment, name: train}\n"
+        "  patch: |-\n"
+        "    - op: add\n"
+        "      path: /spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu\n"
+        "      value: 2\n"
+    )
+    (over / "gpu-patch.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: train}\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - name: main\n        resources:\n          limits: {nvidia.com/gpu: 2}\n"
+    )
+    (over / "json-patch.yaml").write_text(
+        "- op: replace\n"
+        "  path: /spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu\n"
+        "  value: 4\n"
+    )
+    return over
+
+
+def test_kustomize_patches_do_not_pass_check(overlay: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSON 6902 patch names the resource as nvidia.com~1gpu: nothing looked like a request, and --check
+    passed."""
+    code, out, _ = _run(["--check", str(overlay)], capsys)
+    assert code == 1
+    lines = [line for line in out.splitlines() if line.startswith("cannot convert: ")]
+    assert sorted(line.split(":")[1].rsplit("/", 1)[-1] for line in lines) == [
+        "gpu-patch.yaml",
+        "json-patch.yaml",
+        "kustomization.yaml",
+    ]
+    assert f"kustomize build {overlay} | kdra migrate -" in out
+
+
+def test_a_strategic_merge_patch_gets_no_claim_template(
+    overlay: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = (overlay / "gpu-patch.yaml").read_text()
+    code, _, err = _run(["-i", str(overlay)], capsys)
+    assert code == 2 and "a kustomize patch" in err
+    assert (overlay / "gpu-patch.yaml").read_text() == before  # no ResourceClaimTemplate appended
+
+
+def test_in_place_on_json_leaves_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deploy.json"
+    path.write_text(json.dumps(yaml.safe_load(DEPLOYMENT), indent=2) + "\n")
+    code, _, err = _run(["-i", "--no-device-classes", str(path)], capsys)
+    assert code == 0, err
+    doc = json.loads(path.read_text())
+    assert doc["kind"] == "List" and [i["kind"] for i in doc["items"]] == [
+        "Deployment",
+        "ResourceClaimTemplate",
+    ]
+    claims = doc["items"][0]["spec"]["template"]["spec"]["containers"][0]["resources"]["claims"]
+    assert claims == [{"name": "gpu", "request": "main"}]
+
+
+def test_crlf_in_crlf_out(tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_bytes(DEPLOYMENT.replace("\n", "\r\n").encode())
+    assert main(["migrate", str(path)]) == 0  # with the DeviceClasses the workload needs
+    out = capsysbinary.readouterr().out
+    assert out.count(b"\n") == out.count(b"\r\n") > 20
+    assert b"kind: DeviceClass\r\n" in out
+
+
+def test_no_arguments_at_a_terminal_says_what_it_expects(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    code, _, err = _run([], capsys)
+    assert code == 2
+    assert err.startswith("error: no manifests given: kdra migrate FILE|FOLDER") and "Ctrl-D" in err
