@@ -10,14 +10,15 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPARE = ROOT / "benchmarks" / "compare.py"
 
 
-def _worktrees() -> str:
-    return subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True
-    ).stdout
+def _compare_worktrees() -> list[str]:
+    """The worktrees compare.py makes (kdra-compare-*): others on the machine come and go meanwhile."""
+    git = ["git", "-C", str(ROOT), "worktree", "list", "--porcelain"]
+    out = subprocess.run(git, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.startswith("worktree ") and "kdra-compare-" in line]
 
 
 def test_compare_measures_both_sides_and_removes_its_worktree() -> None:
-    before = _worktrees()
+    before = _compare_worktrees()
     proc = subprocess.run(
         [sys.executable, str(COMPARE), "HEAD", "--rounds", "1", "--only", "allocator"],
         capture_output=True,
@@ -30,7 +31,7 @@ def test_compare_measures_both_sides_and_removes_its_worktree() -> None:
     for r in rows:
         base, head, ratio = float(r[3]), float(r[4]), float(r[5])
         assert base > 0 and head > 0 and abs(ratio - base / head) < 0.01
-    assert _worktrees() == before
+    assert _compare_worktrees() == before
 
 
 def test_compare_names_a_base_that_is_not_a_commit() -> None:
