@@ -78,7 +78,13 @@ exit codes:
 
 
 def register(subparsers: Any) -> None:
-    from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args, add_validate_arg
+    from kdra.cli.common import (
+        add_device_preference_arg,
+        add_gates_arg,
+        add_namespace_args,
+        add_validate_arg,
+        reporting_cel,
+    )
     from kdra.cli.conventions import add_flag, add_output
     from kdra.cli.kube import add_context_args
 
@@ -119,7 +125,7 @@ def register(subparsers: Any) -> None:
     )
     add_flag(detail, "--verbose", help="when something does not fit, detail every node")
     add_device_preference_arg(parser, "-o json records the policy and the chosen set's score vs first fit")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=reporting_cel("kdra allocate", run))
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -193,11 +199,8 @@ def _default_namespace(objs: Iterable[dict[str, Any]], namespace: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The subcommand; a search that recurses too deep is an allocation error, never a traceback."""
-    from kdra.cli.common import cel_progress
-
     try:
-        with cel_progress("kdra allocate"):
-            return _run(args)
+        return _run(args)
     except RecursionError as err:
         raise AllocationError(f"allocation aborted: search too deep ({err})") from err
 

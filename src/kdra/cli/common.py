@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -206,6 +206,18 @@ def cel_progress(command: str, *, period: float = 15.0, stream: TextIO | None = 
 
     with cel_budget(None, on_progress=report, period=period):
         yield
+
+
+def reporting_cel(
+    command: str, func: Callable[[argparse.Namespace], int]
+) -> Callable[[argparse.Namespace], int]:
+    """`func`, a command's run function, inside cel_progress: commands that allocate report long CEL work."""
+
+    def run(args: argparse.Namespace) -> int:
+        with cel_progress(command):
+            return func(args)
+
+    return run
 
 
 class Progress:

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args
+from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args, reporting_cel
 from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
@@ -207,7 +207,7 @@ def register(subparsers: Any) -> None:
         detail, "--nodes", type=int, default=3, help="nearest nodes to detail after the summary (default 3)"
     )
     add_flag(detail, "--verbose", help="detail every node")
-    e.set_defaults(func=_explain)
+    e.set_defaults(func=reporting_cel("kdra explain", _explain))
 
     x = subparsers.add_parser(
         "export",

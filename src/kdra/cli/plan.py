@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from kdra.cli.common import add_gates_arg, add_namespace_args, add_validate_arg
+from kdra.cli.common import add_gates_arg, add_namespace_args, add_validate_arg, reporting_cel
 from kdra.cli.conventions import add_output
 from kdra.errors import InputError
 
@@ -134,7 +134,7 @@ def register(subparsers: Any) -> None:
         "LeastAllocated; MostAllocated packs, as autoscaled clusters are often configured)",
     )
     up.add_argument("pods", nargs="*", metavar="POD", help="only these pending pods (NAME or NAMESPACE/NAME)")
-    up.set_defaults(func=_scale_up)
+    up.set_defaults(func=reporting_cel("kdra plan scale-up", _scale_up))
     down = sub.add_parser(
         "scale-down",
         help="the nodes that can be drained with every running pod placed on the rest",
@@ -143,7 +143,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(down)
-    down.set_defaults(func=_scale_down)
+    down.set_defaults(func=reporting_cel("kdra plan scale-down", _scale_down))
     p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
 
 
