@@ -54,7 +54,9 @@ def test_exporter_serves_a_running_simulation(tmp_path: Path) -> None:
                 "--workload",
                 "mixed-day",
             ),
-            *("--speed", "20000", "--listen", f"127.0.0.1:{port}"),
+            # A simulated day over ~40 s of wall time: still running while it is scraped, however slow
+            # the machine (at 20,000x it ended within seconds, before three changes were seen under load).
+            *("--speed", "2000", "--listen", f"127.0.0.1:{port}"),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
