@@ -11,7 +11,7 @@ from kdra.cli.main import main
 from kdra.errors import InputError
 from kdra.replay import run_placement
 from kdra.replay.trace import load_trace
-from kdra.replay.variants import VARIANTS, describe, make_variant, parse_variant
+from kdra.replay.variants import GENERATED_RATES, VARIANTS, describe, generate, make_variant, parse_variant
 from kdra.scheduler.fragmentation import make_policy
 
 
@@ -58,3 +58,25 @@ def test_variant_option_and_errors(
         parse_variant("bigger")
     with pytest.raises(InputError, match="the seed after ':' must be an integer"):
         parse_variant("mixed:x")
+
+
+def test_fine_shares_rarely_repeat_and_generated_recipes_follow_their_seed(
+    small_trace_files: tuple[Path, Path],
+) -> None:
+    trace = load_trace(*small_trace_files)
+    sizes = [p.request.gpu_milli for p in make_variant(trace, "fine-shares", 1).pods if p.request.is_share]
+    base = [p.request.gpu_milli for p in trace.pods if p.request.is_share]
+    assert len(sizes) == len(base) and len(set(sizes)) > 2 * len(set(base))
+    assert all(0 < s < 1000 for s in sizes)
+    recipe = generate(7)
+    assert recipe == generate(7) and recipe != generate(8)
+    assert all(
+        k in GENERATED_RATES and lo <= r <= hi for k, r in recipe.items() for lo, hi in [GENERATED_RATES[k]]
+    )
+    assert make_variant(trace, "generated", 7).pods == make_variant(trace, "generated", 7).pods
+    # A recipe of one kind rewrites like that kind at the recipe's rate.
+    one = next(s for s in range(1, 200) if list(generate(s)) == ["cpu-heavy"])
+    assert (
+        describe(make_variant(trace, "generated", one))["cpu_cores_per_gpu"]
+        > describe(trace)["cpu_cores_per_gpu"]
+    )

@@ -10,10 +10,14 @@ size, names and arrival structure while its mix moves:
 - `gpu-model`: pods pinned to GPU models (`gpu_spec`): a GPU pod gets one model (sometimes two) among those
   whose nodes can hold it, drawn by the model's share of the fleet's GPUs.
 - `cpu-heavy`: CPU-heavy GPU pods: 2-4 times the CPU and twice the memory (capped at the largest node).
-- `mixed`: all four, each at half the rate.
+- `fine-shares`: GPU-sharing pods ask for a share drawn uniformly from 1-999 milli-GPU (sizes that rarely
+  repeat, as a user's own list may have).
+- `mixed`: the first four, each at half the rate.
+- `generated:SEED`: a recipe drawn from the seed: one to three of the kinds above, each at a rate drawn
+  from its range (`generate`). A policy is judged on generated recipes whose seeds it was not tuned on.
 
-`make_variant(trace, "fractional", seed=7, rate=0.5)`; the CLI takes `--variant fractional:7`. The same
-trace, kind, seed and rate give the same list.
+`make_variant(trace, "fractional", seed=7, rate=0.5)`; the CLI takes `--variant fractional:7` (or
+`generated:7`). The same trace, kind, seed and rate give the same list.
 """
 
 from __future__ import annotations
@@ -26,8 +30,16 @@ from kdra.errors import InputError
 from kdra.replay.trace import Trace, TraceNode, TracePod
 from kdra.scheduler.fragmentation import MILLI, PodRequest
 
-VARIANTS = ("fractional", "multi-gpu", "gpu-model", "cpu-heavy", "mixed")
-DEFAULT_RATE = {"fractional": 0.5, "multi-gpu": 0.3, "gpu-model": 0.4, "cpu-heavy": 0.4}
+VARIANTS = ("fractional", "multi-gpu", "gpu-model", "cpu-heavy", "fine-shares", "mixed", "generated")
+DEFAULT_RATE = {"fractional": 0.5, "multi-gpu": 0.3, "gpu-model": 0.4, "cpu-heavy": 0.4, "fine-shares": 1.0}
+# The rates a generated recipe draws from, per kind (up to every pod the kind can rewrite).
+GENERATED_RATES = {
+    "fractional": (0.1, 0.8),
+    "multi-gpu": (0.05, 0.5),
+    "gpu-model": (0.1, 1.0),
+    "cpu-heavy": (0.1, 0.6),
+    "fine-shares": (0.2, 1.0),
+}
 
 
 def _whole_single(r: PodRequest) -> bool:
@@ -85,6 +97,18 @@ class _Rewriter:
         f = self.rng.choice((2, 3, 4))
         return dataclasses.replace(r, cpu=min(self.max_cpu, r.cpu * f), mem=min(self.max_mem, r.mem * 2))
 
+    def fine_shares(self, r: PodRequest) -> PodRequest:
+        if not r.is_share:
+            return r
+        return dataclasses.replace(r, gpu_milli=self.rng.randrange(1, MILLI))
+
+
+def generate(seed: int) -> dict[str, float]:
+    """The recipe `generated:SEED` stands for: kind -> rate (module docstring)."""
+    rng = random.Random(f"generated:{seed}")
+    kinds = rng.sample(sorted(GENERATED_RATES), rng.choice((1, 1, 2, 3)))
+    return {k: round(rng.uniform(*GENERATED_RATES[k]), 2) for k in sorted(kinds)}
+
 
 def make_variant(trace: Trace, kind: str, seed: int = 0, rate: float | None = None) -> Trace:
     """A copy of `trace` whose pod list is rewritten as the variant `kind` says (module docstring)."""
@@ -98,9 +122,17 @@ def make_variant(trace: Trace, kind: str, seed: int = 0, rate: float | None = No
         "multi-gpu": rw.multi_gpu,
         "gpu-model": rw.gpu_model,
         "cpu-heavy": rw.cpu_heavy,
+        "fine-shares": rw.fine_shares,
     }
     if kind == "mixed":
-        steps = [(fn, (rate if rate is not None else DEFAULT_RATE[k]) / 2) for k, fn in table.items()]
+        steps = [
+            (table[k], (rate if rate is not None else DEFAULT_RATE[k]) / 2)
+            for k in ("fractional", "multi-gpu", "gpu-model", "cpu-heavy")
+        ]
+    elif kind == "generated":
+        # In the order of the table, so that a share made by `fractional` can be resized by `fine-shares`.
+        recipe = generate(seed)
+        steps = [(fn, recipe[k]) for k, fn in table.items() if k in recipe]
     else:
         steps = [(table[kind], rate if rate is not None else DEFAULT_RATE[kind])]
     pods: list[TracePod] = []
