@@ -61,7 +61,8 @@ def register(subparsers: Any) -> None:
         "--variant",
         metavar="KIND[:SEED]",
         help="replay a seeded variant of the pod list instead (kdra.replay.variants): fractional, "
-        "multi-gpu, gpu-model, cpu-heavy, fine-shares, mixed, or generated (a recipe of them drawn from the seed)",
+        "multi-gpu, gpu-model, cpu-heavy, fine-shares, mixed, or generated (a recipe of them drawn "
+        "from the seed)",
     )
     a.add_argument(
         "--inflate",
