@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
@@ -162,11 +163,11 @@ def test_an_epoch_change_rescoring_only_its_scope_places_as_a_full_rescore(
     from kdra.scheduler.fragmentation import KdraPolicy
 
     class Everywhere(KdraPolicy):
-        def epoch_scope(self) -> frozenset[int] | None:
+        def epoch_scope(self, since: Hashable) -> frozenset[int] | None:
             return None
 
     trace = make_variant(load_trace(*small_trace_files), "gpu-model", 1)
     scoped = KdraPolicy()
     runs = [run_placement(trace, p, 42, use_allocator=False) for p in (scoped, Everywhere())]
-    assert scoped.rare and scoped.epoch_scope()  # the variant has rare shapes with hosts to protect
+    assert scoped.rare and scoped.epoch_scope(scoped.epoch())  # the variant has rare shapes to protect
     assert runs[0].allocated == runs[1].allocated and runs[0].placed == runs[1].placed

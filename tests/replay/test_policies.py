@@ -138,9 +138,9 @@ def test_kdra_protect_rare_keeps_the_last_host_of_a_rare_shape() -> None:
     others = [node(f"n{i}", [1000] * 8) for i in range(40)]
     k.prepare_fleet([big, *others])
     assert k.rare == [giant]
-    assert k.epoch()  # one idle host left: protected
+    assert k.epoch()[1]  # one idle host left: protected
     assert k.score(big, small)[0] < k.score(others[0], small)[0]
-    assert KdraPolicy(protect_rare=False).epoch() is None
+    assert KdraPolicy(protect_rare=False).epoch()[1] == ()
     assert KdraPolicy().protect_rare  # the default (docs/replay.md: variants)
 
 
@@ -154,17 +154,17 @@ def test_kdra_keeps_as_many_rare_hosts_as_the_workload_will_ask_for() -> None:
     k.prepare([small] * 64 + [giant] * 2)  # giants: 16 of the 80 GPUs asked for
     big = [_g3("g3-a"), _g3("g3-b")]
     k.prepare_fleet([*big, *others])
-    assert k.epoch()  # 2 idle hosts, ~8 giants expected before the fleet fills
+    assert k.epoch()[1]  # 2 idle hosts, ~8 giants expected before the fleet fills
     assert k.score(big[0], small)[0] < k.score(others[0], small)[0]
     assert k.score(big[0], giant)[0] > 0  # the giant itself may take it
     # Giants negligible in the workload: only the last idle host is kept.
     rare_once = KdraPolicy()
     rare_once.prepare([small] * 10_000 + [giant])
     rare_once.prepare_fleet([*big, *others])
-    assert not rare_once.epoch()
+    assert not rare_once.epoch()[1]
     big[1].cpu_free = 0  # one host left (a caller editing a view bumps its version)
     big[1].version += 1
-    assert rare_once.epoch()
+    assert rare_once.epoch()[1]
 
 
 def test_kdra_follows_fgd_and_breaks_its_ties_by_capacity_where_cpu_does_not_bind() -> None:

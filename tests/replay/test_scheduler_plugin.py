@@ -5,7 +5,8 @@ from __future__ import annotations
 from kdra.cluster import MemoryStore
 from kdra.fleets import render
 from kdra.replay.trace import Trace, TraceNode, TracePod, pod_objects
-from kdra.scheduler.fragmentation import FGDPolicy, FragmentationScore, PodRequest, typical_pods
+from kdra.scheduler.fragmentation import FGDPolicy, PodRequest, typical_pods
+from kdra.scheduler.policyplacement import FragmentationScore
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 
 SHARE = PodRequest(2000, 1024, 1, 500)

@@ -79,6 +79,10 @@ def add_workload_arg(p: argparse.ArgumentParser, *, default: str = "mixed-month"
 DEVICE_PREFERENCES = ("fragmentation", "binpack", "spread", "topology")
 
 
+# kdra.scheduler.fragmentation.PLACEMENT_POLICIES (not imported here: the CLI starts without the scheduler)
+PLACEMENTS = ("upstream", "binpack", "spread", "fragmentation", "kdra")
+
+
 def add_device_preference_arg(p: argparse.ArgumentParser, what_records: str) -> None:
     """--device-preference POLICY (opt-in; default: upstream's first fit)."""
     p.add_argument(

@@ -60,6 +60,8 @@ FLAGS: Final[dict[str, Flag]] = {
         Flag("--feature-gates", None, "feature gates", repeatable=True, metavar="Gate=bool,..."),
         Flag("--kubernetes-version", None, "behave like this Kubernetes release", metavar="VERSION"),
         Flag("--policy", None, "a placement policy to compare", repeatable=True, metavar="NAME"),
+        Flag("--placement", None, "how the scheduler places pods among the nodes that fit them"),
+        Flag("--online", None, "placement policies learn the workload from the pods as they arrive"),
         Flag("--kind", None, "where a custom kind keeps its pod templates", repeatable=True),
         Flag("--seeds", None, "seeds to run", repeatable=True),
         Flag("--output-file", None, "write the result to this file instead of stdout", metavar="FILE"),

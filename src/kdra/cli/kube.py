@@ -17,7 +17,13 @@ import sys
 import time
 from typing import Any
 
-from kdra.cli.common import add_device_preference_arg, add_gates_arg, add_namespace_args, reporting_cel
+from kdra.cli.common import (
+    PLACEMENTS,
+    add_device_preference_arg,
+    add_gates_arg,
+    add_namespace_args,
+    reporting_cel,
+)
 from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
@@ -128,11 +134,13 @@ def register(subparsers: Any) -> None:
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
     # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
     # object on the cluster sets these too (its fields win over the flags).
-    s.add_argument(
+    add_flag(
+        s,
         "--placement",
-        choices=("upstream", "binpack", "spread", "fragmentation"),
+        choices=PLACEMENTS,
         default="upstream",
-        help="where devices go among nodes that fit (default upstream: NodeResourcesFit, first fitting)",
+        help="where devices go among nodes that fit (default upstream: NodeResourcesFit, first fitting; "
+        "kdra: kdra's replay policy, learning the workload from the pods it sees, docs/replay.md)",
     )
     s.add_argument(
         "--gang-timeout", type=float, default=None, metavar="S", help="default scheduleTimeout of gangs"

@@ -97,10 +97,19 @@ def register(subparsers: Any) -> None:
     )
     a.add_argument(
         "--ties",
-        choices=("order", "random"),
+        choices=("order", "random", "name"),
         default="order",
         help="equal node scores: the first node in a seeded random order (default; reproduces the FGD "
-        "artifact) or uniformly at random (upstream selectHost)",
+        "artifact), uniformly at random (upstream selectHost), or the first in a fixed order of the node "
+        "names (what `kdra scheduler --placement kdra` does)",
+    )
+    add_flag(
+        a,
+        "--online",
+        action="store_true",
+        help="also run each policy learning the workload from the pods as they arrive, as kdra's "
+        "scheduler does (`--placement kdra`), instead of being handed the pod list first; its rows are "
+        "POLICY (online), beside the offline ones",
     )
     a.add_argument(
         "--no-allocator",
@@ -203,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             tie_break=args.ties,
             progress=progress,
             features=features,
+            online=args.online,
         )
     doc = exp.to_dict()
     sections: list[str] = []

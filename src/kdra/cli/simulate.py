@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from kdra.cli.common import (
+    PLACEMENTS,
     add_device_preference_arg,
     add_fleet_arg,
     add_gates_arg,
@@ -16,7 +17,7 @@ from kdra.cli.common import (
     add_workload_arg,
     feature_gates,
 )
-from kdra.cli.conventions import add_output
+from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
 MODES = {"dra": ("dra",), "device-plugin": ("device-plugin",), "both": ("dra", "device-plugin")}
@@ -51,6 +52,14 @@ def register(subparsers: Any) -> None:
         default="LeastAllocated",
         help="NodeResourcesFit scoring strategy (default: LeastAllocated, upstream's default)",
     )
+    add_flag(
+        p,
+        "--placement",
+        choices=PLACEMENTS,
+        default="upstream",
+        help="where devices go among nodes that fit, as `kdra scheduler --placement` (default upstream; "
+        "kdra: kdra's replay policy, learning the workload from the pods it sees, docs/replay.md)",
+    )
     add_device_preference_arg(p, "-o json records per placement whether the preference or the rules decided")
     add_validate_arg(p)
     add_limit_args(p, nodes=True, pods=True)
@@ -71,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
         features=feature_gates(args),
         device_preference=getattr(args, "device_preference", None),
     )
+    if args.placement != "upstream":
+        import dataclasses
+
+        from kdra.scheduler.fragmentation import placement_plugins, placement_preference
+
+        plugins = placement_plugins(args.placement)
+        config = dataclasses.replace(
+            config,
+            extra_plugins=plugins,
+            device_preference=config.device_preference or placement_preference(plugins),
+        )
     modes = MODES[args.mode]
     from kdra.cli.common import Progress, limits, validate_mode
 

@@ -251,11 +251,18 @@ class Placer:
         self.tie_break = tie_break
         # "order": the first best node in a seeded random node order (the simulator renames nodes with a
         # random prefix so that ties go to a random but fixed node); "random": uniform among the best.
+        # "name": a fixed order of the node names, the one kdra's scheduler plugin uses
+        # (kdra.scheduler.policyplacement), so a live run and a replay break ties alike.
         perm = list(range(len(cluster.views)))
         random.Random(seed).shuffle(perm)
         self.rank = [0] * len(perm)
         for r, i in enumerate(perm):
             self.rank[i] = r
+        if tie_break == "name":
+            from kdra.scheduler.policyplacement import name_order
+
+            order = name_order(v.name for v in cluster.views)
+            self.rank = [order[v.name] for v in cluster.views]
         self._cache: dict[PodRequest, _ShapeCache] = {}
         self.evaluations = 0
 
@@ -289,7 +296,7 @@ class Placer:
                 self._cache.clear()
             c = self._cache[req] = _ShapeCache()
         epoch = self.policy.epoch()
-        scope = self.policy.epoch_scope() if epoch != c.epoch else frozenset()
+        scope = self.policy.epoch_scope(c.epoch) if epoch != c.epoch else frozenset()
         if c.seq < 0 or len(log) - c.seq > n or scope is None:
             c.score.clear()
             c.choice.clear()
@@ -307,7 +314,7 @@ class Placer:
         items = c.buckets[top].items
         if len(items) == 1:
             idx = items[0]
-        elif self.tie_break == "order" and not self.policy.random_gpu:
+        elif self.tie_break in ("order", "name") and not self.policy.random_gpu:
             idx = min(items, key=self.rank.__getitem__)
         else:
             idx = items[self.rng.randrange(len(items))]
@@ -376,14 +383,17 @@ def run_placement(
     cluster: ReplayCluster | None = None,
     tie_break: str = "order",
     features: FeatureGates | None = None,
+    online: bool = False,
 ) -> PlacementRun:
     """Inflate (seeded), shuffle, place pods one at a time, never removing any; record the GPU
-    allocation against the arrived workload."""
+    allocation against the arrived workload. The policy is handed the pod list before the first pod
+    (offline), or, `online`, learns the workload from the pods as they arrive, as a live scheduler does."""
     t0 = time.perf_counter()
     c0 = time.process_time()
     pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
     cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator, features=features)
-    policy.prepare([p.request for p in trace.pods])
+    if not online:
+        policy.prepare([p.request for p in trace.pods])
     policy.prepare_fleet(cl.views)
     placer = Placer(cl, policy, seed, tie_break)
     arrived: list[int] = []
@@ -397,6 +407,8 @@ def run_placement(
         if not shares and req.is_share:
             req = dataclasses.replace(req, gpu_milli=MILLI)  # device plugin: a share takes a whole GPU
         a_sum += tp.request.total_milli
+        if online:
+            policy.learn(tp.request)
         got = placer.select(req)
         if got is not None:
             idx, gpus = got

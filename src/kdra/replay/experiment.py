@@ -111,18 +111,25 @@ def _init(trace: Trace) -> None:
     _TRACE = trace
 
 
+ONLINE = "-online"  # the suffix of a policy's result when it learned the workload online
+
+
 def _cell(args: tuple[str, int, float, bool, str, FeatureGates | None]) -> PlacementRun:
     name, seed, ratio, allocator, ties, features = args
     assert _TRACE is not None
-    return run_placement(
+    online = name.endswith(ONLINE)
+    run = run_placement(
         _TRACE,
-        make_policy(name),
+        make_policy(name.removesuffix(ONLINE)),
         seed,
         inflate_ratio=ratio,
         use_allocator=allocator,
         tie_break=ties,
         features=features,
+        online=online,
     )
+    run.policy = name
+    return run
 
 
 def run_experiment(
@@ -136,11 +143,16 @@ def run_experiment(
     tie_break: str = "order",
     progress: Callable[[int, int, str], None] | None = None,
     features: FeatureGates | None = None,
+    online: bool = False,
 ) -> Experiment:
-    """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork)."""
+    """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork). `online`: each
+    policy also runs learning the workload from the pods as they arrive (results `<policy>-online`, beside
+    the offline ones)."""
     import time
 
     t0 = time.perf_counter()
+    if online:
+        policies = [q for p in policies for q in (p, p + ONLINE)]
     cells = [(p, s, inflate, use_allocator, tie_break, features) for p in policies for s in seeds]
     if processes is None:
         processes = min(2, os.cpu_count() or 1, len(cells))

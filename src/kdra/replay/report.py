@@ -35,6 +35,10 @@ FONT = "font-family='system-ui,-apple-system,Segoe UI,Roboto,sans-serif'"
 
 
 def label(name: str) -> str:
+    from kdra.replay.experiment import ONLINE
+
+    if name.endswith(ONLINE):
+        return label(name.removesuffix(ONLINE)) + " (online)"
     return LABELS.get(name, name)
 
 

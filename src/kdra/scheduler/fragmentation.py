@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from kdra.api.quantity import parse_quantity_any
 from kdra.scheduler.framework import CycleState, ScorePlugin
 from kdra.scheduler.shareplan import SharePlan
+from kdra.scheduler.workload import WorkloadModel
 
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry
@@ -487,22 +488,32 @@ def typical_pods(
 
     Shapes are (cpu, gpu milli, GPU count, models); memory is not part of the simulator's shape and is
     only added for kdra's memory-aware measure (`with_memory`)."""
-    counts: dict[tuple[Any, ...], int] = {}
-    total = 0
-    for p in pods:
+    return weighted_typical_pods(((p, 1.0) for p in pods), threshold, include_cpu_pods, with_memory)
+
+
+def weighted_typical_pods(
+    pods: Iterable[tuple[PodRequest, float]],
+    threshold: float = 0.95,
+    include_cpu_pods: bool = True,
+    with_memory: bool = False,
+) -> list[TypicalPod]:
+    """`typical_pods` over pods with weights (a WorkloadModel's histogram)."""
+    counts: dict[tuple[Any, ...], float] = {}
+    total = 0.0
+    for p, w in pods:
         if not include_cpu_pods and p.num_gpu == 0:
             continue
         key: tuple[Any, ...] = (p.cpu, p.gpu_milli, p.num_gpu, "|".join(p.models))
         if with_memory:
             key += (p.mem,)
-        counts[key] = counts.get(key, 0) + 1
-        total += 1
-    if total == 0:
+        counts[key] = counts.get(key, 0.0) + w
+        total += w
+    if total <= 0:
         return []
     # Decreasing count; equal counts in decreasing (cpu, milli, count, models) as sort.Reverse does.
     ordered = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
-    chosen: list[tuple[tuple[Any, ...], int]] = []
-    cum = 0
+    chosen: list[tuple[tuple[Any, ...], float]] = []
+    cum = 0.0
     for k, n in ordered:
         if cum >= threshold * total:
             break
@@ -579,7 +590,11 @@ class Policy:
     random_gpu = False  # True: the GPU choice is random (made at bind time, not cached)
 
     def prepare(self, workload: Sequence[PodRequest]) -> None:
-        """Called once with the workload (the un-inflated pod list) before placing anything."""
+        """Called once with the workload (the un-inflated pod list) before placing anything (offline)."""
+
+    def learn(self, pod: PodRequest) -> None:
+        """Called with each pod as it arrives, before it is placed, instead of `prepare` (online): a policy
+        that reads the workload learns it from the pods seen (kdra.scheduler.workload)."""
 
     def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
         """Called once with the empty fleet (live views: the caller updates them) before placing anything."""
@@ -589,9 +604,9 @@ class Policy:
         cache scores per node must re-score the nodes of `epoch_scope`."""
         return None
 
-    def epoch_scope(self) -> frozenset[int] | None:
-        """The nodes (indexes into the views given to `prepare_fleet`) whose scores the epoch can change;
-        None: every node."""
+    def epoch_scope(self, since: Hashable) -> frozenset[int] | None:
+        """The nodes (indexes into the views given to `prepare_fleet`) whose scores may differ between
+        epoch `since` and now; None: every node."""
         return None
 
     def score(self, view: GpuNodeView, pod: PodRequest) -> tuple[float, tuple[int, ...]]:
@@ -708,10 +723,41 @@ class FGDPolicy(Policy):
 
     def __init__(self, typical: Sequence[TypicalPod] | None = None) -> None:
         self.measure = FragMeasure(typical or [], use_memory=self.use_memory)
+        self.fixed = typical is not None  # typical pods given: not read from the workload
+        self.model = WorkloadModel()
+        self.learned = 0  # pods seen when the policy last read the model (its epoch)
+        self._learn_at = 1
+        self._fleet_milli = 0
 
     def prepare(self, workload: Sequence[PodRequest]) -> None:
-        if not self.measure.typical:
-            self.measure = FragMeasure(typical_pods(workload, with_memory=self.use_memory), self.use_memory)
+        self.model.observe_all(workload)
+        self._relearn()
+
+    def learn(self, pod: PodRequest) -> None:
+        self.model.observe(pod)
+        if self.model.seen >= self._learn_at:
+            if self._fleet_milli:
+                # A pod weighs half after as many pods as the fleet holds when its GPUs are full.
+                milli = sum(p.total_milli * w for p, w in self.model.items()) / max(1e-9, self.model.total())
+                self.model.set_half_life(self._fleet_milli / milli if milli > 0 else None)
+            self._relearn()
+            self._learn_at = self.model.learn_points(self.model.seen)
+
+    def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
+        self._fleet_milli = sum(len(v.gpu_free) for v in views) * MILLI
+
+    def _relearn(self) -> None:
+        """Read what the policy needs from the workload model."""
+        self.learned = self.model.seen
+        if not self.fixed:
+            typical = weighted_typical_pods(self.model.items(), with_memory=self.use_memory)
+            self.measure = FragMeasure(typical, self.use_memory)
+
+    def epoch(self) -> Hashable:
+        return self.learned
+
+    def epoch_scope(self, since: Hashable) -> frozenset[int] | None:
+        return frozenset() if since == self.learned else None
 
     def _gradient(self, before: float, after: float) -> float:
         return float(int(sigmoid((before - after) / 1000) * MAX_NODE_SCORE))
@@ -823,15 +869,43 @@ class CapacityFragMeasure(FragMeasure):
         return frag
 
 
-def cpu_pressure(workload: Sequence[PodRequest], views: Sequence[GpuNodeView]) -> float:
-    """The CPU the workload asks for by the time its GPU requests fill the fleet's GPUs, over the CPU of
-    the fleet's GPU nodes (0 without GPU requests). Above ~1, CPU runs out before GPUs do."""
-    milli = sum(p.total_milli for p in workload)
+def cpu_pressure(
+    workload: Iterable[PodRequest] | Iterable[tuple[PodRequest, float]], views: Sequence[GpuNodeView]
+) -> float:
+    """The CPU the workload (pods, or pods with weights) asks for by the time its GPU requests fill the
+    fleet's GPUs, over the CPU of the fleet's GPU nodes (0 without GPU requests). Above ~1, CPU runs out
+    before GPUs do."""
+    milli = cpu = 0.0
+    for item in workload:
+        p, w = item if isinstance(item, tuple) else (item, 1.0)
+        milli += p.total_milli * w
+        cpu += p.cpu * w
     cpu_cap = sum(v.cpu_cap for v in views if v.gpu_free)
     if not milli or not cpu_cap:
         return 0.0
     gpu_cap = sum(len(v.gpu_free) for v in views) * MILLI
-    return sum(p.cpu for p in workload) / milli * gpu_cap / cpu_cap
+    return cpu / milli * gpu_cap / cpu_cap
+
+
+def _weighted_median(values: list[tuple[int, float]]) -> int:
+    """The median of weighted values (for an even count of equal weights, the upper middle one)."""
+    values = sorted(values)
+    total = sum(w for _v, w in values)
+    acc = 0.0
+    for v, w in values:
+        acc += w
+        if acc > total / 2 + 1e-9:
+            return v
+    return values[-1][0] if values else 0
+
+
+def _sizes(items: Iterable[tuple[PodRequest, float]]) -> list[int]:
+    """The share sizes of a weighted workload as a multiset (weights rounded to whole pods)."""
+    out: list[int] = []
+    for p, w in items:
+        if p.is_share:
+            out.extend([p.gpu_milli] * round(w))
+    return out
 
 
 class KdraPolicy(FGDPolicy):
@@ -870,13 +944,12 @@ class KdraPolicy(FGDPolicy):
         self.protect_rare = protect_rare
         self.plan = SharePlan((), MILLI)
         self.cpu_bound = False
-        self._workload: list[PodRequest] = []
-        self._shape_counts: dict[PodRequest, int] = {}
-        self._workload_milli = 1
+        self._shape_counts: dict[PodRequest, float] = {}
+        self._workload_milli = 1.0
         self.rare: list[PodRequest] = []
         self._rare_set: frozenset[PodRequest] = frozenset()
         # Rare shapes grouped by the nodes of the empty fleet able to host them: (hosts, shapes, pods).
-        self._rare_groups: list[tuple[list[GpuNodeView], list[PodRequest], int]] = []
+        self._rare_groups: list[tuple[list[GpuNodeView], list[PodRequest], float]] = []
         self._groups_of: dict[str, list[int]] = {}  # node name -> the rare groups it hosts
         self._idle: list[tuple[int, int]] = []  # per group: (sum of its hosts' view versions, idle hosts)
         self._protected: frozenset[int] = frozenset()  # groups whose idle hosts are protected now
@@ -885,42 +958,54 @@ class KdraPolicy(FGDPolicy):
         self._epochs = 0
         self._fleet_free = 0
 
-    def prepare(self, workload: Sequence[PodRequest]) -> None:
-        if isinstance(self.measure, CapacityFragMeasure):
-            return
-        typical = typical_pods(workload)
-        by_shape: dict[tuple[int, int, int], list[int]] = {}
-        counts: dict[PodRequest, int] = {}
-        for p in workload:
-            by_shape.setdefault((p.cpu, p.gpu_milli, p.num_gpu), []).append(p.mem)
-            counts[p] = counts.get(p, 0) + 1
-        mems = {k: sorted(v)[len(v) // 2] for k, v in by_shape.items()}
-        self.measure = CapacityFragMeasure(typical, mems)
-        if not self.coarse.typical:
-            self.coarse = FragMeasure(typical)
-        self.plan = SharePlan((p.gpu_milli for p in workload if p.is_share), MILLI)
-        self._workload = list(workload)
-        self._shape_counts = counts
-        self._workload_milli = max(1, sum(p.total_milli for p in workload))
+    def _relearn(self) -> None:
+        """The capacity measure (memory per shape: the median of the workload's pods of that shape), the
+        share plan, and, with the fleet known, where CPU binds and the rare shapes."""
+        self.learned = self.model.seen
+        items = list(self.model.items())
+        typical = self.measure.typical if self.fixed else weighted_typical_pods(items)
+        by_shape: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+        for p, w in items:
+            by_shape.setdefault((p.cpu, p.gpu_milli, p.num_gpu), []).append((p.mem, w))
+        self.measure = CapacityFragMeasure(typical, {k: _weighted_median(v) for k, v in by_shape.items()})
+        self.coarse = FragMeasure(typical)
+        self.plan = SharePlan(_sizes(items), MILLI)
+        self._shape_counts = dict(items)
+        self._workload_milli = max(1.0, sum(p.total_milli * w for p, w in items))
+        if self._views:
+            self._read_fleet()
 
     def prepare_fleet(self, views: Sequence[GpuNodeView]) -> None:
+        super().prepare_fleet(views)
+        self._views = list(views)
+        self._read_fleet()
+
+    def _read_fleet(self) -> None:
         """Where CPU binds, and the rare shapes: pods that only a few nodes of the empty fleet can host
         (the trace's 8-GPU, 120-core, 700 GiB pods fit only the 39 G3 nodes). Breaking an idle host of
         such a shape for a pod that could go elsewhere is penalised while the hosts are scarce for the
         demand (class docstring), so the rare pods are not starved in a live cluster."""
+        views = self._views
         if not views:
             return
-        self.cpu_bound = cpu_pressure(self._workload, views) >= self.CPU_BOUND
+        self.cpu_pressure = cpu_pressure(self._shape_counts.items(), views)
+        self.cpu_bound = self.cpu_pressure >= self.CPU_BOUND
+        by_node_shape: dict[tuple[Any, ...], list[int]] = {}
+        for i, v in enumerate(views):
+            by_node_shape.setdefault((v.cpu_cap, v.mem_cap, len(v.gpu_free), v.model), []).append(i)
         groups: dict[tuple[int, ...], list[PodRequest]] = {}
         shapes = sorted(self._shape_counts, key=lambda p: (p.cpu, p.mem, p.num_gpu, p.gpu_milli))
         for shape in shapes:
             hosts = tuple(
-                i
-                for i, v in enumerate(views)
-                if v.cpu_cap >= shape.cpu
-                and v.mem_cap >= shape.mem
-                and len(v.gpu_free) >= shape.num_gpu
-                and v.accessible(shape)
+                sorted(
+                    i
+                    for (cpu, mem, gpus, model), idx in by_node_shape.items()
+                    if cpu >= shape.cpu
+                    and mem >= shape.mem
+                    and gpus >= shape.num_gpu
+                    and (not shape.models or model in shape.models)
+                    for i in idx
+                )
             )
             if 0 < len(hosts) <= self.RARE_HOSTS * len(views):
                 groups.setdefault(hosts, []).append(shape)
@@ -936,12 +1021,12 @@ class KdraPolicy(FGDPolicy):
                 self._groups_of.setdefault(views[i].name, []).append(gi)
         self._idle = [(-1, 0)] * len(self._rare_groups)
         self._rare_hosts = frozenset(i for hosts in groups for i in hosts)
-        self._views = list(views)
 
     def epoch(self) -> Hashable:
-        """Which rare groups' idle hosts are protected now (None: none can be)."""
+        """The pods seen when the workload was last read, and which rare groups' idle hosts are protected
+        now."""
         if not self._rare_groups or not self.protect_rare:
-            return None
+            return (self.learned, ())
         if self._epochs % self.FREE_EVERY == 0:
             self._fleet_free = sum(v.gpu_free_total() for v in self._views)
         self._epochs += 1
@@ -955,10 +1040,12 @@ class KdraPolicy(FGDPolicy):
             if idle <= self.RARE_KEEP + pods * self._fleet_free / self._workload_milli:
                 protected.append(gi)
         self._protected = frozenset(protected)
-        return tuple(protected)
+        return (self.learned, tuple(protected))
 
-    def epoch_scope(self) -> frozenset[int] | None:
-        """Protection only moves the scores of rare shapes' hosts."""
+    def epoch_scope(self, since: Hashable) -> frozenset[int] | None:
+        """Protection only moves the scores of rare shapes' hosts; a new reading of the workload, all."""
+        if not isinstance(since, tuple) or since[0] != self.learned:
+            return None
         return self._rare_hosts
 
     def _breaks_rare(self, view: GpuNodeView, pod: PodRequest, gpus: tuple[int, ...]) -> bool:
@@ -1182,11 +1269,13 @@ class DeviceLocality(_DeviceScore):
         return 0
 
 
-PLACEMENT_POLICIES = ("upstream", "binpack", "spread", "fragmentation")
+PLACEMENT_POLICIES = ("upstream", "binpack", "spread", "fragmentation", "kdra")
 
 
 def placement_plugins(policy: str, shapes: Mapping[float, float] | None = None) -> list[ScorePlugin]:
-    """Score plugins for a placement policy; `shapes` (units -> popularity) fixes FGD's target workload."""
+    """Score plugins for a placement policy; `shapes` (units -> popularity) fixes FGD's target workload.
+    `kdra`: kdra's replay policy, learning the workload from the pods it sees, choosing the node and (through
+    the plugin's `device_preference`) the GPUs (kdra.scheduler.policyplacement)."""
     if policy == "upstream":
         return []
     if policy == "binpack":
@@ -1195,7 +1284,16 @@ def placement_plugins(policy: str, shapes: Mapping[float, float] | None = None) 
         return [DeviceSpread()]
     if policy == "fragmentation":
         return [DeviceFragmentation(shapes=shapes)]
+    if policy == "kdra":
+        from kdra.scheduler.policyplacement import FragmentationScore
+
+        return [FragmentationScore(KdraPolicy)]
     raise ValueError(f"unknown placement policy {policy!r} (one of {', '.join(PLACEMENT_POLICIES)})")
+
+
+def placement_preference(plugins: Iterable[Any]) -> Any:
+    """The device preference a placement's plugins bring (placement kdra chooses the GPUs too), or None."""
+    return next((p.device_preference for p in plugins if hasattr(p, "device_preference")), None)
 
 
 def cluster_fragmentation(dra: Any, shapes: Mapping[float, float]) -> dict[str, float]:
@@ -1218,121 +1316,3 @@ def cluster_fragmentation(dra: Any, shapes: Mapping[float, float]) -> dict[str, 
         "partly_used_units": partial,
         "wholly_free_units": whole_free,
     }
-
-
-# -- as a scheduler score plugin ------------------------------------------------------------------
-
-
-class FragmentationScore(ScorePlugin):
-    """A policy as a kdra scheduler score plugin (issue 5's fragmentation-aware placement).
-
-    `views` turns the scheduler's NodeInfo / PodInfo into the policy's compact view; by default
-    `DraGpuViews`, which reads free milli-GPU per GPU from the scheduler's DRA state (claims' consumed
-    `shares`). The raw score is rescaled to 0..100 across feasible nodes (NormalizeScore). The device
-    choice inside the node stays the allocator's (upstream order); the replay engine pins it instead."""
-
-    name = "FragmentationScore"
-    weight = 1
-
-    def __init__(self, policy: Policy, views: DraGpuViews | None = None) -> None:
-        self.policy = policy
-        self.views = views or DraGpuViews()
-
-    def bind_cache(self, cache: Any) -> None:
-        super().bind_cache(cache)
-        if self.views.cache is None:
-            self.views.cache = cache
-
-    def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
-        return None
-
-    def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
-        return True
-
-    def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
-        view = self.views.view_of(ni)
-        req = self.views.request_of(pi)
-        if not view.fits(req):
-            return 0
-        s, _ = self.policy.score(view, req)
-        return round(s * 1000)
-
-    def normalize(self, state: CycleState, pi: PodInfo, scores: dict[int, int]) -> None:
-        if not scores:
-            return
-        lo = min(scores.values())
-        hi = max(scores.values())
-        for k, v in scores.items():
-            scores[k] = MAX_NODE_SCORE * (v - lo) // (hi - lo) if hi > lo else MAX_NODE_SCORE
-
-
-GPU_CLASS = "gpu.nvidia.com"
-TRACE_MODEL_LABEL = "kdra.dev/trace-gpu-model"
-_NANO = 10**9
-
-
-class DraGpuViews:
-    """`view_of` / `request_of` for FragmentationScore inside kdra's scheduler, read from its DRA state.
-
-    A node's GPUs are the devices of `device_class` on it; a GPU's free milli-GPU is its `shares` capacity
-    (1000 per GPU in consumable-shares mode) minus what allocated and in-flight claims consume, 0 when a
-    claim holds it exclusively. A pod's GPU request is read from its ResourceClaims (count and
-    `capacity.requests.shares`; no shares = whole GPUs)."""
-
-    def __init__(self, cache: Any = None, device_class: str = GPU_CLASS) -> None:
-        self.cache = cache  # the scheduler's SchedulerCache (bound by FragmentationScore.bind_cache)
-        self.device_class = device_class
-
-    def view_of(self, ni: NodeInfo) -> GpuNodeView:
-        from kdra.scheduler.podinfo import CPU, MEMORY
-
-        dra = self.cache.dra
-        gpus: list[int] = []
-        consumed = dra.state.consumed
-        dedicated = dra.state.dedicated
-        for d in dra.index.devices_of_class(self.device_class, node=ni.name):
-            if d.key in dedicated:
-                gpus.append(0)
-                continue
-            cap = d.capacity.get("shares")
-            if cap is None:
-                gpus.append(MILLI)
-                continue
-            total = cap.value.nanos // _NANO
-            used = consumed.get(d.key, {}).get("shares", 0) // _NANO
-            gpus.append(round((total - used) * MILLI / total) if total else 0)
-        alloc, req = ni.allocatable, ni.requested
-        mib = 1 << 20
-        return GpuNodeView(
-            ni.name,
-            ni.labels.get(TRACE_MODEL_LABEL, ni.labels.get("nvidia.com/gpu.product", "")),
-            alloc.get(CPU, 0),
-            alloc.get(MEMORY, 0) // mib,
-            alloc.get(CPU, 0) - req.get(CPU, 0),
-            (alloc.get(MEMORY, 0) - req.get(MEMORY, 0)) // mib,
-            gpus,
-            len(ni.pods),
-            alloc.get("pods", 110),
-        )
-
-    def request_of(self, pi: PodInfo) -> PodRequest:
-        from kdra.scheduler.cache import claim_key
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-        from kdra.scheduler.podinfo import CPU, MEMORY
-
-        num = 0
-        milli = 0
-        claims = self.cache.claims
-        for entry in pi.claim_refs:
-            name, _ = pod_claim_name(pi.pod, entry)
-            claim = claims.get(claim_key(pi.namespace, name or ""))
-            if claim is None:
-                continue
-            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-                ex = r.get("exactly") or {}
-                if ex.get("deviceClassName") != self.device_class:
-                    continue
-                num += int(ex.get("count") or 1)
-                shares = ((ex.get("capacity") or {}).get("requests") or {}).get("shares")
-                milli = int(shares) if shares is not None else MILLI
-        return PodRequest(pi.requests.get(CPU, 0), pi.requests.get(MEMORY, 0) >> 20, num, milli if num else 0)

@@ -96,7 +96,7 @@ QUEUE_PLUGIN = "Queue"
 
 @dataclass
 class GangQueueOptions:
-    placement: str = "upstream"  # upstream | binpack | spread | fragmentation (kdra.scheduler.fragmentation)
+    placement: str = "upstream"  # a name of kdra.scheduler.fragmentation.PLACEMENT_POLICIES
     fragmentation_shapes: Mapping[float, float] | None = None  # FGD target workload (None: pods seen)
     device_locality: bool = False  # prefer nodes where a pod's devices share a PCIe root / NUMA node
     gang_timeout: float | None = None  # default scheduleTimeout for gangs that do not set one
@@ -124,7 +124,7 @@ class GangQueueOptions:
 
 def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = None) -> GangQueueOptions:
     """A SchedulingShard (KAI's kai.scheduler/v1 shape; kdra.dev/v1alpha1 adds fields) as options:
-    `placementStrategy.gpu` (binpack | spread | fragmentation | upstream), and kdra's `gangTimeout`,
+    `placementStrategy.gpu` (binpack | spread | fragmentation | kdra | upstream), and kdra's `gangTimeout`,
     `staleGangGrace`, `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}:
     GPUs -> how often), `gangDeviceSearch` (true: kdra.scheduler.gangsearch) and `devicePreference`
     (fragmentation | binpack | spread | topology: kdra.scheduler.devicepref)."""
@@ -311,6 +311,7 @@ class GangQueues:
         return acts
 
     def config(self, base: SchedulerConfig | None = None) -> SchedulerConfig:
+        from kdra.scheduler.fragmentation import placement_preference
         from kdra.scheduler.scheduler import SchedulerConfig
 
         base = base or SchedulerConfig()
@@ -318,8 +319,11 @@ class GangQueues:
             base,
             extra_plugins=[*base.extra_plugins, *self.plugins()],
             actions=self.actions(),
-            # A SchedulingShard's devicePreference wins over the flag (as its other fields do).
-            device_preference=self.options.device_preference or base.device_preference,
+            # A SchedulingShard's devicePreference wins over the flag (as its other fields do); without
+            # either, a placement policy that chooses GPUs too (placement kdra) brings its own.
+            device_preference=self.options.device_preference
+            or base.device_preference
+            or placement_preference(self.scorers),
         )
 
     def attach(self, sched: Scheduler, now: float) -> None:

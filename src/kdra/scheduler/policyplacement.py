@@ -1,0 +1,276 @@
+"""A trace-replay placement policy (FGD, kdra's) running inside kdra's scheduler, as `kdra replay` runs it.
+
+`FragmentationScore` is a PreFilter and Score plugin; `PolicyDevicePreference` is the allocator's device
+preference (kdra.allocator.preference) for the same policy, so the node and the GPUs inside it are the
+policy's choice, as in the replay engine (kdra.replay.engine):
+
+- **Learning** (`online`, the default): each pod is told to the policy once, when its first scheduling
+  attempt starts (`Policy.learn`), before it is placed: the policy reads the workload's shapes, share sizes
+  and CPU per GPU from the pods it has seen (kdra.scheduler.workload), as `kdra replay --online` does.
+- **The fleet**: one GPU view per node (`LiveViews`: free CPU, memory and milli-GPU per GPU, from the
+  scheduler's cache and DRA state), kept current as nodes change, handed to `Policy.prepare_fleet` again
+  whenever the node set changes (where CPU binds, the rare shapes' hosts).
+- **The node**: the policy scores every feasible node; the best one, ties to the first node in a fixed
+  order of node names (`name_order`: what `kdra replay --ties name` uses), gets the whole score and every
+  other node none, with a weight above what all other score plugins together can give: the policy decides.
+- **The GPUs**: the allocator's search tries the node's GPUs in the order of `Policy.device_keys` (the
+  policy's measure per GPU), so the devices are the policy's too, and every rule is still the allocator's.
+
+What the policy sees of a pod: its CPU and memory requests and, from its ResourceClaims, the count of
+devices of the GPU DeviceClass and their `shares` capacity request (none: whole GPUs). A request's CEL
+selectors (a GPU model) are not read: such a pod is scored as one that takes any model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kdra.scheduler.fragmentation import MAX_NODE_SCORE, MILLI, GpuNodeView, PodRequest, Policy
+from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, ScorePlugin, Status
+
+if TYPE_CHECKING:
+    from kdra.allocator.index import DeviceEntry, NodeView
+    from kdra.allocator.preference import RequestView, SearchContext
+    from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+GPU_CLASS = "gpu.nvidia.com"
+TRACE_MODEL_LABEL = "kdra.dev/trace-gpu-model"
+_NANO = 10**9
+_STATE = "FragmentationScore"
+
+
+def name_order(names: Iterable[str]) -> dict[str, int]:
+    """A fixed pseudo-random order of nodes by name (ties go to the first): the same in every process and
+    on every run, whatever order the nodes were listed in."""
+    keyed = sorted((hashlib.blake2b(n.encode(), digest_size=8).digest(), n) for n in names)
+    return {n: r for r, (_h, n) in enumerate(keyed)}
+
+
+class LiveViews:
+    """GPU node views read from a scheduler's cache and DRA state, one object per node, updated in place
+    (its `version` bumped) when the node's NodeInfo changes.
+
+    A node's GPUs are the devices of `device_class` on it, in slice order; a GPU's free milli-GPU is its
+    `shares` capacity (1,000 per GPU in consumable-shares mode) less what allocated and in-flight claims
+    consume, 0 when a claim holds it exclusively."""
+
+    def __init__(self, cache: Any = None, device_class: str = GPU_CLASS) -> None:
+        self.cache = cache
+        self.device_class = device_class
+        self.views: dict[str, GpuNodeView] = {}
+        self.devices: dict[str, list[tuple[str, str, str]]] = {}  # node -> its GPUs' keys in view order
+        self._seen: dict[str, tuple[int, int]] = {}  # node -> (NodeInfo generation, DRA state's size)
+
+    def view_of(self, ni: NodeInfo) -> GpuNodeView:
+        """The node's view, current."""
+        dra = self.cache.dra
+        stamp = (ni.generation, len(dra.state.consumed) + len(dra.state.dedicated))
+        view = self.views.get(ni.name)
+        if view is not None and self._seen.get(ni.name) == stamp:
+            return view
+        fresh = self._read(ni)
+        if view is None:
+            view = self.views[ni.name] = fresh
+        else:
+            view.cpu_cap, view.mem_cap, view.max_pods = fresh.cpu_cap, fresh.mem_cap, fresh.max_pods
+            view.cpu_free, view.mem_free, view.pods = fresh.cpu_free, fresh.mem_free, fresh.pods
+            view.gpu_free[:] = fresh.gpu_free
+            view.model = fresh.model
+            view.version += 1
+        self._seen[ni.name] = stamp
+        return view
+
+    def _read(self, ni: NodeInfo) -> GpuNodeView:
+        from kdra.scheduler.podinfo import CPU, MEMORY
+
+        dra = self.cache.dra
+        gpus: list[int] = []
+        keys: list[tuple[str, str, str]] = []
+        consumed = dra.state.consumed
+        dedicated = dra.state.dedicated
+        for d in dra.index.devices_of_class(self.device_class, node=ni.name):
+            keys.append(d.key)
+            if d.key in dedicated:
+                gpus.append(0)
+                continue
+            cap = d.capacity.get("shares")
+            if cap is None:
+                gpus.append(MILLI)
+                continue
+            total = cap.value.nanos // _NANO
+            used = consumed.get(d.key, {}).get("shares", 0) // _NANO
+            gpus.append(round((total - used) * MILLI / total) if total else 0)
+        self.devices[ni.name] = keys
+        alloc, req = ni.allocatable, ni.requested
+        mib = 1 << 20
+        return GpuNodeView(
+            ni.name,
+            ni.labels.get(TRACE_MODEL_LABEL, ni.labels.get("nvidia.com/gpu.product", "")),
+            alloc.get(CPU, 0),
+            alloc.get(MEMORY, 0) // mib,
+            alloc.get(CPU, 0) - req.get(CPU, 0),
+            (alloc.get(MEMORY, 0) - req.get(MEMORY, 0)) // mib,
+            gpus,
+            len(ni.pods),
+            alloc.get("pods", 110),
+        )
+
+    def request_of(self, pi: PodInfo) -> PodRequest:
+        """CPU and memory from the pod; GPUs and their share from its claims' requests of the GPU class."""
+        from kdra.scheduler.cache import claim_key
+        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
+        from kdra.scheduler.podinfo import CPU, MEMORY
+
+        num = 0
+        milli = 0
+        claims = self.cache.claims
+        for entry in pi.claim_refs:
+            name, _ = pod_claim_name(pi.pod, entry)
+            claim = claims.get(claim_key(pi.namespace, name or ""))
+            if claim is None:
+                continue
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                ex = r.get("exactly") or {}
+                if ex.get("deviceClassName") != self.device_class:
+                    continue
+                num += int(ex.get("count") or 1)
+                shares = ((ex.get("capacity") or {}).get("requests") or {}).get("shares")
+                milli = int(shares) if shares is not None else MILLI
+        return PodRequest(pi.requests.get(CPU, 0), pi.requests.get(MEMORY, 0) >> 20, num, milli if num else 0)
+
+
+class FragmentationScore(PreFilterPlugin, ScorePlugin):
+    """A placement policy as kdra scheduler's node choice (module docstring). `policy`: the policy, or a
+    factory of fresh ones (a scheduler built again, as `kdra simulate` does per mode, starts a fresh one).
+    `online=False` keeps what the policy was prepared with and learns nothing."""
+
+    name = "FragmentationScore"
+    # The best node gets MAX_NODE_SCORE x weight: more than every other score plugin of a profile together
+    # (about a dozen, weights 1-3, at most 100 each), so the policy's choice is the node.
+    weight = 100
+
+    def __init__(
+        self,
+        policy: Policy | Callable[[], Policy],
+        views: LiveViews | None = None,
+        *,
+        online: bool = True,
+    ) -> None:
+        self._factory = policy if not isinstance(policy, Policy) else None
+        self.policy: Policy = policy if isinstance(policy, Policy) else policy()
+        self.views = views or LiveViews()
+        self.online = online
+        self.device_preference = PolicyDevicePreference(self)
+        self.current: PodRequest | None = None  # the pod of the scheduling attempt under way
+        self._learned: set[str] = set()
+        self._fleet: tuple[str, ...] = ()
+        self._order: dict[str, int] = {}
+
+    def bind_cache(self, cache: Any) -> None:
+        previous = self.cache if hasattr(self, "cache") else None
+        super().bind_cache(cache)
+        if previous is not None and previous is not cache and self._factory is not None:
+            self.policy = self._factory()
+            self._learned.clear()
+            self._fleet = ()
+        if self.views.cache is not cache:
+            self.views = LiveViews(cache, self.views.device_class)
+
+    # -- PreFilter: learn the pod, keep the fleet current ---------------------------------------
+
+    def pre_filter(self, state: CycleState, pi: PodInfo) -> Status:
+        req = self.views.request_of(pi)
+        state[_STATE] = req
+        self.current = req
+        nodes = self.cache.nodes
+        names = tuple(ni.name for ni in nodes)
+        views = [self.views.view_of(ni) for ni in nodes]
+        if names != self._fleet:
+            self._fleet = names
+            self._order = name_order(names)
+            self.policy.prepare_fleet(views)
+        if self.online and pi.uid not in self._learned:
+            self._learned.add(pi.uid)
+            self.policy.learn(req)
+        self.policy.epoch()  # fleet-wide state (e.g. which rare hosts are kept) as of now
+        return SUCCESS
+
+    # -- Score: the policy's best node takes it --------------------------------------------------
+
+    def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
+        return None
+
+    def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
+        return True
+
+    def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
+        req: PodRequest | None = state.get(_STATE)
+        if req is None:
+            return 0
+        view = self.views.view_of(ni)
+        scores: dict[int, float] = state.setdefault(_STATE + "/scores", {})
+        scores[ni.idx] = self.policy.score(view, req)[0] if view.fits(req) else float("-inf")
+        return 0
+
+    def normalize(self, state: CycleState, pi: PodInfo, scores: dict[int, int]) -> None:
+        if not scores:
+            return
+        raw: dict[int, float] = state.get(_STATE + "/scores") or {}
+        nodes = self.cache.nodes
+        order = self._order
+        best = max(
+            scores, key=lambda i: (raw.get(i, float("-inf")), -order.get(nodes[i].name, len(order) + i))
+        )
+        for i in scores:
+            scores[i] = MAX_NODE_SCORE if i == best else 0
+
+
+class PolicyDevicePreference:
+    """The allocator's device preference for a FragmentationScore's policy: a node's GPUs in the order of
+    `Policy.device_keys` for the pod of the attempt under way (kdra.allocator.preference)."""
+
+    name = "policy"
+    measure_name = "fragmentation: the policy's measure of the node (idle milli-GPU no typical pod can use)"
+
+    def __init__(self, plugin: FragmentationScore) -> None:
+        self.plugin = plugin
+
+    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
+        plugin = self.plugin
+        req = plugin.current
+        ni = plugin.cache.node_by_name.get(ctx.node_name)
+        view = plugin.views.view_of(ni) if ni is not None else None
+        if req is None or view is None or not req.num_gpu or not view.fits(req):
+            return [(0,)] * len(devices)
+        gpus = plugin.policy.score(view, req)[1]
+        ranks = plugin.policy.device_keys(view, req, gpus)
+        index = {k: i for i, k in enumerate(plugin.views.devices.get(ctx.node_name, ()))}
+        out: list[Any] = []
+        for d in devices:
+            i = index.get(d.key)
+            out.append((0, ranks[i]) if i is not None and i < len(ranks) else (1, 0))
+        return out
+
+    def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
+        """The policy's fragmentation of the node once the probe's allocation is in (explanations)."""
+        plugin = self.plugin
+        gv = plugin.views.views.get(view.node_name)
+        fm = getattr(plugin.policy, "measure", None)
+        if gv is None or fm is None:
+            return 0.0
+        frees = []
+        for key in plugin.views.devices.get(view.node_name, ()):
+            dev = next((d for d in view.devices if d.key == key), None)
+            if dev is None or probe.in_use(dev):
+                frees.append(0)
+                continue
+            cap = dev.capacity.get("shares")
+            if cap is None:
+                frees.append(0 if probe.shared_in_use(dev) else MILLI)
+                continue
+            total = cap.value.nanos
+            used = probe.consumed(dev).get("shares", 0)
+            frees.append(round((total - used) * MILLI / total) if total else 0)
+        return round(float(fm.of(gv.model, gv.cpu_free, gv.mem_free, frees)) / MILLI, 4)
