@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kdra.cluster import MemoryStore
 from kdra.fleets import render
-from kdra.replay.trace import Trace, TraceNode, TracePod, pod_objects
-from kdra.scheduler.fragmentation import FGDPolicy, PodRequest, typical_pods
+from kdra.replay.engine import ReplayCluster, arrivals, run_placement
+from kdra.replay.trace import Trace, TraceNode, TracePod, load_trace, pod_objects, sample
+from kdra.scheduler.fragmentation import (
+    FGDPolicy,
+    PodRequest,
+    make_policy,
+    placement_plugins,
+    placement_preference,
+    typical_pods,
+)
 from kdra.scheduler.policyplacement import FragmentationScore
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 
@@ -34,3 +44,47 @@ def test_fgd_plugin_fills_the_half_used_gpu_instead_of_spreading() -> None:
     fgd = FGDPolicy(typical_pods([SHARE, PodRequest(2000, 1024, 1, 1000)]))
     packed = _run([FragmentationScore(fgd)])
     assert packed["p0"] == packed["p1"]  # the second share completes the first one's GPU
+
+
+def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
+    small_trace_files: tuple[Path, Path],
+) -> None:
+    """`--placement kdra`: kdra's scheduler, handed the replay's pods one at a time, puts every pod on the
+    node the replay chose in online mode with ties by node name (the policy learns the same pods in the same
+    order, sees the same free GPUs, breaks ties alike), and the allocator takes the GPUs the policy chose."""
+    trace = sample(load_trace(*small_trace_files), 40, seed=1)
+    seed = 42
+    cluster = ReplayCluster(trace.nodes)
+    run = run_placement(trace, make_policy("kdra"), seed, online=True, tie_break="name", cluster=cluster)
+    pods = arrivals(trace, seed)
+    want = dict(run.nodes[: len(pods)])
+    assert 150 < len(pods) < 400 and sum(1 for n in want.values() if n) > 100
+    store = MemoryStore()
+    for obj in render(trace.fleet()):
+        store.create(obj)
+    (plugin,) = placement_plugins("kdra")
+    config = SchedulerConfig(extra_plugins=[plugin], device_preference=placement_preference([plugin]))
+    sched = Scheduler(store, config)
+    got: dict[str, str | None] = {p.name: None for p in pods}
+    for p in pods:
+        for obj in pod_objects(p):
+            store.create(obj)
+        for r in sched.run():
+            if r.node:
+                got[r.pod.split("/")[1]] = r.node
+    assert got == want
+    # The GPUs too: each claim holds the devices (and shares) the replay's allocator gave it.
+    bindings = iter(cluster.placed)
+    replay_devices = {}
+    for name, node in run.nodes[: len(pods)]:
+        if node is not None:
+            replay_devices[name] = sorted(
+                (r["device"], str(r.get("consumedCapacity"))) for r in next(bindings)[1].results
+            )
+    for name, devices in replay_devices.items():
+        claim = store.get("ResourceClaim", f"{name}-gpu", "default") if devices else None
+        results = claim["status"]["allocation"]["devices"]["results"] if claim else []
+        assert sorted((r["device"], str(r.get("consumedCapacity"))) for r in results) == devices, name
+    capacity = trace.gpu_capacity_milli
+    placed = sum(p.request.total_milli for p in pods if got[p.name])
+    assert abs((100 - 100 * placed / capacity) - run.unallocated_at(100)) < 1e-9

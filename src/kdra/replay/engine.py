@@ -76,6 +76,21 @@ def inflate(pods: Sequence[TracePod], capacity_milli: int, ratio: float, seed: i
     return order
 
 
+def arrivals(trace: Trace, seed: int, until: float = 100, ratio: float = 1.3) -> list[TracePod]:
+    """The pods of a replay (`inflate`) in arrival order, while the arrived GPU request stays at or below
+    `until` % of the fleet's GPU capacity: what a live cluster is handed to compare with the replay's
+    figure at that point."""
+    limit = until * trace.gpu_capacity_milli / 100
+    out: list[TracePod] = []
+    total = 0
+    for p in inflate(trace.pods, trace.gpu_capacity_milli, ratio, seed):
+        total += p.request.total_milli
+        if total > limit:
+            break
+        out.append(p)
+    return out
+
+
 # -- the cluster: views + DRA ----------------------------------------------------------------------
 
 
@@ -342,6 +357,7 @@ class PlacementRun:
     allocator_seconds: float
     evaluations: int
     cpu_seconds: float = 0.0
+    nodes: list[tuple[str, str | None]] = field(default_factory=list)  # (pod, node or None) per pod
 
     def curve(self, step: int = 1, until: int = 130) -> list[tuple[int, float]]:
         """(arrived workload %, GPU allocation %) at x = 0, step, ... until: the allocation when the arrived
@@ -402,6 +418,7 @@ def run_placement(
     alloc_sum = 0
     placed = 0
     total = len(pods)
+    nodes: list[tuple[str, str | None]] = []
     for i, tp in enumerate(pods):
         req = tp.request
         if not shares and req.is_share:
@@ -415,6 +432,7 @@ def run_placement(
             cl.placed.append((tp.request, cl.bind(idx, tp.name, req, gpus, policy)))
             alloc_sum += req.total_milli
             placed += 1
+        nodes.append((tp.name, cl.views[got[0]].name if got is not None else None))
         arrived.append(a_sum)
         allocated.append(alloc_sum)
         if progress is not None and (i & 255) == 0:
@@ -435,4 +453,5 @@ def run_placement(
         cl.allocator_seconds,
         placer.evaluations,
         time.process_time() - c0,
+        nodes,
     )

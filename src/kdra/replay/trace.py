@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import random
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -248,6 +249,33 @@ def bundled_nodes() -> list[TraceNode]:
             out.append(TraceNode(f"openb-node-{i:04d}", int(cpu), int(mem), int(gpus), code))
             i += 1
     return out
+
+
+def sample(trace: Trace, nodes: int, seed: int = 0) -> Trace:
+    """A seeded sample of the trace at a smaller scale: `nodes` of its nodes drawn at random, and as large a
+    share of its pods, drawn at random among those that fit some drawn node. Node and pod names are kept, in
+    the trace's order. A small fleet with the trace's mix, for a live cluster (the e2e test of the replay
+    through `kdra scheduler`)."""
+    if nodes >= len(trace.nodes):
+        return trace
+    rng = random.Random(f"sample:{seed}")
+    picked = set(rng.sample(range(len(trace.nodes)), nodes))
+    kept = [n for i, n in enumerate(trace.nodes) if i in picked]
+
+    def fits(r: PodRequest) -> bool:
+        return any(
+            n.cpu >= r.cpu
+            and n.mem >= r.mem
+            and n.gpus >= r.num_gpu
+            and (not r.models or n.model in r.models)
+            for n in kept
+        )
+
+    want = round(len(trace.pods) * nodes / len(trace.nodes))
+    fitting = [i for i, p in enumerate(trace.pods) if fits(p.request)]
+    chosen = set(rng.sample(fitting, min(want, len(fitting))))
+    pods = [p for i, p in enumerate(trace.pods) if i in chosen]
+    return Trace(kept, pods, f"{trace.nodes_source} ({nodes} sampled, seed {seed})", trace.pods_source)
 
 
 def load_trace(nodes: str | Path | None = None, pods: str | Path | None = None) -> Trace:
