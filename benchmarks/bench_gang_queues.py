@@ -159,8 +159,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from kdra.cluster import MemoryStore
+    from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
     from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-    from kdra.scheduler.session import GangQueueOptions, GangQueues
 
     gc.set_threshold(200_000, 20, 50)
     store = MemoryStore()

@@ -251,7 +251,8 @@ def main() -> int:
             stream = _migrate_stream(Path(tmp))
             sides = {"BASE": tree / "src", "HEAD": ROOT / "src"}
             print(
-                f"BASE {args.base} ({base_commit[:12]}) vs HEAD {head} (working tree), {args.rounds} rounds"
+                f"BASE {args.base} ({base_commit[:12]}, in {tree}) vs HEAD {head} (working tree), "
+                f"{args.rounds} rounds"
             )
             for r in range(args.rounds):
                 order = ["BASE", "HEAD"] if r % 2 == 0 else ["HEAD", "BASE"]

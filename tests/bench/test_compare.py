@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,15 +11,13 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPARE = ROOT / "benchmarks" / "compare.py"
 
 
-def _compare_worktrees() -> list[str]:
-    """The worktrees compare.py makes (kdra-compare-*): others on the machine come and go meanwhile."""
-    git = ["git", "-C", str(ROOT), "worktree", "list", "--porcelain"]
-    out = subprocess.run(git, capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line.startswith("worktree ") and "kdra-compare-" in line]
+def _worktrees() -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_compare_measures_both_sides_and_removes_its_worktree() -> None:
-    before = _compare_worktrees()
     proc = subprocess.run(
         [sys.executable, str(COMPARE), "HEAD", "--rounds", "1", "--only", "allocator"],
         capture_output=True,
@@ -31,7 +30,9 @@ def test_compare_measures_both_sides_and_removes_its_worktree() -> None:
     for r in rows:
         base, head, ratio = float(r[3]), float(r[4]), float(r[5])
         assert base > 0 and head > 0 and abs(ratio - base / head) < 0.01
-    assert _compare_worktrees() == before
+    tree = re.search(r"\(\w+, in (\S+)\)", proc.stdout)
+    assert tree is not None, proc.stdout
+    assert tree.group(1) not in _worktrees() and not Path(tree.group(1)).exists()
 
 
 def test_compare_names_a_base_that_is_not_a_commit() -> None:

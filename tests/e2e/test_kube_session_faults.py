@@ -14,7 +14,7 @@ import pytest
 
 from kdra.cluster.store import StoreError
 from kdra.kube.client import FencedError, KubeClient
-from kdra.scheduler.session import GangQueueOptions
+from kdra.scheduler.gangqueues import GangQueueOptions
 from kdra.testing.controlplane import ControlPlane
 
 from .sessionutil import (

@@ -7,8 +7,8 @@ from typing import Any
 from builders import device_class, gpu_slice, node, pod, template
 
 from kdra.cluster import MemoryStore
+from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.scheduler.session import GangQueueOptions, GangQueues
 
 Obj = dict[str, Any]
 

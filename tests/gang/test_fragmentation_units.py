@@ -7,8 +7,8 @@ from typing import Any
 from kdra.cluster import MemoryStore
 from kdra.fleets import load_fleet, render
 from kdra.scheduler.fragmentation import DeviceUnits, cluster_fragmentation
+from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.scheduler.session import GangQueueOptions, GangQueues
 
 
 def claim_template(name: str, request: dict[str, Any]) -> dict[str, Any]:

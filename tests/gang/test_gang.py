@@ -154,7 +154,7 @@ def test_scheduling_shard_sets_the_placement_policy() -> None:
     import pytest
 
     from kdra.errors import InputError
-    from kdra.scheduler.session import options_from_shard
+    from kdra.scheduler.gangqueues import options_from_shard
 
     shard = {
         "apiVersion": "kai.scheduler/v1",

@@ -237,7 +237,7 @@ def test_single_members_that_split_both_pairs_are_moved_for_the_pair_member() ->
 
 def test_scheduling_shard_turns_on_the_search_and_a_device_preference() -> None:
     from kdra.errors import InputError
-    from kdra.scheduler.session import options_from_shard
+    from kdra.scheduler.gangqueues import options_from_shard
 
     shard = {
         "apiVersion": "kdra.dev/v1alpha1",
@@ -269,8 +269,8 @@ def test_scheduling_shard_turns_on_the_search_and_a_device_preference() -> None:
 def test_a_shard_device_preference_wins_over_the_flag_and_the_flag_applies_without_one() -> None:
     """`kdra scheduler --device-preference spread` puts it in the SchedulerConfig; a SchedulingShard's
     devicePreference wins (as its other fields win over flags); without a shard the flag applies."""
+    from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
     from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-    from kdra.scheduler.session import GangQueueOptions, GangQueues
 
     flag = SchedulerConfig(device_preference="spread")
     s = _world_138765()

@@ -12,7 +12,7 @@ from helpers import fleet, scheduler
 from kdra.cluster import MemoryStore
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
 from kdra.scheduler.preemption import RunningJob
-from kdra.scheduler.queues import QueueSpec, QueueTree, Vector, add
+from kdra.scheduler.queuetree import QueueSpec, QueueTree, Vector, add
 from kdra.scheduler.topology import DomainRoom, domains
 
 

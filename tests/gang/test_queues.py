@@ -6,7 +6,7 @@ from builders import pod
 from helpers import bound, condition, fleet, queue, queued_pod, scheduler
 
 from kdra.cluster import MemoryStore
-from kdra.scheduler.queues import QueueSpec, QueueTree, divide, parse_queue
+from kdra.scheduler.queuetree import QueueSpec, QueueTree, divide, parse_queue
 
 
 def gpus_by_queue(s: MemoryStore) -> dict[str, int]:

@@ -16,9 +16,9 @@ from kdra.cluster import MemoryStore, VirtualClock, WallClock
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import clone
 from kdra.scheduler.gang import group_condition_type, parse_pod_group
+from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 from kdra.scheduler.seams import EvictionOutcome, StoreEvictor, StoreStatusWriter
-from kdra.scheduler.session import GangQueueOptions, GangQueues
 
 Obj = dict[str, Any]
 

@@ -104,7 +104,7 @@ def test_the_session_puts_expensive_jobs_last_and_ends_a_run_whose_budget_is_spe
     jobs cut short by their CEL budget go after every other job, a run that spent its CEL budget puts the
     jobs it did not try back (Kubernetes mode, so new pods are taken in), and a cut-short job is no
     reason to reclaim or preempt."""
-    from kdra.scheduler.session import GangQueueOptions, GangQueues
+    from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
 
     s, _ = world(budget=None, tag="-session")  # devices no other test evaluated (content memo)
     gq = GangQueues(s, GangQueueOptions())

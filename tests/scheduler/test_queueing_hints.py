@@ -10,8 +10,8 @@ from builders import claim, device_class, gpu_slice, node, pod, template
 from kdra.cluster import MemoryStore
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, PermitPlugin, Status
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.queue import MAX_IN_UNSCHEDULABLE
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+from kdra.scheduler.scheduling_queue import MAX_IN_UNSCHEDULABLE
 from kdra.sim.generator import expand_generator
 from kdra.sim.report import placements
 from kdra.sim.runner import simulate

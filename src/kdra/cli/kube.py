@@ -132,7 +132,7 @@ def register(subparsers: Any) -> None:
         "attempt (SchedulerError), as kube-scheduler does (default), or rule out only that node",
     )
     s.add_argument("--scoring", choices=("LeastAllocated", "MostAllocated"), default="LeastAllocated")
-    # The scheduling session (kdra.scheduler.session), as `kdra simulate` runs it; a SchedulingShard
+    # The scheduling session (kdra.scheduler.gangqueues), as `kdra simulate` runs it; a SchedulingShard
     # object on the cluster sets these too (its fields win over the flags).
     add_flag(
         s,
@@ -244,9 +244,9 @@ def _scheduler(args: argparse.Namespace) -> int:
     from kdra.kube.partition import Partition, startup_warnings
     from kdra.kube.scheduler import KubeScheduler, default_identity
     from kdra.kube.session import start_session_scheduler
+    from kdra.scheduler.gangqueues import GangQueueOptions
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
-    from kdra.scheduler.session import GangQueueOptions
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,

@@ -13,7 +13,7 @@ the gang), then every member is bound. A failure in the first phase rolls back w
 are unreserved and deallocated again), so no member runs and nothing is held. A failure in the second
 phase leaves the unbound members' claims allocated and reserved for them: their retry lands on the same
 nodes and completes the gang; a member that is gone cannot, and the scheduling session evicts the gang
-whole once it has run below its minimum for the stale-gang grace period (kdra.scheduler.session).
+whole once it has run below its minimum for the stale-gang grace period (kdra.scheduler.actions.stale).
 """
 
 from __future__ import annotations

@@ -30,11 +30,12 @@ from kdra.kube.bindjob import BindJob
 from kdra.kube.memory import HeapTrimmer
 from kdra.kube.partition import Partition, owner_toleration
 from kdra.kube.store import KubeStore
+from kdra.scheduler.actions import AllocateAction
 from kdra.scheduler.cache import SchedulerCache
 from kdra.scheduler.dra import DraState
 from kdra.scheduler.framework import Profile
-from kdra.scheduler.queue import SchedulingQueue
-from kdra.scheduler.scheduler import AllocateAction, CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduler import CycleResult, Scheduler, SchedulerConfig
+from kdra.scheduler.scheduling_queue import SchedulingQueue
 
 
 def default_identity() -> str:

@@ -200,8 +200,8 @@ def start_session_scheduler(
     scheduler); the caller steps the scheduler and stops the store."""
     from kdra.kube.scheduler import KubeScheduler, default_identity
     from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES
+    from kdra.scheduler.gangqueues import GangQueues
     from kdra.scheduler.scheduler import SchedulerConfig
-    from kdra.scheduler.session import GangQueues
 
     config = config or SchedulerConfig(scheduler_name="kdra")
     identity = identity or default_identity()

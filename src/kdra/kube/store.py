@@ -104,7 +104,7 @@ class Source:
         return alt[1] if alt is not None else RESOURCES[self.kind][1]
 
 
-# What the scheduling session reads (kdra.scheduler.session): gang, queue, topology and shard objects of
+# What the scheduling session reads (kdra.scheduler.gangqueues): gang, queue, topology and shard objects of
 # every shape it accepts (kdra.scheduler.gang, .queues). All optional.
 SESSION_SOURCES: tuple[Source, ...] = (
     Source("PodGroup", optional=True),

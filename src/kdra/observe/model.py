@@ -1366,7 +1366,7 @@ def _queue_report_from_objects(state: FleetState) -> list[dict[str, Any]]:
     """Queues read from Queue objects (kube mode, no scheduler in process): deserved and limit from the
     spec, allocated = devices (per DeviceClass) and their memory held by the queue's running pods."""
     from kdra.errors import InputError
-    from kdra.scheduler.queues import QueueTree, parse_queue
+    from kdra.scheduler.queuetree import QueueTree, parse_queue
 
     specs = []
     for name in sorted(state.queues):

@@ -14,8 +14,8 @@ from kdra.cluster.store import MemoryStore, clone
 from kdra.plan.demand import Obj, ref
 from kdra.plan.inputs import Inputs
 from kdra.scheduler.gang import is_scheduling_object
+from kdra.scheduler.gangqueues import GangQueues
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.scheduler.session import GangQueues
 
 # Virtual seconds the check may run: kube-scheduler's backoff (1-10 s) and the 5-minute flush of pods parked
 # as unschedulable are well inside it.

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kdra.scheduler.preemption import RunningJob
-from kdra.scheduler.queues import QueueTree, Vector, add
+from kdra.scheduler.queuetree import QueueTree, Vector, add
 
 
 @dataclass

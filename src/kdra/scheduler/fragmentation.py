@@ -55,6 +55,7 @@ from kdra.scheduler.workload import WorkloadModel
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
+    from kdra.scheduler.session import Session
 
 EPS = 1e-9
 
@@ -1129,10 +1130,15 @@ class _DeviceScore(ScorePlugin):
 
     def __init__(self, weight: int = 10) -> None:
         self.weight = weight
-        self.dynres: Any = None  # the profile's DynamicResources plugin (linked by kdra.scheduler.session)
+        self.dynres: Any = None  # the profile's DynamicResources plugin (named by the session)
         self._units: DeviceUnits | None = None
         self._units_index: Any = None
         self.version = 0
+
+    def open_session(self, ssn: Session) -> None:
+        from kdra.scheduler.plugins.dynamicresources import DynamicResources
+
+        self.dynres = ssn.plugin(DynamicResources)
 
     def units(self) -> DeviceUnits:
         index = self.cache.dra.index

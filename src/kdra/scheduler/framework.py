@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from kdra.scheduler.cache import SchedulerCache
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
+    from kdra.scheduler.session import Session
 
 MAX_NODE_SCORE = 100
 
@@ -136,6 +137,10 @@ class Plugin:
 
     def drop_caches(self) -> None:
         """Forget what was derived for pod shapes (memory back after a burst); rebuilt on demand."""
+
+    def open_session(self, ssn: Session) -> None:
+        """A session opened (kdra.scheduler.session): read what this plugin needs of it (another plugin,
+        what the session plugins contributed)."""
 
 
 class QueueSortPlugin(Plugin):

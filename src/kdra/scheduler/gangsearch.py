@@ -17,15 +17,16 @@ nodes are tried by how many of the gang's waiting members they hold, then by nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdra.scheduler.framework import Code, CycleState
 
 if TYPE_CHECKING:
+    from kdra.scheduler.plugins.dynamicresources import DynamicResources
     from kdra.scheduler.podinfo import PodInfo
-    from kdra.scheduler.scheduler import CycleResult, Scheduler
+    from kdra.scheduler.scheduler import CycleResult
+    from kdra.scheduler.statement import Statement
 
 
 @dataclass
@@ -38,11 +39,11 @@ class GangSearch:
     reassigned: int = 0  # members whose devices changed
     tried: int = 0  # joint allocations tried
 
-    def retry(
-        self, sched: Scheduler, dynres: Any, waiting: Sequence[PodInfo], pi: PodInfo, now: float
-    ) -> CycleResult | None:
-        """Re-assign earlier members' devices so that `pi` fits; the new result of scheduling `pi`
-        (waiting at Permit) on success, None (everything as before) otherwise."""
+    def retry(self, stmt: Statement, dynres: DynamicResources | None, pi: PodInfo) -> CycleResult | None:
+        """Re-assign the devices of the members `stmt` holds so that `pi` fits; the new result of placing
+        `pi` (held at Permit) on success, None (nothing changed) otherwise."""
+        sched = stmt.sched
+        waiting = stmt.held
         if dynres is None or not waiting:
             return None
         by_node: dict[str, list[PodInfo]] = {}
@@ -65,27 +66,28 @@ class GangSearch:
             mine = list(pc.to_allocate) + ([special] if special is not None else [])
             if not mine:
                 return None  # nothing of this member's is a device question
-            got = self._joint(sched, ni.node, by_node[node], mine)
+            mark = stmt.checkpoint()
+            got = self._joint(stmt, ni.node, by_node[node], mine)
             if got is None:
                 continue
-            res = sched.schedule_one(pi, now)
+            res = stmt.place(pi)
             if res.status.code == Code.WAIT:
                 self.reassigned += got
                 return res
-            self._undo(sched)  # the member does not fit for other reasons: restore the devices
+            stmt.rollback(mark)  # the member does not fit for other reasons: restore the devices
         return None
 
-    def _joint(self, sched: Scheduler, node: Any, members: list[PodInfo], mine: list[Any]) -> int | None:
+    def _joint(self, stmt: Statement, node: Any, members: list[PodInfo], mine: list[Any]) -> int | None:
         """Allocate the members' claims and `mine` together on `node`; on success the members hold their
         share of it (returns how many members' devices changed), else nothing changed."""
+        sched = stmt.sched
         dra = sched.dra
-        held: list[tuple[CycleState, list[tuple[Any, Any]]]] = []
+        held: list[list[tuple[Any, Any]]] = []
         claims: list[Any] = []
         seen: set[str] = set()
         for m in members:
-            st = sched.waiting[m.uid].state
-            allocs = list(st.get("dra_allocations") or [])
-            held.append((st, allocs))
+            allocs = list(sched.waiting[m.uid].state.get("dra_allocations") or [])
+            held.append(allocs)
             for claim, _alloc in allocs:
                 uid = claim["metadata"].get("uid", "")
                 if uid not in seen:
@@ -102,33 +104,9 @@ class GangSearch:
         if out is not None:
             self.steps += out.steps
         if out is None or out.allocations is None:
-            for _st, allocs in held:
+            for allocs in held:
                 for claim, alloc in allocs:
                     dra.assume(claim, alloc)
             return None
         new = {c["metadata"].get("uid", ""): a for c, a in zip(claims, out.allocations, strict=False)}
-        changed = 0
-        self._restore = held
-        for m, (st, allocs) in zip(members, held, strict=True):
-            updated = [(c, new[c["metadata"].get("uid", "")]) for c, _a in allocs]
-            if updated != allocs:
-                changed += 1
-                # The device preference's record compared the devices it no longer holds: drop it, the
-                # group condition says the search decided.
-                dra.choices.pop(m.key, None)
-            st["dra_allocations"] = updated
-            for claim, alloc in updated:
-                dra.assume(claim, alloc)
-        return changed
-
-    def _undo(self, sched: Scheduler) -> None:
-        dra = sched.dra
-        for st, allocs in self._restore:
-            for claim, _alloc in st.get("dra_allocations") or []:
-                dra.forget_assumed(claim["metadata"].get("uid", ""))
-            st["dra_allocations"] = allocs
-            for claim, alloc in allocs:
-                dra.assume(claim, alloc)
-        self._restore = []
-
-    _restore: list[tuple[CycleState, list[tuple[Any, Any]]]] = ()  # type: ignore[assignment]
+        return stmt.reassign(members, [[(c, new[c["metadata"].get("uid", "")]) for c, _a in a] for a in held])

@@ -182,7 +182,7 @@ def constrain_claim(
 
 
 class GroupConstraints:
-    """Applies a gang's deviceConstraints while kdra.scheduler.session places its members."""
+    """Applies a gang's deviceConstraints while kdra.scheduler.jobplacer places its members."""
 
     def __init__(self, gq: Any) -> None:
         self.gq = gq
@@ -275,7 +275,7 @@ class GroupConstraints:
             hit = self._cache[ck] = constrain_claim(claim, rules)
         return hit, ("G", key)
 
-    # -- trials and checks (kdra.scheduler.session) -------------------------------------------------
+    # -- trials and checks (kdra.scheduler.jobplacer) -----------------------------------------------
     def trials(self, spec: GangSpec | None, claims: Sequence[Mapping[str, Any]]) -> list[dict[int, Value]]:
         """Pins to try in turn: for the first match constraint no member fixes yet, its values by free
         devices (most first); [{}] when nothing needs choosing."""

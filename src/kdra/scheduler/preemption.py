@@ -22,7 +22,7 @@ from typing import Any
 
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
 from kdra.scheduler.claimcontroller import pod_claim_names
-from kdra.scheduler.queues import EPS, QueueTree, Vector, add, fmt
+from kdra.scheduler.queuetree import EPS, QueueTree, Vector, add, fmt
 
 MAINTAIN_FAIR_SHARE = "MaintainFairShare"
 GUARANTEE_DESERVED_QUOTA = "GuaranteeDeservedQuota"

@@ -1,24 +1,21 @@
 """The scheduling cycle (kube-scheduler's scheduleOne over a framework profile), run as KAI-style actions.
 
-`Scheduler.run(now)` opens a `Session` and runs its actions in order; the default and only action so far is
-`AllocateAction`, which pops pods from the queue and schedules them one at a time. Later actions (gang
-allocation, reclaim, preempt, consolidate) plug in beside it and use the same session.
+`Scheduler.run(now)` opens a `Session` (kdra.scheduler.session) and runs its actions in order
+(kdra.scheduler.actions): by default `AllocateAction`, which pops pods from the queue and schedules them
+one at a time; with gangs and queues (kdra.scheduler.gangqueues) allocate, stale gangs, reclaim, preempt
+and report. Every action schedules a pod through `schedule_one`; what a cycle decides reaches the world
+through the binder seam (kdra.scheduler.seams).
 
-One cycle: PreFilter -> Filter on every node -> Score -> Reserve -> PreBind -> Bind. Filter and score answers
-are cached per pod *signature* (what the plugins say their answers depend on) and node generation: pods that
-look alike (replicas, job workers) share answers, and after the first cycle only nodes whose state changed
-are evaluated again. The result is what evaluating every node every time would give (kube-scheduler with
-percentageOfNodesToScore=100), except that ties between equally scored nodes go to the first node in the
-order nodes were added (upstream picks one at random).
+One cycle: PreFilter -> Filter on every node and Score (kdra.scheduler.nodesearch) -> Reserve -> Permit ->
+PreBind -> Bind (the binder).
 """
 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +50,7 @@ from kdra.scheduler.framework import (
     ScorePlugin,
     Status,
 )
+from kdra.scheduler.nodesearch import NodeSearch, SigEntry
 from kdra.scheduler.plugins.basic import (
     NodeAffinity,
     NodeName,
@@ -62,10 +60,10 @@ from kdra.scheduler.plugins.basic import (
 )
 from kdra.scheduler.plugins.dynamicresources import DynamicResources
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
-from kdra.scheduler.podinfo import NodeInfo, PodInfo
-from kdra.scheduler.queue import SchedulingQueue
-from kdra.scheduler.scoring import add_weighted, best_node
+from kdra.scheduler.podinfo import PodInfo
+from kdra.scheduler.scheduling_queue import SchedulingQueue
 from kdra.scheduler.seams import Binder, BindFailed, BindGroup, StoreBinder
+from kdra.scheduler.session import Action, SessionOpening, SessionPlugin
 
 SCHEDULER_NAME = "default-scheduler"
 EXPLANATION_ANNOTATION = "kdra.dev/unschedulable-explanation"
@@ -83,14 +81,17 @@ class SchedulerConfig:
     extra_plugins: Sequence[Plugin] = ()
     # Tolerations every pod this scheduler places has, besides its own (TaintToleration.implied).
     implied_tolerations: Sequence[Mapping[str, Any]] = ()
-    # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); issue 5's
-    # gang/queue/reclaim/preempt actions (kdra.scheduler.session) come in through here.
+    # The session's actions when the Scheduler is not given any (None: [AllocateAction()]); the gang,
+    # queue, reclaim and preempt actions (kdra.scheduler.gangqueues) come in through here.
     actions: Sequence[Action] | None = None
-    # Opt-in device preference for the allocator's search (issue 14): a name from
+    # Started with the scheduler, opened with every session: what they contribute to it
+    # (kdra.scheduler.session; the gangs-and-queues machinery).
+    session_plugins: Sequence[SessionPlugin] = ()
+    # Opt-in device preference for the allocator's search: a name from
     # kdra.scheduler.devicepref.DEVICE_PREFERENCES or a DevicePreference; None is upstream's first fit.
     device_preference: Any = None
-    # Queueing hints (kdra.scheduler.queue): parked pods are retried only on events that may help them.
-    # False: on every event their plugins registered for, and every 5 minutes (as before; for tests).
+    # Queueing hints (kdra.scheduler.scheduling_queue): parked pods are retried only on events that may
+    # help them. False: on every event their plugins registered for, and every 5 minutes (for tests).
     queueing_hints: bool = True
     # CEL work (cost units, plus one per evaluation) on selector results not memoised yet that one
     # scheduling attempt, and one run of the actions, may spend (kdra.allocator.index.cel_budget). An
@@ -102,7 +103,7 @@ class SchedulerConfig:
     cel_attempt_floor: int = 100_000
     # A Filter error on any node (e.g. a CEL runtime error in a class selector on some devices):
     # "fail-pod" fails the pod's scheduling attempt (SchedulerError), as kube-scheduler does;
-    # "skip-node" rules out only the nodes that failed and places the pod elsewhere (kdra's old behaviour).
+    # "skip-node" rules out only the nodes that failed and places the pod elsewhere (an option).
     filter_errors: str = "fail-pod"
 
     def __post_init__(self) -> None:
@@ -148,34 +149,6 @@ def claim_with_allocation(claim: Obj, allocation: Obj) -> Obj:
     return {**claim, "status": {**(claim.get("status") or {}), "allocation": allocation}}
 
 
-class _SigEntry:
-    """Filter/score answers for one pod signature: node idx -> (generation, ok, static score)."""
-
-    __slots__ = ("dyn", "epoch", "errors", "heap", "results", "seq", "summary", "version")
-
-    def __init__(self) -> None:
-        self.epoch = -1
-        self.seq = 0
-        self.version = 0  # bumped whenever any node's answer was recomputed
-        self.results: dict[int, tuple[int, Status | None, int]] = {}
-        # nodes whose current answer is a Filter error: kept as answers change, so that "fail-pod" finds
-        # the first erroring node without walking every node's answer on each attempt
-        self.errors: set[int] = set()
-        self.heap: list[tuple[int, int, int]] = []
-        # raw scores of normalizing plugins per node: idx -> (generation, scores in plugin order)
-        self.dyn: dict[int, tuple[int, tuple[int, ...]]] = {}
-        self.summary: tuple[int, Any] | None = None  # (version, failure summary) for unschedulable pods
-
-
-class Session:
-    """One scheduling round over the current snapshot; actions read and change the cluster through it."""
-
-    def __init__(self, scheduler: Scheduler, now: float) -> None:
-        self.scheduler = scheduler
-        self.now = now
-        self.results: list[CycleResult] = []
-
-
 def _preference(config: SchedulerConfig) -> Any:
     pref = config.device_preference
     if isinstance(pref, str):
@@ -183,34 +156,6 @@ def _preference(config: SchedulerConfig) -> Any:
 
         return make_device_preference(pref)
     return pref
-
-
-class Action:
-    name = "action"
-
-    def execute(self, session: Session) -> None:
-        raise NotImplementedError
-
-
-class AllocateAction(Action):
-    """Schedule pending pods one by one in queue order (kube-scheduler's scheduleOne loop)."""
-
-    name = "allocate"
-
-    def __init__(self, max_pods: int | None = None) -> None:
-        self.max_pods = max_pods
-
-    def execute(self, session: Session) -> None:
-        sched = session.scheduler
-        n = 0
-        while self.max_pods is None or n < self.max_pods:
-            if n and sched.yield_on_cel_budget and sched.cel_run_spent_up():
-                break  # let the loop take in new events; the next run goes on
-            pi = sched.queue.pop(session.now)
-            if pi is None:
-                break
-            session.results.append(sched.schedule_one(pi, session.now))
-            n += 1
 
 
 def default_plugins(store: Store, dra: DraState, config: SchedulerConfig) -> list[Plugin]:
@@ -263,20 +208,25 @@ class Scheduler:
         )
         if actions is None:
             actions = self.config.actions
-        self.actions: list[Action] = list(actions) if actions is not None else [AllocateAction()]
+        if actions is None:
+            from kdra.scheduler.actions import AllocateAction
+
+            actions = [AllocateAction()]
+        self.actions: list[Action] = list(actions)
+        self.session_plugins: list[SessionPlugin] = list(self.config.session_plugins)
         self._permit: list[PermitPlugin] = self.profile.at(PermitPlugin)
         self.waiting: dict[str, WaitingPod] = {}  # pod uid -> held by Permit
         self._pre_filter: list[PreFilterPlugin] = self.profile.at(PreFilterPlugin)
-        self._filter: list[FilterPlugin] = self.profile.at(FilterPlugin)
-        self._filter.sort(key=lambda p: not p.filter_first)  # stable: profile order otherwise
-        self._score: list[ScorePlugin] = [p for p in self.profile.at(ScorePlugin) if p.weight]
+        filters: list[FilterPlugin] = self.profile.at(FilterPlugin)
+        filters.sort(key=lambda p: not p.filter_first)  # stable: profile order otherwise
+        scorers = [p for p in self.profile.at(ScorePlugin) if p.weight]
+        self.node_search = NodeSearch(self.cache, filters, scorers)
         self._reserve: list[ReservePlugin] = self.profile.at(ReservePlugin)
         self._pre_bind: list[PreBindPlugin] = self.profile.at(PreBindPlugin)
         self._post_filter: list[PostFilterPlugin] = self.profile.at(PostFilterPlugin)
-        self._sig: dict[Hashable, _SigEntry] = {}
+        self._sig = self.node_search.entries  # pod signature -> its answers
         self._waiting_claims: dict[tuple[str, str], set[str]] = {}
         self.cycles = 0
-        self.node_evaluations = 0
         self.cel_deferrals = 0  # attempts cut short by their CEL budget
         self.cel_run_spent = 0  # CEL units spent on new selector results in the current run
         # Kubernetes mode: end a run once its CEL budget is spent, so that watch events (new pods) are
@@ -296,6 +246,8 @@ class Scheduler:
         now = self.clock()
         for pod in store.list("Pod"):
             self._on_pod(WatchEvent("ADDED", "Pod", pod, None), now)
+        for sp in self.session_plugins:
+            sp.start(self)
 
     def default_profile(self) -> Profile:
         return Profile(SCHEDULER_NAME, default_plugins(self.store, self.dra, self.config))
@@ -424,9 +376,15 @@ class Scheduler:
     # -- running ---------------------------------------------------------------------------------
 
     def run(self, now: float | None = None) -> list[CycleResult]:
-        """Run every action once over the current state; returns what each scheduled pod got."""
+        """Open a session over the current state and run every action once in it; returns what each
+        scheduled pod got."""
         t0 = time.thread_time()
-        session = Session(self, self.clock() if now is None else now)
+        opening = SessionOpening(self.clock() if now is None else now)
+        for sp in self.session_plugins:
+            sp.open_session(opening)
+        session = opening.session(self)
+        for p in self.profile.plugins:
+            p.open_session(session)
         self.cel_run_spent = 0
         for action in self.actions:
             action.execute(session)
@@ -460,6 +418,10 @@ class Scheduler:
             self.queue.add_unschedulable(pi, now, set())
             return CycleResult(pi.key, None, Status(Code.ERROR, (str(e),)), str(e))
 
+    @property
+    def node_evaluations(self) -> int:
+        return self.node_search.evaluations
+
     def cel_run_spent_up(self) -> bool:
         limit = self.config.cel_run_budget
         return limit is not None and self.cel_run_spent >= limit
@@ -490,7 +452,7 @@ class Scheduler:
                             failed = (st.with_plugin(p.name), p.name)
                             break
                     if failed is None:
-                        node, statuses = self._find_node(state, pi)
+                        node, statuses = self.node_search.find(state, pi)
                 finally:
                     if budget is not None:
                         self.cel_run_spent += budget.spent
@@ -508,7 +470,7 @@ class Scheduler:
             )
         if node is not None and self.config.filter_errors == "fail-pod":
             # kube-scheduler's findNodesThatPassFilters: an error on any node ends the attempt.
-            entry: _SigEntry = state["_sig_entry"]
+            entry: SigEntry = state["_sig_entry"]
             if entry.errors:
                 failed_status = statuses[min(entry.errors)][1]
                 assert failed_status is not None
@@ -542,7 +504,7 @@ class Scheduler:
     def _defer(self, state: CycleState, pi: PodInfo, now: float, budget: CelBudget) -> CycleResult:
         """The attempt used up its CEL budget: say so on the pod (once: the text does not change) and put
         it back at the end of activeQ; what was evaluated stays memoised, so the next attempt goes on."""
-        entry: _SigEntry | None = state.get("_sig_entry")
+        entry: SigEntry | None = state.get("_sig_entry")
         if entry is not None:
             entry.epoch = -1  # its node walk was cut short: walk again (cheap, the results are memoised)
         self.cel_deferrals += 1
@@ -695,114 +657,12 @@ class Scheduler:
             out.append(meta["name"])
         return out
 
-    # -- finding a node --------------------------------------------------------------------------
-
-    def _signature(self, state: CycleState, pi: PodInfo, scorers: list[ScorePlugin]) -> Hashable:
-        parts: list[Hashable] = []
-        for p in self._filter:
-            s = p.signature(state, pi)
-            if s is None:
-                return None
-            parts.append(s)
-        for sp in scorers:
-            s = sp.signature(state, pi)
-            if s is None and not isinstance(sp, FilterPlugin):
-                return None
-            parts.append((sp.name, s))
-        return tuple(parts)
-
-    def _evaluate(
-        self, state: CycleState, pi: PodInfo, ni: NodeInfo, static: list[ScorePlugin]
-    ) -> tuple[Status | None, int]:
-        self.node_evaluations += 1
-        for p in self._filter:
-            st = p.filter(state, pi, ni)
-            if not st.ok:
-                return st.with_plugin(p.name), 0
-        total = 0
-        for sp in static:
-            total += sp.score(state, pi, ni) * sp.weight
-        return None, total
-
-    def _find_node(
-        self, state: CycleState, pi: PodInfo
-    ) -> tuple[str | None, dict[int, tuple[int, Status | None, int]]]:
-        active = [p for p in self._score if p.active(state, pi)]
-        static = [p for p in active if not p.needs_normalize(state, pi)]
-        dynamic = [p for p in active if p.needs_normalize(state, pi)]
-        sig = self._signature(state, pi, active)
-        nodes = self.cache.nodes
-        if sig is None:
-            entry = _SigEntry()
-            todo: Iterable[int] = range(len(nodes))
-        else:
-            entry = self._sig.get(sig)  # type: ignore[assignment]
-            if entry is None:
-                if len(self._sig) > 256:
-                    self._sig.clear()
-                entry = self._sig[sig] = _SigEntry()
-            changed = self.cache.changed_since(entry.seq) if entry.epoch == self.cache.epoch else None
-            if changed is None:
-                entry.results.clear()
-                entry.errors.clear()
-                entry.heap.clear()
-                todo = range(len(nodes))
-            else:
-                todo = sorted(changed)
-        entry.epoch = self.cache.epoch
-        entry.seq = self.cache.change_seq
-        state["_sig_entry"] = entry
-        results = entry.results
-        errors = entry.errors
-        heap = entry.heap
-        if todo:
-            entry.version += 1
-        for idx in todo:
-            ni = nodes[idx]
-            st, total = self._evaluate(state, pi, ni, static)
-            results[idx] = (ni.generation, st, total)
-            if st is None:
-                errors.discard(idx)
-                heapq.heappush(heap, (-total, idx, ni.generation))
-            elif st.code == Code.ERROR:
-                errors.add(idx)
-            else:
-                errors.discard(idx)
-        if len(heap) > 4 * len(nodes) + 64:
-            entry.heap = heap = [(-t, i, g) for i, (g, s, t) in results.items() if s is None]
-            heapq.heapify(heap)
-        if not dynamic:
-            while heap:
-                neg, idx, gen = heap[0]
-                g, st, total = results.get(idx, (-1, None, 0))
-                if g == gen and st is None and nodes[idx].generation == gen and -neg == total:
-                    return nodes[idx].name, results
-                heapq.heappop(heap)
-            return None, results
-        feasible = sorted(i for i, (g, s, _t) in results.items() if s is None)
-        if not feasible:
-            return None, results
-        totals = {i: results[i][2] for i in feasible}
-        dyn = entry.dyn
-        raws: list[dict[int, int]] = [{} for _ in dynamic]
-        for i in feasible:
-            gen = results[i][0]
-            hit = dyn.get(i)
-            if hit is None or hit[0] != gen or len(hit[1]) != len(dynamic):
-                hit = (gen, tuple(p.score(state, pi, nodes[i]) for p in dynamic))
-                dyn[i] = hit
-            for k, v in enumerate(hit[1]):
-                raws[k][i] = v
-        for p, raw in zip(dynamic, raws, strict=True):
-            add_weighted(totals, p, state, pi, raw)
-        return nodes[best_node(totals, feasible)].name, results
-
     # -- failures --------------------------------------------------------------------------------
 
     def _unschedulable(
         self, state: CycleState, pi: PodInfo, now: float, results: dict[int, tuple[int, Status | None, int]]
     ) -> CycleResult:
-        entry: _SigEntry | None = state.get("_sig_entry")
+        entry: SigEntry | None = state.get("_sig_entry")
         if entry is not None and entry.summary is not None and entry.summary[0] == entry.version:
             counts, plugins, explanation, has_error = entry.summary[1]
         else:

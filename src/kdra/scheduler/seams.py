@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -102,7 +102,7 @@ class StoreBinder:
     PodScheduled=True), one pod after the other, when decided; a pod that stays pending gets its
     PodScheduled=False condition in the store, written only when its reason or message changed."""
 
-    def __init__(self, store: Store, format_time: Any) -> None:
+    def __init__(self, store: Store, format_time: Callable[[float], str]) -> None:
         self.store = store
         self.format_time = format_time
 

@@ -18,15 +18,15 @@ spec:
 
 A gang's `requiredTopologyLevel` puts all its members under one value of that label (one rack, one NVLink
 domain) or leaves the gang pending; `preferredTopologyLevel` tries that level first, then each coarser level
-(up to the required one), then anywhere. The gang action (kdra.scheduler.session) picks the domains to try
-and sets the restriction; `GangTopology` applies it in Filter.
+(up to the required one), then anywhere. `TopologyPlanner` picks the domains to try, roomiest first; job
+placement (kdra.scheduler.jobplacer) sets the restriction and `GangTopology` applies it in Filter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.errors import InputError
 from kdra.scheduler.framework import (
@@ -38,6 +38,12 @@ from kdra.scheduler.framework import (
     unschedulable,
 )
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from kdra.scheduler.cache import SchedulerCache
+    from kdra.scheduler.gang import TopologyConstraint
+    from kdra.scheduler.plugins.dynamicresources import DynamicResources
+    from kdra.scheduler.scheduler import Scheduler
 
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_BLOCK = "kdra.dev/block"
@@ -117,7 +123,7 @@ class DomainRoom:
     kept from one plan to the next and brought up to date with the nodes changed since
     (SchedulerCache.changed_since): planning a gang does not walk every node each time."""
 
-    def __init__(self, cache: Any) -> None:
+    def __init__(self, cache: SchedulerCache) -> None:
         self.cache = cache
         self._rooms: dict[Hashable, _Room] = {}
 
@@ -174,3 +180,107 @@ class GangTopology(PreFilterPlugin, FilterPlugin):
         if r is not None and ni.labels.get(r[0]) != r[1]:
             return unschedulable(f"node(s) outside the gang's {r[0]}={r[1]}")
         return SUCCESS
+
+
+class TopologyPlanner:
+    """The topology domains a gang tries, in order: those whose nodes can host the members it still needs
+    (a cheap estimate per node: free devices of the member's classes, cpu and memory), roomiest first, at
+    most `max_trials` per level; and a note on levels that are too full."""
+
+    def __init__(self, sched: Scheduler, levels: Callable[[], TopologyLevels], max_trials: int) -> None:
+        self.sched = sched
+        self.levels = levels  # the current levels (Topology objects change)
+        self.max_trials = max_trials
+        self.rooms = DomainRoom(sched.cache)
+        self._fits_memo: dict[Any, dict[int, tuple[int, int]]] = {}
+        self._domains: dict[Any, dict[str, list[Any]]] = {}
+
+    def member_capacity(
+        self, dynres: DynamicResources | None, first: PodInfo
+    ) -> tuple[Hashable, Callable[[NodeInfo], int] | None]:
+        """A cheap estimate of how many members like `first` a node can still host, and the key it is
+        memoised under (None, None: no estimate)."""
+        if dynres is None:
+            return None, None
+        state = CycleState()
+        if not dynres.pre_filter(state, first).ok:
+            return None, None
+        demand = state["DynamicResources"].demand.exact
+        sched = self.sched
+        dra = sched.dra
+        req = first.requests
+        # Per node, cached by node generation (it changes with every pod and claim the node gets or loses).
+        key = (tuple(sorted(demand.items())), req.get("cpu", 0), req.get("memory", 0), sched.cache.epoch)
+        memo = self._fits_memo.get(key)
+        if memo is None:
+            if len(self._fits_memo) > 64:
+                self._fits_memo.clear()
+            memo = self._fits_memo[key] = {}
+
+        def fits(ni: NodeInfo) -> int:
+            hit = memo.get(ni.idx)
+            if hit is not None and hit[0] == ni.generation:
+                return hit[1]
+            n = 1 << 30
+            for cls, k in demand.items():
+                if k:
+                    n = min(n, dra.free_devices(ni.name, cls) // k)
+            for res in ("cpu", "memory"):
+                want = req.get(res, 0)
+                if want:
+                    n = min(n, max(0, ni.allocatable.get(res, 0) - ni.requested.get(res, 0)) // want)
+            n = 0 if ni.unschedulable else n
+            memo[ni.idx] = (ni.generation, n)
+            return n
+
+        return key, fits
+
+    def plan(
+        self,
+        constraint: TopologyConstraint | None,
+        first: PodInfo,
+        needed: int,
+        dynres: DynamicResources | None,
+    ) -> tuple[list[tuple[str, str] | None], str]:
+        """The domain restrictions to try in order (None: anywhere), and a note on levels that are too
+        full. `constraint` is the gang's topology constraint (None: no topology)."""
+        if not constraint:
+            return [None], ""
+        levels = self.levels()
+        req = levels.resolve(constraint.required) if constraint.required else None
+        pref = levels.resolve(constraint.preferred) if constraint.preferred else None
+        labels = ([pref, *levels.coarser(pref, up_to=req)] if pref else []) or ([req] if req else [])
+        if req and req not in labels:
+            labels.append(req)
+        fits_key, fits = self.member_capacity(dynres, first)
+        need = max(1, needed)
+        out: list[tuple[str, str] | None] = []
+        notes = []
+        for label in labels:
+            cache = self.sched.cache
+            dkey = (label, len(cache.nodes), cache.node_updates)
+            doms = self._domains.get(dkey)
+            if doms is None:
+                if len(self._domains) > 32:
+                    self._domains.clear()
+                doms = self._domains[dkey] = dict(sorted(domains(cache.nodes, label).items()))
+            if fits is not None:
+                room = self.rooms.room((fits_key, dkey, need), doms, lambda ni: min(fits(ni), need))
+                ranked = [(room[value], value) for value in doms]
+            else:
+                ranked = [(need, value) for value in doms]
+            roomy = sorted((c, v) for c, v in ranked if c >= need)
+            for _c, v in roomy[: self.max_trials]:
+                out.append((label, v))
+            if not roomy:
+                best = max(ranked, default=(0, "-"))
+                largest = max((len(v) for v in doms.values()), default=0)
+                notes.append(
+                    f"topology: no {label} has room for {need} members ({len(doms)} domains of at most "
+                    f"{largest} nodes; the roomiest now, {best[1]}, fits about {best[0]})"
+                )
+        if not req:
+            out.append(None)
+        if not out:
+            return [], "; ".join(notes) or f"topology: no node has the label {req}"
+        return out, "; ".join(notes)

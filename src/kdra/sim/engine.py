@@ -19,9 +19,9 @@ from kdra.cluster.clock import VirtualClock
 from kdra.cluster.store import MemoryStore, NotFoundError, Obj, WatchEvent, clone
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.gang import is_scheduling_object
+from kdra.scheduler.gangqueues import GangQueues
 from kdra.scheduler.podinfo import is_extended_resource, pod_requests
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.scheduler.session import GangQueues
 from kdra.sim.accounting import DevicePluginKubelet, FleetGpus
 from kdra.sim.legacy import ProductLabels, to_device_plugin
 from kdra.sim.workload import GPU_MEMORY, WORKLOAD_LABEL, Group, Workload, gpu_memory_need
@@ -132,7 +132,7 @@ class Simulation:
                 self.store.create(clone(obj))
         self.gang_queues: GangQueues | None = None
         if any(is_scheduling_object(o) for o in workload.static):
-            # issue 5: gangs, queues and topology run as kdra.scheduler.session's actions
+            # gangs, queues and topology run as kdra.scheduler.gangqueues' actions
             self.gang_queues = GangQueues(self.store)
             config = self.gang_queues.config(config)
             self.store.watch(self._on_evicted, kinds=("Pod",))

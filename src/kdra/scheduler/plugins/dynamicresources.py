@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.cluster.store import Obj, Store, clone
 from kdra.scheduler.cache import SchedulerCache, claim_key
@@ -51,6 +51,9 @@ from kdra.scheduler.plugins.basic import default_normalize
 from kdra.scheduler.plugins.dra_hints import DraHints
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 from kdra.scheduler.scoring import prioritized_list_score
+
+if TYPE_CHECKING:
+    from kdra.scheduler.session import Session
 
 STATE_KEY = "DynamicResources"
 
@@ -263,6 +266,10 @@ class DynamicResources(
 
     def drop_caches(self) -> None:
         self._results.clear()
+
+    def open_session(self, ssn: Session) -> None:
+        # A PodGroup's device constraints rewrite its members' claims (kdra.scheduler.groupconstraints).
+        self.claim_rewriter = ssn.claim_rewriter
 
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
         if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh

@@ -14,7 +14,7 @@ from kdra.scheduler.framework import (
 )
 from kdra.scheduler.plugins.basic import PrioritySort
 from kdra.scheduler.podinfo import PodInfo
-from kdra.scheduler.queue import SchedulingQueue
+from kdra.scheduler.scheduling_queue import SchedulingQueue
 
 
 def info(name: str, priority: int = 0) -> PodInfo:

@@ -1,0 +1,294 @@
+"""Placing a job all or nothing.
+
+Every member goes through the normal cycle (PreFilter .. Reserve) and `GangPermit` holds it at Permit (a
+`Statement`, kdra.scheduler.statement); when the members the gang still needs hold reservations at once,
+and the queue's limits and the gang's device constraints allow it, all of them go on to bind (one bind
+group: kdra.scheduler.seams), else every reservation is released and the members are parked with the
+gang's explanation. A gang with a topology constraint is tried domain by domain (kdra.scheduler.topology),
+a PodGroup matchAttribute value by value (kdra.scheduler.groupconstraints). A gang not placed within its
+scheduleTimeout is given up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kdra.scheduler.claimcontroller import pod_claim_names
+from kdra.scheduler.framework import EV_POD_DELETE, SUCCESS, Code, CycleState, PermitPlugin, Plugin, Status
+from kdra.scheduler.jobstatus import GANG_PLUGIN, QUEUE_PLUGIN, JobStatus
+from kdra.scheduler.queuetree import Vector, add, check_limits, pod_core_usage
+from kdra.scheduler.statement import Statement
+
+if TYPE_CHECKING:
+    from kdra.scheduler.gang import GangRegistry
+    from kdra.scheduler.gangqueues import GangQueueOptions
+    from kdra.scheduler.groupconstraints import GroupConstraints
+    from kdra.scheduler.jobs import Job
+    from kdra.scheduler.plugins.dynamicresources import DynamicResources
+    from kdra.scheduler.podinfo import PodInfo
+    from kdra.scheduler.queuestate import QueueState
+    from kdra.scheduler.scheduler import CycleResult, Scheduler
+    from kdra.scheduler.topology import GangTopology, TopologyPlanner
+
+
+class GangPermit(PermitPlugin):
+    """Holds members of the gang being placed at Permit until the placement allows or rejects them."""
+
+    name = GANG_PLUGIN
+
+    def __init__(self, gang_of: Callable[[str], str | None]) -> None:
+        self.gang_of = gang_of
+        self.holding: set[str] = set()
+
+    def permit(self, state: CycleState, pi: PodInfo, node: str) -> Status:
+        gk = self.gang_of(pi.uid)
+        if gk is not None and gk in self.holding:
+            return Status(Code.WAIT, ("waiting for the gang's other members",))
+        return SUCCESS
+
+
+class QueueGate(Plugin):
+    """Names queue decisions in pod statuses; a pod parked for its queue's quota wakes when a pod ends."""
+
+    name = QUEUE_PLUGIN
+    events = frozenset({EV_POD_DELETE})
+
+
+class JobPlacer:
+    def __init__(
+        self,
+        sched: Scheduler,
+        options: GangQueueOptions,
+        gangs: GangRegistry,
+        queues: QueueState,
+        status: JobStatus,
+        planner: TopologyPlanner,
+        permit: GangPermit,
+        topology: GangTopology,
+        group_constraints: GroupConstraints,
+    ) -> None:
+        self.sched = sched
+        self.options = options
+        self.gangs = gangs
+        self.queues = queues
+        self.status = status
+        self.planner = planner
+        self.permit = permit
+        self.topology = topology
+        self.group_constraints = group_constraints
+        self.now = 0.0
+        self.dynres: DynamicResources | None = None  # the profile's DynamicResources plugin
+        self.first_attempt: dict[str, float] = {}
+
+    def try_job(self, job: Job, results: list[CycleResult], final: bool = True) -> bool:
+        """All or nothing: place the job (trying topology domains in turn); True when it bound."""
+        sched = self.sched
+        gang = job.gang
+        status = self.status
+        if gang is not None:
+            if gang.key in status.timed_out:
+                for m in job.members:  # a pod of a timed-out gang came back (updated): not tried again
+                    sched.queue.delete(m.uid)
+                return False
+            if gang.min_count < 0:
+                if final:
+                    problem = self.gangs.errors.get(gang.key)
+                    why = (
+                        f"its group object is invalid: {problem}"
+                        if problem
+                        else "waiting for its PodGroup/Workload object"
+                    )
+                    status.park(job, f"{job.label}: {why}", GANG_PLUGIN, results)
+                return False
+            have = len(self.gangs.members.get(gang.key, ()))
+            if have < gang.min_count:
+                if final:
+                    # The pods' text does not count the members: it would change with every member that
+                    # arrives, rewriting every waiting member's condition and Event each time (O(n^2)
+                    # writes on a live cluster); the group object counts them.
+                    status.park(
+                        job,
+                        f"{job.label} waits for members: fewer than minCount {gang.min_count} pods exist",
+                        GANG_PLUGIN,
+                        results,
+                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
+                    )
+                return False
+            first = self.first_attempt.setdefault(gang.key, self.now)
+            timeout = gang.timeout if gang.timeout is not None else self.options.gang_timeout
+            if timeout is not None and self.now - first > timeout and job.needed > 0:
+                self._time_out(job, timeout, results)
+                return False
+        if not job.members:
+            return False
+        plan, topo_note = self.planner.plan(
+            gang.topology if gang is not None else None, job.members[0], job.needed, self.dynres
+        )
+        failure: str | None = None
+        # A PodGroup matchAttribute across members: the values to try, most free devices first.
+        trials = self.group_constraints.trials(gang, self.group_constraints.claims_of(job.members))
+        tried: list[str] = []
+        for pins in trials:
+            if gang is not None and pins:
+                self.group_constraints.pins[gang.key] = pins
+            try:
+                for restriction in plan:
+                    last = restriction is plan[-1] and pins is trials[-1]
+                    # The binder commits the members' binds together: in memory they are made at once; on
+                    # a live cluster as one two-phase job (every member's claims written, then every pod
+                    # bound).
+                    with sched.bind_group(job.label):
+                        ok, failure = self._place(job, restriction, results, final and last)
+                    if ok:
+                        status.reasons.pop(job.key, None)
+                        if gang is not None:
+                            self.first_attempt.pop(gang.key, None)
+                        return True
+            finally:
+                if gang is not None:
+                    self.group_constraints.pins.pop(gang.key, None)
+            if gang is not None and pins:
+                tried.append(self.group_constraints.describe_trial(gang, pins, failure))
+        if tried and gang is not None:
+            failure = self.group_constraints.explain(gang, tried, failure)
+        if gang is None:
+            if failure:
+                status.reasons[job.key] = failure
+            return False  # the cycle itself parked the pod with its plugins' reasons
+        if final:
+            msg = failure or f"{job.label}: no placement"
+            if topo_note:
+                msg = f"{msg}\n{topo_note}" if failure else topo_note
+            released = self.release_held(job)
+            if released:
+                msg += f"\nreleased the claims its pending members held: {', '.join(released)}"
+            status.park(job, msg, GANG_PLUGIN if gang is not None else QUEUE_PLUGIN, results)
+        return False
+
+    def release_held(self, job: Job) -> list[str]:
+        """Claims allocated and reserved only for pending members of a gang that cannot be placed (left by
+        a binding cut short: a crash, an API error) go back, so the waiting gang holds no devices."""
+        if job.gang is None:
+            return []
+        sched = self.sched
+        out: list[str] = []
+        for m in job.members:
+            held = []
+            for name in pod_claim_names(m.pod):
+                claim = sched.cache.claims.get((m.namespace, name))
+                st = (claim or {}).get("status") or {}
+                rf = st.get("reservedFor") or []
+                if (
+                    claim is not None
+                    and st.get("allocation")
+                    and rf
+                    and all(r.get("uid") == m.uid for r in rf)
+                ):
+                    held.append(claim)
+            if held:
+                out.extend(f"{m.namespace}/{n}" for n in sched.release_claims(m, held))
+        return out
+
+    def _time_out(self, job: Job, timeout: float, results: list[CycleResult]) -> None:
+        assert job.gang is not None
+        gang = job.gang
+        status = self.status
+        last = status.reasons.get(job.key, "no placement found")
+        msg = (
+            f"{job.label} is unschedulable: not placed within its scheduleTimeout ({timeout:g}s); "
+            f"last reason: {last}"
+        )
+        status.park(job, msg, GANG_PLUGIN, results)
+        status.timed_out.add(gang.key)
+        for m in job.members:
+            self.sched.queue.delete(m.uid)
+        if gang.obj is not None:
+            status.set_group_condition(gang, "False", "GangScheduleTimeout", msg)
+
+    def _place(
+        self, job: Job, restriction: tuple[str, str] | None, results: list[CycleResult], final: bool
+    ) -> tuple[bool, str | None]:
+        sched = self.sched
+        gang = job.gang
+        gk = gang.key if gang is not None else None
+        if gk is not None:
+            self.permit.holding.add(gk)
+            if restriction is not None:
+                self.topology.restrict[gk] = restriction
+        stmt = Statement(sched, self.now)
+        first_fail: CycleResult | None = None
+        members = job.members
+        needed = job.needed if gang is not None else 1
+        search = None
+        if gang is not None and self.options.gang_device_search:
+            from kdra.scheduler.gangsearch import GangSearch
+
+            search = GangSearch(self.options.gang_search_nodes, self.options.gang_search_steps)
+        try:
+            for i, pi in enumerate(members):
+                res = stmt.place(pi)
+                if search is not None and stmt.held and res.node is None and res.status.code != Code.WAIT:
+                    res = search.retry(stmt, self.dynres, pi) or res
+                if res.status.code == Code.WAIT:
+                    pass
+                elif res.node is not None:
+                    results.append(res)  # bound directly (no gang)
+                    return True, None
+                else:
+                    if first_fail is None:
+                        first_fail = res
+                    if len(stmt.held) + (len(members) - i - 1) < needed:
+                        break
+        finally:
+            if gk is not None:
+                self.permit.holding.discard(gk)
+                self.topology.restrict.pop(gk, None)
+        waiting = stmt.held
+        where = f" in {restriction[0]}={restriction[1]}" if restriction else ""
+        if gang is not None and len(waiting) >= needed:
+            broken = self.group_constraints.violation(gang) if gang.device_constraints else None
+            usage: Vector = {}
+            for pi in waiting:
+                add(usage, pod_core_usage(pi.requests))
+                self.queues.add_usage(usage, sched.waiting[pi.uid].state.get("dra_allocations") or [])
+            verdict = check_limits(self.queues.tree, job.queue, self.queues.allocated, usage)
+            if verdict.ok and broken is None:
+                results.extend(stmt.commit())
+                if gang.obj is not None:
+                    note = ""
+                    if search is not None and search.reassigned:
+                        note = f"; gang-wide device search re-assigned {search.reassigned} member(s)' devices"
+                    self.status.set_group_condition(
+                        gang, "True", "Scheduled", f"{len(waiting)} members placed{where}{note}"
+                    )
+                return True, None
+            msg = broken or f"{job.label} waits: {verdict}"
+        elif gang is None:
+            msg = first_fail.message if first_fail is not None else "not placed"
+            if first_fail is not None:
+                if final:
+                    results.append(first_fail)
+                if first_fail.explanation is not None:
+                    msg = f"{msg}\n{first_fail.explanation}"
+            return False, msg
+        else:
+            bound = gang.min_count - needed
+            msg = (
+                f"{job.label} (minCount {gang.min_count}, {bound} bound): only {len(waiting)} of the "
+                f"{needed} members still needed fit at once{where}"
+            )
+            if first_fail is not None:
+                msg += f"; member {first_fail.pod} fits nowhere: {first_fail.message}"
+                if search is not None and search.tried:
+                    msg += (
+                        f" (gang-wide device search: {search.tried} joint allocation(s) with earlier "
+                        f"members' claims, {search.steps} steps, found none)"
+                    )
+                if first_fail.explanation is not None:
+                    msg += f"\n{first_fail.explanation}"
+        st = Status(Code.UNSCHEDULABLE, (msg.split("\n", 1)[0],), GANG_PLUGIN)
+        rejected = stmt.discard(st, msg)
+        if final:
+            results.extend(rejected)
+        return False, msg
