@@ -134,6 +134,28 @@ def test_pending_pod_without_explanation() -> None:
     assert rules([*world(), pod("q"), explained]) == ["unexplained"]
 
 
+def test_an_explanation_naming_another_pods_claim_or_namespace() -> None:
+    def pending(name: str, message: str, namespace: str = "ns") -> Obj:
+        p = pod(name, claim=f"{name}-dev")
+        p["metadata"]["namespace"] = namespace
+        p["status"] = {"conditions": [{"type": "PodScheduled", "status": "False", "message": message}]}
+        return p
+
+    spaces = [{"kind": "Namespace", "metadata": {"name": n}} for n in ("ns", "other")]
+    own = pending("a", "claim ns/a-dev, request g: adding 100 devices exceeds the claim limit")
+    assert rules([*world(), *spaces, own]) == []
+    same_ns = pending("b", "0/2 nodes are available\n  claim ns/a-dev: request gpu cannot be satisfied")
+    other_ns = pending("c", "claim other/c-dev, request g: ...", namespace="ns")
+    event = {
+        "kind": "Event",
+        "metadata": {"name": "e", "namespace": "ns"},
+        "involvedObject": {"kind": "Pod", "name": "a", "namespace": "ns"},
+        "message": "preempted by other/hi",
+    }
+    assert rules([*world(), *spaces, same_ns, other_ns]) == ["foreign-name", "foreign-name"]
+    assert rules([*world(), *spaces, own, event]) == ["foreign-name"]
+
+
 def test_partial_gang() -> None:
     group = {"kind": "PodGroup", "metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}}
     member = {"annotations": {"kdra.dev/pod-group": "g"}}

@@ -14,6 +14,9 @@ and returns every violation of what must hold whatever crashed, paused or raced:
   terminal, no delete-protection finalizer on a claim that is not allocated;
 - **pending pods are explained**: every unbound pod of the named schedulers has `PodScheduled=False`
   with a message;
+- **explanations name only the pod's own objects**: what is written on a pod (its PodScheduled and
+  DisruptionTarget messages, its Events) names no claim but its own or its gang's (`claim NS/NAME`) and no
+  other namespace (`NS/...`); a PodGroup's condition and Events name no other namespace;
 - **no partial gang**: for each gang (kdra `PodGroup` `spec.minMember`, pods naming it with the
   `kdra.dev/pod-group` annotation or label, or the `gangs` argument), the number of bound members is 0 or
   at least the minimum.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -53,7 +57,10 @@ class Lister(Protocol):
 
 @dataclass(frozen=True)
 class Violation:
-    rule: str  # double-allocation | unreserved | wrong-node | leak | unexplained | partial-gang | stale-write
+    rule: (
+        str  # double-allocation | unreserved | wrong-node | leak | unexplained | foreign-name | partial-gang
+    )
+    # | stale-write
     object: str  # Kind namespace/name
     message: str
 
@@ -274,6 +281,8 @@ def check_cluster(
                 Violation("unexplained", f"Pod {_name(p)}", "pending without a PodScheduled=False message")
             )
 
+    out += foreign_names(client, pods, namespace)
+
     groups: dict[str, tuple[int, set[str]]] = {}
     if read_pod_groups:
         try:
@@ -283,12 +292,10 @@ def check_cluster(
         except Exception:  # the CRD is not installed: no kdra gangs to check
             groups = {}
         for p in pods:
-            meta = p["metadata"]
-            for ref in GANG_REFS:
-                gname = (meta.get("annotations") or {}).get(ref) or (meta.get("labels") or {}).get(ref)
-                key = f"{meta.get('namespace')}/{gname}"
-                if gname and key in groups:
-                    groups[key][1].add(meta["name"])
+            gname = _gang_of(p)
+            key = f"{_ns(p)}/{gname}"
+            if gname and key in groups:
+                groups[key][1].add(p["metadata"]["name"])
     for key, (minimum, members) in (gangs or {}).items():
         groups[key] = (minimum, set(members))
     for key, (minimum, members) in sorted(groups.items()):
@@ -309,6 +316,89 @@ def check_cluster(
                 )
             )
     return out
+
+
+_CLAIM_REF = re.compile(r"\bclaim ([a-z0-9][a-z0-9.-]*)/([a-z0-9.-]*)")
+
+
+def _namespace_refs(namespaces: Iterable[str]) -> re.Pattern[str] | None:
+    names = sorted(set(namespaces), key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(r"(?<![\w./-])(" + "|".join(re.escape(n) for n in names) + r")/")
+
+
+def foreign_names(
+    client: Lister, pods: Iterable[Mapping[str, Any]], namespace: str | None
+) -> list[Violation]:
+    """What is written on a pod names only its own claims and namespace; on a PodGroup, its namespace."""
+    try:
+        namespaces = {n["metadata"]["name"] for n in client.list("Namespace")}
+    except Exception:  # a store without Namespaces: the namespaces of the objects seen
+        namespaces = set()
+    pods = list(pods)
+    namespaces |= {str(p["metadata"].get("namespace")) for p in pods}
+    try:
+        groups = client.list("PodGroup", namespace)
+    except Exception:
+        groups = []
+    events: dict[tuple[str, str, str], list[str]] = {}
+    for ns in sorted({str(p["metadata"].get("namespace")) for p in pods} | {_ns(g) for g in groups}):
+        for e in client.list("Event", ns):
+            io = e.get("involvedObject") or {}
+            key = (str(io.get("kind")), ns, str(io.get("name")))
+            events.setdefault(key, []).append(str(e.get("message") or e.get("note") or ""))
+    out = []
+
+    def scan(where: str, own_ns: str, texts: Iterable[str], own_claims: set[str] | None) -> None:
+        others = _namespace_refs(namespaces - {own_ns})
+        for text in texts:
+            bad = sorted({m[1] for m in others.finditer(text)}) if others is not None else []
+            if own_claims is not None:
+                bad += sorted(
+                    {
+                        f"claim {m[1]}/{m[2]}"
+                        for m in _CLAIM_REF.finditer(text)
+                        if m[1] != own_ns or (m[2] and m[2] not in own_claims)
+                    }
+                )
+            if bad:
+                first = text.splitlines()[0][:200] if text else ""
+                out.append(Violation("foreign-name", where, f"names {', '.join(bad)}: {first!r}"))
+
+    # A gang's explanation, written on each member, names the member that fits nowhere and its claims.
+    gang_claims: dict[tuple[str, str], set[str]] = {}
+    for p in pods:
+        gang = _gang_of(p)
+        if gang:
+            gang_claims.setdefault((_ns(p), gang), set()).update(pod_claim_names(p))
+    for p in pods:
+        ns, name = str(p["metadata"].get("namespace")), str(p["metadata"]["name"])
+        own = set(pod_claim_names(p)) | gang_claims.get((ns, _gang_of(p) or ""), set())
+        conds = [
+            str(c.get("message") or "")
+            for c in (p.get("status") or {}).get("conditions") or []
+            if c.get("type") in ("PodScheduled", "DisruptionTarget")
+        ]
+        scan(f"Pod {ns}/{name}", ns, conds + events.get(("Pod", ns, name), []), own)
+    for g in groups:
+        ns, name = _ns(g), str(g["metadata"]["name"])
+        conds = [str(c.get("message") or "") for c in (g.get("status") or {}).get("conditions") or []]
+        scan(f"PodGroup {ns}/{name}", ns, conds + events.get(("PodGroup", ns, name), []), None)
+    return out
+
+
+def _gang_of(pod: Mapping[str, Any]) -> str | None:
+    meta = pod.get("metadata") or {}
+    for ref in GANG_REFS:
+        got = (meta.get("annotations") or {}).get(ref) or (meta.get("labels") or {}).get(ref)
+        if got:
+            return str(got)
+    return None
+
+
+def _ns(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace"))
 
 
 def wait_consistent(
