@@ -266,3 +266,35 @@ def _devices(claims: list[Obj]) -> list[str]:
         if (c.get("status") or {}).get("allocation")
         for r in c["status"]["allocation"]["devices"]["results"]
     )
+
+
+def test_a_verdict_shared_by_pods_of_one_shape_names_each_pods_own_claim() -> None:
+    """kdra allocate and explain keep a node's verdict per pod signature: the allocation error on n1 (an All
+    request meeting a pool being updated, a node error in 1.38) is computed for tenant-a's claim and, on
+    tenant-b's pod, names tenant-b's claim (kdra.scheduler.owntext)."""
+    incomplete = gpu_slice("n1", 2)
+    incomplete["spec"]["pool"]["resourceSliceCount"] = 2
+    objs: list[Obj] = [device_class(), node("n1"), incomplete]
+    placer = Placer(objs, FeatureGates.for_version("1.38"))
+    for ns in ("tenant-a", "tenant-b"):
+        c = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{ns}-all", "namespace": ns},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}
+                    ]
+                }
+            },
+        }
+        p = pod("p", namespace=ns, claim_name=c["metadata"]["name"])
+        placement = placer.place(p, [c])
+        other = "tenant-b" if ns == "tenant-a" else "tenant-a"
+        (finding,) = placement.findings
+        assert (
+            placement.node is None
+            and f"claim {ns}/{ns}-all, request r: asks for all devices" in finding.message
+        )
+        assert other not in finding.message and other not in finding.text()

@@ -169,12 +169,8 @@ def unschedulable_messages(
     if explanation is None:
         text = message
     else:
-        summary = getattr(explanation, "summary", None)
-        body = (
-            summary().text(nodes, hint="kdra explain POD details more")
-            if callable(summary)
-            else str(explanation)
-        )
+        render = getattr(explanation, "text", None)
+        body = render(nodes, "kdra explain POD details more") if callable(render) else str(explanation)
         text = f"{message}\n{body}"
     condition = bounded(text, CONDITION_MESSAGE_LIMIT, "\n... (truncated; kdra explain POD shows every node)")
     return condition, bounded(text, EVENT_MESSAGE_LIMIT)

@@ -188,6 +188,12 @@ class FilterPlugin(Plugin):
         signatures get equal answers on a node whose generation did not change. None = do not cache."""
         return None
 
+    def own_names(self, state: CycleState, pi: PodInfo) -> Sequence[str]:
+        """The names of the pod's own objects that this plugin's Filter texts may carry, in an order pods
+        with equal signatures share: their answers are shared with these names neutral
+        (kdra.scheduler.owntext)."""
+        return ()
+
 
 class PostFilterPlugin(Plugin):
     def post_filter(self, state: CycleState, pi: PodInfo, statuses: Mapping[str, Status]) -> PostFilterResult:

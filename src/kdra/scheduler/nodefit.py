@@ -11,11 +11,13 @@ pods already on them, in the default profile's order, stopping at the first plug
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.framework import CycleState, FilterPlugin
+from kdra.scheduler.owntext import personal
 from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, TaintToleration
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
@@ -95,16 +97,26 @@ __all__ = ["NodeFit", "node_declares_resources"]
 
 class FitFailure:
     """What the Filter phase said on every node when a pod fit nowhere. `str()` is the first device
-    explanation, as the scheduler has always reported it; `summary()` groups every node by reason
-    (kdra.allocator.summary.NodesSummary), computing the allocator's explanations only when asked."""
+    explanation, as the scheduler has always reported it; `text()` groups every node by reason
+    (kdra.allocator.summary.NodesSummary), computing the allocator's explanations only when asked.
 
-    def __init__(self, first: Any, per_node: Sequence[tuple[str, Any]]) -> None:
+    One failure is shared by the pods of a signature, its texts neutral (kdra.scheduler.owntext):
+    `for_pod(names)` is the same failure as written on one pod, in that pod's names; the grouping is
+    computed once for all of them."""
+
+    def __init__(self, first: Any, per_node: Sequence[tuple[str, Any]], names: Sequence[str] = ()) -> None:
         self.first = first
         self.per_node = list(per_node)  # (node name, framework Status) of each node that failed
-        self._summary: Any = None
+        self.names = tuple(names)  # the reader's own names for the texts' tokens
+        self._summary: list[Any] = [None]  # shared with the copies for each pod
+
+    def for_pod(self, names: Sequence[str]) -> FitFailure:
+        mine = copy.copy(self)
+        mine.names = tuple(names)
+        return mine
 
     def __str__(self) -> str:
-        return str(self.first)
+        return personal(str(self.first), self.names)
 
     def findings(self) -> list[Any]:
         from kdra.allocator.summary import NodeFinding
@@ -117,9 +129,13 @@ class FitFailure:
                 out.append(NodeFinding(node, reasons=tuple(st.reasons) or (st.plugin or "rejected",)))
         return out
 
+    def text(self, nodes: int | None, hint: str) -> str:
+        return personal(str(self.summary().text(nodes, hint=hint)), self.names)
+
     def summary(self) -> Any:
-        if self._summary is None:
+        """Every node grouped by reason, with neutral texts (`text()` is what a pod reads)."""
+        if self._summary[0] is None:
             from kdra.allocator.summary import NodesSummary
 
-            self._summary = NodesSummary(self.findings())
-        return self._summary
+            self._summary[0] = NodesSummary(self.findings())
+        return self._summary[0]

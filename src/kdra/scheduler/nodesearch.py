@@ -6,7 +6,9 @@ and node generation: pods that look alike (replicas, job workers) share answers,
 attempt only nodes whose state changed are evaluated again (SchedulerCache.changed_since); feasible nodes
 wait in a heap by score. The result is what evaluating every node every time would give (kube-scheduler
 with percentageOfNodesToScore=100), except that ties between equally scored nodes go to the first node in
-the order nodes were added (upstream picks one at random).
+the order nodes were added (upstream picks one at random). The texts of shared answers name the objects
+of whichever pod computed them; they are kept neutral and made each reader's own where they are written
+(kdra.scheduler.owntext).
 """
 
 from __future__ import annotations
@@ -17,8 +19,20 @@ from typing import Any
 
 from kdra.scheduler.cache import SchedulerCache
 from kdra.scheduler.framework import Code, CycleState, FilterPlugin, ScorePlugin, Status
+from kdra.scheduler.owntext import NeutralExplanation, OwnNames
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 from kdra.scheduler.scoring import add_weighted, best_node
+
+
+def _neutral(st: Status, own: OwnNames) -> Status:
+    """A failing answer as kept for every pod of the signature: `own`'s names made neutral."""
+    ex = st.explanation
+    return Status(
+        st.code,
+        tuple(own.neutral(r) for r in st.reasons),
+        st.plugin,
+        NeutralExplanation(ex, own) if ex is not None else None,
+    )
 
 
 class SigEntry:
@@ -87,6 +101,8 @@ class NodeSearch:
         dynamic = [p for p in active if p.needs_normalize(state, pi)]
         sig = self.signature(state, pi, active)
         nodes = self.cache.nodes
+        # Answers are shared by pods of this signature: their texts are kept neutral (kdra.scheduler.owntext).
+        own = state["_own_names"] = OwnNames([n for p in self.filters for n in p.own_names(state, pi)])
         if sig is None:
             entry = SigEntry()
             todo: Iterable[int] = range(len(nodes))
@@ -115,6 +131,8 @@ class NodeSearch:
         for idx in todo:
             ni = nodes[idx]
             st, total = self._evaluate(state, pi, ni, static)
+            if st is not None and own:
+                st = _neutral(st, own)
             results[idx] = (ni.generation, st, total)
             if st is None:
                 errors.discard(idx)

@@ -31,6 +31,7 @@ from typing import Any
 
 from kdra.allocator import FeatureGates
 from kdra.allocator._nodes import node_selector_matches
+from kdra.allocator.allocator import claim_ref
 from kdra.allocator.summary import NodeFinding
 from kdra.api.templates import generated_name, pod_uid
 from kdra.cluster.store import MemoryStore, Obj
@@ -45,6 +46,7 @@ from kdra.scheduler.dra import (
 )
 from kdra.scheduler.framework import CycleState, FilterPlugin, ScorePlugin
 from kdra.scheduler.nodefit import node_declares_resources
+from kdra.scheduler.owntext import OwnNames, personal
 from kdra.scheduler.plugins.dynamicresources import DynamicResources, extended_resource_claim
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
@@ -161,15 +163,16 @@ class Placer:
             if hit is not None and hit[0] == stamp and not (hit[2] is not None and hit[2].error):
                 finding, fit = hit[1], hit[2]
                 if fit is not None and fit.allocations is None:
-                    # The same verdict, explained with these claims (what the allocator saw, from now).
+                    # The same verdict, explained with these claims (what the allocator saw, from now)
+                    # and in their names (kdra.scheduler.owntext).
                     todo, _need, _special = self._todo(pi, ni, claims, demand, served)
-                    finding = NodeFinding(
-                        name, message=finding.message, explanation=self.dra.explain(ni.node, todo)
-                    )
+                    message = personal(OwnNames(hit[3]).neutral(finding.message), _refs(todo))
+                    finding = NodeFinding(name, message=message, explanation=self.dra.explain(ni.node, todo))
             else:
                 finding, fit = self._verdict(state, pi, ni, claims, demand, allocated, served)
                 if memo is not None:
-                    memo[name] = (stamp, finding, fit)
+                    owner = _refs(self._todo(pi, ni, claims, demand, served)[0]) if finding.message else ()
+                    memo[name] = (stamp, finding, fit, owner)
             out.findings.append(finding)
             if fit is None:
                 continue
@@ -406,6 +409,11 @@ class Placer:
 def _ref(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def _refs(claims: Sequence[Obj]) -> list[str]:
+    """The claims as the allocator's texts name them."""
+    return [claim_ref(c) for c in claims]
 
 
 def _with_uid(pod: Mapping[str, Any]) -> Obj:

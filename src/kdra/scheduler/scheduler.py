@@ -51,6 +51,7 @@ from kdra.scheduler.framework import (
     Status,
 )
 from kdra.scheduler.nodesearch import NodeSearch, SigEntry
+from kdra.scheduler.owntext import OwnNames
 from kdra.scheduler.plugins.basic import (
     NodeAffinity,
     NodeName,
@@ -474,7 +475,9 @@ class Scheduler:
             if entry.errors:
                 failed_status = statuses[min(entry.errors)][1]
                 assert failed_status is not None
-                return self._fail(pi, now, failed_status, failed_status.message, set(), None)
+                own: OwnNames = state["_own_names"]
+                message = own.personal(failed_status.message)
+                return self._fail(pi, now, failed_status, message, set(), None)
         if node is None:
             return self._unschedulable(state, pi, now, statuses)
         ni = self.cache.node_by_name[node]
@@ -697,16 +700,18 @@ class Scheduler:
                 entry.summary = (entry.version, (counts, plugins, explanation, has_error))
         plugins = set(plugins)
         n = len(self.cache.nodes)
+        own: OwnNames = state.get("_own_names") or OwnNames(())
         if has_error is not None:
-            return self._fail(pi, now, has_error, has_error.message, set(), None)
+            return self._fail(pi, now, has_error, own.personal(has_error.message), set(), None)
         for p in self._post_filter:
             p.post_filter(state, pi, {})
         # FitError.Error(): "<count> <reason>" strings sorted as strings (sortReasonsHistogram).
         reasons = ", ".join(sorted(f"{c} {r}" for r, c in counts.items()))
         msg = f"0/{n} nodes are available: {reasons}." if reasons else f"0/{n} nodes are available."
-        return self._fail(
-            pi, now, Status(Code.UNSCHEDULABLE, tuple(sorted(counts)), ""), msg, plugins, explanation
-        )
+        st = Status(Code.UNSCHEDULABLE, tuple(own.personal(r) for r in sorted(counts)), "")
+        if explanation is not None and own:
+            explanation = explanation.for_pod(own.names)
+        return self._fail(pi, now, st, own.personal(msg), plugins, explanation)
 
     def _fail(
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any

@@ -12,9 +12,10 @@ finalizer, status.allocation and reservedFor written to the store; special claim
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kdra.allocator.allocator import claim_ref
 from kdra.cluster.store import Obj, Store, clone
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
@@ -236,6 +237,17 @@ class DynamicResources(
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
         pc: _PodClaims | None = state.get(STATE_KEY)
         return pc.signature if pc is not None else None
+
+    def own_names(self, state: CycleState, pi: PodInfo) -> Sequence[str]:
+        """The claims the allocator's texts name (klog.KObj), in signature order; the extended-resource
+        claim has no name yet, so it reads `namespace/`."""
+        pc: _PodClaims | None = state.get(STATE_KEY)
+        if pc is None:
+            return ()
+        names = [claim_ref(c) for c in pc.to_allocate]
+        if pc.ext:
+            names.append(f"{pi.namespace}/")
+        return names
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
         pc: _PodClaims = state[STATE_KEY]
