@@ -23,11 +23,14 @@ from kdra.kube.partition import owner_taint
 from kdra.observe.exposition import parse_text
 from kdra.testing.controlplane import ControlPlane, free_port
 from kdra.testing.invariants import audit_events, double_allocations, wait_consistent
+from kdra.testing.wait import wait_for
 
 from .kubeutil import (
     DeviceFleet,
+    allocated_devices,
     bound_pods,
     claim_template,
+    cleanup_namespace_pods,
     create_pods,
     kdra_scheduler,
     template_pod,
@@ -193,3 +196,155 @@ def test_start_up_warns_when_owned_nodes_are_open_to_kube_scheduler(
         assert "DeviceClass no-such-class does not exist" in log, log
     finally:
         owned.delete()
+
+
+def _placed(kube: KubeClient, namespace: str, name: str, fleet: DeviceFleet, node: str, device: str) -> None:
+    """A default-scheduler pod bound to `node` (created with spec.nodeName) whose claim holds `device`,
+    written as another scheduler would."""
+    kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"{name}-dev", "namespace": namespace},
+            "spec": {
+                "devices": {"requests": [{"name": "dev", "exactly": {"deviceClassName": fleet.device_class}}]}
+            },
+        }
+    )
+    pod = kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"claims": [{"name": "dev"}]},
+                    }
+                ],
+                "resourceClaims": [{"name": "dev", "resourceClaimName": f"{name}-dev"}],
+            },
+        }
+    )
+    claim = kube.get("ResourceClaim", f"{name}-dev", namespace)
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "dev", "driver": fleet.driver, "pool": node, "device": device}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
+    }
+    kube.update(claim, subresource="status")
+
+
+def _gone(kube: KubeClient, namespace: str, name: str) -> None:
+    """Another scheduler's pod ends: deleted and its claim released."""
+    kube.delete("Pod", name, namespace, missing_ok=True)
+    kube.delete("ResourceClaim", f"{name}-dev", namespace, missing_ok=True)
+
+
+def test_a_bound_pod_whose_node_has_no_device_left_is_evicted_and_its_owner_recreates_it(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, tmp_path: Path
+) -> None:
+    """kdra's pod (of a Deployment) is bound on n0; another scheduler then writes its own pod's claim with
+    the same device and takes n0's other one. kdra deallocates its claim and finds no device left on n0: it
+    evicts the pod (a bound pod without devices never starts), its ReplicaSet recreates it, and the new pod
+    waits, explained, until n1's devices free up, then binds there. The shared device stays quarantined while
+    the other claim holds it and is released when that claim goes."""
+    fleet = DeviceFleet(kube, f"ev-{uuid.uuid4().hex[:5]}", nodes=2, devices=2, kubelet=False).create()
+    n0, n1 = fleet.node_names
+    try:
+        kube.create(claim_template("one", namespace, fleet.device_class))
+        for i in range(2):  # n1 is full for now
+            _placed(kube, namespace, f"blocker{i}", fleet, n1, f"dev-{i}")
+        pod_template = template_pod("x", namespace, "one")
+        kube.create(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "mine", "namespace": namespace},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": "mine"}},
+                    "template": {"metadata": {"labels": {"app": "mine"}}, "spec": pod_template["spec"]},
+                },
+            }
+        )
+        with kdra_scheduler(control_plane, tmp_path / "kdra.log") as proc:
+
+            def mine() -> dict[str, str]:
+                return {p: n for p, n in bound_pods(kube, namespace).items() if p.startswith("mine-")}
+
+            first = wait_for(lambda: mine(), 60, "kdra to bind the Deployment's pod", log=proc.log)
+            (victim,) = first
+            assert first[victim] == n0
+            held = next(
+                r
+                for k, d, pool, r in allocated_devices(kube, namespace)
+                if k.startswith(f"{namespace}/mine-")
+            )
+            other = "dev-1" if held == "dev-0" else "dev-0"
+            _placed(kube, namespace, "filler", fleet, n0, other)
+            _placed(kube, namespace, "theirs", fleet, n0, held)
+            wait_for(
+                lambda: victim not in {p["metadata"]["name"] for p in kube.list("Pod", namespace)},
+                60,
+                "kdra to evict its pod left without devices",
+                log=proc.log,
+            )
+            said = [
+                e["message"] for e in kube.list("Event", namespace) if e["involvedObject"]["name"] == victim
+            ]
+            assert any("found no free device on" in m and "kdra evicts it" in m for m in said), said
+            replacement = wait_for(
+                lambda: [
+                    p["metadata"]["name"]
+                    for p in kube.list("Pod", namespace)
+                    if p["metadata"]["name"].startswith("mine-") and p["metadata"]["name"] != victim
+                ],
+                60,
+                "the Deployment's ReplicaSet to recreate the pod",
+            )[0]
+            wait_for(
+                lambda: any(
+                    c["type"] == "PodScheduled" and c["status"] == "False"
+                    for c in (kube.get("Pod", replacement, namespace).get("status") or {}).get("conditions")
+                    or []
+                ),
+                60,
+                "the new pod explained while no device is free",
+                log=proc.log,
+            )
+            _gone(kube, namespace, "blocker0")
+            wait_for(lambda: mine() == {replacement: n1}, 60, "the new pod bound on n1", log=proc.log)
+            violations = wait_consistent(
+                kube, namespace, timeout=30, schedulers=("kdra", "default-scheduler")
+            )
+            assert violations == [], "\n".join(map(str, violations))
+            rules = kube.list("DeviceTaintRule", labelSelector=f"{QUARANTINE_LABEL}=kdra")
+            assert [r["spec"]["deviceSelector"] for r in rules] == [
+                {"driver": fleet.driver, "pool": n0, "device": held}
+            ], rules
+            _gone(kube, namespace, "theirs")
+            wait_for(
+                lambda: not kube.list("DeviceTaintRule", labelSelector=f"{QUARANTINE_LABEL}=kdra"),
+                30,
+                "the quarantine to end with the other claim",
+                log=proc.log,
+            )
+    finally:
+        kube.delete("Deployment", "mine", namespace, missing_ok=True)
+        for rule in kube.list("DeviceTaintRule", labelSelector=f"{QUARANTINE_LABEL}=kdra"):
+            kube.delete("DeviceTaintRule", rule["metadata"]["name"], missing_ok=True)
+        cleanup_namespace_pods(kube, namespace)
+        fleet.delete()

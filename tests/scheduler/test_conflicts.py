@@ -11,7 +11,7 @@ import pytest
 from builders import DRIVER, claim, device_class, gpu_slice, node, pod
 
 from kdra.cluster import MemoryStore, clone
-from kdra.cluster.store import NotFoundError
+from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube import conflicts as conflicts_mod
 from kdra.kube.conflicts import ConflictDetector
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
@@ -23,6 +23,16 @@ class RecordingClient:
     def __init__(self) -> None:
         self.created: list[Obj] = []
         self.deleted: list[str] = []
+        self.evicted: list[str] = []
+        self.refuse_evictions = 0  # the next N evictions are refused (429, a disruption budget)
+
+    def evict(self, namespace: str, pod: str, *, uid: str | None = None, dry_run: bool = False) -> None:
+        if self.refuse_evictions:
+            self.refuse_evictions -= 1
+            err = StoreError("Cannot evict pod as it would violate the pod's disruption budget.")
+            err.code = 429
+            raise err
+        self.evicted.append(f"{namespace}/{pod}")
 
     def list(self, kind: str, **params: str) -> list[Obj]:
         return []
@@ -204,3 +214,29 @@ def test_no_device_taint_rules_served_repairs_all_the_same(world: Any) -> None:
     allocated(s, "c-mine", alloc("gpu-0", "n1"), "mine")
     det.step()
     assert det.repaired_total == 1 and not det.quarantine_api
+
+
+def test_a_bound_pod_whose_node_has_no_device_left_is_evicted(world: Any) -> None:
+    """kdra's claim is deallocated and its node's other devices are taken: a bound pod without its devices
+    would never start, so it is evicted (its owner recreates it); a refusal (its budget) is tried again."""
+    s, det, client = world
+    two_pods(s)
+    for i, dev in ((1, "gpu-1"), (2, "gpu-2")):
+        s.create(claim(f"c-other{i}"))
+        s.create(pod(f"other{i}", claim_name=f"c-other{i}"))
+        bound(s, f"other{i}", "n1")
+        allocated(s, f"c-other{i}", alloc(dev, "n1"), f"other{i}")
+    allocated(s, "c-theirs", alloc("gpu-0", "n1"), "theirs")
+    allocated(s, "c-mine", alloc("gpu-0", "n1"), "mine")
+    client.refuse_evictions = 1
+    det.step()  # found, reported, quarantined
+    det.step()  # deallocated; no device left on n1; the eviction is refused
+    assert det.repaired_total == 1 and client.evicted == [] and "c-mine" not in [
+        c["metadata"]["name"] for c in s.list("ResourceClaim") if (c.get("status") or {}).get("allocation")
+    ]
+    said = [o["message"] for o in client.created if o.get("reason") == "ConflictNotRepaired"]
+    assert "found no free device on n1" in said[0] and "kdra evicts it" in said[0], said
+    assert "could not evict the pod (Cannot evict pod as it would violate" in said[1], said
+    det._stranded[next(iter(det._stranded))].next_try = 0.0  # the backoff has passed
+    det.step()
+    assert client.evicted == ["default/mine"] and det.evicted_total == 1 and not det._stranded

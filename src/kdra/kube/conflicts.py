@@ -18,9 +18,12 @@ count). For each new conflict it
 - repairs kdra's side while its pod is not running yet: kdra's claim is deallocated (allocation and
   reservedFor cleared in one conditional status write); a pod not bound yet is simply scheduled again;
   a pod already bound gets other devices on its node through the same DynamicResources plugin
-  (PreFilter, Filter on that node, Reserve, PreBind), or, when the node has none free, its claim stays
-  deallocated (the kubelet will not start it) until devices free up, and an Event says so. The other
-  scheduler's claim is never touched. When every claim is kdra's, the one written first (lowest
+  (PreFilter, Filter on that node, Reserve, PreBind), or, when the node has none free, it is evicted
+  (Eviction API, so its budget is respected): a bound pod whose claim is gone would never start, while
+  its owner recreates an evicted pod and the new one is scheduled wherever devices are free (a pod
+  without an owner is gone; it had not started). An eviction its budget refuses is tried again with
+  backoff, each time after looking for a free device on its node once more. The other scheduler's claim
+  is never touched. When every claim is kdra's, the one written first (lowest
   resourceVersion) or whose pod runs is kept.
 
 Releasing a device another claim still holds has a side effect on kube-scheduler (1.36): its tracker of
@@ -29,9 +32,11 @@ takes the device for free, although the other claim holds it, and gives it to it
 deallocates its claim kdra quarantines each such device: a DeviceTaintRule (NoSchedule, key
 `kdra.dev/conflict`, label `kdra.dev/quarantined-by=<scheduler name>`) keeps every scheduler from
 allocating it anew, and is deleted once no claim holds the device any more (also after a restart: kdra
-picks its rules up at start). Where the DeviceTaintRule API (resource.k8s.io/v1beta2, feature
-DRADeviceTaintRules) is not served, kdra repairs all the same and warns that kube-scheduler may hand the
-device out again until it restarts.
+picks its rules up at start). It cannot end sooner: kube-scheduler's tracker (allocateddevices.go, a set
+in 1.36 to 1.38) has lost the device for good while the other claim holds it; only that claim's release,
+or kube-scheduler's restart, makes it right again. Where the DeviceTaintRule API (resource.k8s.io/v1beta2,
+feature DRADeviceTaintRules) is not served, kdra repairs all the same and warns that kube-scheduler may
+hand the device out again until it restarts.
 
 Which side is kdra's: a claim is kdra's when a pod reserving it has kdra's schedulerName. A pod that
 runs (phase Running or later, or a container started) is never repaired: its devices may be in use;
@@ -78,6 +83,8 @@ QUARANTINE_TAINT_KEY = "kdra.dev/conflict"
 # How long a quarantine rule exists before kdra releases the device, so that kube-scheduler's informer
 # has it when it sees the release.
 QUARANTINE_SETTLE = 0.5
+# An eviction of an unrepairable pod its budget refused: tried again after this, doubling up to the cap.
+EVICTION_RETRY = (2.0, 60.0)
 
 
 def quarantine_rule_name(key: DeviceKey) -> str:
@@ -113,6 +120,20 @@ class _Held:
 
 
 @dataclass
+class _Stranded:
+    """A bound pod whose claim kdra deallocated and could not allocate again on its node: to evict."""
+
+    namespace: str
+    claim: str
+    pod: str
+    pod_uid: str
+    node: str
+    next_try: float = 0.0
+    delay: float = EVICTION_RETRY[0]
+    refused: str = ""  # the last refusal said on the pod (said once)
+
+
+@dataclass
 class ConflictDetector:
     sched: KubeScheduler
     repair: bool = True
@@ -122,11 +143,12 @@ class ConflictDetector:
     conflicts: dict[DeviceKey, frozenset[str]] = field(default_factory=dict)  # now over-allocated
     detected_total: int = 0
     repaired_total: int = 0
+    evicted_total: int = 0  # bound pods evicted because their node had no device left for them
     observers: list[Callable[[int, int, int], None]] = field(default_factory=list)
     _dirty: set[DeviceKey] = field(default_factory=set)
     _pending_repair: set[str] = field(default_factory=set)  # claim uids of kdra's side still to repair
-    # claim uid -> (namespace, claim, pod, node): deallocated, its bound pod waiting for a free device
-    _stranded: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+    # claim uid -> its bound pod, to evict (a free device on its node is looked for first)
+    _stranded: dict[str, _Stranded] = field(default_factory=dict)
     # device -> (DeviceTaintRule name, when created on the monotonic clock): kept from every scheduler
     quarantine: dict[DeviceKey, tuple[str, float]] = field(default_factory=dict)
     quarantine_api: bool = True  # False once the API server said it does not serve DeviceTaintRules
@@ -306,11 +328,16 @@ class ConflictDetector:
                 continue
             if self._repair(held.claim):
                 self._pending_repair.discard(uid)
-        for uid, (ns, cname, pname, node) in sorted(self._stranded.items()):
-            pod = self.sched.store.try_get("Pod", pname, ns)
-            claim = self.sched.store.try_get("ResourceClaim", cname, ns)
+        now = time.monotonic()
+        for uid, st in sorted(self._stranded.items()):
+            if st.next_try > now:
+                continue
+            pod = self.sched.store.try_get("Pod", st.pod, st.namespace)
+            claim = self.sched.store.try_get("ResourceClaim", st.claim, st.namespace)
             if (
                 pod is None
+                or pod["metadata"].get("uid") != st.pod_uid
+                or pod["metadata"].get("deletionTimestamp")
                 or pod_running(pod)
                 or claim is None
                 or claim["metadata"].get("uid") != uid
@@ -318,15 +345,43 @@ class ConflictDetector:
             ):
                 self._stranded.pop(uid, None)
                 continue
-            ok, got = self._reallocate(pod, node)
+            ok, got = self._reallocate(pod, st.node)
             if ok:
                 self._stranded.pop(uid, None)
                 self._event(
                     pod,
                     REPAIRED_EVENT,
-                    f"kdra allocated ResourceClaim {ns}/{cname} on {node} once devices freed up: {got}",
+                    f"kdra allocated ResourceClaim {st.namespace}/{st.claim} on {st.node} once devices "
+                    f"freed up: {got}",
                     "Normal",
                 )
+            elif self._evict(pod, st):
+                self._stranded.pop(uid, None)
+
+    def _evict(self, pod: Obj, st: _Stranded) -> bool:
+        """Evict a bound pod that cannot get devices on its node; False when refused (tried again later)."""
+        from kdra.kube.session import evict_pod
+
+        try:
+            evict_pod(self.sched.kstore.client, pod)
+        except NotFoundError:
+            return True
+        except StoreError as e:
+            why = str((e.status or {}).get("message") or e)
+            if why != st.refused:
+                st.refused = why
+                self._event(
+                    pod,
+                    NOT_REPAIRED_EVENT,
+                    f"kdra could not evict the pod ({why}); it tries again while no device frees up on "
+                    f"{st.node}",
+                    "Warning",
+                )
+            st.next_try = time.monotonic() + st.delay
+            st.delay = min(st.delay * 2, EVICTION_RETRY[1])
+            return False
+        self.evicted_total += 1
+        return True
 
     def _quarantined(self, keys: list[DeviceKey]) -> bool:
         """Quarantine `keys` (DeviceTaintRules); True once every rule has existed for QUARANTINE_SETTLE
@@ -441,19 +496,23 @@ class ConflictDetector:
             else:
                 self._drop_finalizer(claim)
                 meta = claim["metadata"]
-                self._stranded[meta["uid"]] = (
+                st = _Stranded(
                     meta.get("namespace", "default"),
                     meta["name"],
                     p["metadata"]["name"],
+                    p["metadata"].get("uid", ""),
                     node,
                 )
                 self._event(
                     p,
                     NOT_REPAIRED_EVENT,
                     f"kdra deallocated ResourceClaim {key} ({held}) and found no free device on {node} "
-                    f"({got}); the pod cannot start until one frees up (or delete it to schedule it again)",
+                    f"({got}); a pod without its devices cannot start, so kdra evicts it (its owner "
+                    "recreates it and the new pod is scheduled where devices are free)",
                     "Warning",
                 )
+                if not self._evict(p, st):
+                    self._stranded[meta["uid"]] = st
         return True
 
     def _deallocate(self, claim: Obj) -> Obj:

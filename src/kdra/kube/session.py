@@ -179,6 +179,20 @@ class KubeEvictor:
             log.info("DisruptionTarget on %s/%s: %s", ns, name, e)
 
 
+def evict_pod(client: Any, pod: Obj) -> None:
+    """Evict one pod with policy/v1 (the API server checks its PodDisruptionBudgets), or delete it where the
+    Eviction API is not allowed (403, 404, 405: forbidden to kdra or not served; a pod that is gone is not
+    found either way). Raises what refused it (a 429: its budget)."""
+    meta = pod["metadata"]
+    ns, name = meta.get("namespace") or "default", meta["name"]
+    try:
+        client.evict(ns, name, uid=meta.get("uid"))
+    except StoreError as e:
+        if e.code not in EVICTION_NOT_ALLOWED:
+            raise
+        client.delete("Pod", name, ns, missing_ok=True)
+
+
 def _reason(e: StoreError) -> str:
     msg = str((e.status or {}).get("message") or e)
     return msg
