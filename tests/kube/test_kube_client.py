@@ -4,6 +4,7 @@ conflict retry with a live re-read, stale-event filtering, the token bucket, and
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import sys
@@ -98,6 +99,18 @@ def server() -> Iterator[FakeServer]:
 
 def client_for(srv: FakeServer, **kw: Any) -> KubeClient:
     return KubeClient(KubeConfig(server=srv.url, token="t0k"), qps=0, retries=1, **kw)
+
+
+def run_async(client: KubeClient, fn: Callable[[KubeClient], Any]) -> Any:
+    """`await fn(client)` on an event loop of its own (the binder's transport, KubeClient.arequest)."""
+
+    async def go() -> Any:
+        try:
+            return await fn(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
 
 
 def node(name: str, rv: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -260,6 +273,133 @@ def test_idle_keepalive_connection_is_replaced_before_the_server_drops_it(
     c.get("Node", "a")
     assert ports[0] == ports[1]  # kept alive while busy
     assert ports[2] != ports[1]  # a fresh connection after idling
+
+
+# -- the asyncio transport (KubeClient.arequest: the binding loop's) -------------------------------------
+
+
+def test_async_transport_maps_errors_and_retries_as_the_threads_do(server: FakeServer) -> None:
+    server.routes[("PUT", "/api/v1/nodes/a")] = lambda h, q, b: h.reply(
+        409, {"kind": "Status", "reason": "Conflict", "message": "the object has been modified"}
+    )
+    server.routes[("POST", "/api/v1/nodes")] = lambda h, q, b: h.reply(
+        409, {"kind": "Status", "reason": "AlreadyExists", "message": "exists"}
+    )
+    server.routes[("GET", "/api/v1/nodes/b")] = lambda h, q, b: h.reply(503, {"kind": "Status"})
+    server.routes[("POST", "/api/v1/namespaces/ns/pods/p/binding")] = lambda h, q, b: h.reply(
+        500, {"kind": "Status", "reason": "InternalError"}
+    )
+
+    async def calls(c: KubeClient) -> list[type[BaseException]]:
+        out = []
+        for call in (
+            lambda: c.aupdate(node("a", 1)),
+            lambda: c.acreate(node("a", 0)),
+            lambda: c.aget("Node", "zzz"),
+            lambda: c.aget("Node", "b"),
+            lambda: c.abind("ns", "p", "pu", "n1"),
+        ):
+            try:
+                await call()
+            except Exception as e:
+                out.append(type(e))
+        return out
+
+    assert run_async(client_for(server), calls) == [
+        ConflictError,
+        AlreadyExistsError,
+        NotFoundError,
+        UnavailableError,
+        UnavailableError,
+    ]
+    sent = [(m, p) for m, p, _, _ in server.log]
+    assert sent.count(("GET", "/api/v1/nodes/b")) == 2  # a read is retried after a 5xx
+    assert sent.count(("POST", "/api/v1/namespaces/ns/pods/p/binding")) == 1  # a binding is not
+
+
+def test_async_transport_keeps_connections_alive_and_reads_chunked_answers(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Go's server answers large objects chunked; requests in flight at once each get a connection, and
+    the connections are used again afterwards."""
+    import kdra.kube.client as client_mod
+
+    ports: list[int] = []
+    gate = threading.Barrier(3, timeout=10)
+
+    def chunked(h: Handler, q: Any, body: Any) -> None:
+        ports.append(h.client_address[1])
+        if q.get("wait"):
+            gate.wait()  # three requests are in flight together
+        raw = json.dumps(node("a", 7, {"x": "y" * 5000})).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        for i in range(0, len(raw), 1000):
+            part = raw[i : i + 1000]
+            h.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        h.wfile.write(b"0\r\n\r\n")
+
+    server.routes[("GET", "/api/v1/nodes/a")] = chunked
+    monkeypatch.setattr(Handler, "protocol_version", "HTTP/1.1")
+    monkeypatch.setattr(client_mod, "IDLE_CONNECTION_SECONDS", 30.0)
+
+    async def calls(c: KubeClient) -> list[Any]:
+        wait = {"wait": "1"}
+        first = await asyncio.gather(*(c.arequest("GET", "/api/v1/nodes/a", params=wait) for _ in range(3)))
+        again = [await c.aget("Node", "a") for _ in range(3)]
+        return [*first, *again]
+
+    got = run_async(client_for(server), calls)
+    assert all(g["metadata"]["labels"]["x"] == "y" * 5000 for g in got)
+    assert len(set(ports[:3])) == 3  # in flight together: three connections
+    assert set(ports[3:]) <= set(ports[:3])  # then kept alive and used again
+
+
+def test_async_transport_fence_is_the_last_step_before_the_request_is_sent(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """As with the threads' transport: the credential plugin's 0.6 s come before the fence, a lease that
+    ran out meanwhile stops the write, and nothing reaches the server; reads are not fenced."""
+    server.routes[("PUT", "/api/v1/nodes/a")] = lambda h, q, body: h.reply(200, node("a", 2))
+    server.routes[("GET", "/api/v1/nodes/a")] = lambda h, q, body: h.reply(200, node("a", 2))
+    plugin = tmp_path / "slow-auth-plugin"
+    plugin.write_text(SLOW_PLUGIN.format(python=sys.executable))
+    plugin.chmod(0o755)
+    config = KubeConfig(server=server.url, exec=ExecConfig(command=str(plugin), interactive_mode="Never"))
+    c = KubeClient(config, qps=0, retries=1)
+    deadline = time.monotonic() + 0.3
+    checked: list[float] = []
+
+    def fence(method: str, path: str) -> None:
+        checked.append(time.monotonic())
+        if checked[-1] > deadline:
+            raise FencedError(f"{method} {path}: the leader lease ran out")
+
+    c.write_fence = fence
+
+    async def calls(c: KubeClient) -> tuple[str, str]:
+        with pytest.raises(FencedError):
+            await c.aupdate(node("a", 1))
+        assert [m for m, _, _, _ in server.log] == []  # nothing reached the server
+        read = await c.aget("Node", "a")
+        c.write_fence = None
+        written = await c.aupdate(node("a", 1))
+        return read["metadata"]["name"], written["metadata"]["resourceVersion"]
+
+    assert run_async(c, calls) == ("a", "2")
+    assert len(checked) == 1
+
+
+def test_async_transport_unreachable_server_is_unavailable() -> None:
+    srv = FakeServer()
+    url = srv.url
+    srv.server_close()
+    c = KubeClient(KubeConfig(server=url), qps=0, retries=1)
+    with pytest.raises(UnavailableError) as e:
+        run_async(c, lambda c: c.aget("Node", "a"))
+    assert e.value.unreachable and url in str(e.value)
 
 
 def test_unreachable_server_is_unavailable() -> None:
@@ -626,7 +766,7 @@ def test_bind_job_retries_claim_writes_on_conflict_then_binds(server: FakeServer
     stale = dict(live, metadata=dict(live["metadata"], resourceVersion="3"))  # the cache lags behind
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
     alloc = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
-    job = BindJob(PodInfo(pod), "n1", [(stale, alloc)], []).run(client_for(server))
+    job = run_async(client_for(server), BindJob(PodInfo(pod), "n1", [(stale, alloc)], []).run)
     assert not job.error, job.error
     assert puts == [("", "3"), ("", "8"), ("status", "9")]  # conflict, re-read, finalizer, then status
     assert live["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
@@ -686,7 +826,7 @@ def test_bind_job_treats_a_committed_write_that_answered_504_as_written(server: 
     answers = _claim_server(server, live, lambda body: 504)
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
     alloc = {"devices": {"results": [{"driver": "d", "pool": "n1", "device": "x", "request": "r"}]}}
-    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), alloc)], []).run(client_for(server))
+    job = run_async(client_for(server), BindJob(PodInfo(pod), "n1", [(_c1("8"), alloc)], []).run)
     assert not job.error, job.error
     # The 504 committed: a repeat of the conditional PUT (the client's own retry) only conflicts, and the
     # re-read finds the claim ours, so nothing is written again.
@@ -717,7 +857,7 @@ def test_bind_job_stops_at_a_claim_someone_else_allocated_meanwhile(server: Fake
         orig(h, q, body)
 
     server.routes[status] = meddle_then_status
-    job = BindJob(PodInfo(pod), "n1", [(_c1("8"), mine)], []).run(client_for(server))
+    job = run_async(client_for(server), BindJob(PodInfo(pod), "n1", [(_c1("8"), mine)], []).run)
     assert "allocated meanwhile by someone else (d/n2/y)" in job.error
     assert answers == [("", 200), ("status", 409)]  # re-read, decided, not written again
     assert live["status"]["allocation"] == theirs
@@ -729,5 +869,5 @@ def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:
     from kdra.scheduler.podinfo import PodInfo
 
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
-    job = BindJob(PodInfo(pod), "n1", [], []).run(client_for(server))  # 404 on pods/binding
+    job = run_async(client_for(server), BindJob(PodInfo(pod), "n1", [], []).run)  # 404 on pods/binding
     assert job.gone and job.error

@@ -106,9 +106,9 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--bind-workers",
         type=int,
-        default=16,
+        default=128,
         metavar="N",
-        help="binding cycles run on N threads while the loop schedules on (0: bind in the loop; default 16)",
+        help="binding cycles in flight at once, beside the loop (0: bind in the loop; default 128)",
     )
     s.add_argument(
         "--owned-nodes",

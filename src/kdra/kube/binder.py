@@ -2,12 +2,15 @@
 
 What changes from the in-memory binder:
 - the claims' writes (finalizer, then status.allocation and reservedFor, each conditional on the
-  resourceVersion and retried on conflict) and pods/binding run on worker threads as a `BindJob`
-  (kdra.kube.bindjob) while the loop schedules the next pods; the loop applies what finished
-  (`finish_binds`): written claims into the cache, a failure back to the scheduler (`bind_failed`);
+  resourceVersion and retried on conflict) and pods/binding run as a `BindJob` (kdra.kube.bindjob), a
+  coroutine on the binder's event loop (kdra.kube.bindloop; at most `bind_workers` at once), while the
+  loop schedules the next pods; the loop applies what finished (`finish_binds`): written claims into the
+  cache, a failure back to the scheduler (`bind_failed`);
 - without workers (`bind_workers=0`), and for a pod with an extended-resource claim (created in PreBind),
   PreBind runs in the loop and API errors become an error status; the bind goes through pods/binding,
   retried while the API server is unreachable; the API server sets PodScheduled=True;
+- the Scheduled Event is posted once the pod is bound, off the binding's path (kdra.kube.bindloop's
+  EventPoster, as kube-scheduler's event broadcaster);
 - the binds a session commits together (a BindGroup) are one unit: a gang one two-phase `GroupBindJob`;
   binds whose devices other claims still hold in the API (an evicted victim's, until it terminates) are
   parked, assumed and nominated, until those claims are gone;
@@ -18,12 +21,10 @@ What changes from the in-memory binder:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,6 +36,7 @@ from kdra.cluster.store import (
     WatchEvent,
 )
 from kdra.kube.bindjob import BindJob, GroupBindJob
+from kdra.kube.bindloop import BindLoop
 from kdra.kube.client import FencedError, UnavailableError
 from kdra.kube.events import now_rfc3339, pod_event
 from kdra.kube.explain import unschedulable_messages
@@ -98,7 +100,7 @@ class KubeBinder:
         *,
         scheduler_name: str,
         identity: str,
-        bind_workers: int = 16,
+        bind_workers: int = 128,
         bind_timeout: float = 60.0,
     ) -> None:
         self.kstore = store
@@ -109,9 +111,8 @@ class KubeBinder:
         self.bind_workers = bind_workers
         self.inflight: dict[str, BindJob] = {}
         self._done: queue.Queue[BindJob | GroupBindJob] = queue.Queue()
-        self._pool = ThreadPoolExecutor(bind_workers, "kdra-bind") if bind_workers else None
-        # A gang's members write and bind side by side here (not on _pool, where their GroupBindJob runs).
-        self._member_pool = ThreadPoolExecutor(bind_workers, "kdra-bind-member") if bind_workers else None
+        # Binding cycles (a gang's too, without workers: the scheduling loop waits for it) and Events.
+        self._loop = BindLoop(store.client, bind_workers)
         self.max_inflight = 4 * max(1, bind_workers)
         self.bind_failures = 0
         self.bind_timeout = bind_timeout
@@ -195,7 +196,7 @@ class KubeBinder:
     ) -> None:
         if self.stopped:
             raise BindFailed(f"binding {pi.key}: this scheduler no longer leads")
-        if deferred is not None and (self._pool is not None or group is not None):
+        if deferred is not None and (self.bind_workers or group is not None):
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
             job.scheduled_event = pod_event(
                 pi.pod,
@@ -222,17 +223,16 @@ class KubeBinder:
             try:
                 self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
                 self._event_text.pop(pi.uid, None)
-                with contextlib.suppress(StoreError):
-                    self.kstore.client.create(
-                        pod_event(
-                            pi.pod,
-                            "Scheduled",
-                            self._scheduled_message(sched, pi, node),
-                            "Normal",
-                            self.scheduler_name,
-                            self.identity,
-                        )
+                self._loop.events.post(
+                    pod_event(
+                        pi.pod,
+                        "Scheduled",
+                        self._scheduled_message(sched, pi, node),
+                        "Normal",
+                        self.scheduler_name,
+                        self.identity,
                     )
+                )
                 return
             except NotFoundError:
                 raise BindFailed(f"pod {pi.key} is gone") from None
@@ -267,9 +267,7 @@ class KubeBinder:
                 job.error = f"binding cancelled: {group.cancelled}"
                 self._finish_one(sched, job, time.time())
             return
-        unit: BindJob | GroupBindJob = (
-            jobs[0] if len(jobs) == 1 else GroupBindJob(jobs, pool=self._member_pool)
-        )
+        unit: BindJob | GroupBindJob = jobs[0] if len(jobs) == 1 else GroupBindJob(jobs)
         if len(jobs) > 1:
             self.group_binds += 1
         waits = self.holds.held_elsewhere(sched, jobs)
@@ -370,24 +368,33 @@ class KubeBinder:
 
     # -- binding cycles --------------------------------------------------------------------------------
     def _submit(self, unit: BindJob | GroupBindJob) -> None:
-        """Run a binding cycle (a gang's: one job for all members) on the pool, or here without one.
-        BindFailed when the pool was shut down (stop, from another thread)."""
-        done = self._done
-        if self._pool is None:
-            done.put(unit.run(self.kstore.client))
-            return
+        """Start a binding cycle (a gang's: one job for all members) on the binding loop; without workers,
+        wait for it here. BindFailed once this scheduler stopped leading (stop, from another thread)."""
+        if self.stopped:
+            raise BindFailed("binding: this scheduler no longer leads")
         try:
-            fut = self._pool.submit(unit.run, self.kstore.client)
+            fut = self._loop.submit(self._cycle(unit))
         except RuntimeError:
             raise BindFailed("binding: this scheduler no longer leads") from None
+        if not self.bind_workers:
+            fut.result()
 
-        def report(f: Any, unit: BindJob | GroupBindJob = unit) -> None:
-            if f.cancelled():  # never ran (stop): nothing was written
-                for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
-                    job.error = job.error or "binding cycle cancelled: this scheduler no longer leads"
-            done.put(unit)
-
-        fut.add_done_callback(report)
+    async def _cycle(self, unit: BindJob | GroupBindJob) -> None:
+        """One binding cycle, once a slot is free; its outcome to `finish_binds`, then its Scheduled
+        Events to the poster. Cycles that had not started when leadership ended never do."""
+        jobs = unit.jobs if isinstance(unit, GroupBindJob) else [unit]
+        try:
+            async with self._loop.slots:
+                if self.stopped:  # nothing was written
+                    for job in jobs:
+                        job.error = job.error or "binding cycle cancelled: this scheduler no longer leads"
+                else:
+                    await unit.run(self.kstore.client)
+        finally:
+            self._done.put(unit)
+        for job in jobs:
+            if not job.error and job.scheduled_event is not None:
+                self._loop.events.post(job.scheduled_event)
 
     def _submit_or_fail(self, sched: Scheduler, unit: BindJob | GroupBindJob, jobs: list[BindJob]) -> None:
         try:
@@ -462,14 +469,8 @@ class KubeBinder:
         nothing more is bound. Cycles already running are stopped by the client's write fence at their
         next write (kdra.kube.leader)."""
         self.stopped = True
-        for pool in (self._pool, self._member_pool):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self, sched: Scheduler, wait: bool = True) -> None:
-        """Let running binding cycles finish."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait)  # group jobs finish first: they wait on the member pool
-            self.finish_binds(sched, time.time())
-        if self._member_pool is not None:
-            self._member_pool.shutdown(wait=wait)
+        """Let running binding cycles finish (and post their Events)."""
+        self._loop.close(wait)
+        self.finish_binds(sched, time.time())

@@ -2,10 +2,12 @@
 
 After Reserve the scheduler has decided: the devices are assumed in use and the pod assumed on its node.
 What is left is API round trips (the claims' delete-protection finalizer, their status.allocation and
-reservedFor, then pods/binding), which `BindJob.run` does on a worker thread with the client alone (no
-store, no cache), so the loop can schedule the next pods meanwhile. The loop applies the outcome: the
-written claims go into the cache; a failure un-assumes the claims that were not written and the pod,
-and the pod is tried again.
+reservedFor, then pods/binding), which `BindJob.run` does as a coroutine on the binder's event loop
+with the client alone (no store, no cache; KubeClient.arequest), so the loop can schedule the next pods
+meanwhile and many binding cycles wait on the API server at once without a thread each. The Scheduled
+Event is not part of it: the binder posts it afterwards, off the critical path (kdra.kube.binder). The
+loop applies the outcome: the written claims go into the cache; a failure un-assumes the claims that were
+not written and the pod, and the pod is tried again.
 
 A gang binds as one `GroupBindJob`, in two phases, because the API has no transactions: first every
 member's claims are written (allocation and reservedFor: from then on the devices are held in the API for
@@ -18,9 +20,8 @@ whole once it has run below its minimum for the stale-gang grace period (kdra.sc
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import time
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,23 +41,23 @@ class BindJob:
     written: list[Obj] = field(default_factory=list)
     error: str = ""
     gone: bool = False  # the pod no longer exists or is bound elsewhere: do not retry it
-    scheduled_event: Obj | None = None  # posted after binding (kube-scheduler's "Scheduled" Event)
+    scheduled_event: Obj | None = None  # posted by the binder once bound (kube-scheduler's "Scheduled")
     allocated_uids: set[str] = field(default_factory=set)  # claims this job allocated (not only reserved)
     finalized: list[Obj] = field(default_factory=list)  # claims it put the delete-protection finalizer on
     rolled_back: bool = False
 
-    def run(self, client: KubeClient) -> BindJob:
-        if self.write_claims(client):
-            self.bind_pod(client)
+    async def run(self, client: KubeClient) -> BindJob:
+        if await self.write_claims(client):
+            await self.bind_pod(client)
         return self
 
     @property
     def ref(self) -> dict[str, str]:
         return {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
 
-    def _guard(self, step: Any) -> bool:
+    async def _guard(self, step: Any) -> bool:
         try:
-            step()
+            await step()
         except NotFoundError as e:
             self.error, self.gone = str(e), True
         except StoreError as e:
@@ -65,31 +66,24 @@ class BindJob:
             self.error = f"{type(e).__name__}: {e}"
         return not self.error
 
-    def write_claims(self, client: KubeClient) -> bool:
+    async def write_claims(self, client: KubeClient) -> bool:
         """Phase one: the claims' finalizer, allocation and reservedFor. False (and `error`) on failure."""
         ref = self.ref
 
-        def step() -> None:
+        async def step() -> None:
             for claim, alloc in self.allocate:
                 self.allocated_uids.add(claim["metadata"].get("uid", ""))
-                self.written.append(self._allocate(client, claim, alloc, ref))
+                self.written.append(await self._allocate(client, claim, alloc, ref))
             for claim in self.reserve:
-                self.written.append(self._reserve(client, claim, ref))
+                self.written.append(await self._reserve(client, claim, ref))
 
-        return self._guard(step)
+        return await self._guard(step)
 
-    def bind_pod(self, client: KubeClient) -> bool:
-        """Phase two: pods/binding, then the Scheduled Event."""
+    async def bind_pod(self, client: KubeClient) -> bool:
+        """Phase two: pods/binding."""
+        return await self._guard(lambda: self._bind(client))
 
-        def step() -> None:
-            self._bind(client)
-            if self.scheduled_event is not None and not self.error:
-                with contextlib.suppress(StoreError):  # an Event is best effort
-                    client.create(self.scheduled_event)
-
-        return self._guard(step)
-
-    def rollback(self, client: KubeClient) -> None:
+    async def rollback(self, client: KubeClient) -> None:
         """Undo phase one: take the pod out of the claims it reserved, deallocate those it allocated and
         nobody else reserves, and drop their delete-protection finalizer. `written` then holds the claims
         as left (for the cache). Best effort: a claim that cannot be rolled back stays reserved for a pod
@@ -102,7 +96,7 @@ class BindJob:
             meta = claim["metadata"]
             mine = meta.get("uid", "") in self.allocated_uids
 
-            def status(cur: Obj, mine: bool = mine) -> Obj | None:
+            async def status(cur: Obj, mine: bool = mine) -> Obj | None:
                 st = dict(cur.get("status") or {})
                 rf = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
                 if len(rf) == len(st.get("reservedFor") or []):
@@ -114,28 +108,28 @@ class BindJob:
                     if mine:
                         st.pop("allocation", None)
                 upd["status"] = st
-                return client.update(
+                return await client.aupdate(
                     dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status"
                 )
 
-            def finalizer(cur: Obj) -> Obj | None:
+            async def finalizer(cur: Obj) -> Obj | None:
                 fins = cur["metadata"].get("finalizers") or []
                 if (cur.get("status") or {}).get("allocation") or DELETE_PROTECTION_FINALIZER not in fins:
                     return None
                 upd = copy_for_update(cur)
                 upd["metadata"]["finalizers"] = [f for f in fins if f != DELETE_PROTECTION_FINALIZER]
-                return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
+                return await client.aupdate(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
 
             try:
-                cur = self._retry(client, claim, status)
-                out.append(self._retry(client, cur, finalizer))
+                cur = await self._retry(client, claim, status)
+                out.append(await self._retry(client, cur, finalizer))
             except StoreError:
                 out.append(claim)
         self.written = out
         self.rolled_back = True
 
     @staticmethod
-    def _retry(client: KubeClient, claim: Obj, write: Any) -> Obj:
+    async def _retry(client: KubeClient, claim: Obj, write: Any) -> Obj:
         """write(current) -> new object, or None when nothing needs writing. A conflict re-reads the claim
         and decides again; so does a write whose outcome is unknown (503/504, a broken connection): it
         may have committed, and the re-read tells (every write here is conditional on the
@@ -144,7 +138,7 @@ class BindJob:
         unknown = 0
         for attempt in range(8):
             try:
-                out = write(cur)
+                out = await write(cur)
                 return cur if out is None else out
             except ConflictError:
                 if attempt == 7:
@@ -153,53 +147,55 @@ class BindJob:
                 unknown += 1
                 if unknown > 3 or attempt == 7:
                     raise
-                time.sleep(0.2 * 2**unknown)
+                await asyncio.sleep(0.2 * 2**unknown)
             meta = claim["metadata"]
-            cur = client.get("ResourceClaim", meta["name"], meta.get("namespace"))
+            cur = await client.aget("ResourceClaim", meta["name"], meta.get("namespace"))
         raise AssertionError("unreachable")
 
-    def _allocate(self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str]) -> Obj:
-        return self._write_claim(client, claim, alloc, ref, allocate=True)
+    async def _allocate(self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str]) -> Obj:
+        return await self._write_claim(client, claim, alloc, ref, allocate=True)
 
-    def _reserve(self, client: KubeClient, claim: Obj, ref: dict[str, str]) -> Obj:
+    async def _reserve(self, client: KubeClient, claim: Obj, ref: dict[str, str]) -> Obj:
         alloc = (claim.get("status") or {}).get("allocation") or {}
-        return self._write_claim(client, claim, alloc, ref, allocate=False)
+        return await self._write_claim(client, claim, alloc, ref, allocate=False)
 
-    def _write_claim(
+    async def _write_claim(
         self, client: KubeClient, claim: Obj, alloc: Obj, ref: dict[str, str], *, allocate: bool
     ) -> Obj:
         """The finalizer (when allocating), then status; after every (re-)read the claim is checked
         (claim_status_for_pod), as the loop's PreBind does: ours already is left alone, someone else's
         change fails the binding cycle (ClaimChangedError) and the pod is retried."""
 
-        def finalizer(cur: Obj) -> Obj | None:
+        async def finalizer(cur: Obj) -> Obj | None:
             if claim_status_for_pod(cur, ref, alloc, allocate=allocate) is None:
                 return None
             if not allocate or DELETE_PROTECTION_FINALIZER in (cur["metadata"].get("finalizers") or []):
                 return None
             upd = copy_for_update(cur)
             upd["metadata"].setdefault("finalizers", []).append(DELETE_PROTECTION_FINALIZER)
-            return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
+            return await client.aupdate(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"))
 
-        cur = self._retry(client, claim, finalizer)
+        cur = await self._retry(client, claim, finalizer)
         self.finalized.append(cur)  # rolled back too if the status write below fails
 
-        def status(cur: Obj) -> Obj | None:
+        async def status(cur: Obj) -> Obj | None:
             new_st = claim_status_for_pod(cur, ref, alloc, allocate=allocate)
             if new_st is None:
                 return None
             upd = copy_for_update(cur)
             upd["status"] = new_st
-            return client.update(dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status")
+            return await client.aupdate(
+                dict(upd, kind="ResourceClaim", apiVersion="resource.k8s.io/v1"), "status"
+            )
 
-        return self._retry(client, cur, status)
+        return await self._retry(client, cur, status)
 
-    def _bind(self, client: KubeClient) -> None:
+    async def _bind(self, client: KubeClient) -> None:
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
         while True:
             try:
-                client.bind(self.pi.namespace, self.pi.name, self.pi.uid, self.node)
+                await client.abind(self.pi.namespace, self.pi.name, self.pi.uid, self.node)
                 return
             except ConflictError as e:  # already bound, or another pod of that name
                 self.error, self.gone = f"binding {self.pi.key}: {e}", True
@@ -207,37 +203,34 @@ class BindJob:
             except UnavailableError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(delay)
+                await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
 
 @dataclass
 class GroupBindJob:
-    """The binding cycles of a gang's members, in two phases (see the module docstring). With `pool`, the
-    members' writes of each phase run side by side (a gang of 16 would otherwise pay 64 round trips in
-    a row); the phases themselves stay in order."""
+    """The binding cycles of a gang's members, in two phases (see the module docstring). The members'
+    writes of each phase run side by side (a gang of 16 would otherwise pay 48 round trips in a row);
+    the phases themselves stay in order."""
 
     jobs: list[BindJob]
     error: str = ""  # phase one failed: nothing is bound, what was written is rolled back
-    pool: Executor | None = None  # for the members' writes; never the pool this job runs on
 
-    def _each(self, step: Any) -> list[Any]:
-        if self.pool is None or len(self.jobs) == 1:
-            return [step(job) for job in self.jobs]
-        return list(self.pool.map(step, self.jobs))
+    async def _each(self, step: Any) -> list[Any]:
+        return list(await asyncio.gather(*(step(job) for job in self.jobs)))
 
-    def run(self, client: KubeClient) -> GroupBindJob:
+    async def run(self, client: KubeClient) -> GroupBindJob:
         try:
-            written = self._each(lambda job: job.write_claims(client))
+            written = await self._each(lambda job: job.write_claims(client))
             failed = next((job for job, ok in zip(self.jobs, written, strict=True) if not ok), None)
             if failed is not None:
                 self.error = f"member {failed.pi.key}: {failed.error}"
-                self._each(lambda job: job.rollback(client))
+                await self._each(lambda job: job.rollback(client))
                 for job in self.jobs:
                     if not job.error:
                         job.error = f"gang binding rolled back: {self.error}"
                 return self
-            self._each(lambda job: job.bind_pod(client))
+            await self._each(lambda job: job.bind_pod(client))
         except Exception as e:  # a worker must always report back
             self.error = f"{type(e).__name__}: {e}"
             for job in self.jobs:

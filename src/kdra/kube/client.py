@@ -28,6 +28,7 @@ writes thousands of objects pays one TLS handshake, not thousands.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import contextlib
 import functools
@@ -42,6 +43,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -425,6 +427,76 @@ def _proxy_for(config: KubeConfig, scheme: str, host: str) -> tuple[str, int, di
     return (p.hostname or "", p.port or 80, headers)
 
 
+class _AsyncConnection:
+    """One keep-alive HTTP/1.1 connection of an event loop's pool (KubeClient.arequest)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, generation: int) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.generation = generation  # of the credentials it was made with (a client certificate)
+        self.used_at = time.monotonic()
+
+    def dead(self) -> bool:
+        """The server closed it (or it failed) while it sat idle."""
+        return self.writer.is_closing() or self.reader.at_eof()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+def _host_header(host: str, port: int, default: int | None) -> str:
+    h = f"[{host}]" if ":" in host else host
+    return h if port == default else f"{h}:{port}"
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[str, int, dict[str, str]]:
+    """An HTTP response's status line and headers (names lower-cased)."""
+    line = await reader.readline()
+    if not line:
+        raise http.client.RemoteDisconnected("Remote end closed connection without response")
+    parts = line.decode("latin-1").split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise http.client.BadStatusLine(line.decode("latin-1").strip())
+    headers: dict[str, str] = {}
+    while True:
+        h = await reader.readline()
+        if not h:
+            raise http.client.IncompleteRead(b"")
+        if h in (b"\r\n", b"\n"):
+            return parts[0], int(parts[1]), headers
+        name, _, value = h.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+
+
+async def _read_response(
+    reader: asyncio.StreamReader, method: str
+) -> tuple[int, dict[str, str], bytes, bool]:
+    """(status, headers, body, whether the connection may be used again): Content-Length, chunked or
+    up to the end of the connection, as http.client reads them."""
+    version, code, headers = await _read_head(reader)
+    while 100 <= code < 200:  # 100 Continue and the like precede the answer
+        version, code, headers = await _read_head(reader)
+    conn_hdr = headers.get("connection", "").lower()
+    keep = conn_hdr != "close" if version == "HTTP/1.1" else "keep-alive" in conn_hdr
+    if method == "HEAD" or code in (204, 304):
+        return code, headers, b"", keep
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        parts: list[bytes] = []
+        while True:
+            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"x", 16)
+            if size == 0:
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return code, headers, b"".join(parts), keep
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+    length = headers.get("content-length")
+    if length is not None:
+        return code, headers, await reader.readexactly(int(length)), keep
+    return code, headers, await reader.read(), False
+
+
 class KubeClient:
     """REST client for one API server. Thread-safe: each thread keeps its own keep-alive connection."""
 
@@ -458,6 +530,11 @@ class KubeClient:
         self._ssl_generation = -1
         self._ssl_lock = threading.Lock()
         self._local = threading.local()
+        # arequest's kept-alive connections, per event loop.
+        self._async_pools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, builtins.list[_AsyncConnection]
+        ]
+        self._async_pools = weakref.WeakKeyDictionary()
         self.requests = 0  # counted, for benchmarks
         self.writes = 0  # of which writes (attempts sent)
         self.retried = 0  # requests sent again after a connection failure or a retryable status
@@ -652,23 +729,10 @@ class KubeClient:
             except (OSError, http.client.HTTPException) as e:
                 self._close(conn, own)
                 attempt += 1
-                sent = phase == "response"
-                request_log.debug("%s %s failed (%s, %s): %s", method, url, phase, type(e).__name__, e)
-                if phase == "connect" and time.monotonic() >= connect_deadline - 0.01:
-                    raise self.unreachable(f"{method} {path}", e) from None
-                if attempt <= self.retries and (not sent or safe):
-                    self.retried += 1
-                    if not (reused and phase != "connect"):  # a stale keep-alive: at once
-                        time.sleep(min(2.0, 0.1 * 2**attempt, max(0.0, connect_deadline - time.monotonic())))
-                    continue
-                if phase == "connect":
-                    raise self.unreachable(f"{method} {path}", e) from None
-                failed = UnavailableError(
-                    f"{method} {path}: {type(e).__name__}: {e}"
-                    + (" (sent before the connection failed: it may have been applied)" if sent else "")
+                time.sleep(
+                    self._after_failure(method, path, url, phase, e, attempt, safe, reused, connect_deadline)
                 )
-                failed.maybe_applied = sent
-                raise failed from None
+                continue
             if own:
                 conn.close()
             else:
@@ -678,28 +742,237 @@ class KubeClient:
                 if resp.status == 401 and not refreshed and self._unauthorized(token):
                     refreshed = True  # the token file rotated, or the exec plugin gave a new credential
                     continue
-                try:
-                    status = json.loads(raw)
-                except ValueError:
-                    status = {"message": raw.decode(errors="replace")[:500]}
-                err = _error_for(resp.status, status if isinstance(status, dict) else {}, method, path)
-                retry_after = resp.getheader("Retry-After")
-                if (resp.status == 429 and retry_429) or (resp.status >= 500 and (safe or retry_after)):
-                    attempt += 1
-                    if attempt <= self.retries:
-                        self.retried += 1
-                        delay = float(retry_after) if retry_after and retry_after.isdigit() else 0.2 * attempt
-                        time.sleep(min(delay, 5.0))
-                        continue
-                if resp.status == 401:
-                    err.args = (f"{err.args[0]} ({self.config.describe()}: the credentials were refused)",)
-                raise err
-            if not raw:
-                return None
+                attempt += 1
+                delay = self._after_error_status(
+                    method, path, resp.status, raw, resp.getheader("Retry-After"), attempt, safe, retry_429
+                )
+                time.sleep(delay)
+                continue
+            return _decoded(raw)
+
+    # -- the asyncio transport -------------------------------------------------------------------------
+    async def arequest(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        retry_429: bool = True,
+    ) -> Any:
+        """`request` for coroutines on an asyncio event loop (the binder's): many requests in flight on
+        one thread, each on a keep-alive connection of that loop's own pool (HTTP/1.1, as the threads'),
+        with the same rate limit, credentials, write fence (checked immediately before the request's
+        bytes are handed to the socket, in the same step), retries and errors."""
+        url = self.prefix + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        ctype = content_type if data is not None else None
+        safe = replayable(method, body, ctype)
+        attempt = 0
+        refreshed = False
+        connect_deadline = time.monotonic() + self.connect_timeout
+        pool = self._async_pool()
+        while True:
+            delay = self.limiter.wait_time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            headers, token = self._headers(ctype)
+            self.requests += 1
+            if method != "GET":
+                self.writes += 1
+            t0 = time.monotonic()
+            conn, reused = self._async_pooled(pool)
+            fence = self.write_fence if method != "GET" else None
+            phase = "connect"
             try:
-                return json.loads(raw)
-            except ValueError:
-                return raw.decode(errors="replace")
+                if conn is None:
+                    conn = await self._async_connect(connect_deadline)
+                phase = "send"
+                out = self._request_bytes(method, url, headers, data)
+                if fence is not None:
+                    fence(method, path)
+                conn.writer.write(out)
+                phase = "response"
+                code, resp_headers, raw, keep = await asyncio.wait_for(
+                    _read_response(conn.reader, method), self.timeout
+                )
+            except FencedError:
+                if conn is not None:
+                    pool.append(conn)  # nothing of the request was sent
+                raise
+            except ssl.SSLCertVerificationError as e:
+                raise UnavailableError(
+                    f"{method} {path}: the API server's certificate is not trusted "
+                    f"({e.verify_message}; {self.config.describe()})"
+                ) from None
+            except (OSError, http.client.HTTPException, EOFError, ValueError) as e:
+                if conn is not None:
+                    conn.close()
+                attempt += 1
+                await asyncio.sleep(
+                    self._after_failure(method, path, url, phase, e, attempt, safe, reused, connect_deadline)
+                )
+                continue
+            except BaseException:  # cancelled mid-request: the connection's state is unknown
+                if conn is not None:
+                    conn.close()
+                raise
+            if keep:
+                conn.used_at = time.monotonic()
+                pool.append(conn)
+            else:
+                conn.close()
+            request_log.debug("%s %s %d %.0fms", method, url, code, (time.monotonic() - t0) * 1000)
+            if code >= 400:
+                if code == 401 and not refreshed and self._unauthorized(token):
+                    refreshed = True
+                    continue
+                attempt += 1
+                delay = self._after_error_status(
+                    method, path, code, raw, resp_headers.get("retry-after"), attempt, safe, retry_429
+                )
+                await asyncio.sleep(delay)
+                continue
+            return _decoded(raw)
+
+    def _async_pool(self) -> builtins.list[_AsyncConnection]:
+        """The running event loop's idle connections (a loop's connections are used on it alone)."""
+        loop = asyncio.get_running_loop()
+        with self._ssl_lock:
+            pool = self._async_pools.get(loop)
+            if pool is None:
+                pool = self._async_pools[loop] = []
+        return pool
+
+    def _async_pooled(self, pool: builtins.list[_AsyncConnection]) -> tuple[_AsyncConnection | None, bool]:
+        """A kept-alive connection of the loop's pool (most recently used first) and whether one was
+        found; closed, long idle or older-credential connections are dropped, as `_pooled` does."""
+        idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
+        while pool:
+            conn = pool.pop()
+            if (
+                conn.dead()
+                or time.monotonic() - conn.used_at > idle
+                or conn.generation != self.credentials.generation
+            ):
+                self.stale_connections += 1
+                conn.close()
+                continue
+            return conn, True
+        return None, False
+
+    async def _async_connect(self, deadline: float) -> _AsyncConnection:
+        """TCP (through the proxy's CONNECT tunnel when there is one) and TLS, within the connection
+        timeout that is left."""
+        ctx = self._ssl_context() if self.scheme == "https" else None
+        server_hostname = (self.config.tls_server_name or self.host) if ctx is not None else None
+        proxy = self._proxy
+        generation = self.credentials.generation
+
+        async def open_() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            if proxy is None:
+                return await asyncio.open_connection(
+                    self.host, self.port, ssl=ctx, server_hostname=server_hostname
+                )
+            reader, writer = await asyncio.open_connection(proxy[0], proxy[1])
+            try:
+                target = _host_header(self.host, self.port, None)
+                head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+                head += "".join(f"{k}: {v}\r\n" for k, v in proxy[2].items()) + "\r\n"
+                writer.write(head.encode("latin-1"))
+                _version, code, _headers = await _read_head(reader)
+                if code != 200:
+                    raise OSError(f"Tunnel connection failed: {code}")
+                if ctx is not None:
+                    await writer.start_tls(ctx, server_hostname=server_hostname)
+            except BaseException:
+                writer.close()
+                raise
+            return reader, writer
+
+        reader, writer = await asyncio.wait_for(open_(), max(0.05, deadline - time.monotonic()))
+        return _AsyncConnection(reader, writer, generation)
+
+    def _request_bytes(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> bytes:
+        """The whole request, head and body, as http.client would send it."""
+        default = 443 if self.scheme == "https" else 80
+        lines = [f"{method} {url} HTTP/1.1", f"Host: {_host_header(self.host, self.port, default)}"]
+        lines.append("Accept-Encoding: identity")
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if data is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(data or b'')}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (data or b"")
+
+    async def aclose(self) -> None:
+        """Close the running loop's kept-alive connections (before the loop itself is closed)."""
+        loop = asyncio.get_running_loop()
+        with self._ssl_lock:
+            pool = self._async_pools.pop(loop, [])
+        for conn in pool:
+            conn.close()
+
+    # The rules both transports (the threads' and the binding loop's, arequest) follow after an attempt.
+    def _after_failure(
+        self,
+        method: str,
+        path: str,
+        url: str,
+        phase: str,
+        exc: BaseException,
+        attempt: int,
+        safe: bool,
+        reused: bool,
+        connect_deadline: float,
+    ) -> float:
+        """A request failed at `phase` (connect, send, response) with `exc`: how long to wait before the
+        next attempt, or raise (UnavailableError, `maybe_applied` when it was sent)."""
+        sent = phase == "response"
+        request_log.debug("%s %s failed (%s, %s): %s", method, url, phase, type(exc).__name__, exc)
+        if phase == "connect" and time.monotonic() >= connect_deadline - 0.01:
+            raise self.unreachable(f"{method} {path}", exc) from None
+        if attempt <= self.retries and (not sent or safe):
+            self.retried += 1
+            if reused and phase != "connect":  # a stale keep-alive: at once
+                return 0.0
+            return min(2.0, 0.1 * 2**attempt, max(0.0, connect_deadline - time.monotonic()))
+        if phase == "connect":
+            raise self.unreachable(f"{method} {path}", exc) from None
+        failed = UnavailableError(
+            f"{method} {path}: {type(exc).__name__}: {exc}"
+            + (" (sent before the connection failed: it may have been applied)" if sent else "")
+        )
+        failed.maybe_applied = sent
+        raise failed from None
+
+    def _after_error_status(
+        self,
+        method: str,
+        path: str,
+        code: int,
+        raw: bytes,
+        retry_after: str | None,
+        attempt: int,
+        safe: bool,
+        retry_429: bool,
+    ) -> float:
+        """The API server answered `code` >= 400 (a 401 after its one refresh): how long to wait before
+        the next attempt (429; 5xx when replayable or with Retry-After), or raise the store's error."""
+        try:
+            status = json.loads(raw)
+        except ValueError:
+            status = {"message": raw.decode(errors="replace")[:500]}
+        err = _error_for(code, status if isinstance(status, dict) else {}, method, path)
+        retryable = (code == 429 and retry_429) or (code >= 500 and (safe or retry_after))
+        if retryable and attempt <= self.retries:
+            self.retried += 1
+            delay = float(retry_after) if retry_after and retry_after.isdigit() else 0.2 * attempt
+            return min(delay, 5.0)
+        if code == 401:
+            err.args = (f"{err.args[0]} ({self.config.describe()}: the credentials were refused)",)
+        raise err
 
     def _close(self, conn: _HTTPConnection, own: bool) -> None:
         if own:
@@ -711,6 +984,11 @@ class KubeClient:
     # -- objects ---------------------------------------------------------------------------------------
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
         result: Obj = self.request("GET", resource_path(kind, namespace, name))
+        result.setdefault("kind", kind)
+        return result
+
+    async def aget(self, kind: str, name: str, namespace: str | None = None) -> Obj:
+        result: Obj = await self.arequest("GET", resource_path(kind, namespace, name))
         result.setdefault("kind", kind)
         return result
 
@@ -754,19 +1032,27 @@ class KubeClient:
         return self.list_with_version(kind, namespace, page_size=500, **params)[0]
 
     def create(self, obj: Obj, namespace: str | None = None) -> Obj:
+        result: Obj = self.request("POST", self._create_path(obj, namespace), obj)
+        return result
+
+    async def acreate(self, obj: Obj, namespace: str | None = None) -> Obj:
+        result: Obj = await self.arequest("POST", self._create_path(obj, namespace), obj)
+        return result
+
+    def _create_path(self, obj: Obj, namespace: str | None) -> str:
         kind = obj["kind"]
         ns = namespace or (obj.get("metadata") or {}).get("namespace")
         if is_namespaced(kind) and not ns:
             ns = self.config.namespace
-        result: Obj = self.request("POST", resource_path(kind, ns, api_version=obj.get("apiVersion")), obj)
-        return result
+        return resource_path(kind, ns, api_version=obj.get("apiVersion"))
 
     def update(self, obj: Obj, subresource: str | None = None) -> Obj:
         """PUT; a metadata.resourceVersion makes it conditional (ConflictError when stale)."""
-        md = obj["metadata"]
-        ns = md.get("namespace") if is_namespaced(obj["kind"]) else None
-        path = resource_path(obj["kind"], ns, md["name"], subresource, obj.get("apiVersion"))
-        result: Obj = self.request("PUT", path, obj)
+        result: Obj = self.request("PUT", _update_path(obj, subresource), obj)
+        return result
+
+    async def aupdate(self, obj: Obj, subresource: str | None = None) -> Obj:
+        result: Obj = await self.arequest("PUT", _update_path(obj, subresource), obj)
         return result
 
     def patch(
@@ -831,13 +1117,13 @@ class KubeClient:
 
     def bind(self, namespace: str, pod: str, uid: str, node: str) -> None:
         """pods/binding: what a scheduler does instead of writing spec.nodeName."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        self.request("POST", resource_path("Pod", namespace, pod, "binding"), body)
+        self.request(
+            "POST", resource_path("Pod", namespace, pod, "binding"), _binding(namespace, pod, uid, node)
+        )
+
+    async def abind(self, namespace: str, pod: str, uid: str, node: str) -> None:
+        path = resource_path("Pod", namespace, pod, "binding")
+        await self.arequest("POST", path, _binding(namespace, pod, uid, node))
 
     def evict(self, namespace: str, pod: str, *, uid: str | None = None, dry_run: bool = False) -> None:
         """pods/eviction (policy/v1): the API server checks PodDisruptionBudgets; a refusal is a 429
@@ -991,6 +1277,31 @@ class KubeClient:
 
     def close(self) -> None:
         self._drop_conn()
+
+
+def _update_path(obj: Obj, subresource: str | None) -> str:
+    md = obj["metadata"]
+    ns = md.get("namespace") if is_namespaced(obj["kind"]) else None
+    return resource_path(obj["kind"], ns, md["name"], subresource, obj.get("apiVersion"))
+
+
+def _binding(namespace: str, pod: str, uid: str, node: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def _decoded(raw: bytes) -> Any:
+    """A response body: JSON decoded, other text (`/readyz`'s `ok`) as a string, nothing as None."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
 
 
 def rv_int(rv: str | None) -> int:

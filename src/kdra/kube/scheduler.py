@@ -51,7 +51,7 @@ class KubeScheduler:
         identity: str | None = None,
         batch: int = 64,
         bind_timeout: float = 60.0,
-        bind_workers: int = 16,
+        bind_workers: int = 128,
         partition: Partition | None = None,
     ) -> None:
         self.kstore = store

@@ -204,7 +204,7 @@ def start_session_scheduler(
     options: Any = None,
     *,
     identity: str | None = None,
-    bind_workers: int = 16,
+    bind_workers: int = 128,
     resync: float = 0.0,
     preemption_wait: float = 120.0,
     partition: Any = None,
