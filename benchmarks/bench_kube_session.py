@@ -19,10 +19,15 @@ process of its own, which writes its figures at exit (KDRA_STATS=FILE):
   kdra's process CPU in all (watch events, binding threads, JSON);
 - API writes per bound pod: every write kdra's client sent (claim finalizer and status, binding, Events,
   PodGroup/Queue status), counted by the client.
-Every run ends with the independent checker (kdra.testing.invariants) on its namespace.
+- per pod: creation -> bound latency (p50, p99; the API server's one-second stamps), and for both
+  schedulers the process's CPU per bound pod and API writes per bound pod (kube-scheduler's client-go
+  counter) measured the same way (benchmarks/kubebench.py).
+Every run ends with the independent checker (kdra.testing.invariants) on its namespace. `--kube-first`
+runs kube-scheduler first (then the session, then kdra plain): run both orders.
 
 Usage: python benchmarks/bench_kube_session.py [--nodes 200] [--devices 8] [--queues 10] [--gangs 50]
-       [--singles 1000] [--qps 500] [--burst 1000] [--quick]   (--quick: 40 nodes, 2 queues, 8 gangs, 150)
+       [--singles 1000] [--qps 500] [--burst 1000] [--kube-first] [--quick]
+       (--quick: 40 nodes, 2 queues, 8 gangs, 150)
 
 The 2-core machine is shared: run it under nice, once or twice, and read the figures with its load.
 """
@@ -52,6 +57,7 @@ from kdra.cluster.store import AlreadyExistsError  # noqa: E402
 from kdra.kube.client import KubeClient  # noqa: E402
 from kdra.testing.controlplane import ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
 from kdra.testing.invariants import check_cluster  # noqa: E402
+from kubebench import ProcessMeter, client_writes, latencies, load, percentile  # noqa: E402
 
 Obj = dict[str, Any]
 
@@ -146,16 +152,22 @@ def run(
 ) -> dict[str, Any]:
     namespace(kube, ns)
     k = KdraScheduler(cp, Path(cp.work_dir), args.qps, args.burst) if kdra else None
+    ks = cp.components["kube-scheduler"].proc
+    pid = k.proc.pid if k is not None else ks.pid
+    ks_writes0 = 0.0 if kdra else client_writes(cp.metrics("kube-scheduler"))
+    load_before = load()
     try:
-        first, last = create_all(kube, objs)
-        deadline = time.monotonic() + args.timeout
-        n, last_bind = bound_times(kube, ns)
-        while n < pods and time.monotonic() < deadline:
-            time.sleep(2.0)
+        with ProcessMeter(pid) as meter:
+            first, last = create_all(kube, objs)
+            deadline = time.monotonic() + args.timeout
             n, last_bind = bound_times(kube, ns)
+            while n < pods and time.monotonic() < deadline:
+                time.sleep(2.0)
+                n, last_bind = bound_times(kube, ns)
     finally:
         if k is not None:
             k.stop()
+    lat = latencies(kube.list("Pod", ns))
     claims_done = last_claim(kube, ns)
     problems = check_cluster(kube, ns, schedulers=() if not kdra else ("kdra",))
     out: dict[str, Any] = {
@@ -166,8 +178,14 @@ def run(
         "lag_s": max(0.0, last_bind - last),
         "claim_lag_s": max(0.0, last_bind - claims_done),
         "total_s": max(0.0, last_bind - first),
+        "p50_s": percentile(lat, 0.5),
+        "p99_s": percentile(lat, 0.99),
+        "cpu_ms_per_pod": 1000 * meter.cpu_s / max(1, n),
+        "load": f"{load_before} -> {load()}",
         "violations": len([p for p in problems if p.rule != "unexplained"]),
     }
+    if not kdra:
+        out["writes_per_pod"] = (client_writes(cp.metrics("kube-scheduler")) - ks_writes0) / max(1, n)
     if k is not None:
         st = k.stats
         out.update(
@@ -237,6 +255,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--kube-first", action="store_true", help="kube-scheduler's run first")
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.queues, args.gangs, args.singles = 40, 2, 8, 150
@@ -266,19 +285,27 @@ def main() -> int:
         )
         results = []
         objs, n = session_objects("bench-session", args, fleet.device_class, rng)
-        results.append(
-            run("kdra session (gangs, queues)", kube, cp, "bench-session", objs, n, args, kdra=True)
-        )
-        print(results[-1], flush=True)
-        free(kube, "bench-session")
-        plain = [claim_template("one", "bench-kube", fleet.device_class)] + [
-            template_pod(f"p{i:04d}", "bench-kube", "one", scheduler="default-scheduler") for i in range(n)
-        ]
-        results.append(
-            run("kube-scheduler (no gangs/queues)", kube, cp, "bench-kube", plain, n, args, kdra=False)
-        )
-        print(results[-1], flush=True)
-        free(kube, "bench-kube")
+
+        def session() -> None:
+            results.append(
+                run("kdra session (gangs, queues)", kube, cp, "bench-session", objs, n, args, kdra=True)
+            )
+            print(results[-1], flush=True)
+            free(kube, "bench-session")
+
+        def kube_scheduler() -> None:
+            plain = [claim_template("one", "bench-kube", fleet.device_class)] + [
+                template_pod(f"p{i:04d}", "bench-kube", "one", scheduler="default-scheduler")
+                for i in range(n)
+            ]
+            results.append(
+                run("kube-scheduler (no gangs/queues)", kube, cp, "bench-kube", plain, n, args, kdra=False)
+            )
+            print(results[-1], flush=True)
+            free(kube, "bench-kube")
+
+        for step in (kube_scheduler, session) if args.kube_first else (session, kube_scheduler):
+            step()
         plain = [claim_template("one", "bench-plain", fleet.device_class)] + [
             template_pod(f"p{i:04d}", "bench-plain", "one") for i in range(n)
         ]
@@ -288,17 +315,20 @@ def main() -> int:
     print(f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(
         f"{'run':34} {'pods':>5} {'bound':>5} {'create s':>8} {'lag s':>6} {'claim lag':>9} {'total s':>7} "
-        f"{'sessions':>8} {'ms CPU/session':>14} {'session CPU s':>13} {'kdra CPU s':>10} {'writes/pod':>10} "
-        f"{'violations':>10}"
+        f"{'p50 s':>5} {'p99 s':>5} {'ms CPU/pod':>10} {'sessions':>8} {'ms CPU/session':>14} "
+        f"{'kdra CPU s':>10} {'writes/pod':>10} {'violations':>10}  load"
     )
     for r in results:
         nan = float("nan")
         row = f"{r['run']:34} {r['pods']:5d} {r['bound']:5d} {r['create_s']:8.1f} {r['lag_s']:6.1f} "
-        row += f"{r['claim_lag_s']:9.1f} {r['total_s']:7.1f} {r.get('sessions', '-')!s:>8} "
-        row += f"{r.get('session_cpu_ms', nan):14.1f} {r.get('session_cpu_s', nan):13.1f} "
+        row += f"{r['claim_lag_s']:9.1f} {r['total_s']:7.1f} {r['p50_s']:5.0f} {r['p99_s']:5.0f} "
+        row += (
+            f"{r['cpu_ms_per_pod']:10.1f} {r.get('sessions', '-')!s:>8} {r.get('session_cpu_ms', nan):14.1f} "
+        )
         row += (
             f"{r.get('process_cpu_s', nan):10.1f} {r.get('writes_per_pod', nan):10.2f} {r['violations']:10d}"
         )
+        row += f"  {r['load']}"
         print(row)
     return 0 if all(r["bound"] == r["pods"] and not r["violations"] for r in results) else 1
 

@@ -14,8 +14,13 @@ the controller manager release their claims takes longer than a run on 2 cores);
 still list the first run's 5,000 pods and claims, a handicap for kdra. After each run a few pods that
 cannot fit (D+1 devices) check that both schedulers say Unschedulable for them.
 
-Prints both pods/s figures and kdra / kube-scheduler; checks that every device is allocated at most once
-and that fit/no-fit outcomes are identical. Takes a few minutes at full size on 2 cores.
+Prints, per scheduler, pods/s, creation -> bound latency per pod (p50, p99, max; the API server's
+one-second stamps, benchmarks/kubebench.py), the scheduler process's CPU per bound pod and RSS (peak and
+at the end), and its API writes per bound pod (kube-scheduler's rest_client_requests_total, kdra's client
+count); the machine's load average before and after each run; checks that every device is allocated at
+most once and that fit/no-fit outcomes are identical. Takes a few minutes at full size on 2 cores; the
+issue's scale (5,000 nodes x 8 devices, 20,000 pods: --nodes 5000 --devices 8 --pods 20000) about an
+hour for both.
 
 Usage: python benchmarks/bench_kube_throughput.py [--nodes 500] [--devices 10] [--pods 5000] [--qps 500]
        [--burst 1000] [--kdra-first] [--bind-workers N] [--quick]   (--quick: 50 nodes x 10 devices, 400 pods)
@@ -27,13 +32,16 @@ both ways round (--kdra-first) before reading much into a ratio.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import json
+import os
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -49,33 +57,20 @@ from kubeutil import (  # noqa: E402
 from kdra.kube.client import KubeClient  # noqa: E402
 from kdra.kube.client import KubeClient as FastClient  # noqa: E402
 from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
+from kubebench import ProcessMeter, client_writes, latencies, load, scheduled_at, summary, wait_all_bound  # noqa: E402
 
 NO_FIT = 5
 
 
-def parse_time(s: str) -> float:
-    return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
-
-
-def wait_bound(kube: FastClient, ns: str, n: int, timeout: float) -> tuple[int, float]:
-    """Poll until n pods are bound; return (bound, latest PodScheduled=True time)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pods = kube.list("Pod", ns)
-        bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
-        if len(bound) >= n or time.monotonic() > deadline:
-            last = 0.0
-            for p in bound:
-                for c in (p.get("status") or {}).get("conditions") or []:
-                    if c.get("type") == "PodScheduled" and c.get("status") == "True":
-                        last = max(last, parse_time(c["lastTransitionTime"]))
-            return len(bound), last
-        time.sleep(2.0)
-
-
 def run_one(
-    kube: KubeClient, fast: FastClient, fleet: DeviceFleet, scheduler: str, pods: int
-) -> dict[str, object]:
+    kube: KubeClient,
+    fast: FastClient,
+    fleet: DeviceFleet,
+    scheduler: str,
+    pods: int,
+    pid: int,
+    writes: Callable[[], float],
+) -> dict[str, Any]:
     ns = f"bench-{scheduler}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     deadline = time.monotonic() + 60
@@ -86,11 +81,19 @@ def run_one(
     fast.create(claim_template("one", ns, fleet.device_class))
     fast.create(claim_template("too-many", ns, fleet.device_class, count=fleet.devices + 1))
     objs = [template_pod(f"p{i:05d}", ns, "one", scheduler=scheduler) for i in range(pods)]
+    load_before = load()
+    writes0 = writes()
     t0 = time.time()
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(fast.create, objs))
-    created = time.time() - t0
-    n, last = wait_bound(fast, ns, pods, timeout=max(600.0, pods / 2))
+    with ProcessMeter(pid) as meter:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(fast.create, objs))
+        created = time.time() - t0
+        listed = wait_all_bound(fast, ns, pods, timeout=max(600.0, pods / 2))
+    bound_pods = [p for p in listed if (p.get("spec") or {}).get("nodeName")]
+    n = len(bound_pods)
+    last = max((scheduled_at(p) or 0.0 for p in bound_pods), default=0.0)
+    lat = latencies(bound_pods)
+    n_writes = writes() - writes0
     elapsed = max(last, time.time() if n < pods else last) - t0
     # Second-resolution timestamps: never report less than the measured creation time.
     elapsed = max(elapsed, created)
@@ -116,9 +119,12 @@ def run_one(
             devices.append((r["driver"], r["pool"], r["device"]))
     bound = {p["metadata"]["name"] for p in fast.list("Pod", ns) if (p.get("spec") or {}).get("nodeName")}
     return {
-        "scheduler": scheduler,
+        **summary(scheduler, lat, meter.cpu_s, n),
+        "rss_peak_mib": meter.peak_rss_mib,
+        "rss_end_mib": meter.end_rss_mib,
+        "writes_per_pod": n_writes / max(1, n),
+        "load": f"{load_before} -> {load()}",
         "ns": ns,
-        "bound": n,
         "seconds": elapsed,
         "create_seconds": created,
         "pods_per_s": n / elapsed if elapsed > 0 else 0.0,
@@ -159,7 +165,7 @@ def main() -> int:
             f"{args.pods} pods with one template claim each; client qps/burst {args.qps}/{args.burst}",
             flush=True,
         )
-        results: dict[str, dict[str, object]] = {}
+        results: dict[str, dict[str, Any]] = {}
         order = ["kdra", "kube-scheduler"] if args.kdra_first else ["kube-scheduler", "kdra"]
         for which in order:
             if args.only not in (None, which):
@@ -170,20 +176,36 @@ def main() -> int:
                 fleet = DeviceFleet(kube, "bench-b", nodes=args.nodes, devices=args.devices).create(workers=8)
                 print(f"fresh fleet for {which} in {time.time() - t:.1f}s", flush=True)
             if which == "kube-scheduler":
-                r = run_one(kube, fast, fleet, "default-scheduler", args.pods)
+                ks = cp.components["kube-scheduler"].proc
+                assert ks is not None
+                r = run_one(
+                    kube,
+                    fast,
+                    fleet,
+                    "default-scheduler",
+                    args.pods,
+                    ks.pid,
+                    lambda: client_writes(cp.metrics("kube-scheduler")),
+                )
             else:
+                stats = Path(work) / f"kdra-stats-{len(results)}.json"
+                os.environ["KDRA_STATS"] = str(stats)
                 proc = KdraProcess(
                     cp,
                     ["scheduler", "--kube-api-qps", str(args.qps), "--kube-api-burst", str(args.burst)]
                     + (["--bind-workers", str(args.bind_workers)] if args.bind_workers is not None else []),
                     Path(work) / "kdra.log",
                 )
+                del os.environ["KDRA_STATS"]
                 try:
                     time.sleep(2.0)  # let it list and start watching, as kube-scheduler already is
-                    r = run_one(kube, fast, fleet, "kdra", args.pods)
+                    r = run_one(kube, fast, fleet, "kdra", args.pods, proc.pid, lambda: 0.0)
                 finally:
                     log = proc.log()
-                    proc.stop()
+                    proc.stop(timeout=60)
+                st = json.loads(stats.read_text()) if stats.exists() else {}
+                r["writes_per_pod"] = st.get("api_writes", 0) / max(1, r["bound"])
+                r["events_dropped"] = st.get("events_dropped", 0)
                 if not r["bound"]:
                     print(log, file=sys.stderr)
             results[which] = r
@@ -191,7 +213,10 @@ def main() -> int:
             print(
                 f"{which}: {r['bound']}/{args.pods} bound in {r['seconds']:.1f}s = "
                 f"{r['pods_per_s']:.1f} pods/s (creation took {r['create_seconds']:.1f}s, "
-                f"last binding {lag:.1f}s after the last create)",
+                f"last binding {lag:.1f}s after the last create); latency p50 {r['p50_s']:.0f}s "
+                f"p99 {r['p99_s']:.0f}s max {r['max_s']:.0f}s; CPU {r['cpu_ms_per_pod']:.1f} ms/pod; "
+                f"RSS peak {r['rss_peak_mib']:.0f} MiB, end {r['rss_end_mib']:.0f} MiB; "
+                f"{r['writes_per_pod']:.2f} writes/pod; load {r['load']}",
                 flush=True,
             )
         ok = True

@@ -363,6 +363,9 @@ def _scheduler(args: argparse.Namespace) -> int:
     )
     code = 0
     profile = None
+    if os.environ.get("KDRA_STATS"):  # figures for benchmarks: at exit, and on SIGUSR1 (a window's start/end)
+        stats_path = os.environ["KDRA_STATS"]
+        signal.signal(signal.SIGUSR1, lambda *_: _write_stats(stats_path, sched, client))
     if os.environ.get("KDRA_PROFILE"):  # a cProfile of the loop, written at exit (benchmarks)
         import cProfile
 
@@ -415,10 +418,14 @@ def _write_stats(path: str, sched: Any, client: Any) -> None:
         "api_requests": client.requests,
         "api_writes": client.writes,
         "bind_failures": sched.bind_failures,
+        "events_posted": sched.binder.scheduled_events.posted,
+        "events_dropped": sched.binder.scheduled_events.dropped,
+        "written_at": time.time(),
     }
     try:
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(stats, f)
+        os.replace(path + ".tmp", path)  # whole, for a reader polling it
     except OSError as e:
         print(f"KDRA_STATS={path}: {e.strerror or e}", file=sys.stderr)
 

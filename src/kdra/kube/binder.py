@@ -113,6 +113,7 @@ class KubeBinder:
         self._done: queue.Queue[BindJob | GroupBindJob] = queue.Queue()
         # Binding cycles (a gang's too, without workers: the scheduling loop waits for it) and Events.
         self._loop = BindLoop(store.client, bind_workers)
+        self.scheduled_events = self._loop.events  # posted, failed, dropped: counted
         self.max_inflight = 4 * max(1, bind_workers)
         self.bind_failures = 0
         self.bind_timeout = bind_timeout

@@ -7,7 +7,9 @@ does between awaits is JSON and the client's bookkeeping; the waits on the API s
 
 Events are kube-scheduler's event broadcaster in small (k8s.io/client-go/tools/events): queued, at most
 MAX_QUEUED_EVENTS (client-go's maxQueuedEvents; more are dropped and counted, as it drops them), and posted
-by a few coroutines of their own, so a Scheduled Event never delays a binding.
+by coroutines of their own, so a Scheduled Event never delays a binding. client-go posts each Event in a
+goroutine of its own; here half as many are in flight as binding cycles, enough to keep up with them (a
+cycle makes three writes, its pod one Event).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from kdra.kube.client import KubeClient
 log = logging.getLogger("kdra.kube.scheduler")
 
 MAX_QUEUED_EVENTS = 1000
-EVENT_POSTERS = 4  # Events in flight at once
 EVENT_FLUSH_SECONDS = 10.0  # how long close() waits for queued Events to be posted
 
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class BindLoop:
         self.slots = asyncio.Semaphore(max(1, limit))  # binding cycles in flight at once
         self.running: set[concurrent.futures.Future[Any]] = set()
         self._lock = threading.Lock()
-        self.events = EventPoster(client, self.loop)
+        self.events = EventPoster(client, self.loop, max(4, limit // 2))
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
@@ -85,12 +86,13 @@ class BindLoop:
 
 
 class EventPoster:
-    """Events posted off the caller's path: `post` from any thread queues one; EVENT_POSTERS coroutines
+    """Events posted off the caller's path: `post` from any thread queues one; up to `posters` coroutines
     post them in order. An Event is best effort: one the API server refuses is counted and dropped."""
 
-    def __init__(self, client: KubeClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: KubeClient, loop: asyncio.AbstractEventLoop, posters: int) -> None:
         self.client = client
         self.loop = loop
+        self.max_posters = posters
         self._queue: collections.deque[Obj] = collections.deque()
         self._posters = 0
         self.posted = 0
@@ -110,7 +112,7 @@ class EventPoster:
             log.debug("event queue full, dropping %s", event.get("reason"))
             return
         self._queue.append(event)
-        if self._posters < EVENT_POSTERS:
+        if self._posters < self.max_posters:
             self._posters += 1
             self.loop.create_task(self._drain())
 

@@ -1,0 +1,138 @@
+"""What the control-plane benchmarks measure the same way for kube-scheduler and `kdra scheduler`.
+
+- per pod: creation -> bound latency, from the API server's own stamps (metadata.creationTimestamp and the
+  PodScheduled=True condition's lastTransitionTime, which the API server sets at pods/binding; both have
+  one-second resolution, so each latency is +-1 s and p50/p99 below ~2 s say little);
+- per scheduler process: CPU seconds (/proc/PID/stat, user + system) and resident set size, sampled
+  every 0.5 s for the peak (/proc/PID/status VmRSS);
+- API writes: kube-scheduler's own count (client-go's rest_client_requests_total, every non-GET) and
+  kdra's client's (KDRA_STATS at exit), both counted by the client, attempts included;
+- the machine's load average, at the start and end of each run (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import time
+from typing import Any
+
+Obj = dict[str, Any]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def parse_time(s: str) -> float:
+    return dt.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def scheduled_at(pod: Obj) -> float | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "True":
+            return parse_time(c["lastTransitionTime"])
+    return None
+
+
+def latencies(pods: list[Obj], since: float = 0.0) -> list[float]:
+    """Creation -> bound seconds of every bound pod created at or after `since` (epoch seconds)."""
+    out = []
+    for p in pods:
+        at = scheduled_at(p)
+        created = parse_time(p["metadata"]["creationTimestamp"])
+        if at is not None and created >= since:
+            out.append(at - created)
+    return sorted(out)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    i = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[i]
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class ProcessMeter:
+    """CPU seconds and peak RSS of one process over a stretch of time (`with ProcessMeter(pid) as m`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu_s = 0.0
+        self.peak_rss_mib = 0.0
+        self.end_rss_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak_rss_mib = max(self.peak_rss_mib, rss_mib(self.pid))
+
+    def __enter__(self) -> ProcessMeter:
+        self._cpu0 = cpu_seconds(self.pid)
+        self.peak_rss_mib = rss_mib(self.pid)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.cpu_s = cpu_seconds(self.pid) - self._cpu0
+        self.end_rss_mib = rss_mib(self.pid)
+        self.peak_rss_mib = max(self.peak_rss_mib, self.end_rss_mib)
+
+
+def client_writes(metrics: dict[str, float]) -> float:
+    """Non-GET requests a Go component sent (client-go's rest_client_requests_total)."""
+    return sum(
+        v
+        for k, v in metrics.items()
+        if k.startswith("rest_client_requests_total{") and 'method="GET"' not in k
+    )
+
+
+def wait_all_bound(kube: Any, ns: str, n: int, timeout: float, poll: float = 2.0) -> list[Obj]:
+    """Poll until n pods of `ns` are bound (or `timeout`); return the namespace's pods."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods: list[Obj] = kube.list("Pod", ns)
+        bound = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
+        if bound >= n or time.monotonic() > deadline:
+            return pods
+        time.sleep(poll)
+
+
+def summary(name: str, lat: list[float], cpu_s: float, bound: int, **extra: Any) -> Obj:
+    return {
+        "scheduler": name,
+        "bound": bound,
+        "p50_s": percentile(lat, 0.5),
+        "p99_s": percentile(lat, 0.99),
+        "max_s": lat[-1] if lat else float("nan"),
+        "cpu_ms_per_pod": 1000 * cpu_s / max(1, bound),
+        **extra,
+    }
