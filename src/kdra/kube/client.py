@@ -2,7 +2,9 @@
 
 kdra's only REST client (`kdra scheduler`, `kdra driver sim`, `kdra exporter`, the test harness, ...).
 Standard library only: `http.client` with one keep-alive TLS connection per thread, so a scheduler that
-writes thousands of objects pays one TLS handshake, not thousands.
+writes thousands of objects pays one TLS handshake, not thousands; and for coroutines (`arequest`, the
+binder's event loop: many requests in flight on one thread) asyncio streams, one kept-alive connection
+per request in flight, with the same rules.
 
 - Configuration (kdra.kube.kubeconfig): `KubeConfig.resolve(kubeconfig, context)` in client-go's order
   (--kubeconfig, $KUBECONFIG merged, in-cluster, ~/.kube/config); credentials (kdra.kube.credentials:
