@@ -2,10 +2,12 @@
 bound object deleted, as an expired projected token does) is replaced by re-reading the token file after
 the 401; idle keep-alive connections closed under the client (a loopback proxy closing them after 1 s, as
 kube-apiserver does after ~90 s) cost no failed write; a request swallowed after it was sent is replayed
-only when that is harmless."""
+only when that is harmless. The last two for both transports: the threads' (`request`) and the binding
+loop's (`arequest`, asyncio)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -150,4 +152,65 @@ def test_a_swallowed_request_is_replayed_only_when_harmless(
     with pytest.raises(UnavailableError) as e:
         client.create(event(namespace, "once"))  # a create is not replayed blindly: the caller decides
     assert e.value.maybe_applied
+    assert client.try_get("Event", "once", namespace) is None  # and it was indeed never sent twice
+
+
+def test_async_writes_after_idle_connections_were_closed_all_succeed(
+    proxied: tuple[IdleClosingProxy, KubeClient], namespace: str
+) -> None:
+    """The binding loop's pool: a connection the server closed while it sat idle is replaced before use,
+    even when the loop has not run since (the socket is asked), so a create never fails for it."""
+    proxy, client = proxied
+    cm = client.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": namespace}}
+    )
+
+    async def run() -> None:
+        for write in (
+            lambda: client.acreate(event(namespace, "e1")),
+            lambda: client.aupdate(dict(cm, kind="ConfigMap", data={"a": "1"})),
+            lambda: client.acreate(event(namespace, "e2")),
+        ):
+            wait_for(lambda: proxy.open == 0, 10, "the proxy to close the idle keep-alive connections")
+            await write()
+        await client.aclose()
+
+    asyncio.run(run())
+    assert proxy.idle_closed >= 3
+    assert client.stale_connections >= 2 and client.retried == 0
+    assert client.get("ConfigMap", "c", namespace)["data"] == {"a": "1"}
+
+
+def test_async_swallowed_request_is_replayed_only_when_harmless(
+    proxied: tuple[IdleClosingProxy, KubeClient], namespace: str
+) -> None:
+    proxy, client = proxied
+    client.retries = 2
+    cm = client.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": namespace}}
+    )
+
+    async def swallow_next() -> None:
+        await client.aget("Namespace", namespace)  # a warm connection...
+        await asyncio.sleep(0.2)
+        proxy.drop_next_request()  # ...on which the next request is lost after it was sent
+
+    async def run() -> tuple[dict, UnavailableError | None]:
+        await swallow_next()
+        await client.aupdate(dict(cm, kind="ConfigMap", data={"x": "1"}))  # conditional PUT: replayed
+        await swallow_next()
+        got = await client.aget("ConfigMap", "d", namespace)  # read: replayed
+        await swallow_next()
+        refused = None
+        try:
+            await client.acreate(event(namespace, "once"))  # not replayed blindly: the caller decides
+        except UnavailableError as e:
+            refused = e
+        await client.aclose()
+        return got, refused
+
+    got, refused = asyncio.run(run())
+    assert got["data"] == {"x": "1"}
+    assert refused is not None and refused.maybe_applied
+    assert proxy.dropped == 3 and client.retried == 2
     assert client.try_get("Event", "once", namespace) is None  # and it was indeed never sent twice

@@ -439,8 +439,18 @@ class _AsyncConnection:
         self.used_at = time.monotonic()
 
     def dead(self) -> bool:
-        """The server closed it (or it failed) while it sat idle."""
-        return self.writer.is_closing() or self.reader.at_eof()
+        """The server closed it (or it failed, or sent something unasked for) while it sat idle: as
+        `_dropped`, the socket is asked, since the loop may not have run since the FIN came."""
+        if self.writer.is_closing() or self.reader.at_eof():
+            return True
+        sock = self.writer.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
