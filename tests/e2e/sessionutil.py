@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kdra.api.pods import pod_claim_names
 from kdra.cluster.store import AlreadyExistsError
 from kdra.fleets import parse_fleet, render
 from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, force_delete
-from kdra.testing.invariants import Violation, pod_claim_names
+from kdra.testing.invariants import Violation
 from kdra.testing.wait import wait_for
 
 from .kubeutil import KdraProcess

@@ -477,6 +477,12 @@ def labels_of(obj: object) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
+def namespaced_name(obj: object) -> str:
+    """ "namespace/name", the namespace `default` when unset: how kdra keys pods, claims and templates."""
+    meta = _meta(obj)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
 def object_ref(obj: object) -> str:
     """ "Kind ns/name" for namespaced objects, "Kind name" for cluster-scoped ones: how messages
     name an object."""
@@ -508,6 +514,7 @@ __all__ = [
     "labels_of",
     "name_of",
     "namespace_of",
+    "namespaced_name",
     "object_ref",
     "uid_of",
 ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
+from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
 from kdra.errors import InputError
@@ -163,7 +164,7 @@ DEVICE_CONSTRAINTS_MAX_SIZE: Final = 32
 DEVICE_CONFIG_MAX_SIZE: Final = 32
 DEVICE_TOLERATIONS_MAX_LENGTH: Final = 16
 ALLOCATION_RESULTS_MAX_SIZE: Final = 32
-RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE: Final = 256
+RESOURCE_CLAIM_RESERVED_FOR_MAX_SIZE: Final = MAX_RESERVED_FOR
 RESOURCE_SLICE_MAX_DEVICES: Final = 128
 RESOURCE_SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES: Final = 64  # taints, consumesCounters or list attributes
 RESOURCE_SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE: Final = 32

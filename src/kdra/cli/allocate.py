@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kdra.api.types import namespaced_name
 from kdra.errors import AllocationError, InputError
 
 SUPPORTED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod")
@@ -144,10 +145,6 @@ def _namespace(obj: dict[str, Any]) -> str:
     return str(_meta(obj).get("namespace") or "default")
 
 
-def _ref(obj: dict[str, Any]) -> str:
-    return f"{_namespace(obj)}/{_name(obj)}"
-
-
 def _node_name(node: dict[str, Any]) -> str:
     return _name(node)
 
@@ -182,7 +179,7 @@ def _check_kinds(objs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def _unique(objs: list[dict[str, Any]], kind: str, namespaced: bool) -> None:
     seen: set[str] = set()
     for obj in objs:
-        key = _ref(obj) if namespaced else _name(obj)
+        key = namespaced_name(obj) if namespaced else _name(obj)
         if key in seen:
             raise InputError(f"{kind} {key}: metadata.name: Duplicate value: {_name(obj)!r}")
         seen.add(key)
@@ -274,7 +271,7 @@ def _summary(failure: Failure) -> Any:
 
 
 def _pending(failure: Failure) -> list[str]:
-    return [_ref(c) for c in failure[1].claims]
+    return [namespaced_name(c) for c in failure[1].claims]
 
 
 def _failure_data(failure: Failure, shown: int | None) -> dict[str, Any]:
@@ -282,7 +279,7 @@ def _failure_data(failure: Failure, shown: int | None) -> dict[str, Any]:
     nearest = summary.nearest(shown)
     group = failure[0]
     return {
-        "pod": _ref(group.pod) if group.pod is not None else None,
+        "pod": namespaced_name(group.pod) if group.pod is not None else None,
         "claims": _pending(failure),
         "summary": summary.to_dict(shown),
         "nodes": [
@@ -299,7 +296,7 @@ def _failure_data(failure: Failure, shown: int | None) -> dict[str, Any]:
 def _failure_who(failure: Failure) -> str:
     group = failure[0]
     if group.pod is not None:
-        return f"pod {_ref(group.pod)}"
+        return f"pod {namespaced_name(group.pod)}"
     return "claims " + ", ".join(_pending(failure))
 
 
@@ -323,8 +320,8 @@ def _placement_data(group: Any, placement: Any, shown: int | None) -> dict[str, 
     plugins, normalised and weighted; ties go to the first node by name)."""
     scores = placement.scores if shown is None else placement.scores[: max(1, shown)]
     return {
-        "pod": _ref(group.pod) if group.pod is not None else None,
-        "claims": [_ref(c) for c in placement.claims],
+        "pod": namespaced_name(group.pod) if group.pod is not None else None,
+        "claims": [namespaced_name(c) for c in placement.claims],
         "node": placement.node,
         "nodesFit": len(placement.scores),
         "scores": [s.to_dict() for s in scores],

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kdra.api.pods import reserved_for_pod
 from kdra.cluster.store import (
     ConflictError,
     InvalidObjectError,
@@ -43,7 +44,7 @@ from kdra.kube.explain import unschedulable_messages
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, PreBindPlugin, Status, error
-from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources, reserved_for_pod
+from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.seams import BindFailed, BindGroup
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.api.pods import pod_claim_names, reserving_pods
 from kdra.api.quantity import parse_quantity_any
 from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape, fmt_value, header
 
@@ -1270,15 +1271,7 @@ def _pod_record(obj: Obj) -> PodRec:
             message = (cond.get("message") or "").split("\n", 1)[0][:300]
         else:
             reason = "NotYetAttempted"
-    claims = []
-    statuses = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
-    for entry in spec.get("resourceClaims") or []:
-        cname = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
-        if cname:
-            claims.append(cname)
-    ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if ext:  # KEP-5004: the claim kube-scheduler made for nvidia.com/gpu-style requests
-        claims.append(ext)
+    claims = pod_claim_names(obj)
     ann = meta.get("annotations") or {}
     need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
     queue = ""
@@ -1342,9 +1335,7 @@ def _claim_record(ck: ClaimKey, obj: Obj) -> ClaimRec:
         for f in term.get("matchFields") or []:
             if f.get("key") == "metadata.name" and len(f.get("values") or []) == 1:
                 selector_node = f["values"][0]
-    pods = tuple(
-        sorted(r.get("name", "") for r in status.get("reservedFor") or [] if r.get("resource") == "pods")
-    )
+    pods = tuple(reserving_pods(obj))
     ann = meta.get("annotations") or {}
     need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
     return ClaimRec(

@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.templates import instantiate_template, is_claim_for_pod, pod_uid
+from kdra.api.types import namespaced_name as ref
 from kdra.errors import InputError
 from kdra.scheduler.gang import GangSpec, parse_pod_group, pod_group_ref, pod_queue, workload_gangs
 from kdra.scheduler.podinfo import PodInfo
 
 Obj = dict[str, Any]
-
-
-def ref(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
 def allocated(claim: Mapping[str, Any]) -> bool:

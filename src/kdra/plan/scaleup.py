@@ -189,7 +189,7 @@ def plan_scale_up(
 
 def _record(plan: ScaleUp, after: Inputs, wanted: set[str]) -> None:
     """Where the scheduler put the planned pods, and the devices their claims got."""
-    from kdra.scheduler.claimcontroller import pod_claim_names
+    from kdra.api.pods import pod_claim_names
 
     claims = {ref(c): c for c in after.claims}
     plan.where, plan.devices = {}, {}

@@ -16,27 +16,11 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.templates import instantiate_template
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
-
-
-def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
-    """The claims a pod uses: named ones, those created from its templates (pod.status.resourceClaimStatuses)
-    and its KEP-5004 extended-resource claim. The same whoever created them (this controller or
-    kube-controller-manager's)."""
-    names = []
-    status = pod.get("status") or {}
-    by_entry = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or by_entry.get(entry.get("name"))
-        if name:
-            names.append(name)
-    special = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if special:
-        names.append(special)
-    return names
 
 
 class ResourceClaimController:
@@ -120,7 +104,7 @@ class ResourceClaimController:
             claim = self.store.try_get("ResourceClaim", name, ns)
             if claim is None:
                 continue
-            rf = (claim.get("status") or {}).get("reservedFor") or []
+            rf = reserved_for(claim)
             if any(r.get("uid") == uid for r in rf):
                 upd = clone(claim)
                 upd["status"]["reservedFor"] = [r for r in rf if r.get("uid") != uid]

@@ -22,6 +22,7 @@ from typing import Any
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation, NodeAllocationError
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import AllocatorIndex
+from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.cluster.store import Obj, StoreError, WatchEvent
 from kdra.errors import AllocationError
 
@@ -29,7 +30,6 @@ DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
-MAX_RESERVED_FOR = 256  # ResourceClaimReservedForMaxSize
 UNBOUNDED = 1 << 30
 MAX_DEVICES_PER_CLAIM = 32  # the allocator's claim limit (resourceapi.AllocationResultsMaxSize)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.index import attribute_value
+from kdra.api.pods import entry_claim_names
 from kdra.errors import InputError
 
 if TYPE_CHECKING:
@@ -227,9 +228,7 @@ class GroupConstraints:
                 continue
             names = ctrl.claim_names(pi.pod) if ctrl is not None else []
             if not names:
-                from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
-                names = [n for e in pi.claim_refs if (n := pod_claim_name(pi.pod, e)[0])]
+                names = entry_claim_names(pi.pod)
             for name in names:
                 claim = sched.cache.claims.get((pi.namespace, name)) or {}
                 alloc = (claim.get("status") or {}).get("allocation") or {}
@@ -321,14 +320,11 @@ class GroupConstraints:
         return sorted(((n, v) for v, n in room.items()), key=lambda t: (-t[0], str(t[1][1])))
 
     def claims_of(self, members: Sequence[PodInfo]) -> list[Mapping[str, Any]]:
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
         cache = self.gq.sched.cache if self.gq.sched is not None else None
         out = []
         for m in members:
-            for entry in m.claim_refs:
-                name, _ = pod_claim_name(m.pod, entry)
-                claim = cache.claims.get((m.namespace, name)) if cache is not None and name else None
+            for name in entry_claim_names(m.pod):
+                claim = cache.claims.get((m.namespace, name)) if cache is not None else None
                 if claim is not None:
                     out.append(claim)
         return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kdra.scheduler.claimcontroller import pod_claim_names
+from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.scheduler.framework import EV_POD_DELETE, SUCCESS, Code, CycleState, PermitPlugin, Plugin, Status
 from kdra.scheduler.jobstatus import GANG_PLUGIN, QUEUE_PLUGIN, JobStatus
 from kdra.scheduler.queuetree import Vector, add, check_limits, pod_core_usage
@@ -178,7 +178,7 @@ class JobPlacer:
             for name in pod_claim_names(m.pod):
                 claim = sched.cache.claims.get((m.namespace, name))
                 st = (claim or {}).get("status") or {}
-                rf = st.get("reservedFor") or []
+                rf = reserved_for(claim or {})
                 if (
                     claim is not None
                     and st.get("allocation")

@@ -18,15 +18,11 @@ from typing import Any
 
 from kdra.allocator import FeatureGates
 from kdra.api.templates import instantiate_template, is_claim_for_pod, pod_uid
+from kdra.api.types import namespaced_name as ref
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placement, Placer
 
 Obj = dict[str, Any]
-
-
-def ref(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
 def allocated(claim: Mapping[str, Any]) -> bool:

@@ -34,6 +34,7 @@ from kdra.allocator._nodes import node_selector_matches
 from kdra.allocator.allocator import claim_ref
 from kdra.allocator.summary import NodeFinding
 from kdra.api.templates import generated_name, pod_uid
+from kdra.api.types import namespaced_name
 from kdra.cluster.store import MemoryStore, Obj
 from kdra.errors import AllocationError
 from kdra.scheduler.cache import SchedulerCache
@@ -223,7 +224,8 @@ class Placer:
             if sel and not node_selector_matches(sel, name, ni.labels):
                 where = "status.allocation.nodeSelector"
                 return NodeFinding(
-                    name, message=f"allocated claim {_ref(c)} is not available on this node ({where})"
+                    name,
+                    message=f"allocated claim {namespaced_name(c)} is not available on this node ({where})",
                 ), None
         todo, need, _special = self._todo(pi, ni, claims, demand, served)
         fit = self.dra.fit(ni.node, todo, need) if todo else DeviceFit([])
@@ -262,7 +264,11 @@ class Placer:
                 return None
             parts.append(sig)
         parts.append(tuple(claim_spec_key(c) for c in claims))
-        parts.append(tuple((_ref(c), claim_spec_key({"spec": c["status"]["allocation"]})) for c in allocated))
+        parts.append(
+            tuple(
+                (namespaced_name(c), claim_spec_key({"spec": c["status"]["allocation"]})) for c in allocated
+            )
+        )
         if served:
             parts.append((tuple(sorted(served.items())), repr(container_extended_requests(pi.pod))))
         return tuple(parts)
@@ -404,11 +410,6 @@ class Placer:
             new["status"] = copy.deepcopy(status)
             self.store.update(new, subresource="status")
         return done
-
-
-def _ref(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
 
 
 def _refs(claims: Sequence[Obj]) -> list[str]:

@@ -119,16 +119,15 @@ class LiveViews:
 
     def request_of(self, pi: PodInfo) -> PodRequest:
         """CPU and memory from the pod; GPUs and their share from its claims' requests of the GPU class."""
+        from kdra.api.pods import entry_claim_names
         from kdra.scheduler.cache import claim_key
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
         from kdra.scheduler.podinfo import CPU, MEMORY
 
         num = 0
         milli = 0
         claims = self.cache.claims
-        for entry in pi.claim_refs:
-            name, _ = pod_claim_name(pi.pod, entry)
-            claim = claims.get(claim_key(pi.namespace, name or ""))
+        for name in entry_claim_names(pi.pod):
+            claim = claims.get(claim_key(pi.namespace, name))
             if claim is None:
                 continue
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
-from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.queuetree import EPS, QueueTree, Vector, add, fmt
 
 MAINTAIN_FAIR_SHARE = "MaintainFairShare"
@@ -161,7 +161,7 @@ class VirtualEviction:
                 if claim is None or not (claim.get("status") or {}).get("allocation"):
                     continue
                 self.claims_of.setdefault(uid, []).append(claim)
-                rf = (claim.get("status") or {}).get("reservedFor") or []
+                rf = reserved_for(claim)
                 if all(r.get("uid") in uids for r in rf) and claim not in self.claims:
                     self.claims.append(claim)
                     sched.dra.on_claim(WatchEvent("DELETED", "ResourceClaim", claim, None))
@@ -185,7 +185,7 @@ class VirtualEviction:
             self.sched.cache.assume(pi, node)
             self.pods.remove((pi, node))
         for claim in list(self.claims):
-            rf = (claim.get("status") or {}).get("reservedFor") or []
+            rf = reserved_for(claim)
             if any(r.get("uid") in uids for r in rf):
                 self.claims.remove(claim)
                 self.sched.dra.released.discard(claim["metadata"].get("uid", ""))

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.index import CelBudgetExhausted, cel_budget
+from kdra.api.pods import entry_claim_names, pod_claim_names, reserved_for
 from kdra.cluster.store import Obj, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
-from kdra.scheduler.claimcontroller import pod_claim_names
 from kdra.scheduler.gang import NON_PREEMPTIBLE, GangRegistry, GangSpec, pod_queue
 from kdra.scheduler.preemption import reclaim_verdict
 from kdra.scheduler.queuetree import (
@@ -263,7 +263,7 @@ class QueueState:
                 alloc = ((pseudo or {}).get("status") or {}).get("allocation")
             if not claim or not alloc:
                 continue
-            rf = (claim.get("status") or {}).get("reservedFor") or []
+            rf = reserved_for(claim)
             if rf and rf[0].get("uid") != pod["metadata"].get("uid"):
                 continue  # a shared claim counts for its first consumer
             add(out, allocation_usage(claim, alloc, self.device_capacity, self.capacity_dims))
@@ -333,12 +333,9 @@ class QueueState:
     def estimate(self, pi: PodInfo) -> Vector:
         """What a pending pod would hold: its cores and memory, its claims' demand (whole devices at the
         class's mean device capacity)."""
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
         out = pod_core_usage(pi.requests)
-        for entry in pi.claim_refs:
-            name, _ = pod_claim_name(pi.pod, entry)
-            claim = self.sched.cache.claims.get((pi.namespace, name)) if name else None
+        for name in entry_claim_names(pi.pod):
+            claim = self.sched.cache.claims.get((pi.namespace, name))
             if claim is not None and not (claim.get("status") or {}).get("allocation"):
                 add(out, claim_demand(claim, self.capacity_dims))
         # Whole devices hold their whole capacity: estimate it by the class's mean device capacity.

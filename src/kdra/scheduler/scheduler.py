@@ -21,6 +21,7 @@ from typing import Any
 
 from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
+from kdra.api.pods import entry_claim_names, reserved_for
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent
 from kdra.errors import InputError
@@ -135,14 +136,7 @@ class WaitingPod:
 
 def _claim_keys(pi: PodInfo) -> list[tuple[str, str]]:
     """(namespace, claim name) of every claim the pod references (known so far)."""
-    from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
-    out = []
-    for entry in pi.claim_refs:
-        name, _ = pod_claim_name(pi.pod, entry)
-        if name:
-            out.append((pi.namespace, name))
-    return out
+    return [(pi.namespace, name) for name in entry_claim_names(pi.pod)]
 
 
 def claim_with_allocation(claim: Obj, allocation: Obj) -> Obj:
@@ -271,10 +265,8 @@ class Scheduler:
                     self.queue.recheck_gated(sorted(waiting), now)
             old_alloc = ev.old is not None and bool((ev.old.get("status") or {}).get("allocation"))
             new_alloc = ev.type != "DELETED" and bool((ev.object.get("status") or {}).get("allocation"))
-            old_rf = len(((ev.old or {}).get("status") or {}).get("reservedFor") or [])
-            new_rf = (
-                len((ev.object.get("status") or {}).get("reservedFor") or []) if ev.type != "DELETED" else 0
-            )
+            old_rf = len(reserved_for(ev.old or {}))
+            new_rf = len(reserved_for(ev.object)) if ev.type != "DELETED" else 0
             new = None if ev.type == "DELETED" else ev.object
             change = ClusterEvent(EV_CLAIM_CHANGE, ev.old, new)
             if (old_alloc and not new_alloc) or new_rf < old_rf:
@@ -350,29 +342,22 @@ class Scheduler:
             self.queue.on_event(ClusterEvent(EV_CLAIM_CHANGE, claim, None), now)
 
     def _forget_gated(self, pod: Obj) -> None:
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
         uid = pod["metadata"].get("uid", "")
         ns = pod["metadata"].get("namespace", "default")
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-            name, _ = pod_claim_name(pod, entry)
-            waiting = self._waiting_claims.get((ns, name or ""))
+        for name in entry_claim_names(pod):
+            waiting = self._waiting_claims.get((ns, name))
             if waiting is not None:
                 waiting.discard(uid)
                 if not waiting:
-                    del self._waiting_claims[(ns, name or "")]
+                    del self._waiting_claims[(ns, name)]
 
     def _track_gated(self, uid: str) -> None:
         item = self.queue.gated.get(uid)
         if item is None:
             return
         pi = item[0]
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
-        for entry in pi.claim_refs:
-            name, _ = pod_claim_name(pi.pod, entry)
-            if name:
-                self._waiting_claims.setdefault((pi.namespace, name), set()).add(uid)
+        for name in entry_claim_names(pi.pod):
+            self._waiting_claims.setdefault((pi.namespace, name), set()).add(uid)
 
     # -- running ---------------------------------------------------------------------------------
 

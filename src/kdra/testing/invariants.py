@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kdra.allocator._nodes import node_selector_matches
+from kdra.api.pods import pod_claim_names
 from kdra.api.quantity import Quantity
 
 Obj = dict[str, Any]
@@ -76,24 +77,6 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 def _terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
-    """The ResourceClaim names a pod uses: direct references, generated ones recorded in its status, and
-    the KEP-5004 extended-resource claim."""
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    generated = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
-    out = []
-    for entry in spec.get("resourceClaims") or []:
-        if entry.get("resourceClaimName"):
-            out.append(entry["resourceClaimName"])
-        elif generated.get(entry.get("name")):
-            out.append(generated[entry["name"]])
-    ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if ext:
-        out.append(ext)
-    return out
 
 
 def _device_table(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], Mapping[str, Any]]:

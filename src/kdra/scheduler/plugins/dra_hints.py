@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kdra.allocator.index import DEFAULT_SLICE_CACHE, MATCH, SelectorError, evaluate_selectors
+from kdra.api.pods import entry_claim_names
 from kdra.cluster.store import Obj, WatchEvent
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import ClaimDemand, DemandKey
@@ -110,14 +111,8 @@ class DraHints:
 
     def _demand(self, pi: PodInfo) -> _PodDemand:
         """What the pod's unallocated claims ask for, recomputed when one of its claims changed."""
-        from kdra.scheduler.plugins.dynamicresources import pod_claim_name
-
         claims = self.cache.claims
-        refs: list[tuple[str, str]] = []
-        for entry in pi.claim_refs:
-            cname, _ = pod_claim_name(pi.pod, entry)
-            if cname:
-                refs.append(claim_key(pi.namespace, cname))
+        refs = [claim_key(pi.namespace, cname) for cname in entry_claim_names(pi.pod)]
         version = (_rv(pi.pod), *(_rv(claims.get(k)) for k in refs))
         got = self._demands.get(pi.uid)
         if got is not None and got.version == version:

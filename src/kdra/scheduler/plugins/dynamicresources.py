@@ -16,12 +16,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.allocator import claim_ref
+from kdra.api.pods import MAX_RESERVED_FOR, entry_claim_name, reserved_for, reserved_for_pod
 from kdra.cluster.store import Obj, Store, clone
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
-    MAX_RESERVED_FOR,
     ClaimChangedError,
     ClaimDemand,
     DraState,
@@ -78,20 +78,6 @@ class _PodClaims:
         self.signature: Hashable = None
 
 
-def pod_claim_name(pod: Mapping[str, Any], entry: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """(claim name or None if not created yet, is-from-template) for a pod.spec.resourceClaims entry."""
-    if entry.get("resourceClaimName"):
-        return entry["resourceClaimName"], False
-    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-        if st.get("name") == entry.get("name"):
-            return st.get("resourceClaimName"), True
-    return None, True
-
-
-def reserved_for_pod(claim: Mapping[str, Any], uid: str) -> bool:
-    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or [])
-
-
 class DynamicResources(
     PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin
 ):
@@ -127,7 +113,7 @@ class DynamicResources(
     def pre_enqueue(self, pi: PodInfo) -> Status:
         claims = self.dra.cache.claims
         for entry in pi.claim_refs:
-            name, from_template = pod_claim_name(pi.pod, entry)
+            name, from_template = entry_claim_name(pi.pod, entry)
             if name is None:
                 if from_template and "resourceClaimStatuses" in (pi.pod.get("status") or {}):
                     continue  # resourceClaimName nil: no claim needed for this entry
@@ -147,7 +133,7 @@ class DynamicResources(
         cache = self.dra.cache
         sig: list[Any] = []
         for entry in pi.claim_refs:
-            name, from_template = pod_claim_name(pi.pod, entry)
+            name, from_template = entry_claim_name(pi.pod, entry)
             if name is None:
                 if from_template and "resourceClaimStatuses" in (pi.pod.get("status") or {}):
                     continue
@@ -165,10 +151,7 @@ class DynamicResources(
                 )
             alloc = (claim.get("status") or {}).get("allocation")
             if alloc:
-                if (
-                    not reserved_for_pod(claim, pi.uid)
-                    and len((claim.get("status") or {}).get("reservedFor") or []) >= MAX_RESERVED_FOR
-                ):
+                if not reserved_for_pod(claim, pi.uid) and len(reserved_for(claim)) >= MAX_RESERVED_FOR:
                     return unschedulable(
                         f'resourceclaim in use: "{name}" is reserved for {MAX_RESERVED_FOR} consumers'
                     )
