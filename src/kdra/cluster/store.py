@@ -138,7 +138,12 @@ def describe(kind: str, namespace: str, name: str) -> str:
 
 
 class Store(ABC):
-    """The store interface. Implementations must deliver watch events in write order."""
+    """The store interface. Implementations deliver watch events through `_emit`, in write order."""
+
+    def __init__(self) -> None:
+        self._watches: list[Watch] = []
+        self._pending: deque[WatchEvent] = deque()
+        self._dispatching = False
 
     @abstractmethod
     def get(self, kind: str, name: str, namespace: str = "") -> Obj: ...
@@ -163,8 +168,33 @@ class Store(ABC):
     ) -> Obj | None:
         """Delete; returns the object (deletionTimestamp set) while finalizers keep it, else None."""
 
-    @abstractmethod
-    def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch: ...
+    def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch:
+        w = Watch(self, frozenset(kinds) if kinds is not None else None, handler)
+        self._watches.append(w)
+        return w
+
+    def _emit(self, event: WatchEvent) -> None:
+        # Writes made by handlers are queued and delivered after the current event has reached every
+        # watcher, so each watcher sees events in resourceVersion order (as from a watch stream).
+        self._pending.append(event)
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            while self._pending:
+                ev = self._pending.popleft()
+                stale = False
+                for w in self._watches:
+                    if not w.active:
+                        stale = True
+                        continue
+                    if w.kinds is None or ev.kind in w.kinds:
+                        w.handler(ev)
+                if stale:
+                    self._watches = [w for w in self._watches if w.active]
+        finally:
+            self._dispatching = False
+            self._pending.clear()
 
     @property
     @abstractmethod
@@ -199,14 +229,12 @@ class MemoryStore(Store):
     """The embedded in-memory backend. `clock` gives the virtual time (seconds) for timestamps."""
 
     def __init__(self, clock: Callable[[], float] | None = None, seed: int = 0) -> None:
+        super().__init__()
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
         self._rv = 0
         self._uid = 0
-        self._watches: list[Watch] = []
         self._clock = clock or (lambda: 0.0)
         self._rand = random.Random(seed)
-        self._pending: deque[WatchEvent] = deque()
-        self._dispatching = False
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -381,33 +409,3 @@ class MemoryStore(Store):
         gone["metadata"] = dict(old["metadata"], resourceVersion=str(self._rv))
         self._emit(WatchEvent("DELETED", kind, gone, old))
         return None
-
-    # -- watch -----------------------------------------------------------------------------------
-
-    def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch:
-        w = Watch(self, frozenset(kinds) if kinds is not None else None, handler)
-        self._watches.append(w)
-        return w
-
-    def _emit(self, event: WatchEvent) -> None:
-        # Writes made by handlers are queued and delivered after the current event has reached every
-        # watcher, so each watcher sees events in resourceVersion order (as from a watch stream).
-        self._pending.append(event)
-        if self._dispatching:
-            return
-        self._dispatching = True
-        try:
-            while self._pending:
-                ev = self._pending.popleft()
-                stale = False
-                for w in self._watches:
-                    if not w.active:
-                        stale = True
-                        continue
-                    if w.kinds is None or ev.kind in w.kinds:
-                        w.handler(ev)
-                if stale:
-                    self._watches = [w for w in self._watches if w.active]
-        finally:
-            self._dispatching = False
-            self._pending.clear()

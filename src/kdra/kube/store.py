@@ -26,7 +26,6 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +33,10 @@ from typing import Any
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.cluster.store import (
     ConflictError,
-    Handler,
     NotFoundError,
     Obj,
     Store,
     StoreError,
-    Watch,
     WatchEvent,
     copy_for_update,
     describe,
@@ -251,6 +248,7 @@ class KubeStore(Store):
         watch_timeout: int = 300,
         probe_period: float = 30.0,
     ) -> None:
+        super().__init__()
         self.client = client
         self.sources: dict[str, Source] = {}
         for src in (*(Source(k) for k in kinds), *sources):
@@ -266,11 +264,8 @@ class KubeStore(Store):
         self.probe_period = probe_period
         self._objects: dict[str, dict[Key, Obj]] = {sid: {} for sid in self.sources}
         self._rv = 0
-        self._watches: list[Watch] = []
         self.inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()  # the reflectors' events and relists
         self.stopping = threading.Event()  # set by stop(): the reflectors end
-        self._pending: deque[WatchEvent] = deque()
-        self._dispatching = False
         self.reflectors: dict[str, Reflector] = {}
         self.events_applied = 0
 
@@ -367,6 +362,7 @@ class KubeStore(Store):
             if cached is None or rv_int(cached["metadata"].get("resourceVersion")) > rv:
                 return 0
             del table[key]
+            self.events_applied += 1
             self._emit(WatchEvent("DELETED", kind, obj, cached))
             return 1
         if cached is not None:
@@ -377,30 +373,9 @@ class KubeStore(Store):
             if "spec" in obj and obj["spec"] == cached.get("spec"):
                 obj["spec"] = cached["spec"]
         table[key] = obj
+        self.events_applied += 1
         self._emit(WatchEvent("ADDED" if cached is None else "MODIFIED", kind, obj, cached))
         return 1
-
-    def _emit(self, event: WatchEvent) -> None:
-        self.events_applied += 1
-        self._pending.append(event)
-        if self._dispatching:
-            return
-        self._dispatching = True
-        try:
-            while self._pending:
-                ev = self._pending.popleft()
-                stale = False
-                for w in self._watches:
-                    if not w.active:
-                        stale = True
-                        continue
-                    if w.kinds is None or ev.kind in w.kinds:
-                        w.handler(ev)
-                if stale:
-                    self._watches = [w for w in self._watches if w.active]
-        finally:
-            self._dispatching = False
-            self._pending.clear()
 
     def _source_for(self, kind: str, obj: Obj) -> str | None:
         """The informed source an object of `kind` belongs to, by its apiVersion's group."""
@@ -547,11 +522,6 @@ class KubeStore(Store):
                     raise NotFoundError(f"{describe(kind, namespace, name)} not found") from None
                 current = live
         raise AssertionError("unreachable")
-
-    def watch(self, handler: Handler, kinds: Iterable[str] | None = None) -> Watch:
-        w = Watch(self, frozenset(kinds) if kinds is not None else None, handler)
-        self._watches.append(w)
-        return w
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Process events until `predicate()` holds or `timeout` passes."""
