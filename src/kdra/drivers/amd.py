@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kdra.api.wellknown import AMD_GPU_CLASS, AMD_GPU_DRIVER
 from kdra.drivers.catalog import AmdModel, AmdPartitionMode
 from kdra.drivers.common import (
     Obj,
@@ -28,7 +29,7 @@ from kdra.drivers.common import (
 )
 from kdra.drivers.nvidia import pci_topology, simulated_uuid
 
-DRIVER = "gpu.amd.com"
+DRIVER = AMD_GPU_DRIVER
 DEFAULT_DRIVER_VERSION = "6.12.12"
 DEFAULT_DRIVER_SRC_VERSION = "F6A2C9E1B07D4E3A1C5B2D8"
 STD = "resource.kubernetes.io"
@@ -120,4 +121,4 @@ class AmdRenderer:
 
 
 def device_classes() -> list[Obj]:
-    return [device_class("gpu.amd.com", "device.driver == 'gpu.amd.com'")]
+    return [device_class(AMD_GPU_CLASS, f"device.driver == '{DRIVER}'")]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kdra.api.wellknown import NVIDIA_GPU_RESOURCE
 from kdra.drivers.catalog import AmdModel, AmdPartitionMode, GpuModel, MigProfile, Model, TpuModel
 
 
@@ -39,10 +40,10 @@ def extended_resources(
                     key = f"nvidia.com/mig-{profile.name}"
                     out[key] = out.get(key, 0) + 1
             if whole:
-                out["nvidia.com/gpu"] = whole
+                out[NVIDIA_GPU_RESOURCE] = whole
         else:
             replicas = sharing if isinstance(sharing, int) else 1
-            out["nvidia.com/gpu"] = count * replicas
+            out[NVIDIA_GPU_RESOURCE] = count * replicas
     elif isinstance(model, AmdModel):
         out["amd.com/gpu"] = count * (partition.partitions if partition else 1)
     elif isinstance(model, TpuModel):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.versions import DEFAULT_VERSION
+from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER, NVIDIA_GPU_RESOURCE, NVIDIA_MIG_CLASS
 from kdra.drivers.catalog import GpuModel, MigProfile
 from kdra.drivers.common import (
     Obj,
@@ -37,7 +38,7 @@ from kdra.drivers.common import (
 )
 from kdra.errors import InputError
 
-DRIVER = "gpu.nvidia.com"
+DRIVER = NVIDIA_GPU_DRIVER
 DEFAULT_DRIVER_VERSION = "580.126.20"
 DEFAULT_CUDA_DRIVER_VERSION = "13.0.0"
 STD = "resource.kubernetes.io"
@@ -518,10 +519,10 @@ def _parse_binary(q: str) -> int:
 
 def device_classes() -> list[Obj]:
     """The DeviceClasses the driver's Helm chart installs for GPU allocation (peers.md §2.1)."""
-    sel = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
+    sel = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{{}}'"
     return [
-        device_class("gpu.nvidia.com", sel.format("gpu"), "nvidia.com/gpu"),
-        device_class("mig.nvidia.com", sel.format("mig")),
+        device_class(NVIDIA_GPU_CLASS, sel.format("gpu"), NVIDIA_GPU_RESOURCE),
+        device_class(NVIDIA_MIG_CLASS, sel.format("mig")),
     ]
 
 

@@ -8,11 +8,12 @@ capacities, no counters: ICI topology reaches the workload through environment v
 
 from __future__ import annotations
 
+from kdra.api.wellknown import TPU_CLASS, TPU_DRIVER
 from kdra.drivers.catalog import TpuModel
 from kdra.drivers.common import Obj, PoolLayout, SliceGroup, device_class, int_attr, string_attr
 from kdra.drivers.nvidia import simulated_uuid
 
-DRIVER = "tpu.google.com"
+DRIVER = TPU_DRIVER
 
 
 def chip_name(model: TpuModel, index: int) -> str:
@@ -49,4 +50,4 @@ class TpuRenderer:
 
 
 def device_classes() -> list[Obj]:
-    return [device_class("tpu.google.com", 'device.driver == "tpu.google.com"')]
+    return [device_class(TPU_CLASS, f'device.driver == "{DRIVER}"')]

@@ -17,22 +17,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-NVIDIA_DRIVER = "gpu.nvidia.com"
-HAMI_DRIVER = "hami-core-gpu.project-hami.io"
-AMD_DRIVER = "gpu.amd.com"
-TPU_DRIVER = "tpu.google.com"
-INTEL_DRIVER = "gpu.intel.com"
+from kdra.api import wellknown as wk
 
-GPU_CLASS = "gpu.nvidia.com"
-MIG_CLASS = "mig.nvidia.com"
+NVIDIA_DRIVER = wk.NVIDIA_GPU_DRIVER
+HAMI_DRIVER = wk.HAMI_DRIVER
+AMD_DRIVER = wk.AMD_GPU_DRIVER
+TPU_DRIVER = wk.TPU_DRIVER
+INTEL_DRIVER = wk.INTEL_GPU_DRIVER
+
+GPU_CLASS = wk.NVIDIA_GPU_CLASS
+MIG_CLASS = wk.NVIDIA_MIG_CLASS
 HAMI_CLASS = "hami-core-gpu.project-hami.io"
-AMD_CLASS = "gpu.amd.com"
-TPU_CLASS = "tpu.google.com"
+AMD_CLASS = wk.AMD_GPU_CLASS
+TPU_CLASS = wk.TPU_CLASS
 INTEL_CLASS = "gpu.intel.com"
 
-NVIDIA_GPU = "nvidia.com/gpu"
+NVIDIA_GPU = wk.NVIDIA_GPU_RESOURCE
 NVIDIA_SHARED = "nvidia.com/gpu.shared"
-AMD_GPU = "amd.com/gpu"
+AMD_GPU = wk.AMD_GPU_RESOURCE
 GOOGLE_TPU = "google.com/tpu"
 HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_MEMORY_PERCENT = "nvidia.com/gpumem-percentage"

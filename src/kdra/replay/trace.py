@@ -21,13 +21,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER
 from kdra.errors import InputError
 from kdra.fleets.openb import MODEL_MAP, TRACE_LABEL, fleet_from_rows
 from kdra.fleets.spec import Fleet
 from kdra.scheduler.fragmentation import MILLI, PodRequest
 
-GPU_CLASS = "gpu.nvidia.com"
-DRIVER = "gpu.nvidia.com"
+GPU_CLASS = NVIDIA_GPU_CLASS
+DRIVER = NVIDIA_GPU_DRIVER
 SHARES_PER_GPU = MILLI
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")

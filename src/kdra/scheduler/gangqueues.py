@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.cluster.store import Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
@@ -60,7 +61,7 @@ class GangQueueOptions:
     reclaim: bool = True
     preempt: bool = True
     reclaim_strategies: Sequence[str] = STRATEGIES
-    gpu_class: str = "gpu.nvidia.com"  # what a KAI Queue's `gpu` counts
+    gpu_class: str = NVIDIA_GPU_CLASS  # what a KAI Queue's `gpu` counts
     capacity_dims: Sequence[str] = ("memory",)  # device capacities counted as <dim>.deviceclass/<class>
     max_domain_trials: int = 6
     max_victim_trials: int = 4

@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.scheduler.fragmentation import MAX_NODE_SCORE, MILLI, GpuNodeView, PodRequest, Policy
 from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, ScorePlugin, Status
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from kdra.allocator.preference import RequestView, SearchContext
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
-GPU_CLASS = "gpu.nvidia.com"
+GPU_CLASS = NVIDIA_GPU_CLASS
 TRACE_MODEL_LABEL = "kdra.dev/trace-gpu-model"
 _NANO = 10**9
 _STATE = "FragmentationScore"

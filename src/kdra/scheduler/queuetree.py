@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.errors import InputError
 from kdra.scheduler.gang import DEFAULT_QUEUE, parse_duration
 
@@ -91,7 +92,7 @@ def _number(raw: Any, resource: str, where: str) -> float:
     return INF if v == -1 else v
 
 
-def parse_queue(obj: Mapping[str, Any], gpu_class: str = "gpu.nvidia.com") -> QueueSpec:
+def parse_queue(obj: Mapping[str, Any], gpu_class: str = NVIDIA_GPU_CLASS) -> QueueSpec:
     """A Queue (kdra, KAI or Volcano shape) as a QueueSpec; InputError naming the field on bad input."""
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.wellknown import AMD_GPU_DRIVER, AMD_GPU_RESOURCE, NVIDIA_GPU_DRIVER, NVIDIA_GPU_RESOURCE
 
 Obj = dict[str, Any]
 MIB = 1024 * 1024
@@ -66,11 +67,11 @@ class FleetGpus:
                 cap = d.get("capacity") or {}
                 mem = _mem((cap.get("memory") or {}).get("value", 0))
                 dtype = (attrs.get("type") or {}).get("string", "")
-                if driver == "gpu.nvidia.com":
+                if driver == NVIDIA_GPU_DRIVER:
                     gmem = self.node_gpu_memory.get(node) or mem or 1
                     equiv = 1.0 if dtype != "mig" else min(1.0, mem / gmem)
                     cost = DeviceCost(equiv, mem, gmem)
-                elif driver == "gpu.amd.com":
+                elif driver == AMD_GPU_DRIVER:
                     cost = DeviceCost(1.0, mem, mem)
                     amd_counts[node] = amd_counts.get(node, 0) + 1
                     self.node_gpu_memory.setdefault(node, mem)
@@ -106,7 +107,7 @@ class FleetGpus:
 
     def legacy_cost(self, node: str, resource: str) -> DeviceCost:
         gmem = self.node_gpu_memory.get(node, 0)
-        if resource in ("nvidia.com/gpu", "amd.com/gpu"):
+        if resource in (NVIDIA_GPU_RESOURCE, AMD_GPU_RESOURCE):
             return DeviceCost(1.0, gmem, gmem)
         if resource.startswith("nvidia.com/mig-"):
             m = _MIG_MEM.search(resource)

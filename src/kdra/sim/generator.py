@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.wellknown import AMD_GPU_CLASS, NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER, NVIDIA_MIG_CLASS, TPU_CLASS
 from kdra.errors import InputError
 from kdra.sim.durations import format_duration, parse_duration
 from kdra.sim.workload import ARRIVAL_TIME, GPU_MEMORY, RUN_TIME, WORKLOAD_LABEL
@@ -43,10 +44,6 @@ Obj = dict[str, Any]
 API_VERSION = "kdra.dev/v1alpha1"
 TYPES = {"inference": "Deployment", "job": "Job", "training": "Job", "fine-tuning": "Job", "notebook": "Pod"}
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-NVIDIA_GPU_CLASS = "gpu.nvidia.com"
-NVIDIA_MIG_CLASS = "mig.nvidia.com"
-AMD_GPU_CLASS = "gpu.amd.com"
-TPU_CLASS = "tpu.google.com"
 ACCELERATOR_LABEL = "kdra.dev/accelerator"
 
 
@@ -159,7 +156,7 @@ def _claim_spec(
         if vendor != "nvidia":
             raise ctx.err(f"{path}.gpu.memory", "Invalid value: fractional GPUs are NVIDIA MIG or shares")
         mem = _quantity(ctx, f"{path}.gpu.memory", gpu["memory"])
-        mig_sel = f'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{mem}")) >= 0'
+        mig_sel = f'device.capacity["{NVIDIA_GPU_DRIVER}"].memory.compareTo(quantity("{mem}")) >= 0'
         subs: list[Obj] = [
             {
                 "name": "mig",

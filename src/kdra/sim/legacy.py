@@ -17,13 +17,15 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kdra.api import wellknown as wk
+
 Obj = dict[str, Any]
 
 WELL_KNOWN = {
-    "gpu.nvidia.com": "nvidia.com/gpu",
-    "mig.nvidia.com": "nvidia.com/gpu",
-    "gpu.amd.com": "amd.com/gpu",
-    "tpu.google.com": "google.com/tpu",
+    wk.NVIDIA_GPU_CLASS: wk.NVIDIA_GPU_RESOURCE,
+    wk.NVIDIA_MIG_CLASS: wk.NVIDIA_GPU_RESOURCE,
+    wk.AMD_GPU_CLASS: wk.AMD_GPU_RESOURCE,
+    wk.TPU_CLASS: wk.TPU_RESOURCE,
 }
 
 
