@@ -74,7 +74,7 @@ def main() -> int:
             tr = run_timed(trace, make_policy(name), seed=seeds[0], use_allocator=not args.no_allocator)
             print("time replay", json.dumps(tr.to_dict()))
     if args.legacy:
-        from kdra.replay.legacy import compare
+        from kdra.replay.deviceplugin import compare
 
         for label, fig in compare(trace, policies[0], seeds[0], timed=True).items():
             print("legacy-vs-dra", label, json.dumps(fig.to_dict()))

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from kdra.deviceplugin.advertise import extended_resources
 from kdra.drivers import amd, tpu
 from kdra.drivers.catalog import lookup
 from kdra.drivers.common import binary_quantity, make_slices, semver
-from kdra.drivers.legacy import extended_resources
 
 
 def test_amd_full_gpus() -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from kdra.api.quantity import parse_quantity_any
 from kdra.cli.main import main
+from kdra.replay.deviceplugin import compare
 from kdra.replay.engine import ReplayCluster, inflate, run_placement
 from kdra.replay.experiment import run_experiment
-from kdra.replay.legacy import compare
 from kdra.replay.timed import run_timed
 from kdra.replay.trace import default_trace_dir, load_trace
 from kdra.scheduler.fragmentation import make_policy

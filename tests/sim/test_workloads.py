@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kdra.deviceplugin.pods import to_device_plugin
 from kdra.errors import InputError
 from kdra.sim.generator import expand_generator
-from kdra.sim.legacy import to_device_plugin
 from kdra.sim.workload import build_workload
 
 

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         sections.append(_timed_html(runs))
     legacy_doc: dict[str, Any] = {}
     if args.legacy:
-        from kdra.replay.legacy import compare
+        from kdra.replay.deviceplugin import compare
 
         figs = compare(trace, policies[0], seeds[0], use_allocator=not args.no_allocator, features=features)
         legacy_doc = {k: v.to_dict() for k, v in figs.items()}

@@ -115,36 +115,3 @@ class FleetGpus:
             mem = min(mem, gmem) if gmem else mem
             return DeviceCost(mem / gmem if gmem else 0.0, mem, gmem)
         return DeviceCost(0.0, 0, 0)
-
-
-class DevicePluginKubelet:
-    """The kubelet's device manager in the legacy model: hands out free device IDs per extended resource."""
-
-    def __init__(self) -> None:
-        self.free: dict[tuple[str, str], list[int]] = {}
-        self.capacity: dict[tuple[str, str], int] = {}
-        self.held: dict[str, list[tuple[str, str, int]]] = {}
-
-    def add_node(self, node: Obj) -> None:
-        name = node["metadata"]["name"]
-        for res, q in ((node.get("status") or {}).get("allocatable") or {}).items():
-            if "/" in res and not res.startswith("kubernetes.io"):
-                n = _mem(q)
-                self.capacity[(name, res)] = n
-                self.free[(name, res)] = list(range(n))
-
-    def assign(self, pod_uid: str, node: str, needs: Mapping[str, int]) -> list[tuple[str, int]]:
-        got = []
-        for res, n in sorted(needs.items()):
-            free = self.free.get((node, res), [])
-            take, free[:] = free[:n], free[n:]
-            for i in take:
-                self.held.setdefault(pod_uid, []).append((node, res, i))
-                got.append((res, i))
-        return got
-
-    def release(self, pod_uid: str) -> None:
-        for node, res, i in self.held.pop(pod_uid, []):
-            free = self.free.setdefault((node, res), [])
-            free.append(i)
-            free.sort()

@@ -17,13 +17,14 @@ from typing import Any
 
 from kdra.cluster.clock import VirtualClock
 from kdra.cluster.store import MemoryStore, NotFoundError, Obj, WatchEvent, clone
+from kdra.deviceplugin.kubelet import DevicePluginKubelet
+from kdra.deviceplugin.pods import ProductLabels, to_device_plugin
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.gang import is_scheduling_object
 from kdra.scheduler.gangqueues import GangQueues
 from kdra.scheduler.podinfo import is_extended_resource, pod_requests
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.sim.accounting import DevicePluginKubelet, FleetGpus
-from kdra.sim.legacy import ProductLabels, to_device_plugin
+from kdra.sim.accounting import FleetGpus
 from kdra.sim.workload import GPU_MEMORY, WORKLOAD_LABEL, Group, Workload, gpu_memory_need
 
 DRA = "dra"
@@ -109,7 +110,7 @@ class Simulation:
         self.store = MemoryStore(clock=self.clock, seed=seed)
         self.gpus = FleetGpus(dra_objects if dra_objects is not None else fleet_objects)
         self.kubelet = DevicePluginKubelet()
-        # Device-plugin mode: the requests' model choice, as GFD product labels (kdra.sim.legacy).
+        # Device-plugin mode: the requests' model choice, as GFD product labels (kdra.deviceplugin.pods).
         self.products = ProductLabels(dra_objects or fleet_objects) if mode == DEVICE_PLUGIN else None
         self.classes: dict[str, Obj] = {}
         for obj in dra_objects or fleet_objects:
