@@ -1,12 +1,11 @@
-"""A pod's node-level fit outside a scheduling cycle, with the scheduler's own filter plugins.
+"""A pod's node-level fit: the default profile's node plugins and the one way to ask them.
 
-Tools that check a pod's node-level fit on their own (kdra.plan; the placement loop,
-kdra.scheduler.placement, runs the same plugins over its scheduler cache) must rule nodes out exactly as
-kube-scheduler (and kdra's scheduler) do before any device is allocated: nodeSelector and required node
-affinity, taints and tolerations, an unschedulable node, spec.nodeName, and cpu/memory/pods/extended-resource
-fit. Rather than a second matcher,
-this runs the filter plugins of kdra.scheduler.plugins over NodeInfos built from the Node objects and the
-pods already on them, in the default profile's order, stopping at the first plugin that rejects a node.
+Everything that rules nodes out before any device is allocated must do it exactly as kube-scheduler (and
+kdra's scheduler) do: nodeSelector and required node affinity, taints and tolerations, an unschedulable
+node, spec.nodeName, and cpu/memory/pods/extended-resource fit. `node_plugins` are those plugins in the
+default profile's order (the scheduler's profile is built from them); `node_checks` asks them about one
+pod on one node, for the offline placement loop (kdra.scheduler.placement, over its scheduler cache) and
+for `NodeFit`, the same verdicts on a fixed set of Node objects and the pods already on them (kdra.plan).
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from kdra.scheduler.cache import is_terminal
-from kdra.scheduler.framework import CycleState, FilterPlugin
+from kdra.scheduler.framework import CycleState, FilterPlugin, Plugin
 from kdra.scheduler.owntext import personal
 from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, TaintToleration
-from kdra.scheduler.plugins.noderesources import NodeResourcesFit
+from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
 
@@ -36,6 +35,45 @@ def node_declares_resources(node: Mapping[str, Any]) -> bool:
     return bool(status.get("allocatable") or status.get("capacity"))
 
 
+def node_plugins(
+    implied_tolerations: Iterable[Mapping[str, Any]] = (), scoring: ScoringStrategy | None = None
+) -> list[Plugin]:
+    """The default profile's node-level plugins, in kube-scheduler's order."""
+    return [
+        NodeUnschedulable(),
+        NodeName(),
+        TaintToleration(implied_tolerations),
+        NodeAffinity(),
+        NodeResourcesFit(scoring),
+    ]
+
+
+def node_checks(
+    filters: Iterable[FilterPlugin],
+    state: CycleState,
+    pi: PodInfo,
+    ni: NodeInfo,
+    *,
+    sized: bool,
+    first_only: bool = False,
+) -> tuple[tuple[str, ...], int]:
+    """The first rejecting plugin's reasons in kube-scheduler's wording ("node(s) didn't match Pod's node
+    affinity/selector") and how many plugins reject (only the first with `first_only`). Resources are
+    checked only on a node that declares its size (`sized`)."""
+    first: tuple[str, ...] = ()
+    failed = 0
+    for p in filters:
+        if isinstance(p, NodeResourcesFit) and not sized:
+            continue
+        st = p.filter(state, pi, ni)
+        if not st.ok:
+            failed += 1
+            first = first or st.reasons or (p.name,)
+            if first_only:
+                break
+    return first, failed
+
+
 class NodeFit:
     """Filter verdicts for pods on a fixed set of nodes; `assume` adds a placed pod's requests."""
 
@@ -46,15 +84,9 @@ class NodeFit:
         # A Node without status.allocatable (a hand-written file, or a node made up from slices) says
         # nothing about its size: resources are checked only on nodes that declare them.
         self.sized = {name for name, ni in self.infos.items() if node_declares_resources(ni.node)}
-        resources = NodeResourcesFit()
-        resources.bind_cache(cast(Any, _NoDraCache()))
-        self.plugins: list[FilterPlugin] = [
-            NodeUnschedulable(),
-            NodeName(),
-            TaintToleration(),
-            NodeAffinity(),
-            resources,
-        ]
+        self.plugins = [p for p in node_plugins() if isinstance(p, FilterPlugin)]
+        for p in self.plugins:
+            p.bind_cache(cast(Any, _NoDraCache()))
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             if node and node in self.infos and not is_terminal(pod):
@@ -67,14 +99,7 @@ class NodeFit:
         if ni is None:
             return ()
         pi = pod if isinstance(pod, PodInfo) else _pod_info(pod)
-        state = CycleState()
-        for p in self.plugins:
-            if isinstance(p, NodeResourcesFit) and node not in self.sized:
-                continue
-            st = p.filter(state, pi, ni)
-            if not st.ok:
-                return st.reasons or (p.name,)
-        return ()
+        return node_checks(self.plugins, CycleState(), pi, ni, sized=node in self.sized, first_only=True)[0]
 
     def assume(self, pod: Mapping[str, Any], node: str) -> None:
         ni = self.infos.get(node)
@@ -92,7 +117,7 @@ def _pod_info(pod: Mapping[str, Any]) -> PodInfo:
     return pi
 
 
-__all__ = ["NodeFit", "node_declares_resources"]
+__all__ = ["NodeFit", "node_checks", "node_declares_resources", "node_plugins"]
 
 
 class FitFailure:

@@ -46,10 +46,9 @@ from kdra.scheduler.dra import (
     claim_spec_key,
 )
 from kdra.scheduler.framework import CycleState, FilterPlugin, ScorePlugin
-from kdra.scheduler.nodefit import node_declares_resources
+from kdra.scheduler.nodefit import node_checks, node_declares_resources
 from kdra.scheduler.owntext import OwnNames, personal
 from kdra.scheduler.plugins.dynamicresources import DynamicResources, extended_resource_claim
-from kdra.scheduler.plugins.noderesources import NodeResourcesFit
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 from kdra.scheduler.scoring import add_weighted, best_node, prioritized_list_score
 
@@ -216,7 +215,7 @@ class Placer:
     ) -> tuple[NodeFinding, DeviceFit | None]:
         """One node's Filter: its finding, and the devices' answer (None when ruled out before them)."""
         name = ni.name
-        reasons, checks = self._node_checks(state, pi, ni)
+        reasons, checks = node_checks(self.filters, state, pi, ni, sized=ni.name in self.sized)
         if reasons:
             return NodeFinding(name, reasons=reasons, checks=checks, device_gap=self._gap(ni, demand)), None
         for c in allocated:
@@ -279,19 +278,6 @@ class Placer:
         if len(self._memo) > 256:
             self._memo.clear()
         return self._memo.setdefault(signature, {})
-
-    def _node_checks(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> tuple[tuple[str, ...], int]:
-        """The first rejecting plugin's reasons (kube-scheduler's wording) and how many plugins reject."""
-        first: tuple[str, ...] = ()
-        failed = 0
-        for p in self.filters:
-            if isinstance(p, NodeResourcesFit) and ni.name not in self.sized:
-                continue
-            st = p.filter(state, pi, ni)
-            if not st.ok:
-                failed += 1
-                first = first or st.reasons or (p.name,)
-        return first, failed
 
     def _extended(self, pi: PodInfo) -> dict[str, str]:
         """The pod's extended resources a DeviceClass serves (KEP-5004), with that class."""

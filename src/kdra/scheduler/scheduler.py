@@ -51,17 +51,12 @@ from kdra.scheduler.framework import (
     ScorePlugin,
     Status,
 )
+from kdra.scheduler.nodefit import node_plugins
 from kdra.scheduler.nodesearch import NodeSearch, SigEntry
 from kdra.scheduler.owntext import OwnNames
-from kdra.scheduler.plugins.basic import (
-    NodeAffinity,
-    NodeName,
-    NodeUnschedulable,
-    PrioritySort,
-    TaintToleration,
-)
+from kdra.scheduler.plugins.basic import PrioritySort
 from kdra.scheduler.plugins.dynamicresources import DynamicResources
-from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
+from kdra.scheduler.plugins.noderesources import ScoringStrategy
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.scheduling_queue import SchedulingQueue
 from kdra.scheduler.seams import Binder, BindFailed, BindGroup, StoreBinder
@@ -157,11 +152,7 @@ def default_plugins(store: Store, dra: DraState, config: SchedulerConfig) -> lis
     """The default profile's plugins, in kube-scheduler's order (the offline placement uses them too)."""
     return [
         PrioritySort(),
-        NodeUnschedulable(),
-        NodeName(),
-        TaintToleration(config.implied_tolerations),
-        NodeAffinity(),
-        NodeResourcesFit(config.scoring),
+        *node_plugins(config.implied_tolerations, config.scoring),
         DynamicResources(store, dra),
         *config.extra_plugins,
     ]
