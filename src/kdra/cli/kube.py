@@ -11,10 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import signal
 import sys
-import time
 from typing import Any
 
 from kdra.cli.common import (
@@ -240,10 +237,11 @@ def register(subparsers: Any) -> None:
 
 
 def _scheduler(args: argparse.Namespace) -> int:
+    from kdra.cli.common import feature_gates
     from kdra.kube.leader import LeaderElector
-    from kdra.kube.partition import Partition, startup_warnings
-    from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.session import start_session_scheduler
+    from kdra.kube.partition import Partition
+    from kdra.kube.run import run_scheduler
+    from kdra.kube.scheduler import default_identity
     from kdra.scheduler.gangqueues import GangQueueOptions
     from kdra.scheduler.plugins.noderesources import ScoringStrategy
     from kdra.scheduler.scheduler import SchedulerConfig
@@ -253,8 +251,6 @@ def _scheduler(args: argparse.Namespace) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    from kdra.cli.common import feature_gates
-
     gates = feature_gates(args)
     partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
@@ -280,16 +276,7 @@ def _scheduler(args: argparse.Namespace) -> int:
             raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
     identity = args.identity or default_identity()
     client = make_client(args, f"scheduler/{identity}")
-    stopping = {"flag": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stopping["flag"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     elector = None
-    sched: KubeScheduler | None = None
     if args.leader_elect:
         # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
         # binding workers in the rate limiter.
@@ -306,24 +293,6 @@ def _scheduler(args: argparse.Namespace) -> int:
             )
         except ValueError as e:
             raise InputError(f"--leader-elect-renew-deadline: {e}") from None
-        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
-        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
-        # binding pool at once, from the elector's thread, while the loop may still be asleep.
-        elector.install_fence(client)
-        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
-        elector.start()
-        if endpoint is not None:
-            endpoint.elector = elector
-            endpoint.role = "standby"
-        print(f"kdra scheduler {identity}: waiting for the leader lease", file=sys.stderr, flush=True)
-        while not elector.is_leader:
-            if stopping["flag"]:
-                elector.stop(release=False)
-                return 0
-            time.sleep(0.1)
-        if endpoint is not None:
-            endpoint.role = "starting"  # not ready until its initial lists are done (docs/kube-commands.md)
-        print(f"kdra scheduler {identity}: leading", file=sys.stderr, flush=True)
     if args.bind_workers < 0:
         raise InputError("--bind-workers must not be negative")
     for flag, value in (
@@ -332,7 +301,6 @@ def _scheduler(args: argparse.Namespace) -> int:
     ):
         if value < 0:
             raise InputError(f"{flag} must not be negative")
-    # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
     session_options = GangQueueOptions(
         placement=args.placement,
         gang_timeout=args.gang_timeout,
@@ -341,93 +309,18 @@ def _scheduler(args: argparse.Namespace) -> int:
         stale_gang_grace=args.stale_gang_grace,
         gang_device_search=args.gang_device_search,
     )
-    store, gq, sched = start_session_scheduler(
+    return run_scheduler(
         client,
         config,
         session_options,
         identity=identity,
+        partition=partition,
         bind_workers=args.bind_workers,
         resync=args.resync,
         preemption_wait=args.preemption_wait,
-        partition=partition,
+        elector=elector,
+        endpoint=endpoint,
     )
-    groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
-    for warning in startup_warnings(partition, args.scheduler_name, sched.dra.index, sched.cache.nodes):
-        print(f"kdra scheduler {identity}: warning: {warning}", file=sys.stderr, flush=True)
-    print(
-        f"kdra scheduler {identity}: serving schedulerName {args.scheduler_name} "
-        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
-        f"{gq.options.placement}; gangs from {groups})",
-        file=sys.stderr,
-        flush=True,
-    )
-    code = 0
-    profile = None
-    if os.environ.get("KDRA_STATS"):  # figures for benchmarks: at exit, and on SIGUSR1 (a window's start/end)
-        stats_path = os.environ["KDRA_STATS"]
-        signal.signal(signal.SIGUSR1, lambda *_: _write_stats(stats_path, sched, client))
-    if os.environ.get("KDRA_PROFILE"):  # a cProfile of the loop, written at exit (benchmarks)
-        import cProfile
-
-        profile = cProfile.Profile()
-        profile.enable()
-    try:
-        if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
-            endpoint.attach(store, sched)
-        while not stopping["flag"]:
-            if elector is not None and elector.lost:
-                # Exit at once, as kube-scheduler does (the fence already refuses every write).
-                sched.stop_binding()
-                print(
-                    f"kdra scheduler {identity}: leader lease lost, exiting "
-                    f"({elector.fenced_writes} writes refused)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                os._exit(1)
-            if endpoint is not None:
-                endpoint.tick()
-            for r in sched.step(wait=0.5):
-                if r.node:
-                    logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
-    finally:
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(os.environ["KDRA_PROFILE"])
-        sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
-        if os.environ.get("KDRA_STATS"):  # figures for benchmarks, written at exit
-            _write_stats(os.environ["KDRA_STATS"], sched, client)
-        if endpoint is not None:
-            endpoint.shutdown()
-            endpoint.server_close()
-        store.stop()
-        if elector is not None:
-            elector.stop(release=code == 0)
-    return code
-
-
-def _write_stats(path: str, sched: Any, client: Any) -> None:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    stats = {
-        "sessions": sched.sessions,
-        "session_cpu_s": round(sched.session_cpu, 3),
-        "cycles": sched.cycles,
-        "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "api_requests": client.requests,
-        "api_writes": client.writes,
-        "bind_failures": sched.bind_failures,
-        "events_posted": sched.binder.scheduled_events.posted,
-        "events_dropped": sched.binder.scheduled_events.dropped,
-        "written_at": time.time(),
-    }
-    try:
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(stats, f)
-        os.replace(path + ".tmp", path)  # whole, for a reader polling it
-    except OSError as e:
-        print(f"KDRA_STATS={path}: {e.strerror or e}", file=sys.stderr)
 
 
 # -- explain --------------------------------------------------------------------------------------------
