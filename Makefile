@@ -17,8 +17,10 @@ $(VENV)/.installed: pyproject.toml
 run: venv
 	$(BIN)/kdra simulate --report out/simulate-report.html
 
+# ruff, and the layer table of DESIGN.md (import-linter contracts in pyproject.toml)
 lint: venv
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: venv
 	$(BIN)/mypy

@@ -3,7 +3,7 @@
 Prints wall time and peak memory (ru_maxrss of a fresh process per mode) for:
   stream       iter_render(): one node's objects at a time (what a store that ingests objects would use)
   materialize  render(): every object in one list (what a simulator holding the whole cluster does)
-  validate     render() + kdra.api.validation.validate_objects on the first 100 nodes (rate per node)
+  validate     render() + kdra.validation.rules.validate_objects on the first 100 nodes (rate per node)
 
     python benchmarks/bench_render.py [--nodes 5000] [--mode all|stream|materialize|validate]
 """
@@ -73,7 +73,7 @@ def run(mode: str, nodes: int) -> dict[str, float]:
                 slices += 1
                 devices += len(o["spec"].get("devices", ()))
         if mode == "validate":
-            from kdra.api.validation import validate_objects
+            from kdra.validation.rules import validate_objects
 
             head = [
                 o for o in objs if o.get("spec", {}).get("nodeName", o["metadata"]["name"]) < "h100-00100"

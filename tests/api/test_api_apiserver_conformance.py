@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kdra.allocator.features import FeatureGates
+from kdra.api.features import FeatureGates
 from kdra.api.load import _Loader
 from kdra.api.types import name_of
-from kdra.api.validation import validate
+from kdra.validation.rules import validate
 
 _REPO = Path(__file__).resolve().parents[2]
 # The 1.36 table with its kube-apiserver v1.36.2 verdicts, kept in the repository.

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from kdra_api_cases import STATUS_CLAIM, cases, status_cases
 
-from kdra.allocator.features import FeatureGates
-from kdra.api.validation import validate
+from kdra.api.features import FeatureGates
+from kdra.validation.rules import validate
 
 V1_36 = FeatureGates.for_version("1.36")  # the release the verdicts were recorded on
 

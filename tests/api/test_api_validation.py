@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kdra.api.validation import FieldError, validate, validate_objects
 from kdra.errors import InputError
+from kdra.validation.rules import FieldError, validate, validate_objects
 
 LABEL_ERR = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "

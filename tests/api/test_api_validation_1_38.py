@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kdra.allocator import FeatureGates
-from kdra.api.validation import validate
+from kdra.validation.rules import validate
 
 V137, V138 = FeatureGates.for_version("1.37"), FeatureGates.for_version("1.38")
 

@@ -1,6 +1,7 @@
 """What kube-apiserver (and kubectl's decoder) refuses, kdra refuses, in one line naming the object, the field
-and the rule; what the API server names or defaults, kdra names and defaults the same way (kdra.api.admission,
-kdra.api.validation: pkg/apis/core/validation/validation.go, pkg/apis/resource/v1/defaults.go)."""
+and the rule; what the API server names or defaults, kdra names and defaults the same way
+(kdra.validation.admission, kdra.validation.rules: pkg/apis/core/validation/validation.go,
+pkg/apis/resource/v1/defaults.go)."""
 
 from __future__ import annotations
 

@@ -66,9 +66,9 @@ def test_agrees_with_the_real_allocator(oracles: dict[str, Oracle]) -> None:
 def test_worlds_are_api_valid_for_both_versions() -> None:
     """The generator's objects pass kdra's API validation for each release (so the agreement is about
     inputs a cluster accepts)."""
-    from kdra.allocator.features import SUPPORTED_VERSIONS, FeatureGates
-    from kdra.api.validation import validate_objects
+    from kdra.api.features import SUPPORTED_VERSIONS, FeatureGates
     from kdra.testing.worlds import random_world
+    from kdra.validation.rules import validate_objects
 
     for version in SUPPORTED_VERSIONS:
         features = FeatureGates.for_version(version)

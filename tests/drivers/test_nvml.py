@@ -90,7 +90,7 @@ def test_cli_fixture_option_and_validation(capsys: pytest.CaptureFixture[str]) -
     assert [d["name"] for d in doc["spec"]["devices"]] == ["gpu-0", "gpu-1"]
     assert doc["spec"]["devices"][0]["attributes"]["cudaDriverVersion"] == {"version": "12.8.0"}
     assert doc["spec"]["nodeName"] == "fixture-l4"
-    validation = importlib.import_module("kdra.api.validation")
+    validation = importlib.import_module("kdra.validation.rules")
     validation.validate_objects([doc])
 
 

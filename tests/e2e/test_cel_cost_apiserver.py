@@ -1,6 +1,6 @@
 """kdra validates CEL selectors as the real API server does (issue 18 item 9): for expressions around the
 cost limit (nested comprehensions, string and regex functions over bounded and unbounded sizes, list
-attributes), a server-side dry run of a DeviceClass is accepted exactly when `kdra.api.validation` accepts
+attributes), a server-side dry run of a DeviceClass is accepted exactly when `kdra.validation.rules` accepts
 it, and rejected with the same "too complex, exceeds cost limit". Dry runs store nothing, so this runs
 beside any other test."""
 
@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from kdra.api.validation import validate
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, resource_path
+from kdra.validation.rules import validate
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ import pytest
 
 from kdra.fleets import bundled_names, load_fleet, render, summarize
 
-validation = importlib.import_module("kdra.api.validation")
+validation = importlib.import_module("kdra.validation.rules")
 OPENB_CSV = Path("/work/shared/traces/alibaba-gpu-2023/openb_node_list_gpu_node.csv")
 
 

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kdra.api.exportfile import is_export, load_exported_cluster, replayable_workload
 from kdra.api.load import dump_yaml
 from kdra.cli.main import main
 from kdra.fleets import load_fleet, render
-from kdra.kube.export import is_export, load_exported_cluster, replayable_workload
 
 
 def exported_cluster() -> list[dict[str, Any]]:

@@ -224,7 +224,7 @@ def test_selectors_compile_with_kdra_cel(case: str) -> None:
 
 @pytest.mark.parametrize("case", OK)
 def test_output_passes_kdra_validation(case: str) -> None:
-    validation = importlib.import_module("kdra.api.validation")
+    validation = importlib.import_module("kdra.validation.rules")
     objs = objects(expected(case))
     pods = [
         {

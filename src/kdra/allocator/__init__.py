@@ -22,8 +22,8 @@ from kdra.allocator.allocator import (
     random_share_id,
 )
 from kdra.allocator.explain import Explanation
-from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import AllocatorIndex, SliceCache
+from kdra.api.features import FeatureGates
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from kdra.allocator.capacity import CapacityError, CapacityRules, check_capacity, consumed_capacity
-from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import (
     MATCH,
     MAX_CACHED_SELECTOR_SETS,
@@ -37,6 +36,7 @@ from kdra.allocator.index import (
     evaluate_selectors,
 )
 from kdra.allocator.preference import preferred_order
+from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.cel import CELCompileError, CELRuntimeError, compile_derived_attribute, without_container_note
 from kdra.errors import AllocationError, InputError

@@ -16,7 +16,7 @@ from kdra.allocator.index import CapacityEntry, RequestPolicy
 from kdra.api.quantity import BINARY_SI, Quantity
 
 if TYPE_CHECKING:
-    from kdra.allocator.features import FeatureGates
+    from kdra.api.features import FeatureGates
 
 
 def _go_rem(a: int, b: int) -> int:

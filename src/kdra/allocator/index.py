@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator._nodes import node_matches
-from kdra.allocator.features import FeatureGates
+from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.cel import CELCompileError, CELRuntimeError, compile_selector, device_input
 from kdra.errors import AllocationError, InputError

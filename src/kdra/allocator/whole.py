@@ -66,7 +66,7 @@ def device_index(objects: Iterable[Mapping[str, Any]], features: Any = None) -> 
     objs = list(objects)
     classes = {str(o["metadata"]["name"]): o for o in objs if o.get("kind") == "DeviceClass"}
     slices = [o for o in objs if o.get("kind") == "ResourceSlice"]
-    from kdra.allocator.features import FeatureGates
+    from kdra.api.features import FeatureGates
 
     return AllocatorIndex(classes, slices, features or FeatureGates())
 

@@ -2,7 +2,8 @@
 
 Objects are kept as the plain JSON-compatible dicts Kubernetes serves (typed with TypedDicts in
 `kdra.api.types`), so load -> dump never loses a field kdra does not know about, and no conversion
-is paid on hot paths. Quantities, loading/dumping and API-server validation live in this package.
+is paid on hot paths. Quantities, loading/dumping, feature gates and well-known names live in this
+package; API-server validation, which needs the CEL layer, is kdra.validation.
 
 Surface (docs/contracts.md):
 - `kdra.api.quantity`: `Quantity` (exact, int nano-units; `parse`, ordering, `+`/`-`, `str()` as Go's
@@ -11,9 +12,8 @@ Surface (docs/contracts.md):
 - `kdra.api.types`: TypedDicts plus `kind_of`, `name_of`, `namespace_of`, `labels_of`, `uid_of`,
   `object_ref` ("Kind ns/name").
 - `kdra.api.load`: `load_text`, `load_paths`, `dump_yaml`, `dump_json`.
-- `kdra.api.validation`: `validate(obj, *, cel, list_type_attributes, namespace_labels)`,
-  `validate_objects(objs, ...)`, `FieldError`.
-
-Fidelity is pinned by recordings of a real kube-apiserver 1.36.3 (tests/api/data) and by upstream's
-allocator table (shared/conformance).
+- `kdra.api.features`: `FeatureGates` (a release and its DRA gates), `DEFAULT_VERSION`.
+- `kdra.api.pods`: a pod's claims (`pod_claim_names`, `entry_claim_name`) and a claim's consumers
+  (`reserved_for`, `reserved_for_pod`).
+- `kdra.api.wellknown`: driver, DeviceClass and extended-resource names.
 """

@@ -1,7 +1,7 @@
 """The Kubernetes releases kdra can behave like (`--kubernetes-version`), for every layer.
 
 Defined here, at the bottom, because validation (api), drivers and fleets differ per release too;
-`kdra.allocator.features.FeatureGates` carries one of these together with the release's gates.
+`kdra.api.features.FeatureGates` carries one of these together with the release's gates.
 
 `BUILDS` is the one place that pins which upstream build each release is: hack/pin.py writes the Go
 modules of the control plane (hack/k8s/v1.XX) and of the allocator oracle (tests/oracle/v1.XX) from it,

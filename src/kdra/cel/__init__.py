@@ -51,7 +51,7 @@ cases plus random ones; kdra agrees exactly on every curated case outside KNOWN_
   checker/cost.go with Kubernetes' library.CostEstimator and the DRA size estimator (_cost.py); equal to
   upstream's MaxCost on every expression of tests/cel/cost_golden.jsonl (recorded from v0.37.2), so
   validation accepts and rejects what kube-apiserver 1.37 does. Stored objects (with a resourceVersion)
-  are not re-validated (kdra.api.validation), as upstream.
+  are not re-validated (kdra.validation.rules), as upstream.
 
 Known gaps: only the first syntax error is reported (cel-go's parser recovers and lists several);
 for deeply invalid expressions the set of type errors can differ after the first; quantities keep

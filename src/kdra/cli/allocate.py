@@ -203,10 +203,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kdra.api.admission import admit
     from kdra.api.fields import check_fields
     from kdra.cli.common import feature_gates, namespace_filter, positive_int, validate_mode
     from kdra.scheduler import offline
+    from kdra.validation.admission import admit
 
     gates = feature_gates(args)
     validate = validate_mode(args)

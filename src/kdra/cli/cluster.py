@@ -98,7 +98,7 @@ def _render(args: argparse.Namespace) -> int:
         fleet, dra=not args.no_dra, legacy=args.legacy, kubernetes_version=features.version
     )
     if not args.no_validate:
-        from kdra.api.validation import validate_objects
+        from kdra.validation.rules import validate_objects
 
         objs = list(objs)
         validate_objects(objs, features=features)

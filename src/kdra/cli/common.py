@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from kdra.errors import InputError
 
 if TYPE_CHECKING:
-    from kdra.allocator.features import FeatureGates
+    from kdra.api.features import FeatureGates
 
 
 def add_validate_arg(p: argparse.ArgumentParser) -> None:
@@ -126,7 +126,7 @@ def gates_text(args: argparse.Namespace) -> str:
 def feature_gates(args: argparse.Namespace) -> FeatureGates:
     """The FeatureGates the flags describe; InputError (exit 2) for what the release refuses (unknown or
     locked gates, a gate on whose dependency is off), with the components' wording."""
-    from kdra.allocator.features import DEFAULT_VERSION, FeatureGates
+    from kdra.api.features import DEFAULT_VERSION, FeatureGates
 
     version = getattr(args, "kubernetes_version", None) or DEFAULT_VERSION
     return FeatureGates.parse(gates_text(args), version=version)

@@ -164,7 +164,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[Any], Any]:
         )
     objs: list[Any] = []
     if args.files:
-        from kdra.api.admission import admit
+        from kdra.validation.admission import admit
 
         objs = load_paths(args.files)
         api = [o for o in objs if str(o.get("apiVersion", "")).split("/")[0] in ("v1", "resource.k8s.io")]

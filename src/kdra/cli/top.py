@@ -78,7 +78,7 @@ def _read_files(paths: list[str]) -> tuple[list[Any], list[Any]]:
             raise InputError(f"no objects in {source}: expected Kubernetes objects or metrics")
         objs.extend(found)
     if objs:
-        from kdra.api.admission import admit
+        from kdra.validation.admission import admit
 
         admit(objs, cel=False, list_type_attributes=True)
     if scrapes and objs:

@@ -286,7 +286,7 @@ CAPACITY_REQUESTS_GATE = "DRAExtendedResourceCapacity"
 def capacity_requests_release_note() -> str:
     """Which release kdra follows could serve a time-sliced GPU as an extended resource: KEP-6406's
     DeviceClass.spec.extendedResourceCapacityRequests, where a release's gates have it."""
-    from kdra.allocator.features import GATES
+    from kdra.api.features import GATES
     from kdra.api.versions import BUILDS
 
     having = [v for v, gates in GATES.items() if CAPACITY_REQUESTS_GATE in gates]

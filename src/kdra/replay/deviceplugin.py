@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from kdra.allocator.features import FeatureGates
+from kdra.api.features import FeatureGates
 from kdra.drivers.catalog import lookup
 from kdra.fleets.openb import MODEL_MAP
 from kdra.replay.engine import ReplayCluster, run_placement

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator.features import FeatureGates
+from kdra.api.features import FeatureGates
 from kdra.replay.engine import PlacementRun, run_placement
 from kdra.replay.trace import Trace
 from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100, make_policy

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator.features import FeatureGates
+from kdra.api.features import FeatureGates
 from kdra.replay.engine import Binding, Placer, ReplayCluster
 from kdra.replay.trace import Trace
 from kdra.scheduler.fragmentation import MILLI, PodRequest, Policy

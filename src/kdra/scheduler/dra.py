@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation, NodeAllocationError
-from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import AllocatorIndex
+from kdra.api.features import FeatureGates
 from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.cluster.store import Obj, StoreError, WatchEvent
 from kdra.errors import AllocationError

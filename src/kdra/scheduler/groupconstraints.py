@@ -71,7 +71,7 @@ class GroupConstraint:
 def parse_device_constraints(raw: Any, where: str) -> tuple[GroupConstraint, ...]:
     """`spec.deviceConstraints` of a PodGroup; InputError listing every problem as the API server words
     claim constraint errors."""
-    from kdra.api.validation import attribute_name_errors, request_ref_errors
+    from kdra.validation.rules import attribute_name_errors, request_ref_errors
 
     if raw is None:
         return ()

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator.features import FeatureGates
 from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
+from kdra.api.features import FeatureGates
 from kdra.api.pods import entry_claim_names, reserved_for
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent

@@ -57,7 +57,7 @@ def load_workload(
     from kdra.api.fields import check_fields
 
     check_fields(objs, validate)
-    from kdra.kube.export import replayable_workload  # a `kdra export` file: its pods, replayed
+    from kdra.api.exportfile import replayable_workload  # a `kdra export` file: its pods, replayed
     from kdra.sim.workload import MAX_PODS
 
     return build_workload(
@@ -97,9 +97,9 @@ def fleet_objects(
     """(name, the Nodes, DeviceClasses and ResourceSlices, the Fleet or None) of a bundled fleet or a Fleet
     file, rendered as that release's drivers publish; a `kdra export` file stands for its objects as they
     are (no Fleet: DRA only)."""
+    from kdra.api.exportfile import load_exported_cluster
     from kdra.fleets import load_fleet, render
     from kdra.fleets.spec import MAX_NODES
-    from kdra.kube.export import load_exported_cluster
 
     exported = load_exported_cluster(fleet)
     if exported is not None:

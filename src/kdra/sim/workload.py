@@ -123,9 +123,9 @@ def _pod_from_template(
 
 
 def _check_pod_spec(spec: Any, where: str, path: str) -> None:
-    """The pod spec as kube-apiserver validates it (kdra.api.validation, the one validator): every problem,
+    """The pod spec as kube-apiserver validates it (kdra.validation.rules, the one validator): every problem,
     one line each, naming the workload object and the field."""
-    from kdra.api.validation import pod_spec_errors
+    from kdra.validation.rules import pod_spec_errors
 
     errs = pod_spec_errors(spec, path)
     if errs:
@@ -165,7 +165,7 @@ def build_workload(
             wl.name = (obj.get("metadata") or {}).get("name") or wl.name
         else:
             expanded.append(obj)
-    from kdra.api.admission import apply_defaults, generate_names
+    from kdra.validation.admission import apply_defaults, generate_names
 
     generate_names(expanded)  # a Pod with only generateName is named as the API server would
     for obj in expanded:
@@ -200,7 +200,7 @@ def build_workload(
             parse_pod_group(obj)
     dra_objs = [o for o in wl.static if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
     if dra_objs:
-        from kdra.api.validation import validate_objects
+        from kdra.validation.rules import validate_objects
 
         validate_objects(dra_objs, cel=True)
     total = 0

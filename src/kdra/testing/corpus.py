@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from kdra.allocator.features import (
+from kdra.api.features import (
     DEFAULTS,
     DEPENDENCIES,
     GATES,

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from kdra.allocator import FeatureGates
-from kdra.allocator.features import DEFAULTS, SUPPORTED_VERSIONS, picks_deterministically
+from kdra.api.features import DEFAULTS, SUPPORTED_VERSIONS, picks_deterministically
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placer
 from kdra.testing.oracle import Oracle
@@ -222,7 +222,7 @@ def _without_request(world: World, gi: int, ci: int, ri: int) -> World:
 
 def _api_valid(world: World) -> bool:
     """What a cluster of every supported release would accept (a shrunk case must stay a real input)."""
-    from kdra.api.validation import validate_objects
+    from kdra.validation.rules import validate_objects
 
     try:
         for version in SUPPORTED_VERSIONS:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from kdra.allocator.features import SUPPORTED_VERSIONS
+from kdra.api.features import SUPPORTED_VERSIONS
 from kdra.testing.controlplane import repo_root
 
 

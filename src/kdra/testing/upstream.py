@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator.features import picks_deterministically
+from kdra.api.features import picks_deterministically
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient, Obj
 from kdra.testing.controlplane import (

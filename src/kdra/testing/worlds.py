@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.allocator.features import DEFAULTS, DEPENDENCIES, GATES, SUPPORTED_VERSIONS
+from kdra.api.features import DEFAULTS, DEPENDENCIES, GATES, SUPPORTED_VERSIONS
 
 Obj = dict[str, Any]
 

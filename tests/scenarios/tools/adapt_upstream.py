@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_SRC = ROOT.parent / "shared" / "conformance" / "upstream-allocator"
 OUT = ROOT / "tests" / "scenarios" / "cases" / "upstream"
 
-# Kubernetes 1.36 defaults of the gates the allocator reads (kdra.allocator.features.DEFAULTS_1_36).
+# Kubernetes 1.36 defaults of the gates the allocator reads (kdra.api.features.DEFAULTS_1_36).
 ALLOCATOR_GATES = {
     "DRAAdminAccess": True,
     "DRAPrioritizedList": True,

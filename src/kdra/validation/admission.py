@@ -1,5 +1,5 @@
 """What kube-apiserver does to an object it is asked to create, before anything reads it: a name for an
-object that has only `metadata.generateName`, the v1 API's defaults, then validation (kdra.api.validation).
+object that has only `metadata.generateName`, the v1 API's defaults, then validation (kdra.validation.rules).
 
 Every command that reads objects (kdra allocate, the workloads of kdra simulate) admits them here, so a
 pod with only generateName gets a name as it would in a cluster (its claims are then `<name>-<claim>-xxxxx`,
@@ -9,14 +9,12 @@ not `-<claim>-xxxxx` with an empty owner), and `count: 0` means what the API ser
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kdra.api.features import FeatureGates
 from kdra.api.templates import generated_name
 from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of
-from kdra.api.validation import validate_objects
-
-if TYPE_CHECKING:
-    from kdra.allocator.features import FeatureGates
+from kdra.validation.rules import validate_objects
 
 
 def generate_names(objs: Iterable[Any]) -> None:

@@ -1,4 +1,4 @@
-"""The API server's validation of DRA objects (Kubernetes 1.36), with its error wording.
+"""The API server's validation of DRA objects (Kubernetes 1.36, 1.37 and 1.38), with its error wording.
 
 Ported rule by rule from pkg/apis/resource/validation/validation.go (plus the core/v1 pieces it
 calls: object metadata, node selectors, label names and values, and the Pod's resourceClaims), so a
@@ -13,21 +13,19 @@ and an omitted toleration `operator` is Equal here too.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from kdra.api.features import FeatureGates
 from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
+from kdra.cel import CELCompileError, compile_selector, without_container_note
 from kdra.errors import InputError
-
-if TYPE_CHECKING:  # read-only use: the api layer does not import the allocator at run time
-    from kdra.allocator.features import FeatureGates
 
 # ---- field.Error ------------------------------------------------------------------------------------
 
@@ -726,19 +724,13 @@ class _V:
         self._compile(expression, path)
 
     def _compile(self, expression: str, path: str) -> None:
-        try:  # kdra.cel sits above kdra.api (DESIGN.md layers): looked up at run time, not imported
-            cel = importlib.import_module("kdra.cel")
-            compile_selector = cel.compile_selector
-            compile_error: type[Exception] = cel.CELCompileError
-        except (ImportError, AttributeError):
-            return
         try:
             program = compile_selector(
                 expression, consumable_capacity=True, list_type_attributes=self.list_type_attributes
             )
-        except compile_error as e:
+        except CELCompileError as e:
             # cel-go 0.33 (kube-apiserver 1.38) no longer names the empty container in its messages.
-            self.invalid(path, expression, cel.without_container_note(str(e)) if self.v1_38 else str(e))
+            self.invalid(path, expression, without_container_note(str(e)) if self.v1_38 else str(e))
             return
         except Exception as e:  # a bug in the CEL layer must not become a traceback here
             self.add(path, INTERNAL, OMIT, f"{type(e).__name__}: {e}")

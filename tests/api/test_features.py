@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kdra.allocator import FeatureGates
-from kdra.allocator.features import DEFAULT_VERSION, GATES, picks_deterministically
+from kdra.api.features import DEFAULT_VERSION, GATES, picks_deterministically
 from kdra.errors import InputError
 
 
