@@ -1,4 +1,5 @@
-"""The structured allocator with kube-scheduler 1.36 semantics, plus explanations of failures.
+"""The structured allocator with the semantics of the kube-scheduler release its `FeatureGates` name
+(1.36, 1.37 or 1.38; the latest final release by default), plus explanations of failures.
 
 Public surface (docs/contracts.md, `kdra.allocator`):
 - `Allocator(classes, slices, allocated_claims, features)` and `Allocator.allocate(node, claims)`
@@ -7,7 +8,7 @@ Public surface (docs/contracts.md, `kdra.allocator`):
 - `AllocatorIndex` + `AllocatedState` (`add_claim`/`remove_claim`, reference-counted) to reuse the device
   index across nodes and scheduling cycles; `AllocatorIndex.devices_of_class(class, selectors, node=)`
 - `deterministic_share_id` (the default shareIDs) and `random_share_id` (kube-scheduler's)
-- `FeatureGates` (Kubernetes 1.36 defaults, `FeatureGates.parse("A=true,B=false")`)
+- `FeatureGates` (kdra.api.features: a release's gates, `FeatureGates.parse("A=true,B=false")`)
 - `NodeAllocationError` (upstream's ErrFailedAllocationOnNode: unschedulable on this node only)
 """
 

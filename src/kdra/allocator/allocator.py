@@ -1,7 +1,7 @@
-"""The structured allocator: claims x visible devices -> allocation results, kube-scheduler 1.36 semantics.
+"""The structured allocator: claims x visible devices -> allocation results, as kube-scheduler allocates.
 
 A port of k8s.io/dynamic-resource-allocation/structured/internal/experimental/allocator_experimental.go
-(the variant kube-scheduler 1.36 uses once DRAConsumableCapacity or device binding conditions are on,
+(the variant kube-scheduler uses once DRAConsumableCapacity or device binding conditions are on,
 and a superset of the others): one claim after the other, one request after the other, one device
 after the other, depth-first with backtracking; the first complete solution wins. Pools are searched
 sorted by (driver, pool) with binding-condition pools last, slices by name, devices in slice order, and

@@ -731,7 +731,7 @@ class AllocatorIndex:
 
 
 # ---------------------------------------------------------------------------------------------
-# Bounded CEL work (issue 18: one user's expensive selectors must not stall everyone)
+# Bounded CEL work: one user's expensive selectors must not stall everyone
 # ---------------------------------------------------------------------------------------------
 
 # A result that took at least this much CEL work (cost units, plus one per evaluation) is also kept by

@@ -1,4 +1,4 @@
-"""TypedDicts for resource.k8s.io/v1 (Kubernetes 1.36) and the DRA parts of core/v1.
+"""TypedDicts for resource.k8s.io/v1 and the DRA parts of core/v1.
 
 Objects stay the plain dicts the API server serves (contracts.md): these types only tell mypy and
 readers which camelCase keys exist, so nothing is converted on load and unknown fields survive a

@@ -1,6 +1,6 @@
 """`kdra allocate`: allocate devices to ResourceClaims offline, as kube-scheduler's DRA plugin would.
 
-The contract (issue 2, scope 6) that other tools and checks rely on:
+The contract that other tools and checks rely on:
 
     kdra allocate -f FILE [-f FILE ...] [--node NAME] [--kubernetes-version 1.36|1.37]
                   [--feature-gates Gate=bool,...] [-n NS | -A] [--validate strict|warn|ignore]

@@ -19,7 +19,7 @@ def _count(raw: Any) -> int:
 
 
 class DevicePluginKubelet:
-    """The kubelet's device manager in the legacy model: hands out free device IDs per extended resource."""
+    """Free device IDs per node and extended resource, handed out to pods and given back."""
 
     def __init__(self) -> None:
         self.free: dict[tuple[str, str], list[int]] = {}

@@ -1,4 +1,4 @@
-"""The legacy device-plugin view of a DRA-shaped pod: claims become integer extended resources.
+"""The device-plugin view of a DRA-shaped pod: claims become integer extended resources.
 
 Each request's device class maps to the extended resource a device plugin advertises (the class's
 extendedResourceName, KEP-5004, or the vendor's well-known name; MIG devices and memory shares map to

@@ -1,6 +1,6 @@
 """Devices allocated to more claims than they can serve: found, reported, and kdra's side repaired.
 
-Two schedulers over the same devices race (issue 18, item 4): kdra and kube-scheduler each count only
+Two schedulers over the same devices race: kdra and kube-scheduler each count only
 the allocations they have seen, the API server checks nothing across claims, so both can write the same
 GPU into two claims a few milliseconds apart. A supported partition prevents it (kdra.kube.partition);
 this module is the safety net for clusters without one, and for the rare write kdra itself cannot take

@@ -1,4 +1,4 @@
-"""Give memory back to the operating system once a burst of load has gone (issue 18, item 7).
+"""Give memory back to the operating system once a burst of load has gone.
 
 CPython frees objects at once, but the C allocator keeps what it got: glibc keeps freed heap memory
 for reuse, so the resident set of `kdra scheduler` stayed at its peak after the pods of a burst were

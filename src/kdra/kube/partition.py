@@ -1,4 +1,4 @@
-"""A supported partition between kdra and kube-scheduler (issue 18, item 4): who may allocate which devices.
+"""A supported partition between kdra and kube-scheduler: who may allocate which devices.
 
 kdra deployed as a secondary scheduler beside kube-scheduler must not share devices with it: neither sees
 the other's in-flight allocations, so both can write one GPU into two claims (kdra.kube.conflicts finds

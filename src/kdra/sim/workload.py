@@ -182,7 +182,7 @@ def build_workload(
         if key in seen:
             raise InputError(f"{_desc(obj)}: metadata.name: Duplicate value: {meta['name']!r}")
         seen.add(key)
-        if kind in STATIC_KINDS or is_scheduling_object(obj):  # issue 5: PodGroup, Workload, Queue, Topology
+        if kind in STATIC_KINDS or is_scheduling_object(obj):  # PodGroup, Workload, Queue, Topology
             wl.static.append(obj)
             if kind == "ResourceClaimTemplate":
                 templates.add((key[1], key[2]))
