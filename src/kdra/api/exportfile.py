@@ -3,9 +3,7 @@ its workload replayed (`kdra simulate --workload FILE`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from kdra.api.types import Obj
 
 CLUSTER_KINDS = ("DeviceClass", "Node", "ResourceSlice")
 

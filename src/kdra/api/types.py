@@ -13,6 +13,10 @@ from typing import Any, Literal, TypedDict
 API_VERSION = "resource.k8s.io/v1"
 CORE_API_VERSION = "v1"
 
+# An object as the API server serves it (any kind): a JSON-shaped dict. The TypedDicts below name the keys
+# of the kinds kdra reads; code that handles objects of any kind takes and returns `Obj`.
+Obj = dict[str, Any]
+
 # -- metadata ---------------------------------------------------------------------------------------
 
 
@@ -506,6 +510,7 @@ __all__ = [
     "DeviceTaint",
     "DeviceToleration",
     "Node",
+    "Obj",
     "Pod",
     "ResourceClaim",
     "ResourceClaimTemplate",

@@ -3,6 +3,7 @@
 `Store` is the interface the scheduler and the simulator use; `MemoryStore` is the embedded default.
 """
 
+from kdra.api.types import Obj
 from kdra.cluster.clock import VirtualClock, WallClock, format_time
 from kdra.cluster.selectors import LabelSelector, from_label_selector, parse_selector
 from kdra.cluster.store import (
@@ -11,7 +12,6 @@ from kdra.cluster.store import (
     InvalidObjectError,
     MemoryStore,
     NotFoundError,
-    Obj,
     Store,
     StoreError,
     Watch,

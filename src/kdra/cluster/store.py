@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kdra.api.types import Obj
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.errors import KdraError
 
-Obj = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 # Kinds served without a namespace. Everything else is namespaced ("default" when omitted).

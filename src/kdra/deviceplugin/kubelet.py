@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
-
-Obj = dict[str, Any]
+from kdra.api.types import Obj
 
 
 def _count(raw: Any) -> int:

@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kdra.api import wellknown as wk
-
-Obj = dict[str, Any]
+from kdra.api.types import Obj
 
 WELL_KNOWN = {
     wk.NVIDIA_GPU_CLASS: wk.NVIDIA_GPU_RESOURCE,

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kdra.api.types import Obj
 from kdra.api.wellknown import AMD_GPU_CLASS, AMD_GPU_DRIVER
 from kdra.drivers.catalog import AmdModel, AmdPartitionMode
 from kdra.drivers.common import (
-    Obj,
     PoolLayout,
     SliceGroup,
     binary_quantity,

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.errors import InputError
 
 API_VERSION = "resource.k8s.io/v1"
@@ -35,8 +36,6 @@ _SUFFIXES = (
     (1 << 20, "Mi"),
     (1 << 10, "Ki"),
 )
-
-Obj = dict[str, Any]
 
 
 def binary_quantity(n: int) -> str:

@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER, NVIDIA_GPU_RESOURCE, NVIDIA_MIG_CLASS
 from kdra.drivers.catalog import GpuModel, MigProfile
 from kdra.drivers.common import (
-    Obj,
     PoolLayout,
     SliceGroup,
     binary_quantity,

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.drivers.catalog import MigProfile, mig_memory_size_gb
-from kdra.drivers.common import Obj
 from kdra.drivers.nvidia import GpuInfo, MigDevice, NvidiaConfig, NvidiaRenderer
 from kdra.errors import InputError
 

@@ -8,9 +8,10 @@ capacities, no counters: ICI topology reaches the workload through environment v
 
 from __future__ import annotations
 
+from kdra.api.types import Obj
 from kdra.api.wellknown import TPU_CLASS, TPU_DRIVER
 from kdra.drivers.catalog import TpuModel
-from kdra.drivers.common import Obj, PoolLayout, SliceGroup, device_class, int_attr, string_attr
+from kdra.drivers.common import PoolLayout, SliceGroup, device_class, int_attr, string_attr
 from kdra.drivers.nvidia import simulated_uuid
 
 DRIVER = TPU_DRIVER

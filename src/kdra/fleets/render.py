@@ -11,11 +11,12 @@ import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.deviceplugin.advertise import extended_resources
 from kdra.drivers import amd, nvidia, tpu
 from kdra.drivers.catalog import AmdModel, GpuModel, TpuModel
-from kdra.drivers.common import Obj, PoolLayout, PoolPublisher, check_device, make_slices, string_attr
+from kdra.drivers.common import PoolLayout, PoolPublisher, check_device, make_slices, string_attr
 from kdra.fleets.spec import (
     LABEL_ACCELERATOR,
     LABEL_BLOCK,

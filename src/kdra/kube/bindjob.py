@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.cluster.store import ConflictError, NotFoundError, Obj, StoreError, copy_for_update
+from kdra.api.types import Obj
+from kdra.cluster.store import ConflictError, NotFoundError, StoreError, copy_for_update
 from kdra.kube.client import KubeClient, UnavailableError
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, claim_status_for_pod
 from kdra.scheduler.podinfo import PodInfo

@@ -24,7 +24,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from kdra.cluster.store import Obj, StoreError
+from kdra.api.types import Obj
+from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient
 
 log = logging.getLogger("kdra.kube.scheduler")

@@ -49,6 +49,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.cluster.store import (
     AlreadyExistsError,
     ConflictError,
@@ -65,7 +66,6 @@ request_log = logging.getLogger("kdra.kube.requests")
 
 __all__ = ["KubeConfig"]
 
-Obj = dict[str, Any]
 
 # kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, what
 # deploy/ installs (RBAC, CRDs, the Helm chart's workloads) and kdra's own scheduling CRDs (deploy/crds).

@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kdra.api.quantity import Quantity
+from kdra.api.types import Obj
 from kdra.cluster.store import (
     AlreadyExistsError,
     ConflictError,
     NotFoundError,
-    Obj,
     StoreError,
     WatchEvent,
     copy_for_update,

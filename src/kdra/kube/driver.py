@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError
-from kdra.kube.client import KubeClient, Obj
+from kdra.kube.client import KubeClient
 from kdra.kube.events import now_rfc3339
 
 log = logging.getLogger("kdra.kube.driver")

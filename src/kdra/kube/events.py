@@ -7,7 +7,7 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
-from kdra.cluster.store import Obj
+from kdra.api.types import Obj
 
 MAX_EVENT_MESSAGE = 8192  # what the session cuts a group's or queue's message to (pods' come cut already)
 

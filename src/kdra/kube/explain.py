@@ -18,9 +18,10 @@ from typing import Any
 
 from kdra.allocator import FeatureGates
 from kdra.allocator.summary import DEFAULT_NODES, NodeFinding, NodesSummary, bounded, classify
+from kdra.api.types import Obj
 from kdra.cluster.store import NotFoundError
 from kdra.errors import InputError
-from kdra.kube.client import KubeClient, Obj
+from kdra.kube.client import KubeClient
 from kdra.scheduler.offline import allocated, pod_claims, ref
 from kdra.scheduler.placement import NodeScore, Placer
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kdra.kube.client import KubeClient, Obj
+from kdra.api.types import Obj
+from kdra.kube.client import KubeClient
 
 # In dependency order: what `kdra allocate` reads, plus Namespaces (their labels gate adminAccess).
 EXPORT_KINDS: tuple[str, ...] = (

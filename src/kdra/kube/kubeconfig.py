@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from kdra.api.types import Obj
 from kdra.errors import InputError
 
 if TYPE_CHECKING:
@@ -48,8 +49,6 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SERVICE_ACCOUNT_DIR_ENV = "KDRA_SERVICE_ACCOUNT_DIR"
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
-
-Obj = dict[str, Any]
 
 
 @dataclass

@@ -29,8 +29,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from kdra.api.types import Obj
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError, StoreError
-from kdra.kube.client import FencedError, KubeClient, Obj, resource_path
+from kdra.kube.client import FencedError, KubeClient, resource_path
 
 log = logging.getLogger("kdra.kube.leader")
 

@@ -22,7 +22,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kdra.cluster.store import NotFoundError, Obj, StoreError
+from kdra.api.types import Obj
+from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
 from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, EvictionOutcome

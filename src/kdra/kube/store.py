@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.cluster.store import (
     ConflictError,
     NotFoundError,
-    Obj,
     Store,
     StoreError,
     WatchEvent,

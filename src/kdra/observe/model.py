@@ -28,9 +28,9 @@ from typing import Any
 
 from kdra.api.pods import pod_claim_names, reserving_pods
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.types import Obj
 from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape, fmt_value, header
 
-Obj = dict[str, Any]
 DevKey = tuple[str, str, str]  # driver, pool, device
 Group = tuple[str, str, str, str]  # node, driver, pool, product
 ClaimKey = tuple[str, str]  # namespace, name

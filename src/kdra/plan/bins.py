@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, AllocatorIndex, FeatureGates
 from kdra.allocator._nodes import node_selector_matches
 from kdra.allocator.summary import NodeFinding
+from kdra.api.types import Obj
 from kdra.errors import AllocationError
-from kdra.plan.demand import Obj, PodDemand, Unit
+from kdra.plan.demand import PodDemand, Unit
 from kdra.plan.nodetypes import NodeType
 from kdra.scheduler.nodefit import NodeFit
 

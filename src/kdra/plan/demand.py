@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.templates import instantiate_template, is_claim_for_pod, pod_uid
+from kdra.api.types import Obj
 from kdra.api.types import namespaced_name as ref
 from kdra.errors import InputError
 from kdra.scheduler.gang import GangSpec, parse_pod_group, pod_group_ref, pod_queue, workload_gangs
 from kdra.scheduler.podinfo import PodInfo
-
-Obj = dict[str, Any]
 
 
 def allocated(claim: Mapping[str, Any]) -> bool:

@@ -9,11 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.kube.store import SESSION_SOURCES
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.gang import pod_group_ref, pod_queue
-
-Obj = dict[str, Any]
 
 CLUSTER_KINDS = ("Node", "DeviceClass", "ResourceSlice")
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.allocator import AllocatorIndex, FeatureGates
+from kdra.api.types import Obj
 from kdra.errors import InputError
 from kdra.fleets.render import PoolRenderer, RenderOptions, device_classes, pool_renderers
 from kdra.fleets.spec import LABEL_POOL, LABEL_ZONE, Fleet, Pool, Topology
-
-Obj = dict[str, Any]
 
 # Without a price a node costs 1: the plan then adds as few nodes as it can.
 DEFAULT_PRICE = 1.0

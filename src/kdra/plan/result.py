@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from kdra.allocator.summary import NodesSummary
+from kdra.api.types import Obj
 from kdra.fleets.spec import API_VERSION, Fleet, Pool, fleet_to_dict
 from kdra.plan.bins import Bin
 from kdra.plan.scaleup import ScaleUp
-
-Obj = dict[str, Any]
 
 
 def _money(v: float) -> float:

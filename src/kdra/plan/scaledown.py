@@ -18,9 +18,10 @@ from typing import Any
 
 from kdra.allocator import FeatureGates
 from kdra.api.pods import pod_claim_names
+from kdra.api.types import Obj
 from kdra.cluster.selectors import LabelSelector, from_label_selector
 from kdra.plan.bins import Bin, Cluster, Placement
-from kdra.plan.demand import Job, Obj, allocated, build_demand, gang_specs, ref
+from kdra.plan.demand import Job, allocated, build_demand, gang_specs, ref
 from kdra.plan.inputs import Inputs
 from kdra.plan.nodetypes import NodeType, pool_of
 from kdra.plan.search import Search

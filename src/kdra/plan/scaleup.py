@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator import FeatureGates
+from kdra.api.types import Obj
 from kdra.plan.bins import Bin, Cluster, Placement
 from kdra.plan.bound import lower_bound
-from kdra.plan.demand import Demand, Obj, build_demand, gang_specs, ref
+from kdra.plan.demand import Demand, build_demand, gang_specs, ref
 from kdra.plan.inputs import Inputs, select, split
 from kdra.plan.nodetypes import NodeType, pool_of
 from kdra.plan.probe import Prober

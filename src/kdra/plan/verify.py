@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kdra.api.types import Obj
 from kdra.cluster.clock import VirtualClock
 from kdra.cluster.store import MemoryStore, clone
-from kdra.plan.demand import Obj, ref
+from kdra.plan.demand import ref
 from kdra.plan.inputs import Inputs
 from kdra.scheduler.gang import is_scheduling_object
 from kdra.scheduler.gangqueues import GangQueues

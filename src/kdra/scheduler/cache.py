@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kdra.cluster.store import Obj, Store, WatchEvent
+from kdra.api.types import Obj
+from kdra.cluster.store import Store, WatchEvent
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
 TERMINAL_PHASES = ("Succeeded", "Failed")

@@ -18,7 +18,8 @@ from typing import Any
 
 from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.templates import instantiate_template
-from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.api.types import Obj
+from kdra.cluster.store import NotFoundError, Store, WatchEvent, clone
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
 

@@ -23,7 +23,8 @@ from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExp
 from kdra.allocator.index import AllocatorIndex
 from kdra.api.features import FeatureGates
 from kdra.api.pods import MAX_RESERVED_FOR
-from kdra.cluster.store import Obj, StoreError, WatchEvent
+from kdra.api.types import Obj
+from kdra.cluster.store import StoreError, WatchEvent
 from kdra.errors import AllocationError
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kdra.cluster.store import Obj, Store, WatchEvent
+from kdra.api.types import Obj
+from kdra.cluster.store import Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.groupconstraints import GroupConstraint, parse_device_constraints
 

@@ -18,11 +18,10 @@ from typing import Any
 
 from kdra.allocator import FeatureGates
 from kdra.api.templates import instantiate_template, is_claim_for_pod, pod_uid
+from kdra.api.types import Obj
 from kdra.api.types import namespaced_name as ref
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placement, Placer
-
-Obj = dict[str, Any]
 
 
 def allocated(claim: Mapping[str, Any]) -> bool:

@@ -34,8 +34,8 @@ from kdra.allocator._nodes import node_selector_matches
 from kdra.allocator.allocator import claim_ref
 from kdra.allocator.summary import NodeFinding
 from kdra.api.templates import generated_name, pod_uid
-from kdra.api.types import namespaced_name
-from kdra.cluster.store import MemoryStore, Obj
+from kdra.api.types import Obj, namespaced_name
+from kdra.cluster.store import MemoryStore
 from kdra.errors import AllocationError
 from kdra.scheduler.cache import SchedulerCache
 from kdra.scheduler.dra import (

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.pods import pod_claim_names, reserved_for
-from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent, clone
+from kdra.api.types import Obj
+from kdra.cluster.store import NotFoundError, Store, WatchEvent, clone
 from kdra.scheduler.queuetree import EPS, QueueTree, Vector, add, fmt
 
 MAINTAIN_FAIR_SHARE = "MaintainFairShare"

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.index import CelBudgetExhausted, cel_budget
 from kdra.api.pods import entry_claim_names, pod_claim_names, reserved_for
-from kdra.cluster.store import Obj, WatchEvent
+from kdra.api.types import Obj
+from kdra.cluster.store import WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
 from kdra.scheduler.gang import NON_PREEMPTIBLE, GangRegistry, GangSpec, pod_queue

@@ -22,8 +22,9 @@ from typing import Any
 from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
 from kdra.api.features import FeatureGates
 from kdra.api.pods import entry_claim_names, reserved_for
+from kdra.api.types import Obj
 from kdra.cluster.clock import formatter
-from kdra.cluster.store import NotFoundError, Obj, Store, WatchEvent
+from kdra.cluster.store import NotFoundError, Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.cache import SchedulerCache, is_terminal
 from kdra.scheduler.claimcontroller import ResourceClaimController

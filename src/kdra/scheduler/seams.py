@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kdra.cluster.store import NotFoundError, Obj, Store, StoreError, clone
+from kdra.api.types import Obj
+from kdra.cluster.store import NotFoundError, Store, StoreError, clone
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, PreBindPlugin, Status
 from kdra.scheduler.podinfo import PodInfo
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.types import Obj
 from kdra.scheduler.framework import Code, CycleState, Status
 from kdra.scheduler.preemption import RunningJob, VirtualEviction
 
 if TYPE_CHECKING:
-    from kdra.cluster.store import Obj
     from kdra.scheduler.podinfo import PodInfo
     from kdra.scheduler.scheduler import CycleResult, Scheduler
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.types import Obj
 from kdra.api.wellknown import AMD_GPU_DRIVER, AMD_GPU_RESOURCE, NVIDIA_GPU_DRIVER, NVIDIA_GPU_RESOURCE
 
-Obj = dict[str, Any]
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 _MIG_MEM = re.compile(r"(\d+)gb")

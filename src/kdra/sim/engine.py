@@ -15,8 +15,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.types import Obj
 from kdra.cluster.clock import VirtualClock
-from kdra.cluster.store import MemoryStore, NotFoundError, Obj, WatchEvent, clone
+from kdra.cluster.store import MemoryStore, NotFoundError, WatchEvent, clone
 from kdra.deviceplugin.kubelet import DevicePluginKubelet
 from kdra.deviceplugin.pods import ProductLabels, to_device_plugin
 from kdra.scheduler.cache import is_terminal

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.types import Obj
 from kdra.api.wellknown import AMD_GPU_CLASS, NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER, NVIDIA_MIG_CLASS, TPU_CLASS
 from kdra.errors import InputError
 from kdra.sim.durations import format_duration, parse_duration
 from kdra.sim.workload import ARRIVAL_TIME, GPU_MEMORY, RUN_TIME, WORKLOAD_LABEL
 
-Obj = dict[str, Any]
 API_VERSION = "kdra.dev/v1alpha1"
 TYPES = {"inference": "Deployment", "job": "Job", "training": "Job", "fine-tuning": "Job", "notebook": "Pod"}
 _DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

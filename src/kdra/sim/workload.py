@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.api.types import Obj
 from kdra.errors import InputError
 from kdra.sim.durations import parse_duration
 
@@ -30,7 +31,6 @@ RUN_TIME = "kdra.dev/run-time"
 GPU_MEMORY = "kdra.dev/gpu-memory"
 WORKLOAD_LABEL = "kdra.dev/workload"
 
-Obj = dict[str, Any]
 # A workload of more pods than this is almost certainly a typo (replicas: 1000000): it fails at once with
 # a clear error instead of running for hours; --max-pods lifts it. The bundled month has 2,389 pods.
 MAX_PODS = 200_000

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import StoreError
-from kdra.kube.client import KubeClient, KubeConfig, Obj
+from kdra.kube.client import KubeClient, KubeConfig
 from kdra.testing.wait import wait_for
 
 

@@ -28,9 +28,8 @@ from kdra.api.features import (
     FeatureGates,
     picks_deterministically,
 )
+from kdra.api.types import Obj
 from kdra.errors import InputError
-
-Obj = dict[str, Any]
 
 
 class Unsupported(Exception):

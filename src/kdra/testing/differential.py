@@ -32,12 +32,12 @@ import yaml
 
 from kdra.allocator import FeatureGates
 from kdra.api.features import DEFAULTS, SUPPORTED_VERSIONS, picks_deterministically
+from kdra.api.types import Obj
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placer
 from kdra.testing.oracle import Oracle
 from kdra.testing.worlds import World, random_world
 
-Obj = dict[str, Any]
 RESULT_KEYS = (
     "request",
     "driver",

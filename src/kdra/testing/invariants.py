@@ -45,8 +45,7 @@ from typing import Any, Protocol
 from kdra.allocator._nodes import node_selector_matches
 from kdra.api.pods import pod_claim_names
 from kdra.api.quantity import Quantity
-
-Obj = dict[str, Any]
+from kdra.api.types import Obj
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 GANG_REFS = ("kdra.dev/pod-group",)

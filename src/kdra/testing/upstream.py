@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.features import picks_deterministically
+from kdra.api.types import Obj
 from kdra.cluster.store import NotFoundError, StoreError
-from kdra.kube.client import KubeClient, Obj
+from kdra.kube.client import KubeClient
 from kdra.testing.controlplane import (
     ControlPlane,
     K8sRelease,

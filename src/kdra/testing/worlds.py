@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.features import DEFAULTS, DEPENDENCIES, GATES, SUPPORTED_VERSIONS
-
-Obj = dict[str, Any]
+from kdra.api.types import Obj
 
 DRIVERS = ("gpu.example.com", "nic.example.com", "dra.example.com")
 STD = "resource.kubernetes.io"

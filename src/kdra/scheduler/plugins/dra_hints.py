@@ -28,7 +28,8 @@ from typing import Any
 
 from kdra.allocator.index import DEFAULT_SLICE_CACHE, MATCH, SelectorError, evaluate_selectors
 from kdra.api.pods import entry_claim_names
-from kdra.cluster.store import Obj, WatchEvent
+from kdra.api.types import Obj
+from kdra.cluster.store import WatchEvent
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import ClaimDemand, DemandKey
 from kdra.scheduler.framework import (

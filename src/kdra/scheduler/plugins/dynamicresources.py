@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.allocator import claim_ref
 from kdra.api.pods import MAX_RESERVED_FOR, entry_claim_name, reserved_for, reserved_for_pod
-from kdra.cluster.store import Obj, Store, clone
+from kdra.api.types import Obj
+from kdra.cluster.store import Store, clone
 from kdra.scheduler.cache import SchedulerCache, claim_key
 from kdra.scheduler.dra import (
     DELETE_PROTECTION_FINALIZER,
