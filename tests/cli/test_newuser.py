@@ -200,6 +200,9 @@ def test_the_same_grouping_in_kubernetes_mode_messages() -> None:
     assert first == "0/40 nodes are available: 40 cannot allocate all claims."
     assert second.startswith("0/40 nodes: 30 have no device of class gpu.example.com; 6 fail selector #0")
     assert len(event.encode()) <= EVENT_MESSAGE_LIMIT and event.startswith(first)
+    # cut at a line's end: every line the Event keeps is a whole line of the condition
+    kept = event.removesuffix(" ...").splitlines()
+    assert len(kept) > 2 and all(line in condition.splitlines() for line in kept), kept
     assert "node c-0: cannot allocate all claims" in condition
     # many nodes, one long reason each: still bounded, cut on a character boundary
     long = unschedulable_messages("0/9 nodes are available: ü" + "x" * 5000, None)

@@ -140,7 +140,9 @@ def eventually(fn: Callable[[], T], check: Callable[[T], bool], timeout: float, 
 
 @pytest.fixture
 def fleet(kube: KubeClient) -> Iterator[dict[str, Any]]:
-    """Two Ready nodes with four 80Gi GPUs each in ResourceSlices, and a DeviceClass for them."""
+    """Two Ready nodes with four 80Gi GPUs each in ResourceSlices, and a DeviceClass for them alone: the
+    devices are NVIDIA-shaped (driver gpu.nvidia.com), as are the fleets of tests in the other lane, so the
+    class selects this fleet's own attribute, not the driver."""
     suffix = uuid.uuid4().hex[:6]
     nodes = [f"obs-{suffix}-{i}" for i in range(2)]
     cls = f"obs-gpu-{suffix}"
@@ -162,6 +164,7 @@ def fleet(kube: KubeClient) -> Iterator[dict[str, Any]]:
                                 "type": {"string": "gpu"},
                                 "productName": {"string": PRODUCT},
                                 "uuid": {"string": f"GPU-{n}-{i}"},
+                                "fleet": {"string": suffix},
                             },
                             "capacity": {"memory": {"value": "80Gi"}},
                         }
@@ -170,12 +173,13 @@ def fleet(kube: KubeClient) -> Iterator[dict[str, Any]]:
                 },
             }
         )
+    own = f'device.attributes["{DRIVER}"].fleet == "{suffix}"'
     kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
             "metadata": {"name": cls},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            "spec": {"selectors": [{"cel": {"expression": own}}]},
         }
     )
     yield {"nodes": nodes, "class": cls, "pools": "|".join(nodes)}

@@ -154,6 +154,14 @@ def test_an_explanation_naming_another_pods_claim_or_namespace() -> None:
     }
     assert rules([*world(), *spaces, same_ns, other_ns]) == ["foreign-name", "foreign-name"]
     assert rules([*world(), *spaces, own, event]) == ["foreign-name"]
+    # a pod of a claim template whose status names a second claim (kube-controller-manager made one after the
+    # pod ended): its Events still name the claim it ran with, its own; a look-alike name is not
+    ended = pending("d", "0/1 nodes are available\n  claim ns/d-gpu-x7k2p: request gpu cannot be satisfied")
+    ended["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one"}]
+    ended["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "d-gpu-q9w4z"}]
+    assert rules([*world(), *spaces, ended]) == []
+    ended["status"]["conditions"][0]["message"] += "\n  claim ns/d-gpu-other-x7k2p: ..."
+    assert rules([*world(), *spaces, ended]) == ["foreign-name"]
 
 
 def test_partial_gang() -> None:

@@ -68,3 +68,32 @@ def test_stays_fails_with_what_broke_it() -> None:
     with pytest.raises(AssertionError, match="the standby stays one did not hold: got ''"):
         stays(lambda: next(values), 5, "the standby stays one", interval=0.001)
     stays(lambda: True, 0.02, "always", interval=0.001)
+
+
+def test_a_failed_e2e_test_shows_the_components_logs_not_the_audit_log(tmp_path: Path) -> None:
+    """The control plane's part of a failure report: each component's last lines; the audit log (one
+    JSON line per write, megabytes) is evidence for a checker, not a tail to read."""
+    from kdra.testing.shared_plane import AttachedControlPlane
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "kube-apiserver.log").write_text("".join(f"line {i}\n" for i in range(100)))
+    (logs / "audit.log").write_text('{"kind":"Event","verb":"create"}\n')
+    apiserver = tmp_path / "kube-apiserver"  # the plane asks its binaries for their version
+    apiserver.write_text("#!/bin/sh\necho Kubernetes v1.37.2\n")
+    apiserver.chmod(0o755)
+    state = {
+        "version": "1.37",
+        "bin_dir": str(tmp_path),
+        "work_dir": str(tmp_path),
+        "certs": {
+            f: str(tmp_path / f)
+            for f in ("ca_cert", "ca_key", "server_cert", "server_key", "sa_key", "sa_pub", "token_file")
+        }
+        | {"token": "t"},
+        "server": "https://127.0.0.1:1",
+        "kubeconfig": str(tmp_path / "kubeconfig"),
+        "ports": {"etcd": 1, "apiserver": 1, "kcm": 1, "scheduler": 1},
+    }
+    tails = AttachedControlPlane(state).logs(lines=3)
+    assert tails == "== kube-apiserver\nline 97\nline 98\nline 99", tails

@@ -377,13 +377,16 @@ class NodesSummary:
 
 
 def bounded(text: str, limit: int, suffix: str = " ...") -> str:
-    """`text` cut to at most `limit` bytes of UTF-8 (the API's length rules count bytes), on a character
-    boundary, ending in `suffix` when cut (kube-scheduler's truncateMessage)."""
+    """`text` cut to at most `limit` bytes of UTF-8 (the API's length rules count bytes), ending in
+    `suffix` when cut (kube-scheduler's truncateMessage). Where the kept part has a line break, the cut is
+    at the last one, so no line is left half-written (a claim's name cut to 'train-g' reads as another
+    claim); a single long line is cut on a character boundary."""
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text
     cut = data[: max(0, limit - len(suffix.encode("utf-8")))].decode("utf-8", errors="ignore")
-    return cut + suffix
+    line_end = cut.rfind("\n")
+    return (cut[:line_end] if line_end > 0 else cut) + suffix
 
 
 def summarize(findings: Sequence[NodeFinding]) -> NodesSummary:

@@ -332,7 +332,13 @@ def foreign_names(
             events.setdefault(key, []).append(str(e.get("message") or e.get("note") or ""))
     out = []
 
-    def scan(where: str, own_ns: str, texts: Iterable[str], own_claims: set[str] | None) -> None:
+    def scan(
+        where: str,
+        own_ns: str,
+        texts: Iterable[str],
+        own_claims: set[str] | None,
+        own_prefixes: tuple[str, ...] = (),
+    ) -> None:
         others = _namespace_refs(namespaces - {own_ns})
         for text in texts:
             bad = sorted({m[1] for m in others.finditer(text)}) if others is not None else []
@@ -341,7 +347,7 @@ def foreign_names(
                     {
                         f"claim {m[1]}/{m[2]}"
                         for m in _CLAIM_REF.finditer(text)
-                        if m[1] != own_ns or (m[2] and m[2] not in own_claims)
+                        if m[1] != own_ns or (m[2] and not _is_own_claim(m[2], own_claims, own_prefixes))
                     }
                 )
             if bad:
@@ -362,12 +368,28 @@ def foreign_names(
             for c in (p.get("status") or {}).get("conditions") or []
             if c.get("type") in ("PodScheduled", "DisruptionTarget")
         ]
-        scan(f"Pod {ns}/{name}", ns, conds + events.get(("Pod", ns, name), []), own)
+        scan(f"Pod {ns}/{name}", ns, conds + events.get(("Pod", ns, name), []), own, _generated_prefixes(p))
     for g in groups:
         ns, name = _ns(g), str(g["metadata"]["name"])
         conds = [str(c.get("message") or "") for c in (g.get("status") or {}).get("conditions") or []]
         scan(f"PodGroup {ns}/{name}", ns, conds + events.get(("PodGroup", ns, name), []), None)
     return out
+
+
+def _generated_prefixes(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The generateName the resourceclaim controller gives a template entry's claim (`<pod>-<entry>-`).
+    Its status names only the latest: kube-controller-manager may make a second claim for a pod that has
+    ended (its sync races the first claim's deletion), while Events still name the claim the pod ran with."""
+    name = (pod.get("metadata") or {}).get("name")
+    return tuple(
+        f"{name}-{e.get('name')}-"
+        for e in (pod.get("spec") or {}).get("resourceClaims") or []
+        if e.get("resourceClaimTemplateName")
+    )
+
+
+def _is_own_claim(name: str, own: set[str], prefixes: tuple[str, ...]) -> bool:
+    return name in own or any(name.startswith(p) and len(name) == len(p) + 5 for p in prefixes)
 
 
 def _gang_of(pod: Mapping[str, Any]) -> str | None:

@@ -190,13 +190,6 @@ class AttachedControlPlane(ControlPlane):
     def scheduler_feature_gates(self) -> dict[str, bool]:
         return dict(self._ask({"op": "gates"})["gates"])
 
-    def logs(self, lines: int = 30) -> str:
-        out = []
-        for log in sorted((self.work_dir / "logs").glob("*.log")):
-            text = log.read_text(errors="replace").splitlines()[-lines:]
-            out.append(f"== {log.stem}\n" + "\n".join(text))
-        return "\n".join(out)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
