@@ -145,7 +145,7 @@ class Quantity:
         if e >= 0:
             d = 10**e
             return _ceil_div(n, d) if n >= 0 else -_ceil_div(-n, d)
-        return n * 10 ** (-e)
+        return n * int(10 ** (-e))
 
     def as_float(self) -> float:
         """Approximate float value (AsApproximateFloat64); never use it for decisions."""

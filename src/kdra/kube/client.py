@@ -949,7 +949,7 @@ class KubeClient:
             self.retried += 1
             if reused and phase != "connect":  # a stale keep-alive: at once
                 return 0.0
-            return min(2.0, 0.1 * 2**attempt, max(0.0, connect_deadline - time.monotonic()))
+            return min(2.0, 0.1 * 2.0**attempt, max(0.0, connect_deadline - time.monotonic()))
         if phase == "connect":
             raise self.unreachable(f"{method} {path}", exc) from None
         failed = UnavailableError(

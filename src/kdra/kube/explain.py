@@ -19,10 +19,11 @@ from typing import Any
 from kdra.allocator import FeatureGates
 from kdra.allocator.summary import DEFAULT_NODES, NodeFinding, NodesSummary, bounded, classify
 from kdra.api.types import Obj
+from kdra.api.types import namespaced_name as ref
 from kdra.cluster.store import NotFoundError
 from kdra.errors import InputError
 from kdra.kube.client import KubeClient
-from kdra.scheduler.offline import allocated, pod_claims, ref
+from kdra.scheduler.offline import allocated, pod_claims
 from kdra.scheduler.placement import NodeScore, Placer
 
 # The API server's limit on an Event's message (core/v1 validation NoteLengthLimit), which kube-scheduler

@@ -185,7 +185,7 @@ class SchedulingQueue:
         return sorted(uids)
 
     def backoff_duration(self, pi: PodInfo) -> float:
-        d = self.initial_backoff * (2 ** min(max(0, pi.attempts - 1), 16))
+        d = self.initial_backoff * (1 << min(max(0, pi.attempts - 1), 16))
         return min(d, self.max_backoff)
 
     def _push_backoff(self, pi: PodInfo, now: float) -> None:

@@ -202,9 +202,9 @@ def _rv(obj: Mapping[str, Any] | None) -> tuple[str, str] | None:
     return (str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
 
 
-def _labels(node: Mapping[str, Any]) -> Any:
+def _labels(node: Mapping[str, Any]) -> object:
     return (node.get("metadata") or {}).get("labels")
 
 
-def _allocatable(node: Mapping[str, Any]) -> Any:
+def _allocatable(node: Mapping[str, Any]) -> object:
     return (node.get("status") or {}).get("allocatable")
