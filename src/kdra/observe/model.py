@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.api.gpus import counter_sets, gpu_devices, gpu_equivalents, node_gpu_memory, share_equivalents
 from kdra.api.pods import pod_claim_names, reserving_pods
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
@@ -437,12 +438,7 @@ class FleetState:
     def _on_node(self, obj: Obj, deleted: bool) -> None:
         name = obj["metadata"]["name"]
         labels = obj["metadata"].get("labels") or {}
-        mem = 0
-        if not deleted and labels.get("nvidia.com/gpu.memory"):
-            try:
-                mem = int(labels["nvidia.com/gpu.memory"]) * MIB
-            except ValueError:
-                mem = 0
+        mem = 0 if deleted else node_gpu_memory(obj)
         product = (
             ""
             if deleted
@@ -506,42 +502,11 @@ class FleetState:
         driver = spec.get("driver", "")
         pool = (spec.get("pool") or {}).get("name", "")
         node = spec.get("nodeName") or ""
-        sets: dict[tuple[str, str, str], dict[str, int]] = {}
-        for cs in spec.get("sharedCounters") or []:
-            sets[(driver, pool, cs.get("name", ""))] = {
-                c: _qty((v or {}).get("value", 0)) for c, v in (cs.get("counters") or {}).items()
-            }
-        gpu_driver = driver.startswith("gpu.")
-        uuid_mem: dict[str, int] = {}
-        devs = spec.get("devices") or []
-        for d in devs:
-            u = _attr(d.get("attributes") or {}, "uuid")
-            if u:
-                uuid_mem[u] = _qty(((d.get("capacity") or {}).get("memory") or {}).get("value", 0))
+        sets = counter_sets(spec)
         out = []
-        for d in devs:
-            dname = d.get("name", "")
-            dk = (driver, pool, dname)
-            attrs = d.get("attributes") or {}
-            cap = d.get("capacity") or {}
-            mem = _qty((cap.get("memory") or {}).get("value", 0))
-            counters = tuple(
-                (cc.get("counterSet", ""), c, _qty((v or {}).get("value", 0)))
-                for cc in d.get("consumesCounters") or []
-                for c, v in sorted((cc.get("counters") or {}).items())
-            )
-            parent = _attr(attrs, "parentUUID")
-            u = _attr(attrs, "uuid")
-            parent_mem = 0
-            for cs_name in {c[0] for c in counters}:
-                key = (driver, pool, cs_name)
-                parent_mem = max(
-                    parent_mem, (sets.get(key) or self.counter_sets.get(key) or {}).get("memory", 0)
-                )
-            if not parent_mem and parent:
-                parent_mem = uuid_mem.get(parent, 0)
-            counter_sets = sorted({c[0] for c in counters})
-            phys = (parent or u or (counter_sets[0] if counter_sets else dname)) if gpu_driver else ""
+        for dev in gpu_devices(spec, self.counter_sets):
+            dk = (driver, pool, dev.name)
+            attrs = dev.attributes
             product = (
                 _attr(attrs, "productName")
                 or _attr(attrs, "model")
@@ -551,15 +516,15 @@ class FleetState:
             rec = DeviceRec(
                 node=node,
                 product=product,
-                dtype=_attr(attrs, "type"),
-                memory=mem,
-                shareable=bool(d.get("allowMultipleAllocations")),
-                counters=counters,
-                phys=phys,
-                parent_memory=parent_mem,
+                dtype=dev.dtype,
+                memory=dev.memory,
+                shareable=dev.shareable,
+                counters=dev.counters,
+                phys=dev.physical,
+                parent_memory=dev.parent_memory,
                 profile=_attr(attrs, "profile"),
-                uuid=u,
-                gpu=gpu_driver,
+                uuid=dev.uuid,
+                gpu=dev.gpu,
                 slice=name,
             )
             rec.labels = _device_labels(dk, rec)
@@ -816,13 +781,8 @@ class FleetState:
         if rec is None or not rec.gpu:
             return 0.0
         if r.share_id and rec.shareable:
-            return min(1.0, _result_memory(r, rec) / rec.memory) if rec.memory else 0.0
-        if rec.dtype == "mig" or rec.counters:
-            parent = self.node_gpu_memory.get(rec.node) or rec.parent_memory
-            if rec.dtype != "mig" and rec.parent_memory and rec.memory >= rec.parent_memory:
-                return 1.0  # the full-GPU device of a partitionable GPU
-            return min(1.0, rec.memory / parent) if parent and rec.memory else 1.0
-        return 1.0
+            return share_equivalents(rec, _result_memory(r, rec))
+        return gpu_equivalents(rec, self.node_gpu_memory.get(rec.node, 0))
 
     def _render_claim(self, ck: ClaimKey) -> None:
         claim = self.claims.get(ck)

@@ -1,7 +1,7 @@
 """What a placement costs in GPUs: whole-GPU equivalents and GPU memory per device, for both models.
 
-DRA: a full GPU counts 1; a MIG device counts its memory over its parent GPU's memory; a share of a
-shareable GPU (consumable capacity) counts its consumed memory over the GPU's memory. Device plugin: each
+DRA: what kdra.api.gpus says a device or a share of one is worth (a full GPU 1, a MIG device its memory
+over its GPU's, a share its consumed memory over the device's). Device plugin: each
 `nvidia.com/gpu` / `amd.com/gpu` counts 1, a statically partitioned `nvidia.com/mig-<profile>` its nominal
 memory over the GPU's. TPU chips are accelerators but not GPUs: they are left out of GPU figures.
 """
@@ -13,7 +13,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kdra.api.quantity import parse_quantity_any
+from kdra.api.gpus import (
+    GpuDevice,
+    counter_sets,
+    gpu_devices,
+    gpu_equivalents,
+    node_gpu_memory,
+    physical_memory,
+    quantity_value,
+    share_equivalents,
+)
 from kdra.api.types import Obj
 from kdra.api.wellknown import AMD_GPU_DRIVER, AMD_GPU_RESOURCE, NVIDIA_GPU_DRIVER, NVIDIA_GPU_RESOURCE
 
@@ -29,59 +38,45 @@ class DeviceCost:
     gpu_memory: int  # bytes of the physical GPU it is (part of)
 
 
-def _mem(raw: Any) -> int:
-    try:
-        return parse_quantity_any(raw).value()
-    except (ValueError, TypeError):
-        return 0
-
-
 class FleetGpus:
-    """Per node: physical GPUs and their memory; per DRA device: its cost."""
+    """Per node: physical GPUs and their memory; per DRA device: its cost (kdra.api.gpus)."""
 
     def __init__(self, dra_objects: Iterable[Obj]) -> None:
         self.node_gpus: dict[str, int] = {}
         self.node_gpu_memory: dict[str, int] = {}
         self.devices: dict[
-            tuple[str, str, str], tuple[str, DeviceCost, bool]
-        ] = {}  # key -> (node, cost, shareable)
+            tuple[str, str, str], tuple[str, DeviceCost, GpuDevice]
+        ] = {}  # key -> (node, cost, device)
         slices = []
         for obj in dra_objects:
             if obj.get("kind") == "Node":
                 labels = obj["metadata"].get("labels") or {}
                 name = obj["metadata"]["name"]
-                if labels.get("nvidia.com/gpu.memory"):
-                    self.node_gpu_memory[name] = int(labels["nvidia.com/gpu.memory"]) * MIB
+                if node_gpu_memory(obj):
+                    self.node_gpu_memory[name] = node_gpu_memory(obj)
                 if labels.get("nvidia.com/gpu.count"):
                     self.node_gpus[name] = int(labels["nvidia.com/gpu.count"])
             elif obj.get("kind") == "ResourceSlice":
                 slices.append(obj)
+        sets = {k: v for s in slices for k, v in counter_sets(s["spec"]).items()}
         amd_counts: dict[str, int] = {}
         for s in slices:
             spec = s["spec"]
             node = spec.get("nodeName") or ""
             driver = spec.get("driver", "")
             pool = (spec.get("pool") or {}).get("name", "")
-            for d in spec.get("devices") or []:
-                attrs = d.get("attributes") or {}
-                cap = d.get("capacity") or {}
-                mem = _mem((cap.get("memory") or {}).get("value", 0))
-                dtype = (attrs.get("type") or {}).get("string", "")
+            for dev in gpu_devices(spec, sets):
                 if driver == NVIDIA_GPU_DRIVER:
-                    gmem = self.node_gpu_memory.get(node) or mem or 1
-                    equiv = 1.0 if dtype != "mig" else min(1.0, mem / gmem)
-                    cost = DeviceCost(equiv, mem, gmem)
+                    label = self.node_gpu_memory.get(node, 0)
+                    gmem = physical_memory(dev, label) or dev.memory or 1
+                    cost = DeviceCost(gpu_equivalents(dev, label), dev.memory, gmem)
                 elif driver == AMD_GPU_DRIVER:
-                    cost = DeviceCost(1.0, mem, mem)
+                    cost = DeviceCost(gpu_equivalents(dev), dev.memory, dev.memory)
                     amd_counts[node] = amd_counts.get(node, 0) + 1
-                    self.node_gpu_memory.setdefault(node, mem)
+                    self.node_gpu_memory.setdefault(node, dev.memory)
                 else:
                     cost = DeviceCost(0.0, 0, 0)
-                self.devices[(driver, pool, d.get("name", ""))] = (
-                    node,
-                    cost,
-                    bool(d.get("allowMultipleAllocations")),
-                )
+                self.devices[(driver, pool, dev.name)] = (node, cost, dev)
         for node, n in amd_counts.items():
             self.node_gpus.setdefault(node, n)
 
@@ -98,11 +93,11 @@ class FleetGpus:
         hit = self.devices.get(key)
         if hit is None:
             return DeviceCost(0.0, 0, 0)
-        _node, cost, _shareable = hit
+        _node, cost, dev = hit
         consumed = result.get("consumedCapacity")
         if result.get("shareID") is not None and consumed is not None and cost.memory:
-            used = _mem(consumed.get("memory", 0))
-            return DeviceCost(min(1.0, used / cost.memory), used, cost.gpu_memory)
+            used = quantity_value(consumed.get("memory", 0))
+            return DeviceCost(share_equivalents(dev, used), used, cost.gpu_memory)
         return cost
 
     def legacy_cost(self, node: str, resource: str) -> DeviceCost:
