@@ -384,9 +384,9 @@ class _Constraint:
             raise _UnsupportedValue(f"device {dev.id}: unsupported attribute value for {self.attribute}")
         if self.versions_ignore_build and av is not None:
             if av[0] == "version":
-                return "version", av[1].split("+", 1)[0]
+                return "version", cast(str, av[1]).split("+", 1)[0]
             if av[0] == "versions":
-                return "versions", frozenset(v.split("+", 1)[0] for v in av[1])
+                return "versions", frozenset(v.split("+", 1)[0] for v in cast(frozenset[str], av[1]))
         return av
 
     def applies(self, rd: ReqData) -> bool:
@@ -668,9 +668,23 @@ class Allocator:
 
     @classmethod
     def from_index(
-        cls, index: AllocatorIndex, state: AllocatedState | None = None, **kwargs: Any
+        cls,
+        index: AllocatorIndex,
+        state: AllocatedState | None = None,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        share_id: Callable[[], str] | None = None,
+        prune: bool = True,
+        prefer: DevicePreference | None = None,
     ) -> Allocator:
-        return cls(index=index, state=state or AllocatedState(), **kwargs)
+        return cls(
+            index=index,
+            state=state or AllocatedState(),
+            max_steps=max_steps,
+            share_id=share_id,
+            prune=prune,
+            prefer=prefer,
+        )
 
     def allocate(self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]) -> AllocationOutcome:
         view = self.index.node_view(node)

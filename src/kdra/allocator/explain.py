@@ -14,10 +14,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kdra.allocator.capacity import CapacityError, check_capacity
-from kdra.allocator.index import MATCH, DeviceEntry, SelectorError, attribute_value, display_attribute
+from kdra.allocator.index import (
+    MATCH,
+    AttributeScalar,
+    DeviceEntry,
+    SelectorError,
+    attribute_value,
+    display_attribute,
+)
 from kdra.api.quantity import in_unit_of
 
 if TYPE_CHECKING:
@@ -275,7 +282,7 @@ def _distance(dev: DeviceEntry, expression: str) -> float | None:
     av = attribute_value(dev.attribute(f"{domain}/{ident}"))
     if av is None or av[0] != "int":
         return None
-    return abs(float(av[1]) - threshold)
+    return abs(float(cast(int, av[1])) - threshold)
 
 
 def _nearest_miss(run: _Run, rd: ReqData, misses: list[tuple[int, bool, DeviceEntry]]) -> NearestMiss | None:
@@ -525,7 +532,7 @@ def _constraint_reasons(
             if av is None:
                 continue
             if av[0].endswith("s"):
-                for v in av[1]:
+                for v in cast(frozenset[AttributeScalar], av[1]):
                     values[(av[0].rstrip("s"), v)] = values.get((av[0].rstrip("s"), v), 0) + 1
             else:
                 values[av] = values.get(av, 0) + 1

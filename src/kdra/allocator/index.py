@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from kdra.allocator._nodes import node_matches
 from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
-from kdra.cel import CELCompileError, CELRuntimeError, compile_selector, device_input
+from kdra.cel import CELCompileError, CelDevice, CELRuntimeError, compile_selector, device_input
 from kdra.errors import AllocationError, InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -34,9 +34,12 @@ from kdra.errors import AllocationError, InputError
 
 _SCALAR_KINDS = ("int", "bool", "string", "version")
 _LIST_KINDS = ("ints", "bools", "strings", "versions")
+# A DeviceAttribute's value as the allocator compares it: the scalar, or a list's items as a set.
+AttributeScalar = int | bool | str
+AttributeValue = AttributeScalar | frozenset[AttributeScalar]
 
 
-def attribute_value(raw: Any) -> tuple[str, Any] | None:
+def attribute_value(raw: object) -> tuple[str, AttributeValue] | None:
     """(kind, value) of a DeviceAttribute dict; lists become frozensets. None if no known field.
 
     The order follows upstream's attributeAsSet: non-empty lists first, then scalars.
@@ -56,13 +59,13 @@ def attribute_value(raw: Any) -> tuple[str, Any] | None:
     return None
 
 
-def display_attribute(raw: Any) -> str:
+def display_attribute(raw: object) -> str:
     av = attribute_value(raw)
     if av is None:
         return "<unset>"
     kind, value = av
     if kind in _LIST_KINDS:
-        items = raw.get(kind) or []
+        items = cast(Mapping[str, Any], raw).get(kind) or []
         return "[" + ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in items) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -205,24 +208,24 @@ class DeviceEntry:
         self.all_nodes: bool = bool(raw.get("allNodes"))
         self.node_selector: Mapping[str, Any] | None = raw.get("nodeSelector")
         self.matches: dict[Any, SelectorResult] = {}
-        self._cel: Any = None
+        self._cel: CelDevice | None = None
 
     @property
     def id(self) -> str:
         return f"{self.driver}/{self.pool}/{self.name}"
 
-    def cel_input(self) -> Any:
+    def cel_input(self) -> CelDevice:
         if self._cel is None:
             self._cel = device_input(
                 self.driver, dict(self.attributes), dict(self.capacity_raw), self.allow_multi
             )
         return self._cel
 
-    def attribute(self, qualified: str) -> Any:
+    def attribute(self, qualified: str) -> Mapping[str, Any] | None:
         """Upstream lookupAttribute: exact qualified name, else the bare id when domain == driver."""
         attrs = self.attributes
         if qualified in attrs:
-            return attrs[qualified]
+            return cast(Mapping[str, Any], attrs[qualified])
         domain, sep, ident = qualified.partition("/")
         if not sep or domain != self.driver:
             return None

@@ -130,6 +130,12 @@ class SearchContext:
         return [r.dev for results in self._run.results for r in results]
 
 
+class SortKey(Protocol):
+    """A candidate's sort key: anything the keys of one call can be ordered by (numbers, tuples)."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
 class DevicePreference(Protocol):
     """The hook: one sort key per candidate (lower first; equal keys keep upstream's order)."""
 
@@ -137,7 +143,7 @@ class DevicePreference(Protocol):
 
     def keys(
         self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]
-    ) -> Sequence[Any]: ...
+    ) -> Sequence[SortKey]: ...
 
 
 def preferred_order(

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kdra.allocator.index import AllocatorIndex, CapacityEntry
+from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity
 from kdra.api.whole import MAX_SUBREQUESTS, Shape
 
@@ -61,12 +62,13 @@ def shareable_shapes(
     return ordered if limit is None else ordered[:limit]
 
 
-def device_index(objects: Iterable[Mapping[str, Any]], features: Any = None) -> AllocatorIndex:
+def device_index(
+    objects: Iterable[Mapping[str, Any]], features: FeatureGates | None = None
+) -> AllocatorIndex:
     """An index of the DeviceClasses and ResourceSlices among `objects` (a fleet, a cluster export)."""
     objs = list(objects)
     classes = {str(o["metadata"]["name"]): o for o in objs if o.get("kind") == "DeviceClass"}
     slices = [o for o in objs if o.get("kind") == "ResourceSlice"]
-    from kdra.api.features import FeatureGates
 
     return AllocatorIndex(classes, slices, features or FeatureGates())
 

@@ -26,7 +26,7 @@ MIB = 1024 * 1024
 CounterSetKey = tuple[str, str, str]  # (driver, pool, counter set)
 
 
-def quantity_value(raw: Any) -> int:
+def quantity_value(raw: object) -> int:
     """A quantity field's integer value; 0 when it does not parse."""
     try:
         return int(parse_quantity_any(raw).value())

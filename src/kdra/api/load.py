@@ -313,11 +313,11 @@ def _load_yaml(text: str, source: str) -> list[dict[str, Any]]:
     return out
 
 
-def load_documents(text: str, source: str) -> list[Any]:
+def load_documents(text: str, source: str) -> list[object]:
     """The non-empty YAML (or JSON) documents of `text` as plain values, read with the same safe loader as
     objects (no alias bombs, no duplicate keys, timestamps as strings), for kdra's own files (Fleet)."""
     docno = 0
-    out: list[Any] = []
+    out: list[object] = []
     try:
         for doc in yaml.load_all(text, Loader=_Loader):
             docno += 1

@@ -32,7 +32,7 @@ from typing import Any
 
 from kdra.allocator import AllocatedState, Allocator
 from kdra.allocator.index import DeviceEntry, NodeView
-from kdra.allocator.preference import RequestView, SearchContext
+from kdra.allocator.preference import RequestView, SearchContext, SortKey
 from kdra.scheduler.fragmentation import (
     EPS,
     NUMA_NODE,
@@ -278,7 +278,7 @@ class FragmentationPreference:
             return sum(frees)
         return sum(f for f, ok in zip(frees, whole, strict=True) if not ok)
 
-    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
+    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[SortKey]:
         node = node_model(ctx.view)
         kinds = self._weights(node)
         kinds_key = tuple(kinds)
@@ -390,12 +390,14 @@ def _share_size(request: RequestView, devices: Sequence[DeviceEntry]) -> float |
 class _ByUse:
     reverse = False
 
-    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
+    def keys(
+        self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]
+    ) -> list[tuple[float, ...]]:
         node = node_model(ctx.view)
         states: dict[int, _UnitState] = {}
         gfree: dict[tuple[str, Any], float] = {}
         sign = -1.0 if self.reverse else 1.0
-        out: list[Any] = []
+        out: list[tuple[float, ...]] = []
         of = node.table.of
         for dev in devices:
             hit = of.get(dev.key)
@@ -456,7 +458,7 @@ class TopologyPreference:
     def __init__(self) -> None:
         self._packing = BinPackPreference()
 
-    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
+    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[SortKey]:
         chosen = ctx.chosen()
         near = {attr: {attr_value(d, attr) for d in chosen} - {None} for attr, _w in _AFFINITY}
         node = node_model(ctx.view)

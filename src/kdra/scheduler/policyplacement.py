@@ -33,7 +33,7 @@ from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, Score
 
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry, NodeView
-    from kdra.allocator.preference import RequestView, SearchContext
+    from kdra.allocator.preference import RequestView, SearchContext, SortKey
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
 GPU_CLASS = NVIDIA_GPU_CLASS
@@ -237,7 +237,7 @@ class PolicyDevicePreference:
     def __init__(self, plugin: FragmentationScore) -> None:
         self.plugin = plugin
 
-    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[Any]:
+    def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[SortKey]:
         plugin = self.plugin
         req = plugin.current
         ni = plugin.cache.node_by_name.get(ctx.node_name)
