@@ -125,7 +125,7 @@ def _sim(args: argparse.Namespace) -> int:
             watch=args.watch,
             interval=args.interval,
             kubernetes_version=args.kubernetes_version,
-            **limits(args),
+            max_nodes=limits(args).get("max_nodes"),
         )
     except KeyboardInterrupt:
         return 0

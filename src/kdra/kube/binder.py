@@ -280,7 +280,7 @@ class KubeBinder:
         self._submit_or_fail(sched, unit, jobs)
 
     def record_unschedulable(
-        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: object
     ) -> None:
         text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"

@@ -49,7 +49,7 @@ class BindLoop:
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def submit(self, coro: Coroutine[object, None, T]) -> concurrent.futures.Future[T]:
         """Run `coro` on the loop (RuntimeError once the loop is closed)."""
         if self.loop.is_closed() or not self.loop.is_running():
             coro.close()

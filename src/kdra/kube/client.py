@@ -46,8 +46,8 @@ import time
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypedDict, Unpack, cast
 
 from kdra.api.types import Obj
 from kdra.cluster.store import (
@@ -63,6 +63,20 @@ from kdra.kube.tls import client_context
 
 log = logging.getLogger("kdra.kube")
 request_log = logging.getLogger("kdra.kube.requests")
+
+class ClientOptions(TypedDict, total=False):
+    """KubeClient's options besides its config (the constructor's keyword arguments)."""
+
+    qps: float
+    burst: int
+    timeout: float
+    retries: int
+    user_agent: str
+    idle_timeout: float | None
+    connect_timeout: float
+
+
+Response = Obj | str | None  # a response body: JSON decoded, text (`/readyz`), or nothing
 
 __all__ = ["KubeConfig"]
 
@@ -284,7 +298,7 @@ def _warn_once(source: str, what: str, text: str) -> None:
         log.warning("%s", text)
 
 
-def replayable(method: str, body: Any, content_type: str | None) -> bool:
+def replayable(method: str, body: object, content_type: str | None) -> bool:
     """Whether sending the request twice has the effect of sending it once (or fails harmlessly): reads,
     PUTs conditional on metadata.resourceVersion (a replay after success gets 409), merge, strategic-merge
     and apply patches. Creates, bindings, deletes, unconditional PUTs and JSON patches are not."""
@@ -576,14 +590,18 @@ class KubeClient:
 
     @classmethod
     def from_kubeconfig(
-        cls, path: str | os.PathLike[str], *, context: str | None = None, **kw: Any
+        cls, path: str | os.PathLike[str], *, context: str | None = None, **kw: Unpack[ClientOptions]
     ) -> KubeClient:
         """From one kubeconfig file (`--kubeconfig FILE`)."""
         return cls(KubeConfig.load(path, context), **kw)
 
     @classmethod
     def from_config(
-        cls, kubeconfig: str | os.PathLike[str] | None = None, *, context: str | None = None, **kw: Any
+        cls,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        **kw: Unpack[ClientOptions],
     ) -> KubeClient:
         """By client-go's loading rules: --kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config."""
         return cls(KubeConfig.resolve(kubeconfig, context), **kw)
@@ -690,13 +708,13 @@ class KubeClient:
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: object = None,
         *,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
         timeout: float | None = None,
         retry_429: bool = True,
-    ) -> Any:
+    ) -> Response:
         """One API call, retried as the module docstring says. Raises the store's errors. JSON bodies
         come back decoded, others (`/readyz`'s `ok`) as text. `timeout` uses a connection of its own."""
         url = self.prefix + path
@@ -767,12 +785,12 @@ class KubeClient:
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: object = None,
         *,
         params: dict[str, str] | None = None,
         content_type: str = "application/json",
         retry_429: bool = True,
-    ) -> Any:
+    ) -> Response:
         """`request` for coroutines on an asyncio event loop (the binder's): many requests in flight on
         one thread, each on a keep-alive connection of that loop's own pool (HTTP/1.1, as the threads'),
         with the same rate limit, credentials, write fence (checked immediately before the request's
@@ -995,12 +1013,12 @@ class KubeClient:
 
     # -- objects ---------------------------------------------------------------------------------------
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj:
-        result: Obj = self.request("GET", resource_path(kind, namespace, name))
+        result = cast(Obj, self.request("GET", resource_path(kind, namespace, name)))
         result.setdefault("kind", kind)
         return result
 
     async def aget(self, kind: str, name: str, namespace: str | None = None) -> Obj:
-        result: Obj = await self.arequest("GET", resource_path(kind, namespace, name))
+        result = cast(Obj, await self.arequest("GET", resource_path(kind, namespace, name)))
         result.setdefault("kind", kind)
         return result
 
@@ -1028,7 +1046,7 @@ class KubeClient:
             q["limit"] = str(page_size)
         rv = ""
         while True:
-            result = self.request("GET", resource_path(kind, namespace, api_version=gv), params=q)
+            result = cast(Obj, self.request("GET", resource_path(kind, namespace, api_version=gv), params=q))
             for it in result.get("items") or []:
                 it.setdefault("kind", kind)
                 it.setdefault("apiVersion", gv)
@@ -1044,11 +1062,11 @@ class KubeClient:
         return self.list_with_version(kind, namespace, page_size=500, **params)[0]
 
     def create(self, obj: Obj, namespace: str | None = None) -> Obj:
-        result: Obj = self.request("POST", self._create_path(obj, namespace), obj)
+        result = cast(Obj, self.request("POST", self._create_path(obj, namespace), obj))
         return result
 
     async def acreate(self, obj: Obj, namespace: str | None = None) -> Obj:
-        result: Obj = await self.arequest("POST", self._create_path(obj, namespace), obj)
+        result = cast(Obj, await self.arequest("POST", self._create_path(obj, namespace), obj))
         return result
 
     def _create_path(self, obj: Obj, namespace: str | None) -> str:
@@ -1060,18 +1078,18 @@ class KubeClient:
 
     def update(self, obj: Obj, subresource: str | None = None) -> Obj:
         """PUT; a metadata.resourceVersion makes it conditional (ConflictError when stale)."""
-        result: Obj = self.request("PUT", _update_path(obj, subresource), obj)
+        result = cast(Obj, self.request("PUT", _update_path(obj, subresource), obj))
         return result
 
     async def aupdate(self, obj: Obj, subresource: str | None = None) -> Obj:
-        result: Obj = await self.arequest("PUT", _update_path(obj, subresource), obj)
+        result = cast(Obj, await self.arequest("PUT", _update_path(obj, subresource), obj))
         return result
 
     def patch(
         self,
         kind: str,
         name: str,
-        patch: Any,
+        patch: Obj | Sequence[Obj],
         namespace: str | None = None,
         subresource: str | None = None,
         patch_type: str = "merge",
@@ -1082,8 +1100,8 @@ class KubeClient:
         object as its manager wants it; give params fieldManager=... and force=true). The path follows
         `api_version` when the kind lives in several API groups (kdra.kube.client.GROUP_RESOURCES)."""
         path = resource_path(kind, namespace, name, subresource, api_version)
-        result: Obj = self.request(
-            "PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type], params=params
+        result = cast(
+            Obj, self.request("PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type], params=params)
         )
         return result
 
@@ -1095,7 +1113,9 @@ class KubeClient:
             ns = self.config.namespace
         path = resource_path(obj["kind"], ns, md["name"], api_version=obj.get("apiVersion"))
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        result: Obj = self.request("PATCH", path, obj, content_type=_CONTENT_TYPES["apply"], params=params)
+        result = cast(
+            Obj, self.request("PATCH", path, obj, content_type=_CONTENT_TYPES["apply"], params=params)
+        )
         return result
 
     def delete(
@@ -1197,7 +1217,7 @@ class KubeClient:
             }
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
         path = resource_path("ServiceAccount", namespace, name, "token")
-        result: Obj = self.request("POST", path, body)
+        result = cast(Obj, self.request("POST", path, body))
         return str(result["status"]["token"])
 
     # -- watch -----------------------------------------------------------------------------------------
@@ -1306,12 +1326,12 @@ def _binding(namespace: str, pod: str, uid: str, node: str) -> Obj:
     }
 
 
-def _decoded(raw: bytes) -> Any:
+def _decoded(raw: bytes) -> Response:
     """A response body: JSON decoded, other text (`/readyz`'s `ok`) as a string, nothing as None."""
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return cast(Obj, json.loads(raw))  # the API server answers with objects (Status for errors)
     except ValueError:
         return raw.decode(errors="replace")
 

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +63,7 @@ class Credentials:
     """The credential source of one KubeConfig; thread-safe. `generation` changes whenever the client
     certificate does (connections made with the old one must be dropped)."""
 
-    def __init__(self, cfg: KubeConfig, *, clock: Any = time.time) -> None:
+    def __init__(self, cfg: KubeConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.clock = clock
         self.generation = 0

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
@@ -223,7 +223,7 @@ def run_driver_sim(
     watch: bool = False,
     interval: float = 5.0,
     max_nodes: int | None = None,
-    out: Any = None,
+    out: TextIO | None = None,
     max_iterations: int | None = None,
     kubernetes_version: str = DEFAULT_VERSION,
 ) -> SyncReport:

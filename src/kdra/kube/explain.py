@@ -160,7 +160,7 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
 
 
 def unschedulable_messages(
-    message: str, explanation: Any, nodes: int | None = DEFAULT_NODES
+    message: str, explanation: object, nodes: int | None = DEFAULT_NODES
 ) -> tuple[str, str]:
     """(PodScheduled condition message, FailedScheduling Event message) for a pod that fits nowhere.
 

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kdra.allocator.index import CelBudgetExhausted, cel_budget
+from kdra.allocator.index import AllocatorIndex, CelBudgetExhausted, cel_budget
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.errors import InputError
 from kdra.scheduler.framework import (
@@ -34,6 +34,7 @@ from kdra.scheduler.framework import (
     SUCCESS,
     CycleState,
     FilterPlugin,
+    Plugin,
     PreFilterPlugin,
     Status,
     unschedulable,
@@ -92,8 +93,8 @@ class Partition:
     def empty(self) -> bool:
         return self.nodes is None and self.classes is None
 
-    def plugins(self) -> list[Any]:
-        out: list[Any] = []
+    def plugins(self) -> list[Plugin]:
+        out: list[Plugin] = []
         if self.nodes is not None:
             out.append(OwnedNodes(self.nodes))
         if self.classes is not None:
@@ -178,7 +179,7 @@ def _class_devices(index: Any, cls: str, unchecked: set[str]) -> list[Any]:
 def reachable_by_others(
     partition: Partition,
     scheduler_name: str,
-    index: Any,
+    index: AllocatorIndex,
     nodes: Iterable[NodeInfo],
     unchecked: set[str] | None = None,
 ) -> tuple[set[tuple[str, str, str]], set[str], set[str], int]:
@@ -220,7 +221,7 @@ def _few(names: Iterable[str], n: int = 5) -> str:
 
 
 def startup_warnings(
-    partition: Partition, scheduler_name: str, index: Any, nodes: Iterable[NodeInfo]
+    partition: Partition, scheduler_name: str, index: AllocatorIndex, nodes: Iterable[NodeInfo]
 ) -> list[str]:
     """One line per way kube-scheduler can reach devices kdra allocates (empty: the partition holds for
     what exists now)."""

@@ -26,7 +26,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -464,7 +464,13 @@ class KubeStore(Store):
         return self.apply_written(kind, self.client.update(obj, subresource))
 
     def patch(
-        self, kind: str, name: str, namespace: str, patch: Any, *, subresource: str | None = None
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        patch: Obj | Sequence[Obj],
+        *,
+        subresource: str | None = None,
     ) -> Obj:
         ns = namespace if is_namespaced(kind) else None
         return self.apply_written(kind, self.client.patch(kind, name, patch, ns, subresource))

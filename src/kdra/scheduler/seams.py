@@ -88,7 +88,7 @@ class Binder(Protocol):
         ...
 
     def record_unschedulable(
-        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: object
     ) -> None:
         """Say why the pod stays pending: its PodScheduled=False condition (and, on a cluster, an Event)."""
         ...
@@ -149,7 +149,7 @@ class StoreBinder:
         return SUCCESS
 
     def record_unschedulable(
-        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: object
     ) -> None:
         text = message
         if explanation is not None:
