@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from kdra.allocator import AllocatedState, Allocator
 from kdra.allocator.index import DeviceEntry, NodeView
-from kdra.allocator.preference import RequestView, SearchContext, SortKey
+from kdra.allocator.preference import DevicePreference, RequestView, SearchContext, SortKey
 from kdra.scheduler.fragmentation import (
     EPS,
     NUMA_NODE,
@@ -50,7 +50,7 @@ GROUP_ATTRIBUTES = (PCIE_ROOT, NUMA_NODE)  # within a node: the groups whose who
 _MEMO_MAX = 200_000
 
 
-class _Probe:
+class StateProbe:
     """What a policy reads about a node's state: a SearchContext during a search, or a state with an
     allocation applied (for explanations). Methods: in_use, shared_in_use, consumed, counters_left."""
 
@@ -70,6 +70,17 @@ class _Probe:
     def counters_left(self, pool_index: int, view: NodeView) -> dict[str, dict[str, int]]:
         avail, _broken = self._allocator.available_counters(view.pools[pool_index])
         return avail
+
+
+Probe = SearchContext | StateProbe  # what a policy reads a node's state through
+
+
+class MeasuredPreference(DevicePreference, Protocol):
+    """A device preference that also measures a node's state (reports compare it with first fit)."""
+
+    measure_name: str
+
+    def measure(self, view: NodeView, probe: Probe, devices: Sequence[DeviceEntry]) -> float: ...
 
 
 class _Node:
@@ -150,7 +161,7 @@ def _left_free(unit: Unit, left: tuple[int, ...]) -> float:
     return max(0.0, min(fr)) if fr else 1.0
 
 
-def unit_state(node: _Node, ui: int, probe: Any, ctx_view: NodeView) -> _UnitState:
+def unit_state(node: _Node, ui: int, probe: Probe, ctx_view: NodeView) -> _UnitState:
     unit = node.table.units[ui]
     if unit.counters is not None:
         pi = node.pool_of[id(unit.devices[0])]
@@ -175,7 +186,7 @@ def unit_state(node: _Node, ui: int, probe: Any, ctx_view: NodeView) -> _UnitSta
     return _UnitState(free, None, free >= 1.0 - EPS)
 
 
-def _counters_left(probe: Any, pi: int, view: NodeView) -> dict[str, dict[str, int]]:
+def _counters_left(probe: Probe, pi: int, view: NodeView) -> dict[str, dict[str, int]]:
     if isinstance(probe, SearchContext):
         return probe.counters_left(pi)
     left: dict[str, dict[str, int]] = probe.counters_left(pi, view)
@@ -343,7 +354,7 @@ class FragmentationPreference:
             out.append(key)
         return out
 
-    def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
+    def measure(self, view: NodeView, probe: Probe, devices: Sequence[DeviceEntry]) -> float:
         """The node's fragmentation (GPU units the target shapes cannot use), lower is better."""
         node = node_model(view)
         kinds = self._weights(node)
@@ -424,7 +435,7 @@ class _ByUse:
             out.append(tuple(key))
         return out
 
-    def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
+    def measure(self, view: NodeView, probe: Probe, devices: Sequence[DeviceEntry]) -> float:
         node = node_model(view)
         frees = [unit_state(node, i, probe, view).free for i in range(len(node.table.units))]
         if not frees:
@@ -507,7 +518,7 @@ class TopologyPreference:
             out.append(tuple(key))
         return out
 
-    def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
+    def measure(self, view: NodeView, probe: Probe, devices: Sequence[DeviceEntry]) -> float:
         return float(sum(len({attr_value(d, a) for d in devices} - {None}) for a in (PCIE_ROOT, NUMA_NODE)))
 
 
@@ -550,7 +561,7 @@ def _ids(allocations: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def score_allocation(
-    policy: DevicePolicy,
+    policy: MeasuredPreference,
     allocator: Allocator,
     node: Mapping[str, Any],
     allocations: Sequence[Mapping[str, Any]],
@@ -569,11 +580,11 @@ def score_allocation(
             state.add_result(r, allocator.features)
     probe_alloc = Allocator.from_index(allocator.index, state)
     view = allocator.index.node_view(node)
-    return policy.measure(view, _Probe(probe_alloc, state), _devices_of(view, allocations))
+    return policy.measure(view, StateProbe(probe_alloc, state), _devices_of(view, allocations))
 
 
 def compare_with_first_fit(
-    policy: DevicePolicy,
+    policy: MeasuredPreference,
     allocator: Allocator,
     node: Mapping[str, Any],
     claims: Sequence[Mapping[str, Any]],

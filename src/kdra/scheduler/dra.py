@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, LazyExplanation, NodeAllocationError
 from kdra.allocator.index import AllocatorIndex
@@ -26,6 +26,10 @@ from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.api.types import Obj
 from kdra.cluster.store import StoreError, WatchEvent
 from kdra.errors import AllocationError
+
+if TYPE_CHECKING:
+    from kdra.scheduler.cache import SchedulerCache
+    from kdra.scheduler.devicepref import MeasuredPreference
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -181,7 +185,12 @@ class DeviceFit:
 class DraState:
     """Allocated devices, in-flight allocations and the allocator index, for one scheduler."""
 
-    def __init__(self, cache: Any, features: FeatureGates | None = None, preference: Any = None) -> None:
+    def __init__(
+        self,
+        cache: SchedulerCache,
+        features: FeatureGates | None = None,
+        preference: MeasuredPreference | None = None,
+    ) -> None:
         self.cache = cache
         self.features = features or FeatureGates()
         # Opt-in DevicePreference (kdra.scheduler.devicepref) for the allocator's search, and what it

@@ -45,7 +45,7 @@ import math
 import random
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kdra.api.quantity import parse_quantity_any
 from kdra.scheduler.framework import CycleState, ScorePlugin
@@ -53,7 +53,10 @@ from kdra.scheduler.shareplan import SharePlan
 from kdra.scheduler.workload import WorkloadModel
 
 if TYPE_CHECKING:
-    from kdra.allocator.index import DeviceEntry
+    from kdra.allocator.allocator import AllocatedState
+    from kdra.allocator.index import AllocatorIndex, AttributeScalar, DeviceEntry
+    from kdra.scheduler.devicepref import MeasuredPreference
+    from kdra.scheduler.dra import DraState
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
     from kdra.scheduler.session import Session
 
@@ -92,6 +95,8 @@ def node_fragmentation(frees: Iterable[float], shapes: Mapping[float, float]) ->
 
 # -- DRA units -------------------------------------------------------------------------------------
 
+# What a fragmentation measure is memoised by: the GPU model, the free CPU and memory buckets, the GPUs.
+MeasureKey = tuple[str, int, int, tuple[int, ...]]
 UnitKey = tuple[str, str, str]  # (driver, pool, counter set | "parent:<uuid>" | device name)
 DeviceKey = tuple[str, str, str]
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
@@ -111,14 +116,14 @@ def device_kind(dev: DeviceEntry) -> str:
     return "capacity:" + ",".join(f"{n}={c.value}" for n, c in sorted(dev.capacity.items()))
 
 
-def attr_value(dev: DeviceEntry, name: str) -> Any:
+def attr_value(dev: DeviceEntry, name: str) -> AttributeScalar | None:
     """A device attribute's plain value (string, int, bool or version), or None."""
     raw = dev.attribute(name)
     if not isinstance(raw, Mapping):
         return None
     for kind in ("string", "int", "bool", "version"):
         if raw.get(kind) is not None:
-            return raw[kind]
+            return cast("AttributeScalar", raw[kind])
     return None
 
 
@@ -247,9 +252,9 @@ class UnitTable:
                 out[WHOLE] = None
         return list(out)
 
-    def groups(self, attribute: str) -> dict[Any, list[int]]:
+    def groups(self, attribute: str) -> dict[AttributeScalar, list[int]]:
         """Units by their value of a locality attribute (units without it are left out)."""
-        out: dict[Any, list[int]] = {}
+        out: dict[AttributeScalar, list[int]] = {}
         for i, u in enumerate(self.units):
             v = u.locality.get(attribute)
             if v is not None:
@@ -260,7 +265,7 @@ class UnitTable:
 class DeviceUnits:
     """Per node of an AllocatorIndex: its UnitTable; `free(node, dra)` under the scheduler's state."""
 
-    def __init__(self, index: Any) -> None:
+    def __init__(self, index: AllocatorIndex) -> None:
         sets: dict[tuple[str, str, str], dict[str, int]] = {}
         pool_node: dict[tuple[str, str], str] = {}
         for s in index.slices:
@@ -279,7 +284,7 @@ class DeviceUnits:
     def node_units(self) -> dict[str, list[UnitKey]]:
         return {n: [u.key for u in t.units] for n, t in self.tables.items()}
 
-    def free(self, node: str, dra: Any) -> dict[UnitKey, float]:
+    def free(self, node: str, dra: DraState) -> dict[UnitKey, float]:
         """Free fraction per unit of `node` under the scheduler's allocated (and assumed) state."""
         table = self.tables.get(node)
         if table is None or not table.units:
@@ -304,7 +309,7 @@ class DeviceUnits:
         return table.units[ui].key, frac
 
 
-def unit_frees(table: UnitTable, state: Any) -> list[float]:
+def unit_frees(table: UnitTable, state: AllocatedState) -> list[float]:
     """Free fraction per unit of a table under an AllocatedState (exclusive devices and shares)."""
     free = [1.0] * len(table.units)
     of = table.of
@@ -542,7 +547,7 @@ class FragMeasure:
         self.cpu_only = sum(t.freq for t in self.typical if t.gpu_milli == 0)
         self.gpu_types = [t for t in self.typical if t.gpu_milli > 0]
 
-    def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> tuple[Any, ...]:
+    def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> MeasureKey:
         cb = bisect.bisect_right(self.cpu_points, cpu_free)
         mb = bisect.bisect_right(self.mem_points, mem_free) if self.use_memory else 0
         return (model, cb, mb, tuple(sorted(gpus)))
@@ -616,7 +621,7 @@ class Policy:
     def choose_random(self, view: GpuNodeView, pod: PodRequest, rng: random.Random) -> tuple[int, ...]:
         return best_fit_gpus(view, pod)
 
-    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[Any]:
+    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[tuple[float, int]]:
         """A sort key per GPU of the node (lower first) for the allocator's device-preference hook, such
         that the allocator's first choice is `gpus`, the GPUs this policy chose: by default those first,
         in order, then the rest by index. Policies that rank GPUs by a measure rank by it instead."""
@@ -816,7 +821,7 @@ class FGDPolicy(Policy):
             out[i] = s
         return out
 
-    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[Any]:
+    def device_keys(self, view: GpuNodeView, pod: PodRequest, gpus: Sequence[int]) -> list[tuple[float, int]]:
         if not pod.is_share:
             return super().device_keys(view, pod, gpus)
         grads = self.share_gradients(view, pod)
@@ -838,7 +843,7 @@ class CapacityFragMeasure(FragMeasure):
         self.cpu_thresholds = sorted({c * k for c in self.cpu_points if c for k in range(1, 9)})
         self.mem_thresholds = sorted({m * k for m in self.mem_list if m for k in range(1, 9)})
 
-    def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> tuple[Any, ...]:
+    def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> MeasureKey:
         # How many copies of each typical pod the free CPU (memory) holds, capped at 8, only changes at the
         # thresholds k * cpu_t: the threshold bucket identifies it.
         return (
@@ -1297,12 +1302,12 @@ def placement_plugins(policy: str, shapes: Mapping[float, float] | None = None) 
     raise ValueError(f"unknown placement policy {policy!r} (one of {', '.join(PLACEMENT_POLICIES)})")
 
 
-def placement_preference(plugins: Iterable[Any]) -> Any:
+def placement_preference(plugins: Iterable[object]) -> MeasuredPreference | None:
     """The device preference a placement's plugins bring (placement kdra chooses the GPUs too), or None."""
     return next((p.device_preference for p in plugins if hasattr(p, "device_preference")), None)
 
 
-def cluster_fragmentation(dra: Any, shapes: Mapping[float, float]) -> dict[str, float]:
+def cluster_fragmentation(dra: DraState, shapes: Mapping[float, float]) -> dict[str, float]:
     """Fleet figures: free units, FGD fragmentation (in units) and its share of the free capacity, and
     partly used units (idle fragments)."""
     units = DeviceUnits(dra.index)

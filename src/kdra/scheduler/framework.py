@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from kdra.allocator.preference import SortKey
 
 if TYPE_CHECKING:
     from kdra.scheduler.cache import SchedulerCache
@@ -56,7 +58,7 @@ SUCCESS = Status()
 SKIP = Status(Code.SKIP)
 
 
-def unschedulable(*reasons: str, explanation: Any = None, resolvable: bool = True) -> Status:
+def unschedulable(*reasons: str, explanation: object = None, resolvable: bool = True) -> Status:
     code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     return Status(code, tuple(reasons), "", explanation)
 
@@ -144,7 +146,7 @@ class Plugin:
 
 
 class QueueSortPlugin(Plugin):
-    def sort_key(self, pi: PodInfo) -> tuple[Any, ...]:
+    def sort_key(self, pi: PodInfo) -> tuple[SortKey, ...]:
         raise NotImplementedError
 
 
@@ -248,6 +250,9 @@ class PreBindPlugin(Plugin):
         return SUCCESS
 
 
+P = TypeVar("P", bound=Plugin)
+
+
 @dataclass
 class Profile:
     """A scheduler profile: the plugins at each extension point, in order."""
@@ -255,5 +260,5 @@ class Profile:
     name: str = "default-scheduler"
     plugins: Sequence[Plugin] = ()
 
-    def at(self, kind: type) -> list[Any]:
+    def at(self, kind: type[P]) -> list[P]:
         return [p for p in self.plugins if isinstance(p, kind)]

@@ -61,7 +61,7 @@ _DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_duration(value: Any, where: str) -> float:
+def parse_duration(value: object, where: str) -> float:
     """Seconds of `90`, `90s`, `5m`, `1h30m` (Go durations plus `d`); InputError naming `where`."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)

@@ -37,7 +37,10 @@ from kdra.api.pods import entry_claim_names
 from kdra.errors import InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable
+
     from kdra.scheduler.gang import GangSpec
+    from kdra.scheduler.gangqueues import GangQueues
     from kdra.scheduler.podinfo import PodInfo
 
 Value = tuple[str, Any]  # (attribute kind, value) as kdra.allocator.index.attribute_value gives it
@@ -68,7 +71,7 @@ class GroupConstraint:
         return self.covers(base, sub or None)
 
 
-def parse_device_constraints(raw: Any, where: str) -> tuple[GroupConstraint, ...]:
+def parse_device_constraints(raw: object, where: str) -> tuple[GroupConstraint, ...]:
     """`spec.deviceConstraints` of a PodGroup; InputError listing every problem as the API server words
     claim constraint errors."""
     from kdra.validation.rules import attribute_name_errors, request_ref_errors
@@ -185,7 +188,7 @@ def constrain_claim(
 class GroupConstraints:
     """Applies a gang's deviceConstraints while kdra.scheduler.jobplacer places its members."""
 
-    def __init__(self, gq: Any) -> None:
+    def __init__(self, gq: GangQueues) -> None:
         self.gq = gq
         self.pins: dict[str, dict[int, Value]] = {}  # gang key -> constraint index -> value being tried
         self._cache: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -193,7 +196,7 @@ class GroupConstraints:
 
     # -- the gang's devices ------------------------------------------------------------------------
     def _device(self, key: tuple[str, str, str]) -> Any:
-        index = self.gq.sched.dra.index
+        index = self.gq.runtime.sched.dra.index
         if self._devices is None or self._devices[0] is not index:
             self._devices = (index, {d.key: d for s in index.slices for d in s.devices})
         return self._devices[1].get(key)
@@ -208,7 +211,7 @@ class GroupConstraints:
     ) -> Iterable[tuple[str, Mapping[str, Any]]]:
         """(member uid, allocation result) of members waiting at Permit or bound."""
         gq = self.gq
-        sched = gq.sched
+        sched = gq.runtime.sched
         for uid in sorted(gq.gangs.members.get(gang_key, ())):
             if uid == exclude:
                 continue
@@ -251,7 +254,7 @@ class GroupConstraints:
         spec = self.gq.gangs.spec(gk) if gk is not None else None
         return spec if spec is not None and spec.device_constraints else None
 
-    def rewrite(self, pi: PodInfo, claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], Any]:
+    def rewrite(self, pi: PodInfo, claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], Hashable]:
         """The claim this member allocates, and what the rewrite depends on (for the cycle's signature)."""
         spec = self.spec(pi.uid)
         if spec is None:
@@ -292,7 +295,7 @@ class GroupConstraints:
 
     def values(self, c: GroupConstraint, claims: Sequence[Mapping[str, Any]]) -> list[tuple[int, Value]]:
         """(free devices, value) of the attribute among devices the covered requests' classes select."""
-        dra = self.gq.sched.dra
+        dra = self.gq.runtime.sched.dra
         classes: set[tuple[str, tuple[str, ...]]] = set()
         for claim in claims:
             for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
@@ -321,7 +324,7 @@ class GroupConstraints:
 
     def claims_of(self, members: Sequence[PodInfo]) -> list[Mapping[str, Any]]:
         cache = self.gq.sched.cache if self.gq.sched is not None else None
-        out = []
+        out: list[Mapping[str, Any]] = []
         for m in members:
             for name in entry_claim_names(m.pod):
                 claim = cache.claims.get((m.namespace, name)) if cache is not None else None

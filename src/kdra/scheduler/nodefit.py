@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.framework import CycleState, FilterPlugin, Plugin
@@ -20,6 +20,10 @@ from kdra.scheduler.owntext import personal
 from kdra.scheduler.plugins.basic import NodeAffinity, NodeName, NodeUnschedulable, TaintToleration
 from kdra.scheduler.plugins.noderesources import NodeResourcesFit, ScoringStrategy
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
+
+if TYPE_CHECKING:
+    from kdra.allocator.summary import NodeFinding, NodesSummary
+    from kdra.scheduler.framework import Status
 
 
 class _NoDraCache:
@@ -129,11 +133,13 @@ class FitFailure:
     `for_pod(names)` is the same failure as written on one pod, in that pod's names; the grouping is
     computed once for all of them."""
 
-    def __init__(self, first: Any, per_node: Sequence[tuple[str, Any]], names: Sequence[str] = ()) -> None:
+    def __init__(
+        self, first: object, per_node: Sequence[tuple[str, Status]], names: Sequence[str] = ()
+    ) -> None:
         self.first = first
         self.per_node = list(per_node)  # (node name, framework Status) of each node that failed
         self.names = tuple(names)  # the reader's own names for the texts' tokens
-        self._summary: list[Any] = [None]  # shared with the copies for each pod
+        self._summary: list[NodesSummary | None] = [None]  # shared with the copies for each pod
 
     def for_pod(self, names: Sequence[str]) -> FitFailure:
         mine = copy.copy(self)
@@ -143,7 +149,7 @@ class FitFailure:
     def __str__(self) -> str:
         return personal(str(self.first), self.names)
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[NodeFinding]:
         from kdra.allocator.summary import NodeFinding
 
         out = []
@@ -157,10 +163,11 @@ class FitFailure:
     def text(self, nodes: int | None, hint: str) -> str:
         return personal(str(self.summary().text(nodes, hint=hint)), self.names)
 
-    def summary(self) -> Any:
+    def summary(self) -> NodesSummary:
         """Every node grouped by reason, with neutral texts (`text()` is what a pod reads)."""
-        if self._summary[0] is None:
+        summary = self._summary[0]
+        if summary is None:
             from kdra.allocator.summary import NodesSummary
 
-            self._summary[0] = NodesSummary(self.findings())
-        return self._summary[0]
+            summary = self._summary[0] = NodesSummary(self.findings())
+        return summary

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from kdra.scheduler.cache import SchedulerCache
 from kdra.scheduler.framework import Code, CycleState, FilterPlugin, ScorePlugin, Status
@@ -168,4 +168,4 @@ class NodeSearch:
                 raws[k][i] = v
         for p, raw in zip(dynamic, raws, strict=True):
             add_weighted(totals, p, state, pi, raw)
-        return nodes[best_node(totals, feasible)].name, results
+        return nodes[cast(int, best_node(totals, feasible))].name, results

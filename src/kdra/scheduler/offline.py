@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.allocator import FeatureGates
 from kdra.api.templates import instantiate_template, is_claim_for_pod, pod_uid
@@ -22,6 +22,9 @@ from kdra.api.types import Obj
 from kdra.api.types import namespaced_name as ref
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placement, Placer
+
+if TYPE_CHECKING:
+    from kdra.scheduler.devicepref import MeasuredPreference
 
 
 def allocated(claim: Mapping[str, Any]) -> bool:
@@ -200,7 +203,7 @@ def allocate(
     *,
     namespace: str | None = None,
     node: str | None = None,
-    preference: Any = None,
+    preference: MeasuredPreference | None = None,
 ) -> Result:
     """Place every group in turn (see the module docstring). `node`: only that node is tried.
 

@@ -63,7 +63,7 @@ def personal(text: str, names: Sequence[str]) -> str:
     return _TOKEN.sub(lambda m: names[int(m[1])] if int(m[1]) < len(names) else "", text)
 
 
-def neutral_tree(obj: Any, own: OwnNames) -> Any:
+def neutral_tree(obj: object, own: OwnNames) -> object:
     """A copy of a structured explanation (dataclasses, lists, dicts, strings) with `own`'s names made
     neutral wherever a string carries them."""
     if isinstance(obj, str):
@@ -86,16 +86,16 @@ class NeutralExplanation:
 
     __slots__ = ("_own", "_value", "inner")
 
-    def __init__(self, inner: Any, own: OwnNames) -> None:
+    def __init__(self, inner: object, own: OwnNames) -> None:
         self.inner = inner
         self._own = own
-        self._value: Any = None
+        self._value: object = None
 
     @property
     def computed(self) -> bool:
         return self._value is not None
 
-    def get(self) -> Any:
+    def get(self) -> object:
         if self._value is None:
             inner = self.inner
             value = inner.get() if hasattr(inner, "get") else inner

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.allocator import FeatureGates
 from kdra.allocator._nodes import node_selector_matches
@@ -51,6 +51,9 @@ from kdra.scheduler.owntext import OwnNames, personal
 from kdra.scheduler.plugins.dynamicresources import DynamicResources, extended_resource_claim
 from kdra.scheduler.podinfo import NodeInfo, PodInfo, container_extended_requests
 from kdra.scheduler.scoring import add_weighted, best_node, prioritized_list_score
+
+if TYPE_CHECKING:
+    from kdra.scheduler.devicepref import MeasuredPreference
 
 KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
 
@@ -98,7 +101,7 @@ class Placer:
         objects: Iterable[Mapping[str, Any]],
         features: FeatureGates | None = None,
         *,
-        preference: Any = None,
+        preference: MeasuredPreference | None = None,
     ) -> None:
         from kdra.scheduler.scheduler import SchedulerConfig, default_plugins
 

@@ -34,7 +34,7 @@ def is_extended_resource(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def quantity_int(name: str, raw: Any, where: str) -> int:
+def quantity_int(name: str, raw: object, where: str) -> int:
     """A resource quantity as the int NodeResourcesFit compares: millicores for cpu, Value() otherwise."""
     try:
         q = parse_quantity_any(raw)

@@ -34,6 +34,8 @@ from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, Score
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry, NodeView
     from kdra.allocator.preference import RequestView, SearchContext, SortKey
+    from kdra.scheduler.cache import SchedulerCache
+    from kdra.scheduler.devicepref import Probe
     from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
 GPU_CLASS = NVIDIA_GPU_CLASS
@@ -57,16 +59,21 @@ class LiveViews:
     `shares` capacity (1,000 per GPU in consumable-shares mode) less what allocated and in-flight claims
     consume, 0 when a claim holds it exclusively."""
 
-    def __init__(self, cache: Any = None, device_class: str = GPU_CLASS) -> None:
+    def __init__(self, cache: SchedulerCache | None = None, device_class: str = GPU_CLASS) -> None:
         self.cache = cache
         self.device_class = device_class
         self.views: dict[str, GpuNodeView] = {}
         self.devices: dict[str, list[tuple[str, str, str]]] = {}  # node -> its GPUs' keys in view order
         self._seen: dict[str, tuple[int, int]] = {}  # node -> (NodeInfo generation, DRA state's size)
 
+    def _bound(self) -> SchedulerCache:
+        if self.cache is None:
+            raise RuntimeError("FragmentationScore: bind_cache() before scheduling")
+        return self.cache
+
     def view_of(self, ni: NodeInfo) -> GpuNodeView:
         """The node's view, current."""
-        dra = self.cache.dra
+        dra = self._bound().dra
         stamp = (ni.generation, len(dra.state.consumed) + len(dra.state.dedicated))
         view = self.views.get(ni.name)
         if view is not None and self._seen.get(ni.name) == stamp:
@@ -86,7 +93,7 @@ class LiveViews:
     def _read(self, ni: NodeInfo) -> GpuNodeView:
         from kdra.scheduler.podinfo import CPU, MEMORY
 
-        dra = self.cache.dra
+        dra = self._bound().dra
         gpus: list[int] = []
         keys: list[tuple[str, str, str]] = []
         consumed = dra.state.consumed
@@ -126,7 +133,7 @@ class LiveViews:
 
         num = 0
         milli = 0
-        claims = self.cache.claims
+        claims = self._bound().claims
         for name in entry_claim_names(pi.pod):
             claim = claims.get(claim_key(pi.namespace, name))
             if claim is None:
@@ -168,7 +175,7 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
         self._fleet: tuple[str, ...] = ()
         self._order: dict[str, int] = {}
 
-    def bind_cache(self, cache: Any) -> None:
+    def bind_cache(self, cache: SchedulerCache) -> None:
         previous = self.cache if hasattr(self, "cache") else None
         super().bind_cache(cache)
         if previous is not None and previous is not cache and self._factory is not None:
@@ -253,7 +260,7 @@ class PolicyDevicePreference:
             out.append((0, ranks[i]) if i is not None and i < len(ranks) else (1, 0))
         return out
 
-    def measure(self, view: NodeView, probe: Any, devices: Sequence[DeviceEntry]) -> float:
+    def measure(self, view: NodeView, probe: Probe, devices: Sequence[DeviceEntry]) -> float:
         """The policy's fragmentation of the node once the probe's allocation is in (explanations)."""
         plugin = self.plugin
         gv = plugin.views.views.get(view.node_name)

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.types import Obj
 from kdra.cluster.store import NotFoundError, Store, WatchEvent, clone
 from kdra.scheduler.queuetree import EPS, QueueTree, Vector, add, fmt
+
+if TYPE_CHECKING:
+    from kdra.scheduler.scheduler import Scheduler
 
 MAINTAIN_FAIR_SHARE = "MaintainFairShare"
 GUARANTEE_DESERVED_QUOTA = "GuaranteeDeservedQuota"
@@ -137,7 +140,7 @@ def order_victims(
 class VirtualEviction:
     """Take victims out of the scheduler's cache and DRA state for a trial; `restore()` puts them back."""
 
-    def __init__(self, sched: Any, victims: Sequence[RunningJob]) -> None:
+    def __init__(self, sched: Scheduler, victims: Sequence[RunningJob]) -> None:
         self.sched = sched
         self.pods: list[tuple[Any, str]] = []
         self.claims: list[Obj] = []

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.index import CelBudgetExhausted, cel_budget
+from kdra.allocator.preference import SortKey
 from kdra.api.pods import entry_claim_names, pod_claim_names, reserved_for
 from kdra.api.types import Obj
 from kdra.cluster.store import WatchEvent
@@ -183,7 +184,7 @@ class QueueState:
         opening.admit = self.admit
         opening.reclaimable = self.reclaimable
 
-    def queue_order(self, queue: str, fair: Mapping[str, Vector], first: Job) -> tuple[Any, ...]:
+    def queue_order(self, queue: str, fair: Mapping[str, Vector], first: Job) -> SortKey:
         """KAI's queue order: the next job comes from the queue with the smallest key."""
         return queue_order_key(
             self.tree, queue, self.allocated.get(queue, {}), fair.get(queue, {}), first.need

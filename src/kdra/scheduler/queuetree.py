@@ -35,12 +35,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kdra.allocator.preference import SortKey
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.errors import InputError
 from kdra.scheduler.gang import DEFAULT_QUEUE, parse_duration
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 Vector = dict[str, float]
 INF = math.inf
@@ -199,7 +203,7 @@ def claim_demand(claim: Mapping[str, Any], dims: Iterable[str] = ("memory",)) ->
 def allocation_usage(
     claim: Mapping[str, Any],
     allocation: Mapping[str, Any],
-    device_capacity: Any,
+    device_capacity: Callable[[tuple[str, str, str]], Mapping[str, float]],
     dims: Iterable[str] = ("memory",),
 ) -> Vector:
     """What an allocated claim holds: devices per class and, per capacity dimension, the consumed capacity
@@ -398,7 +402,7 @@ def queue_order_key(
     allocated: Mapping[str, float],
     fair: Mapping[str, float],
     need: Mapping[str, float],
-) -> tuple[Any, ...]:
+) -> SortKey:
     """KAI's queue order, smallest first: under fair share, under deserved with the job, priority, DRF."""
     spec = tree.specs[queue]
     share = dominant_share(allocated, fair)

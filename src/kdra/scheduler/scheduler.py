@@ -512,7 +512,7 @@ class Scheduler:
         return CycleResult(pi.key, node, Status())
 
     def reject_waiting(
-        self, uid: str, now: float, status: Status, message: str, explanation: Any = None
+        self, uid: str, now: float, status: Status, message: str, explanation: object = None
     ) -> CycleResult:
         """Permit rejected a waiting pod: release its reservation and park it as unschedulable."""
         wp = self.waiting.pop(uid)
@@ -521,7 +521,7 @@ class Scheduler:
         return self._fail(wp.pi, now, status, message, plugins, explanation)
 
     def mark_unschedulable(
-        self, pi: PodInfo, now: float, status: Status, message: str, explanation: Any = None
+        self, pi: PodInfo, now: float, status: Status, message: str, explanation: object = None
     ) -> CycleResult:
         """A pod an action decided not to try (queue quota, gang timeout): condition + unschedulable pool."""
         return self._fail(pi, now, status, message, {status.plugin} if status.plugin else set(), explanation)
@@ -668,9 +668,9 @@ class Scheduler:
                 explanation = FitFailure(
                     explanation,
                     [
-                        (nodes[i].name, results[i][1])
+                        (nodes[i].name, st)
                         for i in sorted(results)
-                        if i < len(nodes) and results[i][1] is not None
+                        if i < len(nodes) and (st := results[i][1]) is not None
                     ],
                 )
             if entry is not None:

@@ -19,6 +19,7 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from kdra.allocator.preference import SortKey
 from kdra.scheduler.framework import ClusterEvent, Plugin, PreEnqueuePlugin, Status
 from kdra.scheduler.podinfo import PodInfo
 
@@ -30,7 +31,7 @@ MAX_IN_UNSCHEDULABLE = 300.0
 class SchedulingQueue:
     def __init__(
         self,
-        sort_key: Callable[[PodInfo], tuple[Any, ...]],
+        sort_key: Callable[[PodInfo], tuple[SortKey, ...]],
         pre_enqueue: Iterable[PreEnqueuePlugin] = (),
         plugin_events: dict[str, frozenset[str]] | None = None,
         initial_backoff: float = INITIAL_BACKOFF,

@@ -58,7 +58,7 @@ def prioritized_list_score(
     return score
 
 
-def best_node(totals: Mapping[Any, int], order: Iterable[Any]) -> Any:
+def best_node(totals: Mapping[K, int], order: Iterable[K]) -> K | None:
     """The node with the highest total; among equals the first in `order` (kube-scheduler picks one of
     them at random)."""
     best = None

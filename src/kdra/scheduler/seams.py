@@ -224,7 +224,7 @@ class StoreEvictor:
     """In memory: the victim is marked Failed with a DisruptionTarget condition (PreemptionByScheduler), so
     the claim controller releases its claims at once. Nothing refuses an eviction here."""
 
-    def __init__(self, store: Store, format_time: Any = None) -> None:
+    def __init__(self, store: Store, format_time: Callable[[float], str] | None = None) -> None:
         from kdra.cluster.clock import format_time as virtual
 
         self.store = store

@@ -30,7 +30,7 @@ class PrioritySort(QueueSortPlugin):
 
     name = "PrioritySort"
 
-    def sort_key(self, pi: PodInfo) -> tuple[Any, ...]:
+    def sort_key(self, pi: PodInfo) -> tuple[int, float]:
         return (-pi.priority, pi.queued_at)
 
 

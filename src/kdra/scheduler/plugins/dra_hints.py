@@ -24,7 +24,7 @@ extended resources backed by DRA (KEP-5004) are always queued.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.index import DEFAULT_SLICE_CACHE, MATCH, SelectorError, evaluate_selectors
 from kdra.api.pods import entry_claim_names
@@ -43,6 +43,9 @@ from kdra.scheduler.framework import (
 )
 from kdra.scheduler.podinfo import PodInfo
 
+if TYPE_CHECKING:
+    from kdra.api.features import FeatureGates
+
 
 class _PodDemand:
     __slots__ = ("claims", "classes", "keys", "version")
@@ -55,7 +58,7 @@ class _PodDemand:
 
 
 class DraHints:
-    def __init__(self, cache: SchedulerCache, features: Any) -> None:
+    def __init__(self, cache: SchedulerCache, features: FeatureGates) -> None:
         self.cache = cache
         self.features = features
         self._pool_slices: dict[str, set[str]] = {}  # pool name -> slice names (any driver)
