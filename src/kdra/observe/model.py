@@ -26,9 +26,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kdra.api.gpus import counter_sets, gpu_devices, gpu_equivalents, node_gpu_memory, share_equivalents
+from kdra.api.gpus import (
+    attribute_text,
+    counter_sets,
+    gpu_devices,
+    gpu_equivalents,
+    node_gpu_memory,
+    quantity_value,
+    share_equivalents,
+)
 from kdra.api.pods import pod_claim_names, reserving_pods
-from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
 from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape, fmt_value, header
 
@@ -71,23 +78,6 @@ _MEM_SELECTOR = re.compile(
     r"\s*(>=|>)\s*0"
 )
 _COUNT_PREFIX = re.compile(r"^\d+\s+")
-
-
-def _qty(raw: Any) -> int:
-    try:
-        return int(parse_quantity_any(raw).value())
-    except (ValueError, TypeError):
-        return 0
-
-
-def _attr(attrs: Mapping[str, Any], name: str) -> str:
-    v = attrs.get(name)
-    if not isinstance(v, Mapping):
-        return ""
-    for k in ("string", "version", "int", "bool"):
-        if k in v:
-            return str(v[k])
-    return ""
 
 
 def parse_time(ts: Any) -> float | None:
@@ -508,9 +498,9 @@ class FleetState:
             dk = (driver, pool, dev.name)
             attrs = dev.attributes
             product = (
-                _attr(attrs, "productName")
-                or _attr(attrs, "model")
-                or _attr(attrs, "accelerator")
+                attribute_text(attrs, "productName")
+                or attribute_text(attrs, "model")
+                or attribute_text(attrs, "accelerator")
                 or self.node_product.get(node, "")
             )
             rec = DeviceRec(
@@ -522,7 +512,7 @@ class FleetState:
                 counters=dev.counters,
                 phys=dev.physical,
                 parent_memory=dev.parent_memory,
-                profile=_attr(attrs, "profile"),
+                profile=attribute_text(attrs, "profile"),
                 uuid=dev.uuid,
                 gpu=dev.gpu,
                 slice=name,
@@ -1233,7 +1223,7 @@ def _pod_record(obj: Obj) -> PodRec:
             reason = "NotYetAttempted"
     claims = pod_claim_names(obj)
     ann = meta.get("annotations") or {}
-    need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
+    need = quantity_value(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
     queue = ""
     for src in (meta.get("labels") or {}, ann):
         for k in QUEUE_REFS:
@@ -1247,11 +1237,11 @@ def _pod_record(obj: Obj) -> PodRec:
 def _request_memory(req: Mapping[str, Any]) -> int | None:
     cap = ((req.get("capacity") or {}).get("requests") or {}).get("memory")
     if cap is not None:
-        return _qty(cap)
+        return quantity_value(cap)
     for sel in req.get("selectors") or []:
         m = _MEM_SELECTOR.search(((sel or {}).get("cel") or {}).get("expression", ""))
         if m:
-            return _qty(m.group(1))
+            return quantity_value(m.group(1))
     return None
 
 
@@ -1278,7 +1268,7 @@ def _claim_record(ck: ClaimKey, obj: Obj) -> ClaimRec:
     alloc = status.get("allocation") or {}
     results = []
     for r in (alloc.get("devices") or {}).get("results") or []:
-        consumed = tuple(sorted((k, _qty(v)) for k, v in (r.get("consumedCapacity") or {}).items()))
+        consumed = tuple(sorted((k, quantity_value(v)) for k, v in (r.get("consumedCapacity") or {}).items()))
         results.append(
             ResultRec(
                 request=r.get("request", ""),
@@ -1297,7 +1287,7 @@ def _claim_record(ck: ClaimKey, obj: Obj) -> ClaimRec:
                 selector_node = f["values"][0]
     pods = tuple(reserving_pods(obj))
     ann = meta.get("annotations") or {}
-    need = _qty(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
+    need = quantity_value(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
     return ClaimRec(
         namespace=ck[0],
         name=ck[1],
