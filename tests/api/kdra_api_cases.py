@@ -982,3 +982,71 @@ def status_cases() -> list[tuple[str, Obj]]:
             },
         ),
     ]
+
+
+# ---- the Workload API (scheduling.k8s.io/v1beta1, Kubernetes 1.38 with GenericWorkload and
+# DRAWorkloadResourceClaims): PodGroup-level ResourceClaims (KEP-5729) --------------------------------
+
+WORKLOAD_GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+
+
+def pod_group(claims: Any, name: str = "pg-0", api: str = "scheduling.k8s.io/v1beta1") -> Obj:
+    return {
+        "apiVersion": api,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": claims},
+    }
+
+
+def workload(*template_claims: Any, name: str = "wl-0") -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "podGroupTemplates": [
+                {"name": f"t{i}", "schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": c}
+                for i, c in enumerate(template_claims)
+            ]
+        },
+    }
+
+
+def workload_cases() -> list[tuple[str, Obj]]:
+    named = {"name": "a", "resourceClaimName": "x"}
+    return [
+        ("podgroup-claims-valid", pod_group([named, {"name": "b", "resourceClaimTemplateName": "t"}])),
+        ("podgroup-claims-empty", pod_group([])),
+        (
+            "podgroup-claims-too-many",
+            pod_group([{"name": n, "resourceClaimName": "x"} for n in "abcde"] + [{"name": "F"}]),
+        ),
+        ("podgroup-claim-both-sources", pod_group([{**named, "resourceClaimTemplateName": "t"}])),
+        ("podgroup-claim-no-source", pod_group([{"name": "a"}])),
+        ("podgroup-claim-no-name", pod_group([{"resourceClaimName": "x"}])),
+        ("podgroup-claim-empty-name", pod_group([{"name": "", "resourceClaimName": "x"}])),
+        ("podgroup-claim-bad-names", pod_group([{"name": "A_b", "resourceClaimName": "X_y"}])),
+        ("podgroup-claim-long-name", pod_group([{"name": "a" * 64, "resourceClaimName": "x"}])),
+        ("podgroup-claim-bad-template", pod_group([{"name": "a", "resourceClaimTemplateName": "bad/name"}])),
+        ("podgroup-claim-empty-claim-name", pod_group([{"name": "a", "resourceClaimName": ""}])),
+        ("podgroup-claims-duplicate", pod_group([named, {"name": "a", "resourceClaimName": "z"}])),
+        (
+            "podgroup-claims-several-problems",
+            pod_group(
+                [
+                    {"name": "A"},
+                    {"name": "b", "resourceClaimName": "x"},
+                    {"name": "b", "resourceClaimName": "x"},
+                ]
+            ),
+        ),
+        (
+            "workload-template-claims",
+            workload(
+                [{"name": n, "resourceClaimName": "x"} for n in "abcde"],
+                [{"name": "a", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}, {"name": "B"}],
+                [named],
+            ),
+        ),
+    ]

@@ -3,6 +3,11 @@
 Usage (from the repository root; builds or reuses the control plane with hack/k8s/build.sh):
 
     .venv/bin/python tests/api/record_apiserver_verdicts.py
+    KDRA_K8S_VERSION=1.38 .venv/bin/python tests/api/record_apiserver_verdicts.py --workload
+
+The second records the Workload API cases (workload_cases(): PodGroup-level ResourceClaims) against the
+release's kube-apiserver with GenericWorkload and DRAWorkloadResourceClaims on, into
+data/workload_verdicts.yaml.
 
 Each object is created with a server-side dry run (nothing is stored). The answers are written to
 tests/api/data/apiserver_verdicts.yaml: `accepted: true`, or `errors:` (one `field: message` line per
@@ -24,19 +29,20 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from kdra_api_cases import STATUS_CLAIM, cases, status_cases  # noqa: E402
+from kdra_api_cases import STATUS_CLAIM, WORKLOAD_GATES, cases, status_cases, workload_cases  # noqa: E402
 
 from kdra.cluster.store import StoreError  # noqa: E402
 from kdra.kube.client import UnavailableError, resource_path  # noqa: E402
-from kdra.testing.controlplane import ControlPlane, ensure_binaries  # noqa: E402
+from kdra.testing.controlplane import ControlPlane, ControlPlaneConfig, ensure_binaries, k8s_release  # noqa: E402
 
 OUT = HERE / "data" / "apiserver_verdicts.yaml"
+WORKLOAD_OUT = HERE / "data" / "workload_verdicts.yaml"
 
 
 def _post(client: Any, obj: dict[str, Any]) -> dict[str, Any]:
     ns = (
         obj["metadata"].get("namespace")
-        if obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate", "Pod")
+        if obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate", "Pod", "PodGroup", "Workload")
         else None
     )
     path = resource_path(obj["kind"], ns, api_version=obj["apiVersion"])
@@ -91,7 +97,33 @@ def status_verdicts(client: Any) -> list[dict[str, Any]]:
     return out
 
 
+def record_workload() -> None:
+    bin_dir = ensure_binaries(sys.stderr)
+    version = bin_dir.name
+    gates = dict(k8s_release(version).feature_gates)
+    gates.update((k, v == "true") for k, v in (g.split("=") for g in WORKLOAD_GATES.split(",")))
+    with tempfile.TemporaryDirectory(prefix="kdra-verdicts-") as work:
+        cp = ControlPlane(bin_dir, Path(work), ControlPlaneConfig(feature_gates=gates)).start()
+        try:
+            client = cp.client()
+            records = [{"id": cid, **verdict(client, obj)} for cid, obj in workload_cases()]
+            arg = cp.config.feature_gates_arg()
+        finally:
+            cp.stop()
+    header = (
+        f"# Recorded by tests/api/record_apiserver_verdicts.py --workload against kube-apiserver {version}\n"
+        f"# (feature gates: {arg}; server-side dry run). Do not edit by hand.\n"
+    )
+    WORKLOAD_OUT.write_text(
+        header + yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=1 << 20)
+    )
+    print(f"wrote {len(records)} verdicts to {WORKLOAD_OUT}")
+
+
 def main() -> None:
+    if "--workload" in sys.argv[1:]:
+        record_workload()
+        return
     bin_dir = ensure_binaries(sys.stderr)
     version = bin_dir.name
     with tempfile.TemporaryDirectory(prefix="kdra-verdicts-") as work:

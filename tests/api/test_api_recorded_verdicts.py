@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kdra_api_cases import STATUS_CLAIM, cases, status_cases
+from kdra_api_cases import STATUS_CLAIM, WORKLOAD_GATES, cases, status_cases, workload_cases
 
 from kdra.api.features import FeatureGates
 from kdra.validation.rules import validate
@@ -76,3 +76,24 @@ def test_same_status_verdict_as_kube_apiserver(cid: str, status: dict[str, Any])
         assert got == []
         return
     assert sorted(_norm(g) for g in got) == sorted(_norm(e) for e in recorded["errors"])
+
+
+WORKLOAD_RECORDED = Path(__file__).resolve().parent / "data" / "workload_verdicts.yaml"
+WORKLOAD_VERDICTS: dict[str, dict[str, Any]] = {
+    r["id"]: r for r in yaml.safe_load(WORKLOAD_RECORDED.read_text())
+}
+WORKLOAD_CASES = workload_cases()
+V1_38_WORKLOAD = FeatureGates.parse(WORKLOAD_GATES, version="1.38")  # as recorded
+
+
+def test_every_workload_case_recorded() -> None:
+    assert [cid for cid, _ in WORKLOAD_CASES if cid not in WORKLOAD_VERDICTS] == []
+
+
+@pytest.mark.parametrize(("cid", "obj"), WORKLOAD_CASES, ids=[cid for cid, _ in WORKLOAD_CASES])
+def test_same_workload_verdict_as_kube_apiserver_1_38(cid: str, obj: dict[str, Any]) -> None:
+    """PodGroup-level ResourceClaims (KEP-5729) as kube-apiserver v1.38.0-beta.0 validates them: the same
+    lines in the same order (declarative validation: duplicates first, then item by item)."""
+    recorded = WORKLOAD_VERDICTS[cid]
+    got = [_norm(str(e)) for e in validate(obj, features=V1_38_WORKLOAD)]
+    assert got == [_norm(e) for e in recorded.get("errors") or []]

@@ -50,8 +50,9 @@ _B_OFF = GateSpec(False, "beta")
 _GA = GateSpec(True, "GA")
 _GA_LOCKED = GateSpec(True, "GA", locked=True)
 
-# The DRA gates of each release (k8s.io/kubernetes pkg/features/kube_features.go at the build
-# kdra.api.versions.BUILDS pins: v1.36.3, v1.37.2, v1.38.0-beta.0).
+# The DRA gates of each release, and GenericWorkload (the Workload API, which DRAWorkloadResourceClaims needs)
+# (k8s.io/kubernetes pkg/features/kube_features.go at the build kdra.api.versions.BUILDS pins: v1.36.3,
+# v1.37.2, v1.38.0-beta.0).
 GATES: dict[str, dict[str, GateSpec]] = {
     "1.36": {
         "DynamicResourceAllocation": _GA_LOCKED,
@@ -70,6 +71,7 @@ GATES: dict[str, dict[str, GateSpec]] = {
         "DRAResourcePoolStatus": _A_OFF,
         "DRASchedulerFilterTimeout": _B_ON,
         "DRAWorkloadResourceClaims": _A_OFF,
+        "GenericWorkload": _A_OFF,  # the Workload API; DRAWorkloadResourceClaims needs it
     },
     "1.37": {
         "DynamicResourceAllocation": _GA_LOCKED,
@@ -93,6 +95,7 @@ GATES: dict[str, dict[str, GateSpec]] = {
         "DRAResourcePoolStatus": _A_OFF,
         "DRASchedulerFilterTimeout": _B_ON,
         "DRAWorkloadResourceClaims": _B_OFF,
+        "GenericWorkload": _B_OFF,
     },
     # 1.38: DynamicResourceAllocation is gone (DRA is no longer gated); DRAPartitionableDevices,
     # DRADeviceBindingConditions GA and locked, DRADeviceTaints/DRADeviceTaintRules locked;
@@ -119,13 +122,13 @@ GATES: dict[str, dict[str, GateSpec]] = {
         "DRAResourcePoolStatus": _A_OFF,
         "DRASchedulerFilterTimeout": _B_ON,
         "DRAWorkloadResourceClaims": _B_OFF,
+        "GenericWorkload": _B_OFF,
     },
 }
 
-# Gate -> DRA gates it needs (defaultKubernetesFeatureGateDependencies; DynamicResourceAllocation, locked
-# on, and non-DRA gates left out: NodeDeclaredFeatures is on in both releases, GenericWorkload is off so
-# DRAWorkloadResourceClaims cannot be switched on). The components refuse a set where a gate is on and a
-# gate it needs is off.
+# Gate -> gates it needs (defaultKubernetesFeatureGateDependencies; DynamicResourceAllocation, locked
+# on, and other non-DRA gates left out: NodeDeclaredFeatures is on in every release). The components refuse
+# a set where a gate is on and a gate it needs is off.
 DEPENDENCIES: dict[str, dict[str, tuple[str, ...]]] = {
     "1.36": {
         "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),

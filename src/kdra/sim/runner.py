@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kdra.api.features import FeatureGates
 from kdra.errors import InputError
 from kdra.scheduler.scheduler import SchedulerConfig
 from kdra.sim.engine import DEVICE_PLUGIN, DRA, ModeResult, Simulation
@@ -29,9 +30,11 @@ def load_workload(
     max_pods: int | None = None,
     validate: str = "strict",
     devices: Sequence[Any] = (),
+    features: FeatureGates | None = None,
 ) -> Workload:
     """A bundled workload or a file/folder of objects; unknown fields per `validate` (kdra.api.fields).
-    `devices`: the fleet's objects, so that a generator's whole GPUs can also be whole shareable GPUs."""
+    `devices`: the fleet's objects, so that a generator's whole GPUs can also be whole shareable GPUs.
+    `features`: the release and gates the objects are admitted with (kdra.sim.workload.build_workload)."""
     from kdra.api.load import load_paths, load_text
 
     path = Path(name_or_path)
@@ -56,7 +59,7 @@ def load_workload(
         raise InputError(f"workload {name_or_path}: no objects")
     from kdra.api.fields import check_fields
 
-    check_fields(objs, validate)
+    check_fields(objs, validate, version=features.version if features is not None else None)
     from kdra.api.exportfile import replayable_workload  # a `kdra export` file: its pods, replayed
     from kdra.sim.workload import MAX_PODS
 
@@ -66,6 +69,7 @@ def load_workload(
         seed=seed,
         max_pods=MAX_PODS if max_pods is None else max_pods,
         devices=devices,
+        features=features,
     )
 
 
@@ -128,14 +132,15 @@ def simulate(
     from kdra.fleets import render
 
     # The drivers publish what that release's drivers publish (config.features carries the release).
-    version = (config or SchedulerConfig()).features.version
+    features = (config or SchedulerConfig()).features
+    version = features.version
     name, dra_objects, fl = fleet_objects(fleet, version, max_nodes)
     if fl is None:
         modes = [m for m in modes if m == DRA]
     wl = (
         workload
         if isinstance(workload, Workload)
-        else load_workload(workload, seed, max_pods, validate, devices=dra_objects)
+        else load_workload(workload, seed, max_pods, validate, devices=dra_objects, features=features)
     )
     report = SimulationReport(name, wl.name, seed)
     for mode in modes:

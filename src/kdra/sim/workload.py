@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.features import FeatureGates
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
 from kdra.errors import InputError
@@ -147,9 +148,12 @@ def build_workload(
     seed: int = 0,
     max_pods: int = MAX_PODS,
     devices: Iterable[Obj] = (),
+    features: FeatureGates | None = None,
 ) -> Workload:
     """Objects -> Workload of at most `max_pods` pods; expands generators (their whole GPUs fit to the
-    shareable GPUs among `devices`, the fleet's objects); raises InputError naming object and field."""
+    shareable GPUs among `devices`, the fleet's objects); raises InputError naming object and field.
+    `features`: the release (and gates) whose API server the objects are admitted by (default: kdra's
+    default release)."""
     from kdra.scheduler.gang import is_scheduling_object
     from kdra.sim.generator import expand_generator, whole_gpus
 
@@ -165,7 +169,7 @@ def build_workload(
             wl.name = (obj.get("metadata") or {}).get("name") or wl.name
         else:
             expanded.append(obj)
-    from kdra.validation.admission import apply_defaults, generate_names
+    from kdra.validation.admission import apply_defaults, drop_disabled_fields, generate_names
 
     generate_names(expanded)  # a Pod with only generateName is named as the API server would
     for obj in expanded:
@@ -198,11 +202,15 @@ def build_workload(
             from kdra.scheduler.gang import parse_pod_group
 
             parse_pod_group(obj)
+    from kdra.api.workloadapi import is_workload_api
+
+    workload_api = [o for o in wl.static if is_workload_api(o)]
+    drop_disabled_fields(workload_api, features)
     dra_objs = [o for o in wl.static if o.get("kind") in ("ResourceClaimTemplate", "ResourceClaim")]
-    if dra_objs:
+    if dra_objs or workload_api:
         from kdra.validation.rules import validate_objects
 
-        validate_objects(dra_objs, cel=True)
+        validate_objects(dra_objs + workload_api, cel=True, features=features)
     total = 0
     for obj in expanded:
         if obj.get("kind") in TOP_KINDS:

@@ -1,5 +1,6 @@
 """What kube-apiserver does to an object it is asked to create, before anything reads it: a name for an
-object that has only `metadata.generateName`, the v1 API's defaults, then validation (kdra.validation.rules).
+object that has only `metadata.generateName`, the v1 API's defaults, the fields of gates that are off
+dropped, then validation (kdra.validation.rules).
 
 Every command that reads objects (kdra allocate, the workloads of kdra simulate) admits them here, so a
 pod with only generateName gets a name as it would in a cluster (its claims are then `<name>-<claim>-xxxxx`,
@@ -8,12 +9,14 @@ not `-<claim>-xxxxx` with an empty owner), and `count: 0` means what the API ser
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from kdra.api import workloadapi
 from kdra.api.features import FeatureGates
 from kdra.api.templates import generated_name
-from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of
+from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
 from kdra.validation.rules import validate_objects
 
 
@@ -66,6 +69,30 @@ def apply_defaults(obj: Any) -> None:
                 r["count"] = 1
 
 
+def drop_disabled_fields(
+    objs: Iterable[Any], features: FeatureGates | None, warn: Callable[[str], None] | None = None
+) -> None:
+    """PrepareForCreate's drops of fields whose gate is off: PodGroup-level ResourceClaims without
+    DRAWorkloadResourceClaims (kdra.api.workloadapi). The API server drops them silently; each drop is
+    said here as a warning (default: `Warning: ...` on stderr, as kubectl prints them), because the pods
+    then get claims of their own instead of the group's."""
+    emit = warn or (lambda line: print(f"Warning: {line}", file=sys.stderr))
+    version = features.version if features is not None else None
+    for obj in objs:
+        if isinstance(obj, dict) and workloadapi.drop_disabled_fields(obj, features):
+            path = (
+                "spec.resourceClaims"
+                if obj.get("kind") == "PodGroup"
+                else "spec.podGroupTemplates[].resourceClaims"
+            )
+            gate = workloadapi.CLAIMS_GATE
+            where = f" in Kubernetes {version}" if version else ""
+            emit(
+                f"{object_ref(obj)}: {path} dropped: the {gate} feature gate is off{where}; its pods get "
+                f"claims of their own (--feature-gates GenericWorkload=true,{gate}=true shares the group's)"
+            )
+
+
 def admit(
     objs: list[Any],
     *,
@@ -78,7 +105,8 @@ def admit(
     generate_names(objs)
     for obj in objs:
         apply_defaults(obj)
+    drop_disabled_fields(objs, features)
     validate_objects(objs, cel=cel, list_type_attributes=list_type_attributes, features=features)
 
 
-__all__ = ["admit", "apply_defaults", "generate_names"]
+__all__ = ["admit", "apply_defaults", "drop_disabled_fields", "generate_names"]

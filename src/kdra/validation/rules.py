@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from kdra.api import workloadapi
 from kdra.api.features import FeatureGates
 from kdra.api.pods import MAX_RESERVED_FOR
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.api.types import CLUSTER_SCOPED_KINDS, kind_of, namespace_of, object_ref
+from kdra.api.versions import DEFAULT_VERSION
 from kdra.cel import CELCompileError, compile_selector, without_container_note
 from kdra.errors import InputError
 
@@ -364,7 +366,16 @@ def _go_type(expected: type | tuple[type, ...]) -> str:
 class _V:
     """Accumulates FieldErrors; helpers read fields of unknown shape without ever raising."""
 
-    __slots__ = ("cel_compile", "errs", "fractional_capacity_range", "list_type_attributes", "v1_36", "v1_38")
+    __slots__ = (
+        "cel_compile",
+        "errs",
+        "fractional_capacity_range",
+        "list_type_attributes",
+        "v1_36",
+        "v1_38",
+        "version",
+        "workload_claims",
+    )
 
     def __init__(
         self,
@@ -382,6 +393,8 @@ class _V:
         # version numbers have at most 18 digits, capacity names in requests and results are checked.
         self.v1_38 = features is not None and features.version not in ("1.36", "1.37")
         self.fractional_capacity_range = features.fractional_capacity_range if features is not None else True
+        self.version = features.version if features is not None else DEFAULT_VERSION
+        self.workload_claims = workloadapi.claims_enabled(features)
 
     # -- error constructors
     def add(self, path: str, typ: str, value: object = OMIT, detail: str = "") -> None:
@@ -2094,6 +2107,17 @@ def validate(
     if kind in ("Pod", "Node") and api_version != "v1":
         v.add("apiVersion", NOT_SUPPORTED, api_version, 'supported values: "v1"')
         return v.errs
+    if workloadapi.is_workload_api(obj):
+        served = [f"{workloadapi.GROUP}/{ver}" for ver in workloadapi.SERVED_VERSIONS[v.version]]
+        if api_version not in served:
+            v.add(
+                "apiVersion",
+                NOT_SUPPORTED,
+                api_version,
+                f"Kubernetes {v.version} serves {kind} as " + ", ".join(f'"{a}"' for a in served),
+            )
+            return v.errs
+        kind = f"{kind}.{workloadapi.GROUP}"
     try:
         _VALIDATORS.get(kind, _validate_nothing)(v, obj)
         if namespace_labels is not None and kind in ("ResourceClaim", "ResourceClaimTemplate"):
@@ -2220,6 +2244,71 @@ def _validate_pod(v: _V, obj: dict[str, Any]) -> None:
     v.pod_spec(_spec(v, obj), "spec")
 
 
+def _pod_group_claims(v: _V, container: dict[str, Any], path: str) -> None:
+    """`resourceClaims` of a PodGroup or a podGroupTemplate (declarative validation of k8s.io/api
+    scheduling/v1beta1 PodGroupResourceClaim: +k8s:maxItems=4 (alone when exceeded), listMapKey=name,
+    a union of resourceClaimName and resourceClaimTemplateName, short and long name formats). Without
+    DRAWorkloadResourceClaims the field was dropped before validation (workloadapi.drop_disabled_fields)."""
+    if not v.workload_claims:
+        return
+    items = v.get_list(container, "resourceClaims", path)
+    if not items:
+        return
+    if len(items) > workloadapi.MAX_POD_GROUP_RESOURCE_CLAIMS:
+        v.too_many(path, len(items), workloadapi.MAX_POD_GROUP_RESOURCE_CLAIMS)
+        return
+    seen: set[object] = set()
+    for i, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else None
+        if name is None or not isinstance(name, str):
+            continue
+        if name in seen:
+            shown = {"name": name}
+            for k in ("resourceClaimName", "resourceClaimTemplateName"):
+                if item.get(k) is not None:
+                    shown[k] = item[k]
+            v.add(f"{path}[{i}]", DUPLICATE, GoValue(_compact(shown)))
+        seen.add(name)
+    for i, item in enumerate(items):
+        p = f"{path}[{i}]"
+        c = v.as_dict(item, p)
+        if c is None:
+            continue
+        members = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if c.get(k) is not None]
+        if not members:
+            v.invalid(p, "", "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+        elif len(members) > 1:
+            v.invalid(
+                p,
+                "{resourceClaimName, resourceClaimTemplateName}",
+                "must specify exactly one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            )
+        name = c.get("name")
+        if name is None or name == "":
+            v.required(p + ".name")
+        elif not isinstance(name, str):
+            v.wrong_type(p + ".name", name, str)
+        else:
+            v.msgs(p + ".name", name, is_dns1123_label(name, "bytes"))
+        for key in members:
+            value = v.get_str(c, key, f"{p}.{key}")
+            if value is not None:
+                v.msgs(f"{p}.{key}", value, is_dns1123_subdomain(value, "bytes"))
+
+
+def _validate_pod_group(v: _V, obj: dict[str, Any]) -> None:
+    _pod_group_claims(v, _spec(v, obj), "spec.resourceClaims")
+
+
+def _validate_workload(v: _V, obj: dict[str, Any]) -> None:
+    templates = v.get_list(_spec(v, obj), "podGroupTemplates", "spec.podGroupTemplates") or []
+    for i, t in enumerate(templates):
+        path = f"spec.podGroupTemplates[{i}]"
+        t = v.as_dict(t, path)
+        if t is not None:
+            _pod_group_claims(v, t, path + ".resourceClaims")
+
+
 _VALIDATORS: Final[dict[str, Callable[[_V, dict[str, Any]], None]]] = {
     "DeviceClass": _validate_device_class,
     "ResourceSlice": _validate_resource_slice,
@@ -2227,6 +2316,8 @@ _VALIDATORS: Final[dict[str, Callable[[_V, dict[str, Any]], None]]] = {
     "ResourceClaimTemplate": _validate_resource_claim_template,
     "Node": _validate_node,
     "Pod": _validate_pod,
+    f"PodGroup.{workloadapi.GROUP}": _validate_pod_group,
+    f"Workload.{workloadapi.GROUP}": _validate_workload,
 }
 VALIDATED_KINDS: Final = frozenset(_VALIDATORS)
 
