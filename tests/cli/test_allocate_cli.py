@@ -653,8 +653,7 @@ def test_template_claim_name_follows_the_controller() -> None:
             "kind": "Pod",
             "name": "trainer",
             "uid": "u-1",
-            "controller": True,
-            "blockOwnerDeletion": True,
+            "controller": True,  # only: handleClaim sets no blockOwnerDeletion (kcm 1.36-1.38)
         }
     ]
     assert one["metadata"]["annotations"] == {"resource.kubernetes.io/pod-claim-name": "gpu"}

@@ -42,7 +42,7 @@ def test_template_claim_named_owned_annotated_and_recorded(cluster: tuple[Memory
     assert c["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
     (owner,) = c["metadata"]["ownerReferences"]
     assert owner["kind"] == "Pod" and owner["uid"] == created["metadata"]["uid"]
-    assert owner["controller"] is True and owner["blockOwnerDeletion"] is True
+    assert owner["controller"] is True and "blockOwnerDeletion" not in owner  # as kcm's handleClaim
     p = s.get("Pod", "trainer", "default")
     assert p["status"]["resourceClaimStatuses"] == [
         {"name": "gpu", "resourceClaimName": c["metadata"]["name"]}

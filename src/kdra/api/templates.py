@@ -1,9 +1,11 @@
-"""Instantiate a ResourceClaimTemplate for a pod as kube-controller-manager's resourceclaim controller does.
+"""Instantiate a ResourceClaimTemplate for a pod (or a PodGroup) as kube-controller-manager's resourceclaim
+controller does.
 
-Upstream (pkg/controller/resourceclaim/controller.go, handleClaim): the claim gets
-`generateName: <pod>-<podClaimName>-`, both parts truncated proportionally when the base exceeds 57
-characters, the pod as controlling owner (blockOwnerDeletion), the template's labels and annotations plus
-the annotation `resource.kubernetes.io/pod-claim-name`, and the template's spec. The API server then appends
+Upstream (pkg/controller/resourceclaim/controller.go, handleClaim and handlePodGroupClaim): the claim gets
+`generateName: <owner>-<claimName>-`, both parts truncated proportionally when the base exceeds 57
+characters, the pod or PodGroup as controlling owner (`controller: true`, nothing else set), the
+template's labels and annotations plus the annotation `resource.kubernetes.io/pod-claim-name` (the entry's
+name, for a PodGroup's claim too), and the template's spec. The API server then appends
 five random characters (apiserver names.SimpleNameGenerator: base cut to 58, alphabet
 "bcdfghjklmnpqrstvwxz2456789"). kdra derives those five characters from a hash of the pod and the claim
 entry instead, so the same input always produces the same claim name.
@@ -84,22 +86,30 @@ def is_claim_for_pod(claim: dict[str, Any], pod: dict[str, Any], pod_claim_name:
 
 
 def instantiate_template(
-    pod: dict[str, Any],
-    pod_claim_name: str,
+    owner: dict[str, Any],
+    claim_name: str,
     template: dict[str, Any],
     taken_names: Container[str] = (),
+    owner_api_version: str = "v1",
 ) -> dict[str, Any]:
-    """A new ResourceClaim for `pod`'s entry `pod_claim_name` from `template`, named deterministically."""
-    pod_meta = pod.get("metadata") or {}
-    pod_name = str(pod_meta.get("name", ""))
-    namespace = str(pod_meta.get("namespace") or "default")
+    """A new ResourceClaim for the entry `claim_name` of `owner` (a Pod, or a PodGroup whose controller
+    reference names `owner_api_version`) from `template`, named deterministically."""
+    owner_meta = owner.get("metadata") or {}
+    owner_name = str(owner_meta.get("name", ""))
+    namespace = str(owner_meta.get("namespace") or "default")
     template_spec = template.get("spec") or {}
     template_meta = template_spec.get("metadata") or {}
     annotations = dict(template_meta.get("annotations") or {})
-    annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim_name
-    generate_name = claim_generate_name(pod_name, pod_claim_name)
-    uid = pod_uid(pod)
-    name = generated_name(generate_name, f"{namespace}/{pod_name}/{uid}/{pod_claim_name}", taken_names)
+    annotations[POD_CLAIM_NAME_ANNOTATION] = claim_name
+    generate_name = claim_generate_name(owner_name, claim_name)
+    uid = pod_uid(owner)
+    kind = str(owner.get("kind") or "Pod")
+    seed = (
+        f"{namespace}/{owner_name}/{uid}/{claim_name}"
+        if kind == "Pod"
+        else f"{kind}/{namespace}/{owner_name}/{uid}/{claim_name}"
+    )
+    name = generated_name(generate_name, seed, taken_names)
     metadata: dict[str, Any] = {
         "name": name,
         "generateName": generate_name,
@@ -110,14 +120,7 @@ def instantiate_template(
     if labels:
         metadata["labels"] = dict(labels)
     metadata["ownerReferences"] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": pod_name,
-            "uid": uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        {"apiVersion": owner_api_version, "kind": kind, "name": owner_name, "uid": uid, "controller": True}
     ]
     return {
         "apiVersion": "resource.k8s.io/v1",
