@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kdra.api.pods import reserved_for_pod
 from kdra.cluster.store import (
     ConflictError,
     InvalidObjectError,
@@ -44,7 +43,7 @@ from kdra.kube.explain import unschedulable_messages
 from kdra.kube.store import KubeStore
 from kdra.scheduler.dra import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from kdra.scheduler.framework import SUCCESS, Code, CycleState, PreBindPlugin, Status, error
-from kdra.scheduler.plugins.dynamicresources import STATE_KEY, DynamicResources
+from kdra.scheduler.plugins.dynamicresources import DynamicResources, claim_ref_for
 from kdra.scheduler.podinfo import PodInfo
 from kdra.scheduler.seams import BindFailed, BindGroup
 
@@ -161,13 +160,17 @@ class KubeBinder:
             (c["metadata"].get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
             for c, _ in allocs
         )
-        deferred: tuple[list[Any], list[Any]] | None = None
+        deferred: tuple[list[Any], list[Any], dict[str, dict[str, str]]] | None = None
         for bp in pre_bind:
             if isinstance(bp, DynamicResources):
                 if (self.bind_workers or group is not None) and not special:
                     # The claims' writes are the binding cycle's (a BindJob), not the loop's.
-                    pc = state[STATE_KEY]
-                    deferred = (allocs, [c for c in pc.allocated if not reserved_for_pod(c, pi.uid)])
+                    pending = list(state.get("dra_pending") or [])
+                    refs = {
+                        c["metadata"].get("uid", ""): claim_ref_for(state, pi, c)
+                        for c in [*(c for c, _ in allocs + pending), *bp.to_reserve(state, pi)]
+                    }
+                    deferred = (allocs + pending, bp.to_reserve(state, pi), refs)
                     continue
                 try:
                     st = bp.pre_bind(state, pi, node)
@@ -193,13 +196,13 @@ class KubeBinder:
         sched: Scheduler,
         pi: PodInfo,
         node: str,
-        deferred: tuple[list[Any], list[Any]] | None,
+        deferred: tuple[list[Any], list[Any], dict[str, dict[str, str]]] | None,
         group: BindGroup | None,
     ) -> None:
         if self.stopped:
             raise BindFailed(f"binding {pi.key}: this scheduler no longer leads")
         if deferred is not None and (self.bind_workers or group is not None):
-            job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout)
+            job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout, refs=deferred[2])
             job.scheduled_event = pod_event(
                 pi.pod,
                 "Scheduled",

@@ -46,6 +46,8 @@ class BindJob:
     allocated_uids: set[str] = field(default_factory=set)  # claims this job allocated (not only reserved)
     finalized: list[Obj] = field(default_factory=list)  # claims it put the delete-protection finalizer on
     rolled_back: bool = False
+    # claim uid -> whom it is reserved for when not the pod: its PodGroup (PodGroup-level claims, KEP-5729)
+    refs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     async def run(self, client: KubeClient) -> BindJob:
         if await self.write_claims(client):
@@ -55,6 +57,9 @@ class BindJob:
     @property
     def ref(self) -> dict[str, str]:
         return {"resource": "pods", "name": self.pi.name, "uid": self.pi.uid}
+
+    def ref_of(self, claim: Obj) -> dict[str, str]:
+        return self.refs.get(claim["metadata"].get("uid", ""), self.ref)
 
     async def _guard(self, step: Any) -> bool:
         try:
@@ -69,14 +74,13 @@ class BindJob:
 
     async def write_claims(self, client: KubeClient) -> bool:
         """Phase one: the claims' finalizer, allocation and reservedFor. False (and `error`) on failure."""
-        ref = self.ref
 
         async def step() -> None:
             for claim, alloc in self.allocate:
                 self.allocated_uids.add(claim["metadata"].get("uid", ""))
-                self.written.append(await self._allocate(client, claim, alloc, ref))
+                self.written.append(await self._allocate(client, claim, alloc, self.ref_of(claim)))
             for claim in self.reserve:
-                self.written.append(await self._reserve(client, claim, ref))
+                self.written.append(await self._reserve(client, claim, self.ref_of(claim)))
 
         return await self._guard(step)
 
@@ -89,15 +93,15 @@ class BindJob:
         nobody else reserves, and drop their delete-protection finalizer. `written` then holds the claims
         as left (for the cache). Best effort: a claim that cannot be rolled back stays reserved for a pod
         that is pending again, and the session releases it when the gang still cannot be placed."""
-        uid = self.pi.uid
         out = []
         written = {c["metadata"].get("uid") for c in self.written}
         half = [c for c in self.finalized if c["metadata"].get("uid") not in written]  # finalizer, no status
         for claim in [*self.written, *half]:
             meta = claim["metadata"]
             mine = meta.get("uid", "") in self.allocated_uids
+            uid = self.ref_of(claim)["uid"]
 
-            async def status(cur: Obj, mine: bool = mine) -> Obj | None:
+            async def status(cur: Obj, mine: bool = mine, uid: str = uid) -> Obj | None:
                 st = dict(cur.get("status") or {})
                 rf = [r for r in st.get("reservedFor") or [] if r.get("uid") != uid]
                 if len(rf) == len(st.get("reservedFor") or []):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kdra.api.types import Obj
+from kdra.api.workloadapi import is_workload_api
 from kdra.cluster.store import Store, WatchEvent
 from kdra.scheduler.podinfo import NodeInfo, PodInfo
 
@@ -36,6 +37,8 @@ class SchedulerCache:
         self.templates: dict[tuple[str, str], Obj] = {}
         self.classes: dict[str, Obj] = {}
         self.slices: dict[str, Obj] = {}
+        # scheduling.k8s.io PodGroups (their PodGroup-level claims: kdra.api.workloadapi), by (ns, name)
+        self.pod_groups: dict[tuple[str, str], Obj] = {}
         self.changes: list[int] = []  # node idx per change, for incremental caches
         self.change_base = 0  # global sequence number of changes[0]
         self.epoch = 0
@@ -45,9 +48,25 @@ class SchedulerCache:
         self.dra: Any = None
         store.watch(
             self._on_event,
-            kinds=("Node", "Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice"),
+            kinds=(
+                "Node",
+                "Pod",
+                "ResourceClaim",
+                "ResourceClaimTemplate",
+                "DeviceClass",
+                "ResourceSlice",
+                "PodGroup",
+            ),
         )
-        for kind in ("DeviceClass", "ResourceSlice", "Node", "ResourceClaimTemplate", "ResourceClaim", "Pod"):
+        for kind in (
+            "DeviceClass",
+            "ResourceSlice",
+            "Node",
+            "ResourceClaimTemplate",
+            "ResourceClaim",
+            "PodGroup",
+            "Pod",
+        ):
             for obj in store.list(kind):
                 self._on_event(WatchEvent("ADDED", kind, obj, None))
 
@@ -128,6 +147,16 @@ class SchedulerCache:
             self.templates.pop(key, None)
         else:
             self.templates[key] = ev.object
+
+    def _on_PodGroup(self, ev: WatchEvent) -> None:
+        if not is_workload_api(ev.object):
+            return  # kdra's, KAI's, Volcano's PodGroups have no group-level claims
+        meta = ev.object["metadata"]
+        key = claim_key(meta.get("namespace", ""), meta["name"])
+        if ev.type == "DELETED":
+            self.pod_groups.pop(key, None)
+        else:
+            self.pod_groups[key] = ev.object
 
     def _on_DeviceClass(self, ev: WatchEvent) -> None:
         name = ev.object["metadata"]["name"]

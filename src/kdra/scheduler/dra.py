@@ -202,6 +202,7 @@ class DraState:
         # claim uid -> claim dict with status.allocation
         self.allocated: dict[str, Obj] = {}
         self.assumed: dict[str, Obj] = {}  # in-flight: allocation decided, not yet written
+        self.assumed_by: dict[str, str] = {}  # in-flight claim uid -> the pod whose Reserve decided it
         # Claims of evicted victims: counted as released from the eviction on, although the API shows them
         # allocated until their pods terminate and the controller manager deallocates or deletes them.
         self.released: set[str] = set()
@@ -336,6 +337,7 @@ class DraState:
         if has_alloc:
             if prev is None:
                 assumed = self.assumed.pop(uid, None)
+                self.assumed_by.pop(uid, None)
                 self.allocated[uid] = claim
                 # The in-flight allocation written as decided changes nothing (no node is touched).
                 if assumed is None or _results(assumed) != _results(claim):
@@ -350,11 +352,13 @@ class DraState:
         if ev.type == "DELETED":
             self.spec_keys.pop(uid, None)
 
-    def assume(self, claim: Obj, allocation: Obj) -> None:
-        """Reserve: the allocation is decided but not written yet (in-flight)."""
+    def assume(self, claim: Obj, allocation: Obj, holder: str = "") -> None:
+        """Reserve: the allocation is decided but not written yet (in-flight), by the pod `holder`."""
         uid = claim["metadata"].get("uid", "")
         if uid in self.allocated or uid in self.assumed:
             return
+        if holder:
+            self.assumed_by[uid] = holder
         pseudo = {
             "metadata": claim["metadata"],
             "spec": claim.get("spec"),
@@ -364,6 +368,7 @@ class DraState:
         self._mark(pseudo, +1)
 
     def forget_assumed(self, claim_uid: str) -> None:
+        self.assumed_by.pop(claim_uid, None)
         pseudo = self.assumed.pop(claim_uid, None)
         if pseudo is not None:
             self._mark(pseudo, -1)

@@ -226,6 +226,7 @@ class GangQueues:
     def open_session(self, opening: SessionOpening) -> None:
         self.runtime.open_session(opening)
         opening.claim_rewriter = self.group_constraints.rewrite
+        opening.gang_of = self.gangs.gang_of
 
     @property
     def runtime(self) -> GangRuntime:

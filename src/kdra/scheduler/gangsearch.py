@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.workloadapi import is_pod_group_ref
 from kdra.scheduler.framework import Code, CycleState
+from kdra.scheduler.plugins.dynamicresources import claim_ref_for
 
 if TYPE_CHECKING:
     from kdra.scheduler.plugins.dynamicresources import DynamicResources
@@ -84,14 +86,18 @@ class GangSearch:
         dra = sched.dra
         held: list[list[tuple[Any, Any]]] = []
         claims: list[Any] = []
+        holder: dict[str, str] = {}  # claim uid -> the member that holds it
         seen: set[str] = set()
         for m in members:
-            allocs = list(sched.waiting[m.uid].state.get("dra_allocations") or [])
+            state = sched.waiting[m.uid].state
+            allocs = list(state.get("dra_allocations") or [])
             held.append(allocs)
             for claim, _alloc in allocs:
                 uid = claim["metadata"].get("uid", "")
-                if uid not in seen:
-                    seen.add(uid)
+                seen.add(uid)
+                # A PodGroup's claim keeps its devices: other members may already share them (KEP-5729).
+                if uid not in holder and not is_pod_group_ref(claim_ref_for(state, m, claim)):
+                    holder[uid] = m.uid
                     claims.append(claim)
         ours = [c for c in mine if c["metadata"].get("uid", "") not in seen]
         for claim in claims:
@@ -104,9 +110,12 @@ class GangSearch:
         if out is not None:
             self.steps += out.steps
         if out is None or out.allocations is None:
-            for allocs in held:
-                for claim, alloc in allocs:
-                    dra.assume(claim, alloc)
+            for claim in claims:
+                uid = claim["metadata"].get("uid", "")
+                alloc = next(a for allocs in held for c, a in allocs if c["metadata"].get("uid", "") == uid)
+                dra.assume(claim, alloc, holder[uid])
             return None
         new = {c["metadata"].get("uid", ""): a for c, a in zip(claims, out.allocations, strict=False)}
-        return stmt.reassign(members, [[(c, new[c["metadata"].get("uid", "")]) for c, _a in a] for a in held])
+        return stmt.reassign(
+            members, [[(c, new.get(c["metadata"].get("uid", ""), a)) for c, a in allocs] for allocs in held]
+        )

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kdra.api.pods import pod_claim_names, reserved_for
+from kdra.api.workloadapi import group_claim_name, pod_group_claims
 from kdra.scheduler.framework import EV_POD_DELETE, SUCCESS, Code, CycleState, PermitPlugin, Plugin, Status
 from kdra.scheduler.jobstatus import GANG_PLUGIN, QUEUE_PLUGIN, JobStatus
 from kdra.scheduler.queuetree import Vector, add, check_limits, pod_core_usage
@@ -168,11 +169,14 @@ class JobPlacer:
 
     def release_held(self, job: Job) -> list[str]:
         """Claims allocated and reserved only for pending members of a gang that cannot be placed (left by
-        a binding cut short: a crash, an API error) go back, so the waiting gang holds no devices."""
+        a binding cut short: a crash, an API error) go back, so the waiting gang holds no devices. So do
+        its PodGroup's claims (KEP-5729) while no member is bound: upstream's PodGroupPostFilter
+        deallocates them (in two steps: unreserve, then deallocate what a member could not use), so that
+        the next attempt may find devices elsewhere."""
         if job.gang is None:
             return []
         sched = self.sched
-        out: list[str] = []
+        out: list[str] = self._release_group_claims(job)
         for m in job.members:
             held = []
             for name in pod_claim_names(m.pod):
@@ -187,8 +191,36 @@ class JobPlacer:
                 ):
                     held.append(claim)
             if held:
-                out.extend(f"{m.namespace}/{n}" for n in sched.release_claims(m, held))
+                out.extend(f"{m.namespace}/{n}" for n in sched.release_claims(m.uid, held))
         return out
+
+    def _release_group_claims(self, job: Job) -> list[str]:
+        gang = job.gang
+        if (
+            gang is None
+            or self.dynres is None
+            or not self.dynres.group_claims
+            or self.gangs.bound.get(gang.key)
+        ):
+            return []
+        sched = self.sched
+        ns, _, name = gang.key.partition("/")
+        pg = sched.cache.pod_groups.get((ns, name))
+        if pg is None:
+            return []
+        uid = pg["metadata"].get("uid", "")
+        held = []
+        for entry in pod_group_claims(pg):
+            claim_name = group_claim_name(pg, entry)
+            claim = sched.cache.claims.get((ns, claim_name)) if claim_name else None
+            st = (claim or {}).get("status") or {}
+            if (
+                claim is not None
+                and st.get("allocation")
+                and all(r.get("uid") == uid for r in st.get("reservedFor") or [])
+            ):
+                held.append(claim)
+        return [f"{ns}/{n}" for n in sched.release_claims(uid, held)] if held else []
 
     def _time_out(self, job: Job, timeout: float, results: list[CycleResult]) -> None:
         assert job.gang is not None

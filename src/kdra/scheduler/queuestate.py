@@ -18,6 +18,7 @@ from kdra.allocator.index import CelBudgetExhausted, cel_budget
 from kdra.allocator.preference import SortKey
 from kdra.api.pods import entry_claim_names, pod_claim_names, reserved_for
 from kdra.api.types import Obj
+from kdra.api.workloadapi import claims_enabled, group_claim_name, pod_group_claims, pod_group_name
 from kdra.cluster.store import WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
@@ -157,6 +158,9 @@ class QueueState:
         self._capacity: tuple[Any, Vector] | None = None
         self._dev_caps: tuple[Any, dict[tuple[str, str, str], dict[str, float]]] | None = None
         self._estimates: dict[str, tuple[Any, str, Vector]] = {}
+        # A PodGroup's claim (KEP-5729, reserved for the group, not a pod) counts for the first member
+        # accounted while it is allocated, as a shared claim counts for its first consumer: claim uid -> pod.
+        self._group_claim_counted_for: dict[str, str] = {}
         sched.bind_listeners.append(self._on_bound)
         sched.unbind_listeners.append(self._on_unbound)
 
@@ -255,21 +259,40 @@ class QueueState:
     def _pod_usage(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> Vector:
         out = pod_core_usage(requests)
         ns = pod["metadata"].get("namespace") or "default"
-        names = pod_claim_names(pod)
-        assumed = self.sched.dra.assumed
-        for name in names:
+        uid = pod["metadata"].get("uid", "")
+        dra = self.sched.dra
+        group = self._group_claim_names(pod, ns)
+        for name in pod_claim_names(pod):
             claim = self.sched.cache.claims.get((ns, name))
-            alloc = ((claim or {}).get("status") or {}).get("allocation")
-            if claim and not alloc:  # decided, not written yet (asynchronous binding)
-                pseudo = assumed.get(claim["metadata"].get("uid", ""))
-                alloc = ((pseudo or {}).get("status") or {}).get("allocation")
-            if not claim or not alloc:
+            if not claim:
                 continue
-            rf = reserved_for(claim)
-            if rf and rf[0].get("uid") != pod["metadata"].get("uid"):
-                continue  # a shared claim counts for its first consumer
+            cuid = claim["metadata"].get("uid", "")
+            alloc = (claim.get("status") or {}).get("allocation")
+            if not alloc:  # decided, not written yet (asynchronous binding)
+                alloc = ((dra.assumed.get(cuid) or {}).get("status") or {}).get("allocation")
+            if not alloc:
+                continue
+            if name in group:
+                # Its PodGroup's claim counts for the first member accounted while it is allocated.
+                counted = self._group_claim_counted_for.get(cuid)
+                if counted not in (None, uid) and counted in self.accounting:
+                    continue
+                self._group_claim_counted_for[cuid] = uid
+            else:
+                rf = reserved_for(claim)
+                first = rf[0].get("uid") if rf else dra.assumed_by.get(cuid, uid)
+                if first != uid:
+                    continue  # a shared claim counts for its first consumer (in flight: the pod deciding it)
             add(out, allocation_usage(claim, alloc, self.device_capacity, self.capacity_dims))
         return out
+
+    def _group_claim_names(self, pod: Mapping[str, Any], ns: str) -> set[str]:
+        """The claims of the pod's scheduling.k8s.io PodGroup (KEP-5729), when the gate is on."""
+        group = pod_group_name(pod)
+        pg = self.sched.cache.pod_groups.get((ns, group)) if group else None
+        if pg is None or not claims_enabled(self.sched.dra.features):
+            return set()
+        return {n for n in (group_claim_name(pg, c) for c in pod_group_claims(pg)) if n}
 
     def add_usage(self, into: Vector, claims: Sequence[tuple[Obj, Obj]]) -> None:
         """Add what allocations (claim, allocation) hold, in queue resources, to `into`."""

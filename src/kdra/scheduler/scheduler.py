@@ -177,7 +177,7 @@ class Scheduler:
         self.format_time = formatter(self.clock)  # timestamps written into objects, from the same clock
         # PreBind and bind, group commits, and pending pods' conditions (kdra.scheduler.seams)
         self.binder: Binder = binder or StoreBinder(store, self.format_time)
-        self.controller = ResourceClaimController(store) if run_controllers else None
+        self.controller = ResourceClaimController(store, self.config.features) if run_controllers else None
         self.cache = SchedulerCache(store)
         self.dra = DraState(self.cache, self.config.features, preference=_preference(self.config))
         self.profile = profile or self.default_profile()
@@ -593,10 +593,10 @@ class Scheduler:
         for p in self.profile.plugins:
             p.drop_caches()
 
-    def release_claims(self, pi: PodInfo, claims: Sequence[Obj]) -> list[str]:
-        """Give back what a pod that stays pending holds: take it out of each claim's reservedFor and
-        deallocate a claim nobody else reserves (kube-scheduler's Unreserve and PostFilter do the same).
-        Returns the names of the claims released."""
+    def release_claims(self, holder: str, claims: Sequence[Obj]) -> list[str]:
+        """Give back what a pod (or a PodGroup) that stays pending holds: take the uid `holder` out of each
+        claim's reservedFor and deallocate a claim nobody else reserves (kube-scheduler's Unreserve,
+        PostFilter and PodGroupPostFilter do the same). Returns the names of the claims released."""
         from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER
 
         out = []
@@ -605,7 +605,7 @@ class Scheduler:
 
             def unreserve(c: Obj) -> None:
                 st = c.setdefault("status", {})
-                st["reservedFor"] = [r for r in st.get("reservedFor") or [] if r.get("uid") != pi.uid]
+                st["reservedFor"] = [r for r in st.get("reservedFor") or [] if r.get("uid") != holder]
                 if not st["reservedFor"]:
                     st.pop("reservedFor")
                     st.pop("allocation", None)

@@ -3,9 +3,10 @@
 `Scheduler.run(now)` opens a session: each session plugin (`SchedulerConfig.session_plugins`; the gang
 and queue machinery, kdra.scheduler.gangqueues) contributes its functions to a `SessionOpening` — the
 order of jobs, the order of queues, the admission check, fair shares, the reclaim verdict, which running
-jobs a job may preempt, the rewriter of claims for DynamicResources — and the opening becomes the
-`Session`, fixed while it is open (actions only add results). The profile's plugins then read what they
-need from it (`Plugin.open_session`), and the actions run in order against it (kdra.scheduler.actions).
+jobs a job may preempt, the rewriter of claims and the gang of a pod for DynamicResources — and the
+opening becomes the `Session`, fixed while it is open (actions only add results). The profile's plugins
+then read what they need from it (`Plugin.open_session`), and the actions run in order against it
+(kdra.scheduler.actions).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ FairShares = Callable[["Sequence[Job]"], "dict[str, Vector]"]
 Reclaimable = Callable[["Mapping[str, Vector]", str, "Vector", str, "Vector"], "tuple[bool, list[str]]"]
 Preemptable = Callable[["Job", "RunningJob"], bool]
 ClaimRewriter = Callable[["PodInfo", "Mapping[str, Any]"], "tuple[Mapping[str, Any], Any]"]
+GangOf = Callable[[str], "str | None"]
 
 
 def _no_session_plugin(*_: Any) -> Any:
@@ -48,6 +50,7 @@ class SessionOpening:
     reclaimable: Reclaimable = _no_session_plugin
     preemptable: Preemptable = _no_session_plugin
     claim_rewriter: ClaimRewriter | None = None
+    gang_of: GangOf | None = None
 
     def session(self, scheduler: Scheduler) -> Session:
         return Session(
@@ -60,6 +63,7 @@ class SessionOpening:
             reclaimable=self.reclaimable,
             preemptable=self.preemptable,
             claim_rewriter=self.claim_rewriter,
+            gang_of=self.gang_of,
         )
 
 
@@ -82,6 +86,9 @@ class Session:
     preemptable: Preemptable = _no_session_plugin
     # (pod, claim) -> (the claim to allocate, a key part): DynamicResources asks it for every claim
     claim_rewriter: ClaimRewriter | None = None
+    # pod uid -> the gang it belongs to: DynamicResources lets a gang's members share a claim one of them
+    # is allocating (upstream: within one PodGroup scheduling cycle)
+    gang_of: GangOf | None = None
 
     def plugin(self, cls: type[P]) -> P | None:
         """The profile's plugin of this class (the first), if any."""

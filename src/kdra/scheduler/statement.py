@@ -34,9 +34,9 @@ class _Hold:
 
 
 class _Reassign:
-    """Members' devices before a reassignment: (cycle state, its allocations then)."""
+    """Members' devices before a reassignment: (member, cycle state, its allocations then)."""
 
-    def __init__(self, before: list[tuple[CycleState, list[tuple[Any, Any]]]]) -> None:
+    def __init__(self, before: list[tuple[PodInfo, CycleState, list[tuple[Any, Any]]]]) -> None:
         self.before = before
 
 
@@ -76,14 +76,14 @@ class Statement:
         for pi, updated in zip(pods, allocations, strict=True):
             st = self.sched.waiting[pi.uid].state
             allocs = list(st.get("dra_allocations") or [])
-            before.append((st, allocs))
+            before.append((pi, st, allocs))
             if updated != allocs:
                 changed += 1
                 # The device preference's record compared the devices it no longer holds: drop it.
                 dra.choices.pop(pi.key, None)
             st["dra_allocations"] = updated
             for claim, alloc in updated:
-                dra.assume(claim, alloc)
+                dra.assume(claim, alloc, pi.uid)
         self._ops.append(_Reassign(before))
         return changed
 
@@ -130,11 +130,11 @@ class Statement:
     def _undo(self, op: _Op) -> None:
         if isinstance(op, _Reassign):
             dra = self.sched.dra
-            for st, allocs in op.before:
+            for pi, st, allocs in op.before:
                 for claim, _alloc in st.get("dra_allocations") or []:
                     dra.forget_assumed(claim["metadata"].get("uid", ""))
                 st["dra_allocations"] = allocs
                 for claim, alloc in allocs:
-                    dra.assume(claim, alloc)
+                    dra.assume(claim, alloc, pi.uid)
         elif isinstance(op, _Evict):
             op.trial.restore()

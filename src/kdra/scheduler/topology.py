@@ -28,7 +28,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.workloadapi import is_pod_group_ref
 from kdra.errors import InputError
+from kdra.scheduler.dra import ClaimDemand
 from kdra.scheduler.framework import (
     SUCCESS,
     CycleState,
@@ -205,9 +207,16 @@ class TopologyPlanner:
         state = CycleState()
         if not dynres.pre_filter(state, first).ok:
             return None, None
-        demand = state["DynamicResources"].demand.exact
+        pc = state["DynamicResources"]
         sched = self.sched
         dra = sched.dra
+        # What each member takes on its node: not its PodGroup's claims (one for the whole gang, KEP-5729),
+        # not classes with network-attached devices (node-local counts bound nothing there).
+        own = ClaimDemand()
+        for c in pc.to_allocate:
+            if not is_pod_group_ref(pc.bind_to.get(c["metadata"].get("uid", ""), {})):
+                own.add_claim(c)
+        demand = {k: n for k, n in own.exact.items() if not dra.has_shared_devices(k[0])}
         req = first.requests
         # Per node, cached by node generation (it changes with every pod and claim the node gets or loses).
         key = (tuple(sorted(demand.items())), req.get("cpu", 0), req.get("memory", 0), sched.cache.epoch)

@@ -12,11 +12,12 @@ finalizer, status.allocation and reservedFor written to the store; special claim
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.allocator import claim_ref
-from kdra.api.pods import MAX_RESERVED_FOR, entry_claim_name, reserved_for, reserved_for_pod
+from kdra.api import workloadapi
+from kdra.api.pods import MAX_RESERVED_FOR, entry_claim_name, reserved_for
 from kdra.api.types import Obj
 from kdra.cluster.store import Store, clone
 from kdra.scheduler.cache import SchedulerCache, claim_key
@@ -67,16 +68,37 @@ class _AlreadyWritten(Exception):
 class _PodClaims:
     """What PreFilter found for one pod."""
 
-    __slots__ = ("allocated", "demand", "ext", "node_selectors", "signature", "special_spec", "to_allocate")
+    __slots__ = (
+        "allocated",
+        "bind_to",
+        "demand",
+        "ext",
+        "node_selectors",
+        "pending",
+        "signature",
+        "special_spec",
+        "to_allocate",
+    )
 
     def __init__(self) -> None:
         self.allocated: list[Obj] = []  # allocated claims, in pod order
         self.to_allocate: list[Obj] = []  # unallocated claims, in pod order
+        # claims a member of the pod's gang is allocating (in flight): (claim, that allocation)
+        self.pending: list[tuple[Obj, Obj]] = []
+        # claim uid -> whom it is reserved for: the pod, or its PodGroup (KEP-5729, workloadapi.bind_to)
+        self.bind_to: dict[str, dict[str, str]] = {}
         self.node_selectors: list[Mapping[str, Any]] = []
         self.ext: dict[str, str] = {}  # extended resource -> DeviceClass serving it
         self.special_spec: dict[frozenset[str], Obj] = {}  # by the resources DRA serves on a node
         self.demand = ClaimDemand()
         self.signature: Hashable = None
+
+
+def claim_ref_for(state: CycleState, pi: PodInfo, claim: Mapping[str, Any]) -> dict[str, str]:
+    """Whom PreBind reserves `claim` for: the pod, or its PodGroup for a PodGroup-level claim."""
+    pc: _PodClaims | None = state.get(STATE_KEY)
+    ref = pc.bind_to.get(claim["metadata"].get("uid", "")) if pc is not None else None
+    return ref if ref is not None else workloadapi.pod_ref(pi.pod)
 
 
 class DynamicResources(
@@ -99,7 +121,11 @@ class DynamicResources(
         # Optional (pod, claim) -> (the claim to allocate, what that depends on): a pod group's
         # cross-claim constraints narrow a member's requests (kdra.scheduler.groupconstraints).
         self.claim_rewriter: Any = None
+        # pod uid -> its gang (the session's): members may share a claim one of them is allocating
+        self.gang_of: Callable[[str], str | None] | None = None
         self._hints: DraHints | None = None
+        # KEP-5729: claims of a scheduling.k8s.io PodGroup are shared by its members, reserved for it
+        self.group_claims = workloadapi.claims_enabled(dra.features)
 
     def bind_cache(self, cache: SchedulerCache) -> None:
         super().bind_cache(cache)
@@ -133,6 +159,14 @@ class DynamicResources(
         state[STATE_KEY] = pc
         cache = self.dra.cache
         sig: list[Any] = []
+        group: Obj | None = None
+        if self.group_claims and pi.claim_refs:
+            group_name = workloadapi.pod_group_name(pi.pod)
+            if group_name is not None:
+                # getPodGroupSnapshot: the claims' consumers are known only with the pod's PodGroup
+                group = cache.pod_groups.get(claim_key(pi.namespace, group_name))
+                if group is None:
+                    return unschedulable(f'podgroup.scheduling.k8s.io "{group_name}" not found')
         for entry in pi.claim_refs:
             name, from_template = entry_claim_name(pi.pod, entry)
             if name is None:
@@ -142,17 +176,18 @@ class DynamicResources(
             claim = cache.claims.get(claim_key(pi.namespace, name))
             if claim is None:
                 return unschedulable(f'resourceclaim "{name}" not found')
-            if from_template and not any(
-                r.get("uid") == pi.uid for r in claim["metadata"].get("ownerReferences") or []
-            ):
-                return unschedulable(
-                    f"ResourceClaim {pi.namespace}/{name} was not created for pod "
-                    f"{pi.key} (pod is not owner)",
-                    resolvable=False,
-                )
+            if from_template:
+                problem = workloadapi.claim_owner_error(pi.pod, claim, self.group_claims)
+                if problem is not None:
+                    return unschedulable(problem, resolvable=False)
+            uid = claim["metadata"].get("uid", "")
+            pc.bind_to[uid] = workloadapi.bind_to(pi.pod, group, entry)
             alloc = (claim.get("status") or {}).get("allocation")
             if alloc:
-                if not reserved_for_pod(claim, pi.uid) and len(reserved_for(claim)) >= MAX_RESERVED_FOR:
+                if (
+                    not workloadapi.is_reserved_for_pod(pi.pod, claim, self.group_claims)
+                    and len(reserved_for(claim)) >= MAX_RESERVED_FOR
+                ):
                     return unschedulable(
                         f'resourceclaim in use: "{name}" is reserved for {MAX_RESERVED_FOR} consumers'
                     )
@@ -160,6 +195,18 @@ class DynamicResources(
                 if alloc.get("nodeSelector"):
                     pc.node_selectors.append(alloc["nodeSelector"])
                 sig.append(("A", _json(alloc.get("nodeSelector"))))
+            elif uid in self.dra.assumed:
+                # In flight: a member of the pod's gang reserved it in this placement (upstream: the
+                # same PodGroup scheduling cycle) and the pod takes the same allocation; anyone else waits.
+                if not self._same_gang(pi.uid, self.dra.assumed_by.get(uid)):
+                    return unschedulable(
+                        f"resource claim {pi.namespace}/{name} is in the process of being allocated"
+                    )
+                pending = (self.dra.assumed[uid].get("status") or {}).get("allocation") or {}
+                pc.pending.append((claim, pending))
+                if pending.get("nodeSelector"):
+                    pc.node_selectors.append(pending["nodeSelector"])
+                sig.append(("A", _json(pending.get("nodeSelector"))))
             else:
                 st = self._check_classes(claim)
                 if not st.ok:
@@ -181,6 +228,12 @@ class DynamicResources(
             sig.append(("X", tuple(sorted(pc.ext.items()))))
         pc.signature = tuple(sig)
         return SUCCESS
+
+    def _same_gang(self, uid: str, holder: str | None) -> bool:
+        if holder is None or self.gang_of is None:
+            return False
+        gang = self.gang_of(uid)
+        return gang is not None and gang == self.gang_of(holder)
 
     def _spec_key(self, claim: Obj) -> str:
         # A claim's spec is immutable: one key per claim uid (dropped with the claim, DraState.on_claim).
@@ -266,6 +319,7 @@ class DynamicResources(
     def open_session(self, ssn: Session) -> None:
         # A PodGroup's device constraints rewrite its members' claims (kdra.scheduler.groupconstraints).
         self.claim_rewriter = ssn.claim_rewriter
+        self.gang_of = ssn.gang_of
 
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
         if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh
@@ -314,6 +368,8 @@ class DynamicResources(
         ni = self.dra.cache.node_by_name[node]
         special = self.special_claim(pi, pc, ni)
         claims = list(pc.to_allocate) + ([special] if special is not None else [])
+        # A gang member's in-flight claim this pod shares: PreBind writes it if the member has not yet.
+        state["dra_pending"] = list(pc.pending)
         if not claims:
             state["dra_allocations"] = []
             return SUCCESS
@@ -324,7 +380,7 @@ class DynamicResources(
         if self.dra.preference is not None:  # before assuming: against first fit under the same state
             self.dra.record_choice(pi.key, ni.node, claims, allocs)
         for claim, alloc in state["dra_allocations"]:
-            self.dra.assume(claim, alloc)
+            self.dra.assume(claim, alloc, pi.uid)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pi: PodInfo, node: str) -> None:
@@ -334,25 +390,31 @@ class DynamicResources(
     # -- PreBind ---------------------------------------------------------------------------------
 
     def pre_bind(self, state: CycleState, pi: PodInfo, node: str) -> Status:
-        pc: _PodClaims = state[STATE_KEY]
-        ref = {"resource": "pods", "name": pi.name, "uid": pi.uid}
+        own = workloadapi.pod_ref(pi.pod)
         try:
-            for claim, alloc in state.get("dra_allocations") or []:
+            for claim, alloc in [*(state.get("dra_allocations") or []), *(state.get("dra_pending") or [])]:
                 meta = claim["metadata"]
                 if meta.get("annotations", {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and meta.get(
                     "uid", ""
                 ).startswith("special-"):
-                    self._create_special(pi, claim, alloc, ref)
+                    self._create_special(pi, claim, alloc, own)
                     continue
-                self._write_claim(claim, ref, alloc, allocate=True)
-            for claim in pc.allocated:
-                if not reserved_for_pod(claim, pi.uid):
-                    self._write_claim(
-                        claim, ref, (claim.get("status") or {}).get("allocation") or {}, allocate=False
-                    )
+                self._write_claim(claim, claim_ref_for(state, pi, claim), alloc, allocate=True)
+            for claim in self.to_reserve(state, pi):
+                self._write_claim(
+                    claim,
+                    claim_ref_for(state, pi, claim),
+                    (claim.get("status") or {}).get("allocation") or {},
+                    allocate=False,
+                )
         except ClaimChangedError as exc:
             return error(str(exc))
         return SUCCESS
+
+    def to_reserve(self, state: CycleState, pi: PodInfo) -> list[Obj]:
+        """Allocated claims PreBind still has to reserve for the pod (or for its PodGroup)."""
+        pc: _PodClaims = state[STATE_KEY]
+        return [c for c in pc.allocated if not workloadapi.is_reserved_for_pod(pi.pod, c, self.group_claims)]
 
     def _write_claim(self, claim: Obj, ref: dict[str, str], alloc: Obj, *, allocate: bool) -> None:
         """PreBind's writes for one claim: the delete-protection finalizer (when allocating), then status;
@@ -446,7 +508,6 @@ def extended_resource_claim(pi: PodInfo, classes: Mapping[str, str], served: fro
                     "name": pi.name,
                     "uid": pi.uid,
                     "controller": True,
-                    "blockOwnerDeletion": True,
                 }
             ],
         },
