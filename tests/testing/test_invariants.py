@@ -122,6 +122,22 @@ def test_bound_pod_without_reservation_or_on_the_wrong_node() -> None:
     assert rules([*world(), pod("a", "n2", "ca"), claim("ca", "n1", "gpu-0", ["a"])]) == ["wrong-node"]
 
 
+def test_a_pod_group_claim_reserved_for_the_members_pod_group_is_held_kep_5729() -> None:
+    """A PodGroup-level claim is reserved for the scheduling.k8s.io PodGroup, not its pods (resourceclaim.go
+    IsReservedForPod): held by each bound member of that group, by no pod of another."""
+
+    def member(name: str, group: str) -> Obj:
+        p = pod(name, "n1", "shared")
+        p["spec"]["schedulingGroup"] = {"podGroupName": group}
+        return p
+
+    shared = claim("shared", "n1", "gpu-0", [])
+    ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g1", "uid": "uid-g1"}
+    shared["status"]["reservedFor"] = [ref]
+    assert rules([*world(), member("a", "g1"), member("b", "g1"), shared]) == []
+    assert rules([*world(), member("a", "g2"), shared]) == ["unreserved"]
+
+
 def test_reservation_for_a_gone_pod_is_a_leak() -> None:
     assert rules([*world(), claim("ca", "n1", "gpu-0", ["gone"])]) == ["leak"]
 

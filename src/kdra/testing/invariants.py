@@ -8,7 +8,8 @@ and returns every violation of what must hold whatever crashed, paused or raced:
   `adminAccess: true` do not count); and the devices allocated from a pool draw no more from its shared
   counters (`sharedCounters`, e.g. a GPU's MIG partitions and the whole GPU) than the counter sets hold;
 - **bound pods hold their claims**: every pod bound to a node (and not terminal) has each of its claims
-  allocated, reserved for it (`status.reservedFor` carries its uid) and allocated for its node
+  allocated, reserved for it (`status.reservedFor` carries its uid, or its scheduling.k8s.io PodGroup's
+  for a PodGroup-level claim, KEP-5729) and allocated for its node
   (`status.allocation.nodeSelector` admits the node);
 - **no leak**: no allocated claim without a consumer, no `reservedFor` entry naming a pod that is gone or
   terminal, no delete-protection finalizer on a claim that is not allocated;
@@ -46,6 +47,7 @@ from kdra.allocator._nodes import node_selector_matches
 from kdra.api.pods import pod_claim_names
 from kdra.api.quantity import Quantity
 from kdra.api.types import Obj
+from kdra.api.workloadapi import is_reserved_for_pod
 
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 GANG_REFS = ("kdra.dev/pod-group",)
@@ -199,7 +201,6 @@ def check_cluster(
         if not node or _terminal(p):
             continue
         ns = p["metadata"].get("namespace")
-        uid = p["metadata"].get("uid")
         labels = ((nodes.get(node) or {}).get("metadata") or {}).get("labels") or {}
         for cname in pod_claim_names(p):
             c = claims.get((ns, cname))
@@ -215,7 +216,7 @@ def check_cluster(
                     Violation("unreserved", where, f"bound to {node} but claim {cname} is not allocated")
                 )
                 continue
-            if not any(r.get("uid") == uid for r in st.get("reservedFor") or []):
+            if not is_reserved_for_pod(p, c, accept_pod_group=True):
                 out.append(
                     Violation(
                         "unreserved", where, f"bound to {node} but claim {cname} is not reserved for it"
