@@ -581,7 +581,8 @@ class ControlPlaneConfig:
     kwok: bool = False
     kwok_binary: Path | None = None  # default: ensure_kwok()
     # The upstream Workload API (scheduling.k8s.io Workload/PodGroup, GenericWorkload), in the version this
-    # control plane serves it: v1alpha2 on 1.36, v1beta1 on 1.37.
+    # control plane serves it: v1alpha2 on 1.36, v1beta1 on 1.37 and 1.38; with PodGroup-level
+    # ResourceClaims (DRAWorkloadResourceClaims, KEP-5729).
     workload_api: bool = True
     # Write an audit log of every write to pods, bindings, evictions, ResourceClaims, DeviceTaintRules,
     # Events and Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record
@@ -632,6 +633,7 @@ class ControlPlane:
         if cfg.workload_api:
             gates = dict(cfg.feature_gates)
             gates.setdefault("GenericWorkload", True)
+            gates.setdefault("DRAWorkloadResourceClaims", gates["GenericWorkload"])
             api = f"scheduling.k8s.io/{self.release.workload_api_version}=true"
             runtime = cfg.runtime_config
             if gates["GenericWorkload"] and api not in runtime:
