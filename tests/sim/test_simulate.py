@@ -168,3 +168,73 @@ def test_device_preference_records_what_decided_and_keeps_every_pod_placed() -> 
         if c["decidedBy"] == "preference":
             assert c["chosen"]["devices"] != c["firstFit"]["devices"]
     assert "devicePreference" not in json.dumps(json.loads(to_json(first)))
+
+
+def test_a_pod_group_claim_is_allocated_once_for_the_gang_in_simulation_kep_5729(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`kdra simulate --kubernetes-version 1.38` with the Workload API's PodGroup-level ResourceClaims on:
+    3 members with a GPU each and the group's, on nodes of 4 GPUs, fit on one node only because the group's
+    claim is allocated once; each member holds the group's GPU beside its own. Without the gate the API
+    server drops spec.resourceClaims (with a warning), and each member's `shared` entry gets a claim of its
+    own: 6 GPUs."""
+    import yaml
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "apiVersion: kdra.dev/v1alpha1\nkind: Fleet\nmetadata: {name: four}\nspec:\n  pools:\n"
+        "  - {name: gpu, count: 2, cpu: '32', memory: 128Gi, accelerator: {model: H100-SXM-80GB, count: 4}}\n"
+    )
+
+    def template(name: str) -> dict:
+        req = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [req]}}},
+        }
+
+    shared = {"name": "shared", "resourceClaimTemplateName": "shared"}
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}, "resourceClaims": [shared]},
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"train-{i}", "namespace": "ml", "annotations": {"kdra.dev/run-time": "1h"}},
+            "spec": {
+                "schedulingGroup": {"podGroupName": "train"},
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "pause",
+                        "resources": {"claims": [{"name": "own"}, {"name": "shared"}]},
+                    }
+                ],
+                "resourceClaims": [{"name": "own", "resourceClaimTemplateName": "own"}, shared],
+            },
+        }
+        for i in range(3)
+    ]
+    wl = tmp_path / "w.yaml"
+    wl.write_text(yaml.safe_dump_all([template("shared"), template("own"), group, *pods]))
+    args = ["simulate", "-c", str(fleet), "--workload", str(wl), "--mode", "dra", "-o", "json"]
+    args += ["--kubernetes-version", "1.38"]
+    gates = ["--feature-gates", "GenericWorkload=true,DRAWorkloadResourceClaims=true"]
+    assert main([*args, *gates]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    placed = {p["pod"]: p for p in doc["modes"]["dra"]["placements"]}
+    assert sorted(placed) == ["ml/train-0", "ml/train-1", "ml/train-2"]
+    assert len({p["node"] for p in placed.values()}) == 1
+    devices = [set(p["devices"]) for p in placed.values()]
+    common = set.intersection(*devices)
+    assert len(common) == 1 and len(set.union(*devices)) == 4, devices
+    assert main([*args, "--feature-gates", "GenericWorkload=true"]) == 0
+    out = capsys.readouterr()
+    assert "spec.resourceClaims" in out.err
+    placed = {p["pod"]: p for p in json.loads(out.out)["modes"]["dra"]["placements"]}
+    devices = [set(p["devices"]) for p in placed.values()]
+    assert len(devices) == 3 and len(set.union(*devices)) == 6, devices
