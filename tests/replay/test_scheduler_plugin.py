@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kdra.cluster import MemoryStore
 from kdra.fleets import render
+from kdra.observe.model import FleetState
 from kdra.replay.engine import ReplayCluster, arrivals, run_placement
 from kdra.replay.trace import Trace, TraceNode, TracePod, load_trace, pod_objects, sample
 from kdra.scheduler.fragmentation import (
@@ -60,6 +61,8 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
     want = dict(run.nodes[: len(pods)])
     assert 150 < len(pods) < 400 and sum(1 for n in want.values() if n) > 100
     store = MemoryStore()
+    exporter = FleetState()  # the exporter's model, fed by the same events a watch would bring
+    store.watch(exporter.on_event)
     for obj in render(trace.fleet()):
         store.create(obj)
     (plugin,) = placement_plugins("kdra")
@@ -88,3 +91,18 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
     capacity = trace.gpu_capacity_milli
     placed = sum(p.request.total_milli for p in pods if got[p.name])
     assert abs((100 - 100 * placed / capacity) - run.unallocated_at(100)) < 1e-9
+    # The exporter's gauges per node pool: idle GPUs and the idle part of partly used ones, as the replay's
+    # views have them (the replay ran on to 130%: its views are replayed to the same pods here).
+    views = {v.name: v for v in ReplayCluster(trace.nodes).views}
+    for tp in pods:
+        node = got[tp.name]
+        if node:
+            gpus = next(r for n, r in replay_devices.items() if n == tp.name) if tp.request.num_gpu else []
+            idx = [int(d.rsplit("-", 1)[1]) for d, _c in gpus]
+            views[node].place(tp.request, idx)
+    pools = exporter.pools()
+    assert sum(g for g, _i, _f in pools.values()) == capacity // 1000 and len(pools) > 3
+    idle = sum(sum(v.gpu_free) for v in views.values()) / 1000
+    fragmented = sum(f for v in views.values() for f in v.gpu_free if 0 < f < 1000) / 1000
+    assert abs(sum(i for _g, i, _f in pools.values()) - idle) < 1e-6
+    assert abs(sum(f for _g, _i, f in pools.values()) - fragmented) < 1e-6 and fragmented > 1

@@ -75,6 +75,7 @@ class GpuDevice:
     gpu: bool  # a GPU or a part of one (a gpu.* driver)
     dtype: str  # its `type` attribute (gpu, mig, ...)
     memory: int  # bytes of its `memory` capacity
+    capacity: tuple[tuple[str, int], ...]  # every capacity it publishes, by name (a share's fraction of it)
     shareable: bool  # allowMultipleAllocations
     counters: tuple[tuple[str, str, int], ...]  # (counter set, counter, value) it consumes
     physical: str  # the physical GPU it is (part of); "" for a device that is not a GPU
@@ -117,12 +118,14 @@ def gpu_devices(
         if not parent_mem and parent:
             parent_mem = uuid_mem.get(parent, 0)
         drawn = sorted({c[0] for c in counters})
+        cap = d.get("capacity") or {}
         out.append(
             GpuDevice(
                 name=name,
                 gpu=gpu,
                 dtype=attribute_text(attrs, "type"),
-                memory=quantity_value(((d.get("capacity") or {}).get("memory") or {}).get("value", 0)),
+                memory=quantity_value((cap.get("memory") or {}).get("value", 0)),
+                capacity=tuple(sorted((c, quantity_value((v or {}).get("value"))) for c, v in cap.items())),
                 shareable=bool(d.get("allowMultipleAllocations")),
                 counters=counters,
                 physical=(parent or u or (drawn[0] if drawn else name)) if gpu else "",

@@ -108,6 +108,10 @@ def run_scheduler(
         preemption_wait=preemption_wait,
         partition=partition,
     )
+    if partition.nodes is not None:
+        for scorer in gq.scorers:  # a placement policy's fleet is the nodes this scheduler places on
+            if hasattr(scorer, "owned"):
+                scorer.owned = partition.nodes.matches
     groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
     for warning in startup_warnings(partition, config.scheduler_name, sched.dra.index, sched.cache.nodes):
         say(f"kdra scheduler {identity}: warning: {warning}")

@@ -33,7 +33,6 @@ from kdra.api.gpus import (
     gpu_equivalents,
     node_gpu_memory,
     quantity_value,
-    share_equivalents,
 )
 from kdra.api.pods import pod_claim_names, reserving_pods
 from kdra.api.types import Obj
@@ -107,6 +106,7 @@ class DeviceRec:
     gpu: bool
     slice: str
     labels: str = ""  # node/driver/pool/device/product label text, built once
+    capacity: tuple[tuple[str, int], ...] = ()  # every capacity it publishes (a share's fraction of it)
 
 
 @dataclass(slots=True)
@@ -240,6 +240,29 @@ FLEET_FAMILIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Per node pool (the node's pool label, POOL_LABELS): how GPU capacity is idle, as placements happen.
+POOL_LABELS = (
+    "kdra.dev/pool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "karpenter.sh/nodepool",
+    "kubernetes.azure.com/agentpool",
+)
+POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("kdra_pool_gpus", "gauge", "Physical GPUs of the node pool's nodes."),
+    (
+        "kdra_pool_gpus_idle",
+        "gauge",
+        "GPU-equivalents of the node pool not allocated to any claim (unallocated GPU capacity).",
+    ),
+    (
+        "kdra_pool_gpus_fragmented",
+        "gauge",
+        "Idle GPU-equivalents on GPUs that are partly allocated (shares, MIG devices): capacity only a "
+        "smaller share than the gap can use; fragmentation as it happens.",
+    ),
+)
+
 # Every family the exporter serves (histograms by their base name).
 OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
     ("kdra_claim_stranded_memory_bytes", "gauge"),
@@ -262,7 +285,7 @@ OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
 
 def metric_families() -> dict[str, str]:
     """name -> type of every metric family the exporter serves."""
-    out = {n: t for n, t, _h in (*CLAIM_FAMILIES, *DEVICE_FAMILIES, *FLEET_FAMILIES)}
+    out = {n: t for n, t, _h in (*CLAIM_FAMILIES, *DEVICE_FAMILIES, *FLEET_FAMILIES, *POOL_FAMILIES)}
     out.update(OTHER_FAMILIES)
     return out
 
@@ -330,6 +353,13 @@ class FleetState:
         self.device_contrib: dict[DevKey, tuple[Group, int, str, int]] = {}
         self.claim_contrib: dict[ClaimKey, list[tuple[Group, float, int, float, float]]] = {}
         self.stranded_lines = SeriesTable(64, part=0)
+        # Per node pool: [GPUs, idle, fragmented], from each physical GPU's used fraction, kept as running
+        # sums (a GPU's contribution removed exactly as added when its devices change).
+        self.node_pool: dict[str, str] = {}
+        self.pool_rows: dict[str, list[float]] = {}
+        self.phys_used: dict[tuple[str, str], list[float]] = {}  # (node, GPU) -> [devices, used fraction]
+        # device -> (its GPU, its use of it, its allocated ratio)
+        self.device_use: dict[DevKey, tuple[tuple[str, str], float, float]] = {}
         self.pending_pod_counts: dict[tuple[str, str], int] = {}
         self.node_reason_counts: dict[str, int] = {}
         self.claim_users: dict[ClaimKey, set[ClaimKey]] = {}
@@ -428,6 +458,20 @@ class FleetState:
     def _on_node(self, obj: Obj, deleted: bool) -> None:
         name = obj["metadata"]["name"]
         labels = obj["metadata"].get("labels") or {}
+        pool = "" if deleted else next((labels[k] for k in POOL_LABELS if labels.get(k)), "")
+        if self.node_pool.get(name, "") != pool:
+            moved = [dk for dk in sorted(self.node_devices.get(name, ())) if dk in self.device_use]
+            ratios = {dk: self.device_use[dk][2] for dk in moved}
+            for dk in moved:  # out of the old pool...
+                self._pool_contribute(dk, None, 0.0)
+            if pool:
+                self.node_pool[name] = pool
+            else:
+                self.node_pool.pop(name, None)
+            for dk in moved:  # ...into the new one
+                rec = self.devices.get(dk)
+                if rec is not None:
+                    self._pool_contribute(dk, rec, ratios[dk])
         mem = 0 if deleted else node_gpu_memory(obj)
         product = (
             ""
@@ -516,6 +560,7 @@ class FleetState:
                 uuid=dev.uuid,
                 gpu=dev.gpu,
                 slice=name,
+                capacity=dev.capacity,
             )
             rec.labels = _device_labels(dk, rec)
             out.append((dk, rec))
@@ -530,6 +575,7 @@ class FleetState:
         rec = self.devices.get(dk)
         holders = self.holders.get(dk) or {}
         self._device_contribute(dk)
+        self._pool_contribute(dk, rec, self._device_ratio(dk, rec, holders) if rec is not None else 0.0)
         if rec is not None:
             n = sum(holders.values())
             ratio = self._device_ratio(dk, rec, holders)
@@ -547,6 +593,56 @@ class FleetState:
                 self._claim_contribute(ck)
 
     # -- incremental aggregates -----------------------------------------------------------------------
+
+    def _pool_contribute(self, dk: DevKey, rec: DeviceRec | None, ratio: float) -> None:
+        """Move a GPU device's use into its physical GPU's and that GPU's pool's sums."""
+        old = self.device_use.pop(dk, None)
+        if old is not None:
+            self._phys_add(old[0], -1, -old[1])
+        if rec is None or not rec.gpu or not rec.node:
+            return
+        weight = gpu_equivalents(rec, self.node_gpu_memory.get(rec.node, 0))
+        key = (rec.node, rec.phys or dk[2])
+        use = ratio * weight
+        self.device_use[dk] = (key, use, ratio)
+        self._phys_add(key, 1, use)
+
+    def _phys_add(self, key: tuple[str, str], devices: int, use: float) -> None:
+        entry = self.phys_used.get(key)
+        pool = self.node_pool.get(key[0], "")
+        row = self.pool_rows.setdefault(pool, [0.0, 0.0, 0.0])
+        if entry is not None:  # take the GPU's old contribution out
+            u = min(1.0, max(0.0, entry[1]))
+            row[0] -= 1
+            row[1] -= 1 - u
+            row[2] -= (1 - u) if 1e-9 < u < 1 - 1e-9 else 0.0
+        else:
+            entry = self.phys_used[key] = [0.0, 0.0]
+        entry[0] += devices
+        entry[1] += use
+        if entry[0] <= 0:
+            del self.phys_used[key]
+            if row[0] <= 0.5:
+                del self.pool_rows[pool]
+            return
+        u = min(1.0, max(0.0, entry[1]))
+        row[0] += 1
+        row[1] += 1 - u
+        row[2] += (1 - u) if 1e-9 < u < 1 - 1e-9 else 0.0
+
+    def pools(self) -> dict[str, tuple[int, float, float]]:
+        """Node pool -> (GPUs, idle GPU-equivalents, fragmented GPU-equivalents)."""
+        with self.lock:
+            rows = sorted(self.pool_rows.items())
+            return {p: (round(r[0]), round(r[1], 6), round(r[2], 6)) for p, r in rows}
+
+    def _pool_parts(self) -> list[bytes]:
+        parts: list[bytes] = []
+        for i, (fam, kind, help_text) in enumerate(POOL_FAMILIES):
+            parts.append(header(fam, kind, help_text).encode())
+            for pool, row in sorted(self.pool_rows.items()):
+                parts.append(f'{fam}{{node_pool="{escape(pool)}"}} {fmt_value(round(row[i], 6))}\n'.encode())
+        return parts
 
     def _ref(self, g: Group) -> list[float]:
         row = self.groups.get(g)
@@ -681,17 +777,17 @@ class FleetState:
             return 0.0
         if not rec.shareable:
             return 1.0
-        if not rec.memory:
+        if not rec.capacity:
             return 1.0
-        used = 0
+        used = 0.0
         for ck in holders:
             claim = self.claims.get(ck)
             if claim is None:
                 continue
             for r in claim.results:
                 if r.key == dk:
-                    used += _result_memory(r, rec)
-        return min(1.0, used / rec.memory)
+                    used += _share_fraction(r, rec) if r.share_id or r.consumed else 1.0
+        return min(1.0, used)
 
     # -- claims ---------------------------------------------------------------------------------------
 
@@ -733,6 +829,7 @@ class FleetState:
                 continue
             holders = self.holders.get(dk) or {}
             ratio = self._device_ratio(dk, rec_d, holders)
+            self._pool_contribute(dk, rec_d, ratio)
             self.device_lines[_DF["kdra_device_allocations"]][dk] = (
                 f"kdra_device_allocations{rec_d.labels} {sum(holders.values())}\n"
             )
@@ -771,7 +868,7 @@ class FleetState:
         if rec is None or not rec.gpu:
             return 0.0
         if r.share_id and rec.shareable:
-            return share_equivalents(rec, _result_memory(r, rec))
+            return _share_fraction(r, rec)
         return gpu_equivalents(rec, self.node_gpu_memory.get(rec.node, 0))
 
     def _render_claim(self, ck: ClaimKey) -> None:
@@ -994,6 +1091,7 @@ class FleetState:
         for i, (fam, kind, help_text) in enumerate(FLEET_FAMILIES):
             parts.append(header(fam, kind, help_text).encode())
             parts.extend(self.fleet_lines[i].blobs())
+        parts.extend(self._pool_parts())
         # stranded memory per claim (only claims that strand some), for "who wastes the most" tables
         parts.append(
             header(
@@ -1167,6 +1265,17 @@ def _device_labels(dk: DevKey, rec: DeviceRec) -> str:
 def is_partition(rec: DeviceRec) -> bool:
     """A dynamic partition (a MIG profile of a partitionable GPU): one of many overlapping devices."""
     return bool(rec.counters) and rec.dtype == "mig"
+
+
+def _share_fraction(r: ResultRec, rec: DeviceRec) -> float:
+    """The part of a shareable device one result consumes: the largest fraction of any of its capacities
+    (memory, or a `shares` count as the openb replay fleet publishes)."""
+    consumed = dict(r.consumed)
+    frac = 0.0
+    for name, total in rec.capacity:
+        if total > 0 and consumed.get(name):
+            frac = max(frac, consumed[name] / total)
+    return min(1.0, frac)
 
 
 def _result_memory(r: ResultRec, rec: DeviceRec | None) -> int:

@@ -7,9 +7,10 @@ policy's choice, as in the replay engine (kdra.replay.engine):
 - **Learning** (`online`, the default): each pod is told to the policy once, when its first scheduling
   attempt starts (`Policy.learn`), before it is placed: the policy reads the workload's shapes, share sizes
   and CPU per GPU from the pods it has seen (kdra.scheduler.workload), as `kdra replay --online` does.
-- **The fleet**: one GPU view per node (`LiveViews`: free CPU, memory and milli-GPU per GPU, from the
-  scheduler's cache and DRA state), kept current as nodes change, handed to `Policy.prepare_fleet` again
-  whenever the node set changes (where CPU binds, the rare shapes' hosts).
+- **The fleet**: one GPU view per node this scheduler places on (`LiveViews`: free CPU, memory and
+  milli-GPU per GPU, from the scheduler's cache and DRA state; `owned`: kdra scheduler's --owned-nodes),
+  kept current as nodes change, handed to `Policy.prepare_fleet` again whenever the node set changes
+  (where CPU binds, the rare shapes' hosts).
 - **The node**: the policy scores every feasible node; the best one, ties to the first node in a fixed
   order of node names (`name_order`: what `kdra replay --ties name` uses), gets the whole score and every
   other node none, with a weight above what all other score plugins together can give: the policy decides.
@@ -24,9 +25,10 @@ selectors (a GPU model) are not read: such a pod is scored as one that takes any
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kdra.api.quantity import parse_quantity_any
 from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.scheduler.fragmentation import MAX_NODE_SCORE, MILLI, GpuNodeView, PodRequest, Policy
 from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, ScorePlugin, Status
@@ -125,8 +127,9 @@ class LiveViews:
             alloc.get("pods", 110),
         )
 
-    def request_of(self, pi: PodInfo) -> PodRequest:
-        """CPU and memory from the pod; GPUs and their share from its claims' requests of the GPU class."""
+    def request_of(self, pi: PodInfo) -> PodRequest | None:
+        """CPU and memory from the pod; GPUs and their share from its claims' requests of the GPU class.
+        None while a claim the pod names is not in the cache yet (a watch may bring the pod first)."""
         from kdra.api.pods import entry_claim_names
         from kdra.scheduler.cache import claim_key
         from kdra.scheduler.podinfo import CPU, MEMORY
@@ -137,14 +140,15 @@ class LiveViews:
         for name in entry_claim_names(pi.pod):
             claim = claims.get(claim_key(pi.namespace, name))
             if claim is None:
-                continue
+                return None
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
                 ex = r.get("exactly") or {}
                 if ex.get("deviceClassName") != self.device_class:
                     continue
                 num += int(ex.get("count") or 1)
                 shares = ((ex.get("capacity") or {}).get("requests") or {}).get("shares")
-                milli = int(shares) if shares is not None else MILLI
+                # A quantity: the API server writes 1000 back as "1k".
+                milli = int(parse_quantity_any(shares).value()) if shares is not None else MILLI
         return PodRequest(pi.requests.get(CPU, 0), pi.requests.get(MEMORY, 0) >> 20, num, milli if num else 0)
 
 
@@ -171,6 +175,8 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
         self.online = online
         self.device_preference = PolicyDevicePreference(self)
         self.current: PodRequest | None = None  # the pod of the scheduling attempt under way
+        # The nodes this scheduler places on (kdra scheduler --owned-nodes), by their labels; None: all.
+        self.owned: Callable[[Mapping[str, str]], bool] | None = None
         self._learned: set[str] = set()
         self._fleet: tuple[str, ...] = ()
         self._order: dict[str, int] = {}
@@ -189,9 +195,12 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
 
     def pre_filter(self, state: CycleState, pi: PodInfo) -> Status:
         req = self.views.request_of(pi)
-        state[_STATE] = req
         self.current = req
-        nodes = self.cache.nodes
+        if req is None:
+            return SUCCESS  # scored as any pod once its claims are known (DynamicResources waits for them)
+        state[_STATE] = req
+        owned = self.owned
+        nodes = [ni for ni in self.cache.nodes if ni.allocatable and (owned is None or owned(ni.labels))]
         names = tuple(ni.name for ni in nodes)
         views = [self.views.view_of(ni) for ni in nodes]
         if names != self._fleet:
