@@ -171,3 +171,24 @@ def test_an_epoch_change_rescoring_only_its_scope_places_as_a_full_rescore(
     runs = [run_placement(trace, p, 42, use_allocator=False) for p in (scoped, Everywhere())]
     assert scoped.rare and scoped.epoch_scope(scoped.epoch())  # the variant has rare shapes to protect
     assert runs[0].allocated == runs[1].allocated and runs[0].placed == runs[1].placed
+
+
+def test_online_runs_beside_offline_and_learns_only_the_pods_that_arrived(
+    small_trace_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--online: each policy also runs learning the workload from the pods as they arrive (a row beside its
+    offline one); the online policy has seen exactly the arrived pods, never the list."""
+    from kdra.scheduler.fragmentation import KdraPolicy
+
+    trace = load_trace(*small_trace_files)
+    online = KdraPolicy()
+    run = run_placement(trace, online, 42, use_allocator=False, online=True)
+    assert online.model.seen == run.pods > len(trace.pods)  # the inflated arrivals, one by one
+    offline = KdraPolicy()
+    run_placement(trace, offline, 42, use_allocator=False)
+    assert offline.model.seen == len(trace.pods)  # the list, handed over once
+    nodes, pods = small_trace_files
+    code = main(["replay", "alibaba", "-c", str(nodes), "--pods", str(pods), "--seeds", "42", "--policy",
+                 "kdra", "--online", "--no-allocator", "-o", "json"])  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and sorted(doc["policies"]) == ["kdra", "kdra-online"]

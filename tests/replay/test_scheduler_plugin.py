@@ -106,3 +106,23 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
     fragmented = sum(f for v in views.values() for f in v.gpu_free if 0 < f < 1000) / 1000
     assert abs(sum(i for _g, i, _f in pools.values()) - idle) < 1e-6
     assert abs(sum(f for _g, _i, f in pools.values()) - fragmented) < 1e-6 and fragmented > 1
+
+
+def test_a_placement_plugin_reused_by_a_new_scheduler_learns_afresh() -> None:
+    """`kdra simulate --placement kdra` builds a scheduler per mode with the same plugins: each starts with
+    a policy that has seen nothing (the other mode's pods are not its workload)."""
+    (plugin,) = placement_plugins("kdra")
+    nodes = [TraceNode("t4-a", 32_000, 131_072, 2, "T4")]
+    policies = []
+    for _ in range(2):
+        store = MemoryStore()
+        for obj in render(Trace(nodes, []).fleet()):
+            store.create(obj)
+        config = SchedulerConfig(extra_plugins=[plugin], device_preference=plugin.device_preference)
+        sched = Scheduler(store, config)
+        for obj in pod_objects(TracePod("p", SHARE)):
+            store.create(obj)
+        assert [r.node for r in sched.run()] == ["t4-a"]
+        policies.append(plugin.policy)
+    assert policies[0] is not policies[1]
+    assert [p.model.seen for p in policies] == [1, 1]  # each learned its own scheduler's one pod
