@@ -16,18 +16,23 @@ What changes from the in-memory binder:
   parked, assumed and nominated, until those claims are gone;
 - an unschedulable pod gets its PodScheduled=False condition through a strategic-merge patch (no conflict
   with the kubelet-side writers) and a FailedScheduling Event, both carrying kdra's explanation, the Event
-  only when the text changed; a write that fails is tried again with backoff.
+  only when the text changed, written on the binding loop (one write per pod at a time, and before that
+  pod's binding cycle); a write that fails is tried again with backoff.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
 import logging
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kdra.api.types import Obj
 from kdra.cluster.store import (
     ConflictError,
     InvalidObjectError,
@@ -92,6 +97,20 @@ class _PendingStatus:
     due: float = 0.0
 
 
+@dataclass
+class _StatusWrite:
+    """A pending pod's status write on the binding loop, and what came of it."""
+
+    status: _PendingStatus
+    pod: Obj  # as cached when it was decided
+    condition: Obj | None  # the PodScheduled=False condition to patch, if it changed
+    event: bool  # the FailedScheduling Event to post (its text changed)
+    written: Obj | None = None
+    event_posted: bool = False
+    error: StoreError | None = None
+    future: concurrent.futures.Future[None] | None = None
+
+
 class KubeBinder:
     def __init__(
         self,
@@ -110,7 +129,9 @@ class KubeBinder:
         # Asynchronous binding (0: bind in the loop): pods whose binding cycle is running, by uid.
         self.bind_workers = bind_workers
         self.inflight: dict[str, BindJob] = {}
-        self._done: queue.Queue[BindJob | GroupBindJob] = queue.Queue()
+        # Finished binding cycles, and what other writes on the binding loop left for the loop thread
+        # (a callable of `now`), for finish_binds.
+        self._done: queue.Queue[BindJob | GroupBindJob | Callable[[float], None]] = queue.Queue()
         # Binding cycles (a gang's too, without workers: the scheduling loop waits for it) and Events.
         self._loop = BindLoop(store.client, bind_workers)
         self.scheduled_events = self._loop.events  # posted, failed, dropped: counted
@@ -123,6 +144,8 @@ class KubeBinder:
         self.victim_wait = 120.0  # seconds a preemptor waits for its victims' devices before retrying
         self.group_binds = 0
         self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
+        self._status_writes: dict[str, _StatusWrite] = {}  # pod uid -> its status write in flight
+        self._status_next: dict[str, _PendingStatus] = {}  # pod uid -> what to write once that is done
         self.stopped = False  # leadership ended: nothing more is bound (stop)
         store.watch(self._on_pod, kinds=("Pod",))
 
@@ -132,6 +155,7 @@ class KubeBinder:
             uid = ev.object["metadata"].get("uid", "")
             self._event_text.pop(uid, None)
             self._status_retry.pop(uid, None)
+            self._status_next.pop(uid, None)
 
     # -- the seam --------------------------------------------------------------------------------------
     def refusing(self) -> str:
@@ -294,48 +318,87 @@ class KubeBinder:
     # -- pending pods' status --------------------------------------------------------------------------
     def _record_status(self, ps: _PendingStatus, now: float) -> None:
         """Write why a pod is pending (PodScheduled=False, then the FailedScheduling Event when the text
-        changed). A write that fails is never dropped: it is tried again with backoff (step) until it
-        lands, the pod is gone or bound, or a newer explanation replaces it; only a write the API server
-        refuses as invalid, or one fenced off, is given up (with a warning)."""
+        changed), on the binding loop: the scheduling loop decides, never waits for the round trips.
+        One write per pod at a time, in order: a newer explanation waits for the one in flight (and
+        replaces any other waiting). A write that fails is never dropped: it is tried again with backoff
+        (step) until it lands, the pod is gone or bound, or a newer explanation replaces it; only a write
+        the API server refuses as invalid, or one fenced off, is given up (with a warning)."""
         current = self.kstore.try_get("Pod", ps.name, ps.namespace)
         if (
             current is None
             or current["metadata"].get("uid") != ps.uid
             or (current.get("spec") or {}).get("nodeName")
             or current["metadata"].get("deletionTimestamp")
+            or ps.uid in self.inflight  # being bound: nothing pending to explain
         ):
+            return
+        if ps.uid in self._status_writes:
+            self._status_next[ps.uid] = ps
             return
         conds = (current.get("status") or {}).get("conditions") or []
         old = next((c for c in conds if c.get("type") == "PodScheduled"), None)
-        try:
-            if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
-                cond = {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": ps.reason,
-                    "message": ps.text,
-                    "lastTransitionTime": now_rfc3339(),
-                }
-                current = self.kstore.apply_written(
-                    "Pod",
-                    self.kstore.client.patch(
-                        "Pod",
-                        ps.name,
-                        {"status": {"conditions": [cond]}},
-                        ps.namespace,
-                        "status",
-                        patch_type="strategic",
-                    ),
-                )
-            if self._event_text.get(ps.uid) != ps.text:
-                self._post_event(current, "FailedScheduling", ps.event_text)
-                self._event_text[ps.uid] = ps.text
-        except (NotFoundError, FencedError):
-            return  # the pod is gone, or this replica no longer leads
-        except InvalidObjectError as e:
-            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, e)
+        cond = None
+        if old is None or old.get("message") != ps.text or old.get("reason") != ps.reason:
+            cond = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": ps.reason,
+                "message": ps.text,
+                "lastTransitionTime": now_rfc3339(),
+            }
+        event = self._event_text.get(ps.uid) != ps.text
+        if cond is None and not event:
             return
+        write = _StatusWrite(ps, current, cond, event)
+        try:
+            write.future = self._loop.submit(self._write_status(write))
+        except RuntimeError:  # the binding loop is closed: this process is done scheduling
+            return
+        self._status_writes[ps.uid] = write
+
+    async def _write_status(self, w: _StatusWrite) -> None:
+        ps, client = w.status, self.kstore.client
+        try:
+            if w.condition is not None:
+                w.written = await client.apatch(
+                    "Pod",
+                    ps.name,
+                    {"status": {"conditions": [w.condition]}},
+                    ps.namespace,
+                    "status",
+                    patch_type="strategic",
+                )
+            if w.event:
+                pod = w.written or w.pod
+                await client.acreate(
+                    pod_event(
+                        pod, "FailedScheduling", ps.event_text, "Warning", self.scheduler_name, self.identity
+                    )
+                )
+                w.event_posted = True
         except StoreError as e:
+            w.error = e
+        except Exception as e:  # a write must always report back
+            w.error = StoreError(f"{type(e).__name__}: {e}")
+        finally:
+            self._done.put(functools.partial(self._finish_status, w))
+
+    def _finish_status(self, w: _StatusWrite, now: float) -> None:
+        """Apply a pending pod's status write (loop thread): the written pod into the cache, the Event's
+        text remembered, a failure tried again after backoff; then the explanation that waited for it."""
+        ps = w.status
+        self._status_writes.pop(ps.uid, None)
+        if w.written is not None:
+            self.kstore.apply_written("Pod", w.written)
+        if w.event_posted:
+            self._event_text[ps.uid] = ps.text
+            self.events_posted += 1
+        err = w.error
+        if isinstance(err, NotFoundError | FencedError):
+            pass  # the pod is gone, or this replica no longer leads
+        elif isinstance(err, InvalidObjectError):
+            log.warning("recording why %s/%s is pending: refused: %s", ps.namespace, ps.name, err)
+        elif err is not None:
             ps.attempts += 1
             ps.due = now + min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (ps.attempts - 1))
             self._status_retry[ps.uid] = ps
@@ -345,13 +408,16 @@ class KubeBinder:
                 ps.name,
                 ps.attempts,
                 ps.due - now,
-                e,
+                err,
             )
-            return
-        if ps.attempts:
+        elif ps.attempts:
             log.info(
                 "recorded why %s/%s is pending after %d failed attempts", ps.namespace, ps.name, ps.attempts
             )
+        waiting = self._status_next.pop(ps.uid, None)
+        if waiting is not None:
+            self._status_retry.pop(ps.uid, None)
+            self._record_status(waiting, now)
 
     def retry_status_writes(self, now: float) -> int:
         """Try again the pending-pod status writes whose backoff ran out; returns how many were tried."""
@@ -365,11 +431,20 @@ class KubeBinder:
         """When the first status write waiting for its backoff is due (None: none waits)."""
         return min((ps.due for ps in self._status_retry.values()), default=None)
 
-    def _post_event(self, pod: dict[str, Any], reason: str, message: str) -> None:
-        self.kstore.client.create(
-            pod_event(pod, reason, message, "Warning", self.scheduler_name, self.identity)
-        )
-        self.events_posted += 1
+    # -- other writes off the loop (kdra.kube.session's status writer) -------------------------------------
+    def submit(self, coro: Coroutine[Any, Any, None], *, background: bool = False) -> None:
+        """Run `coro` on the binding loop (RuntimeError once it is closed); a `background` one is cancelled
+        at close instead of waited for (it may be retrying for as long as the API server is away)."""
+        self._loop.submit(coro, background=background)
+
+    def in_loop_thread(self, fn: Callable[[float], None]) -> None:
+        """Have the scheduling loop call fn(now) (finish_binds): what a write on the binding loop leaves to
+        apply to the cache."""
+        self._done.put(fn)
+
+    def post_event(self, event: Obj) -> None:
+        """Post an Event off the loop (best effort, kdra.kube.bindloop.EventPoster)."""
+        self._loop.events.post(event)
 
     # -- binding cycles --------------------------------------------------------------------------------
     def _submit(self, unit: BindJob | GroupBindJob) -> None:
@@ -388,6 +463,10 @@ class KubeBinder:
         """One binding cycle, once a slot is free; its outcome to `finish_binds`, then its Scheduled
         Events to the poster. Cycles that had not started when leadership ended never do."""
         jobs = unit.jobs if isinstance(unit, GroupBindJob) else [unit]
+        for job in jobs:  # a status write still in flight lands first, never after the binding
+            w = self._status_writes.get(job.pi.uid)
+            if w is not None and w.future is not None:
+                await asyncio.wrap_future(w.future)
         try:
             async with self._loop.slots:
                 if self.stopped:  # nothing was written
@@ -446,7 +525,7 @@ class KubeBinder:
         self.parked = still
 
     def finish_binds(self, sched: Scheduler, now: float) -> int:
-        """Apply what finished binding cycles did (loop thread)."""
+        """Apply what finished binding cycles (and other writes on the binding loop) did (loop thread)."""
         n = 0
         while True:
             try:
@@ -454,8 +533,11 @@ class KubeBinder:
             except queue.Empty:
                 return n
             n += 1
-            for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
-                self._finish_one(sched, job, now)
+            if isinstance(unit, BindJob | GroupBindJob):
+                for job in unit.jobs if isinstance(unit, GroupBindJob) else [unit]:
+                    self._finish_one(sched, job, now)
+            else:
+                unit(now)
 
     def _finish_one(self, sched: Scheduler, job: BindJob, now: float) -> None:
         uid = job.pi.uid

@@ -44,25 +44,31 @@ class BindLoop:
         self.loop = asyncio.new_event_loop()
         self.slots = asyncio.Semaphore(max(1, limit))  # binding cycles in flight at once
         self.running: set[concurrent.futures.Future[Any]] = set()
+        self.background: set[concurrent.futures.Future[Any]] = set()
         self._lock = threading.Lock()
         self.events = EventPoster(client, self.loop, max(4, limit // 2))
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, coro: Coroutine[object, None, T]) -> concurrent.futures.Future[T]:
-        """Run `coro` on the loop (RuntimeError once the loop is closed)."""
+    def submit(
+        self, coro: Coroutine[object, None, T], *, background: bool = False
+    ) -> concurrent.futures.Future[T]:
+        """Run `coro` on the loop (RuntimeError once the loop is closed). close() waits for it, or cancels
+        it when it runs in the `background`."""
         if self.loop.is_closed() or not self.loop.is_running():
             coro.close()
             raise RuntimeError("the binding loop is closed")
         fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        running = self.background if background else self.running
         with self._lock:
-            self.running.add(fut)
+            running.add(fut)
         fut.add_done_callback(self._finished)
         return fut
 
     def _finished(self, fut: concurrent.futures.Future[Any]) -> None:
         with self._lock:
             self.running.discard(fut)
+            self.background.discard(fut)
 
     def close(self, wait: bool) -> None:
         """With `wait`, let what runs finish and post the queued Events (up to EVENT_FLUSH_SECONDS); then
@@ -74,6 +80,10 @@ class BindLoop:
         with self._lock:
             running = list(self.running)
         concurrent.futures.wait(running)
+        with self._lock:
+            background = list(self.background)
+        for fut in background:
+            fut.cancel()
         with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
             self.submit(self._shutdown()).result(EVENT_FLUSH_SECONDS + 5)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -1105,6 +1105,20 @@ class KubeClient:
         )
         return result
 
+    async def apatch(
+        self,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: str = "merge",
+        api_version: str | None = None,
+    ) -> Obj:
+        path = resource_path(kind, namespace, name, subresource, api_version)
+        result: Obj = await self.arequest("PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type])
+        return result
+
     def apply(self, obj: Obj, field_manager: str, *, force: bool = True) -> Obj:
         """Server-side apply of a whole object (kubectl apply --server-side)."""
         md = obj["metadata"]

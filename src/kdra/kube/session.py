@@ -12,18 +12,24 @@ releases their claims. A refusal (429, the budget) is reported and the victim is
 
 `KubeStatusWriter` sets status fields with a merge patch on the object's status subresource (the path
 follows the object's apiVersion: kdra, upstream scheduling.k8s.io, KAI or Volcano) and posts Events with
-the object as involvedObject, as kube-scheduler reports on pods.
+the object as involvedObject, as kube-scheduler reports on pods; in `kdra scheduler` on the binder's
+event loop, so the scheduling loop never waits for a round trip.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.types import Obj
-from kdra.cluster.store import NotFoundError, StoreError
+from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError
+from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX
+from kdra.kube.client import FencedError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
 from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, EvictionOutcome
@@ -33,15 +39,70 @@ log = logging.getLogger("kdra.kube.session")
 EVICTION_NOT_ALLOWED = (403, 404, 405)  # the Eviction API is forbidden to kdra or not there: delete instead
 
 
+@dataclass
+class _ObjectWrite:
+    """Status fields of one object waiting to be written (or being written), and the Events to post once
+    they are."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    api_version: str | None
+    fields: dict[str, Any] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
+
+
 class KubeStatusWriter:
+    """With a binder (`use`), writes go out on its binding loop, so the scheduling loop never waits for
+    them: `write_status` queues the fields (True: they will be written, tried again with backoff until they
+    land, the object is gone or the write is refused as invalid or fenced off), one write per object at a
+    time, later fields folded into the waiting ones; an Event about an object with a write waiting is
+    posted after it lands, others at once (best effort). An Event identical to the last one about the
+    same object is not posted again (client-go's event correlator counts such repeats instead). Without
+    a binder, writes are synchronous."""
+
     def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
         self.store = store
         self.component = component
         self.instance = instance
         self.writes = 0
         self.events = 0
+        self._binder: Any = None
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str, str], _ObjectWrite] = {}  # waiting or being written
+        self._last_event: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+
+    def use(self, binder: Any) -> None:
+        """Write on `binder`'s loop (kdra.kube.binder.KubeBinder: submit, in_loop_thread, post_event)."""
+        self._binder = binder
+
+    @staticmethod
+    def _key(obj: Obj) -> tuple[str, str, str]:
+        meta = obj.get("metadata") or {}
+        return (str(obj.get("kind") or ""), meta.get("namespace") or "", meta.get("name", ""))
 
     def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
+        if self._binder is None:
+            return self._write_now(obj, status)
+        key = self._key(obj)
+        meta = obj.get("metadata") or {}
+        with self._lock:
+            w = self._pending.get(key)
+            if w is not None:
+                w.fields.update(status)
+                return True
+            w = self._pending[key] = _ObjectWrite(
+                key[0], key[2], meta.get("namespace") or None, obj.get("apiVersion"), dict(status)
+            )
+        try:
+            self._binder.submit(self._write(key, w), background=True)
+        except RuntimeError:  # the binding loop is closed: this process is done scheduling
+            with self._lock:
+                self._pending.pop(key, None)
+            return False
+        return True
+
+    def _write_now(self, obj: Obj, status: Mapping[str, Any]) -> bool:
         kind = str(obj.get("kind") or "")
         meta = obj.get("metadata") or {}
         try:
@@ -62,9 +123,61 @@ class KubeStatusWriter:
         self.store.apply_written(kind, out)
         return True
 
+    async def _write(self, key: tuple[str, str, str], w: _ObjectWrite) -> None:
+        """Write what waits for this object until nothing does (on the binding loop)."""
+        client, attempts = self.store.client, 0
+        while True:
+            with self._lock:
+                fields, w.fields = w.fields, {}
+                events, w.events = w.events, []
+                if not fields and not events:
+                    del self._pending[key]
+                    return
+            try:
+                if fields:
+                    out = await client.apatch(
+                        w.kind, w.name, {"status": fields}, w.namespace, "status", api_version=w.api_version
+                    )
+                    self.writes += 1
+                    self._binder.in_loop_thread(lambda now, out=out: self.store.apply_written(w.kind, out))
+            except (NotFoundError, FencedError):
+                continue  # the object is gone, or this replica no longer leads: nothing to post about
+            except InvalidObjectError as e:
+                log.warning("status of %s %s: refused: %s", w.kind, w.name, e)
+                continue
+            except StoreError as e:
+                attempts += 1
+                delay = min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (attempts - 1))
+                log.warning(
+                    "status of %s %s (attempt %d; again in %.0fs): %s", w.kind, w.name, attempts, delay, e
+                )
+                with self._lock:
+                    w.fields = {**fields, **w.fields}
+                    w.events = events + w.events
+                await asyncio.sleep(delay)
+                continue
+            attempts = 0
+            for ev in events:
+                self._binder.post_event(ev)
+                self.events += 1
+
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
+        key = self._key(obj)
+        if self._last_event.get(key) == (etype, reason, message):
+            return
+        self._last_event[key] = (etype, reason, message)
+        ev = object_event(obj, reason, message, etype, self.component, self.instance)
+        if self._binder is not None:
+            with self._lock:
+                w = self._pending.get(key)
+                if w is not None:
+                    w.events.append(ev)
+                    return
+            self._binder.post_event(ev)
+            self.events += 1
+            return
         try:
-            self.store.client.create(object_event(obj, reason, message, etype, self.component, self.instance))
+            self.store.client.create(ev)
             self.events += 1
         except StoreError as e:  # an Event is best effort
             log.info("event on %s %s: %s", obj.get("kind"), (obj.get("metadata") or {}).get("name"), e)
@@ -221,14 +334,16 @@ def start_session_scheduler(
     config = config or SchedulerConfig(scheduler_name="kdra")
     identity = identity or default_identity()
     store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=resync).start()
+    writer = KubeStatusWriter(store, config.scheduler_name, identity)
     gq = GangQueues(
         store,
         options,
         evictor=KubeEvictor(store, config.scheduler_name, identity),
-        status=KubeStatusWriter(store, config.scheduler_name, identity),
+        status=writer,
     )
     sched = KubeScheduler(
         store, gq.config(config), identity=identity, bind_workers=bind_workers, partition=partition
     )
+    writer.use(sched.binder)  # PodGroup and Queue status, and their Events, off the scheduling loop
     sched.binder.victim_wait = preemption_wait
     return store, gq, sched
