@@ -30,6 +30,7 @@ from kdra.kube.client import (
 from kdra.kube.kubeconfig import ExecConfig
 from kdra.kube.leader import LeaderElector
 from kdra.kube.store import KubeStore
+from kdra.testing.wait import wait_for
 
 Route = Callable[["Handler", dict[str, list[str]], Any], None]
 
@@ -291,7 +292,7 @@ def test_async_transport_maps_errors_and_retries_as_the_threads_do(server: FakeS
     )
 
     async def calls(c: KubeClient) -> list[type[BaseException]]:
-        out = []
+        out: list[type[BaseException]] = []
         for call in (
             lambda: c.aupdate(node("a", 1)),
             lambda: c.acreate(node("a", 0)),
@@ -871,3 +872,62 @@ def test_bind_job_reports_a_vanished_pod_as_gone(server: FakeServer) -> None:
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"}, "spec": {"containers": []}}
     job = run_async(client_for(server), BindJob(PodInfo(pod), "n1", [], []).run)  # 404 on pods/binding
     assert job.gone and job.error
+
+
+# -- the status writer on the binding loop (kdra.kube.session.KubeStatusWriter) -------------------------
+
+
+def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_write(
+    server: FakeServer,
+) -> None:
+    """PodGroup status through the binding loop: write_status returns at once; a refused write (503) is
+    tried again after backoff with the fields that came meanwhile folded in; the Event about the group
+    is posted after its status landed, and an identical Event again is not posted."""
+    from types import SimpleNamespace
+
+    from kdra.kube.bindloop import BindLoop
+    from kdra.kube.session import KubeStatusWriter
+
+    path = "/apis/kdra.dev/v1alpha1/namespaces/ns/podgroups/g/status"
+    answers = [503, 200]
+    patched: list[dict[str, Any]] = []
+
+    def patch(h: Handler, q: Any, body: Any) -> None:
+        code = answers.pop(0) if answers else 200
+        if code == 200:
+            patched.append(body["status"])
+        h.reply(
+            code, {"kind": "PodGroup", "metadata": {"name": "g", "namespace": "ns"}, "status": body["status"]}
+        )
+
+    server.routes[("PATCH", path)] = patch
+    server.routes[("POST", "/api/v1/namespaces/ns/events")] = lambda h, q, b: h.reply(201, b)
+    client = client_for(server)
+    client.retries = 0  # the writer's own retry, not the client's
+    loop = BindLoop(client, 4)
+    applied: list[Any] = []
+    binder = SimpleNamespace(
+        submit=lambda coro, background=False: loop.submit(coro, background=background),
+        in_loop_thread=lambda fn: fn(0.0),
+        post_event=loop.events.post,
+    )
+    store = SimpleNamespace(client=client, apply_written=lambda kind, obj: applied.append((kind, obj)))
+    writer = KubeStatusWriter(store, "kdra", "test")  # type: ignore[arg-type]
+    writer.use(binder)
+    group = {
+        "apiVersion": "kdra.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns"},
+    }
+    t0 = time.monotonic()
+    assert writer.write_status(group, {"phase": "Pending"})
+    assert writer.write_status(group, {"scheduled": 0})  # folded into the waiting write
+    writer.event(group, "Warning", "Unschedulable", "waiting for 3 members")
+    writer.event(group, "Warning", "Unschedulable", "waiting for 3 members")  # a repeat: not posted
+    assert time.monotonic() - t0 < 0.5  # nothing waited for the API server
+    wait_for(lambda: writer.events == 1 and loop.events.posted == 1, 10, "the status written and the Event")
+    loop.close(wait=True)
+    sent = [(m, p) for m, p, _q, _b in server.log]
+    assert sent == [("PATCH", path), ("PATCH", path), ("POST", "/api/v1/namespaces/ns/events")]
+    assert patched == [{"phase": "Pending", "scheduled": 0}]
+    assert applied and applied[-1][1]["status"] == {"phase": "Pending", "scheduled": 0}
