@@ -37,6 +37,7 @@ from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Evi
 log = logging.getLogger("kdra.kube.session")
 
 EVICTION_NOT_ALLOWED = (403, 404, 405)  # the Eviction API is forbidden to kdra or not there: delete instead
+LAST_EVENTS_KEPT = 10_000  # objects whose last Event is remembered, not to post it again
 
 
 @dataclass
@@ -50,16 +51,20 @@ class _ObjectWrite:
     api_version: str | None
     fields: dict[str, Any] = field(default_factory=dict)
     events: list[Obj] = field(default_factory=list)
+    # Every field asked for on this object until the cache has what was written (status_of).
+    ahead: dict[str, Any] = field(default_factory=dict)
 
 
 class KubeStatusWriter:
     """With a binder (`use`), writes go out on its binding loop, so the scheduling loop never waits for
     them: `write_status` queues the fields (True: they will be written, tried again with backoff until they
     land, the object is gone or the write is refused as invalid or fenced off), one write per object at a
-    time, later fields folded into the waiting ones; an Event about an object with a write waiting is
-    posted after it lands, others at once (best effort). An Event identical to the last one about the
-    same object is not posted again (client-go's event correlator counts such repeats instead). Without
-    a binder, writes are synchronous."""
+    time, later fields folded into the waiting ones; until the cache has the written object, `status_of`
+    answers with the fields asked for, so the next write builds on them (a conditions list computed from
+    the cached object alone would undo a condition set a moment before). An Event about an object with a
+    write waiting is posted after it lands, others at once (best effort). An Event identical to the last
+    one about the same object is not posted again (client-go's event correlator counts such repeats
+    instead). Without a binder, writes are synchronous."""
 
     def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
         self.store = store
@@ -70,6 +75,7 @@ class KubeStatusWriter:
         self._binder: Any = None
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str, str], _ObjectWrite] = {}  # waiting or being written
+        self._ahead: dict[tuple[str, str, str], _ObjectWrite] = {}  # the cache not caught up (loop thread)
         self._last_event: dict[tuple[str, str, str], tuple[str, str, str]] = {}
 
     def use(self, binder: Any) -> None:
@@ -81,6 +87,11 @@ class KubeStatusWriter:
         meta = obj.get("metadata") or {}
         return (str(obj.get("kind") or ""), meta.get("namespace") or "", meta.get("name", ""))
 
+    def status_of(self, obj: Obj) -> Mapping[str, Any]:
+        status: Mapping[str, Any] = obj.get("status") or {}
+        w = self._ahead.get(self._key(obj))
+        return status if w is None else {**status, **w.ahead}
+
     def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
         if self._binder is None:
             return self._write_now(obj, status)
@@ -90,6 +101,7 @@ class KubeStatusWriter:
             w = self._pending.get(key)
             if w is not None:
                 w.fields.update(status)
+                w.ahead.update(status)
                 return True
             w = self._pending[key] = _ObjectWrite(
                 key[0], key[2], meta.get("namespace") or None, obj.get("apiVersion"), dict(status)
@@ -100,7 +112,15 @@ class KubeStatusWriter:
             with self._lock:
                 self._pending.pop(key, None)
             return False
+        before = self._ahead.get(key)  # an earlier write whose answer the cache has not taken in yet
+        w.ahead = {**(before.ahead if before is not None else {}), **status}
+        self._ahead[key] = w
         return True
+
+    def _caught_up(self, key: tuple[str, str, str], w: _ObjectWrite) -> None:
+        """The cache has what w's writes answered (loop thread, after their apply_written)."""
+        if self._ahead.get(key) is w:
+            del self._ahead[key]
 
     def _write_now(self, obj: Obj, status: Mapping[str, Any]) -> bool:
         kind = str(obj.get("kind") or "")
@@ -132,6 +152,7 @@ class KubeStatusWriter:
                 events, w.events = w.events, []
                 if not fields and not events:
                     del self._pending[key]
+                    self._binder.in_loop_thread(lambda now: self._caught_up(key, w))
                     return
             try:
                 if fields:
@@ -145,7 +166,7 @@ class KubeStatusWriter:
             except InvalidObjectError as e:
                 log.warning("status of %s %s: refused: %s", w.kind, w.name, e)
                 continue
-            except StoreError as e:
+            except Exception as e:  # StoreError, or anything else: never drop the fields asked for
                 attempts += 1
                 delay = min(STATUS_RETRY_MAX, STATUS_RETRY_INITIAL * 2 ** (attempts - 1))
                 log.warning(
@@ -165,7 +186,10 @@ class KubeStatusWriter:
         key = self._key(obj)
         if self._last_event.get(key) == (etype, reason, message):
             return
+        self._last_event.pop(key, None)
         self._last_event[key] = (etype, reason, message)
+        if len(self._last_event) > LAST_EVENTS_KEPT:
+            del self._last_event[next(iter(self._last_event))]  # the object longest without an Event
         ev = object_event(obj, reason, message, etype, self.component, self.instance)
         if self._binder is not None:
             with self._lock:

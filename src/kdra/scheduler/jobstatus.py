@@ -61,7 +61,8 @@ class JobStatus:
         assert gang.obj is not None
         obj = gang.obj
         ctype = group_condition_type(obj)
-        cur_status = obj.get("status") or {}
+        writer = self.seams.status
+        cur_status = writer.status_of(obj)  # with what was asked for and is not yet in the cache
         old = next((c for c in cur_status.get("conditions") or [] if c.get("type") == ctype), None)
         if ctype == "PodGroupInitiallyScheduled" and old is not None and old.get("status") == "True":
             return  # terminal once True (scheduling.k8s.io/v1beta1)
@@ -86,7 +87,6 @@ class JobStatus:
             )
             fields.update(phase=phase, scheduled=scheduled)
             changed = changed or cur_status.get("phase") != phase or cur_status.get("scheduled") != scheduled
-        writer = self.seams.status
         if not changed or not writer.write_status(obj, fields):
             return  # a failed write is tried again the next time the gang is (its object is unchanged)
         if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (

@@ -215,6 +215,10 @@ class StatusWriter(Protocol):
         gone."""
         ...
 
+    def status_of(self, obj: Obj) -> Mapping[str, Any]:
+        """`obj`'s status as it will be once the writes asked for land: what the next write builds on."""
+        ...
+
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         """A core/v1 Event about `obj` (Normal or Warning)."""
         ...
@@ -267,6 +271,10 @@ class StoreStatusWriter:
         except StoreError:
             return False
         return True
+
+    def status_of(self, obj: Obj) -> Mapping[str, Any]:
+        status: Mapping[str, Any] = obj.get("status") or {}
+        return status
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

@@ -58,7 +58,7 @@ class Report(Action):
             obj = gq.objects.queue_objs.get(name)
             if obj is not None and self._reported.get(("Queue", name)) != msg:
                 conds, _ = set_condition(
-                    (obj.get("status") or {}).get("conditions"),
+                    writer.status_of(obj).get("conditions"),
                     "Valid",
                     "False",
                     "InvalidSpec",
@@ -72,7 +72,7 @@ class Report(Action):
             obj = gq.gangs.invalid.get(key)
             if obj is not None and self._reported.get(("PodGroup", key)) != msg:
                 conds, _ = set_condition(
-                    (obj.get("status") or {}).get("conditions"),
+                    writer.status_of(obj).get("conditions"),
                     group_condition_type(obj),
                     "False",
                     "InvalidSpec",
@@ -122,7 +122,7 @@ class Report(Action):
             prev = self._queue_status.get(name)
             if prev is not None and prev[0] == status and prev[1] == why[:1]:
                 continue
-            cur_conds = (obj.get("status") or {}).get("conditions")
+            cur_conds = writer.status_of(obj).get("conditions")
             if why:
                 conds, _ = set_condition(
                     cur_conds, "JobsWaiting", "True", "Waiting", why[0][:4096], format_time(now)
