@@ -881,8 +881,9 @@ def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_wr
     server: FakeServer,
 ) -> None:
     """PodGroup status through the binding loop: write_status returns at once; a refused write (503) is
-    tried again after backoff with the fields that came meanwhile folded in; the Event about the group
-    is posted after its status landed, and an identical Event again is not posted."""
+    tried again after backoff with the fields that came meanwhile folded in, and status_of answers with
+    them until the cache has them; the Event about the group is posted after its status landed, and an
+    identical Event again is not posted."""
     from types import SimpleNamespace
 
     from kdra.kube.bindloop import BindLoop
@@ -922,6 +923,8 @@ def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_wr
     t0 = time.monotonic()
     assert writer.write_status(group, {"phase": "Pending"})
     assert writer.write_status(group, {"scheduled": 0})  # folded into the waiting write
+    # what the next write builds on: the fields asked for, though the cache does not have them yet
+    assert writer.status_of(group) == {"phase": "Pending", "scheduled": 0}
     writer.event(group, "Warning", "Unschedulable", "waiting for 3 members")
     writer.event(group, "Warning", "Unschedulable", "waiting for 3 members")  # a repeat: not posted
     assert time.monotonic() - t0 < 0.5  # nothing waited for the API server
@@ -931,3 +934,63 @@ def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_wr
     assert sent == [("PATCH", path), ("PATCH", path), ("POST", "/api/v1/namespaces/ns/events")]
     assert patched == [{"phase": "Pending", "scheduled": 0}]
     assert applied and applied[-1][1]["status"] == {"phase": "Pending", "scheduled": 0}
+    assert writer.status_of(group) == {}  # caught up: the cache's own (here never updated) again
+
+
+@pytest.mark.parametrize("path", ["binding cycle", "in the loop"])
+def test_a_pending_pods_status_write_in_flight_lands_before_its_binding(
+    server: FakeServer, path: str
+) -> None:
+    """The PodScheduled=False patch of a pending pod goes out on the binding loop; when the pod is bound
+    while it is still in flight (a binding cycle, or pods/binding from the scheduling loop), the binding
+    waits for it: landing after the binding, it would mark a bound pod unschedulable."""
+    from types import SimpleNamespace
+
+    from kdra.kube.binder import KubeBinder, _PendingStatus
+    from kdra.kube.bindjob import BindJob
+    from kdra.scheduler.podinfo import PodInfo
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "pu", "resourceVersion": "1"},
+        "spec": {"containers": []},
+    }
+    release = threading.Event()
+    landed: list[str] = []
+
+    def status(h: Handler, q: Any, body: Any) -> None:
+        release.wait(10)
+        landed.append("PodScheduled=False")
+        h.reply(200, dict(pod, status=body["status"]))
+
+    def binding(h: Handler, q: Any, body: Any) -> None:
+        landed.append("binding")
+        h.reply(201, {"kind": "Status", "status": "Success"})
+
+    server.routes[("PATCH", "/api/v1/namespaces/ns/pods/p/status")] = status
+    server.routes[("POST", "/api/v1/namespaces/ns/pods/p/binding")] = binding
+    server.routes[("POST", "/api/v1/namespaces/ns/events")] = lambda h, q, b: h.reply(201, b)
+    client = client_for(server)
+    store = SimpleNamespace(
+        client=client,
+        watch=lambda *a, **k: None,
+        try_get=lambda kind, name, namespace="": pod,
+        apply_written=lambda kind, obj: obj,
+        bind=client.bind,
+    )
+    binder = KubeBinder(store, None, scheduler_name="kdra", identity="t", bind_workers=4)  # type: ignore[arg-type]
+    why = "0/1 nodes are available: 1 cannot allocate all claims."
+    binder._record_status(_PendingStatus("ns", "p", "pu", "Unschedulable", why, why), 0.0)
+    wait_for(lambda: any(m == "PATCH" for m, *_ in server.log), 10, "the status write sent")
+    threading.Timer(0.5, release.set).start()  # the status write answered half a second later
+    pi = PodInfo(pod)
+    if path == "binding cycle":
+        job = BindJob(pi, "n1", [], [])
+        binder.inflight[pi.uid] = job
+        binder._submit(job)
+    else:
+        binder._bind(SimpleNamespace(dra=SimpleNamespace(choices={})), pi, "n1", None, None)  # type: ignore[arg-type]
+    wait_for(lambda: len(landed) == 2, 10, "both writes")
+    binder._loop.close(wait=True)
+    assert landed == ["PodScheduled=False", "binding"]

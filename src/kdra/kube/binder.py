@@ -109,6 +109,7 @@ class _StatusWrite:
     event_posted: bool = False
     error: StoreError | None = None
     future: concurrent.futures.Future[None] | None = None
+    finished: bool = False  # taken in by the loop thread (_finish_status)
 
 
 class KubeBinder:
@@ -246,12 +247,17 @@ class KubeBinder:
                 raise
             return
         # In the loop: pods/binding, retried while the API server is unreachable; the Scheduled Event.
+        self._status_next.pop(pi.uid, None)  # being bound: nothing more to explain
+        w = self._status_writes.get(pi.uid)
+        if w is not None and w.future is not None:
+            w.future.result()  # a status write still in flight lands first, never after the binding
+            self._finish_status(w, time.time())
         deadline = time.monotonic() + self.bind_timeout
         delay = 0.2
         while True:
             try:
                 self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
-                self._event_text.pop(pi.uid, None)
+                self._bound(pi.uid)
                 self._loop.events.post(
                     pod_event(
                         pi.pod,
@@ -386,6 +392,9 @@ class KubeBinder:
     def _finish_status(self, w: _StatusWrite, now: float) -> None:
         """Apply a pending pod's status write (loop thread): the written pod into the cache, the Event's
         text remembered, a failure tried again after backoff; then the explanation that waited for it."""
+        if w.finished:
+            return
+        w.finished = True
         ps = w.status
         self._status_writes.pop(ps.uid, None)
         if w.written is not None:
@@ -463,11 +472,11 @@ class KubeBinder:
         """One binding cycle, once a slot is free; its outcome to `finish_binds`, then its Scheduled
         Events to the poster. Cycles that had not started when leadership ended never do."""
         jobs = unit.jobs if isinstance(unit, GroupBindJob) else [unit]
-        for job in jobs:  # a status write still in flight lands first, never after the binding
-            w = self._status_writes.get(job.pi.uid)
-            if w is not None and w.future is not None:
-                await asyncio.wrap_future(w.future)
         try:
+            for job in jobs:  # a status write still in flight lands first, never after the binding
+                w = self._status_writes.get(job.pi.uid)
+                if w is not None and w.future is not None:
+                    await asyncio.wrap_future(w.future)
             async with self._loop.slots:
                 if self.stopped:  # nothing was written
                     for job in jobs:
@@ -545,11 +554,17 @@ class KubeBinder:
         for obj in job.written:
             self.kstore.apply_written("ResourceClaim", obj)
         if not job.error:
-            self._event_text.pop(uid, None)
+            self._bound(uid)
             return
         self.bind_failures += 1
         log.warning("binding cycle of %s: %s", job.pi.key, job.error)
         sched.bind_failed(job.pi, job.error, job.allocate, job.gone, now)
+
+    def _bound(self, uid: str) -> None:
+        """The pod is bound: nothing pending to explain any more (the cache may not show its node yet)."""
+        self._event_text.pop(uid, None)
+        self._status_retry.pop(uid, None)
+        self._status_next.pop(uid, None)
 
     def stop(self) -> None:
         """Leadership ended (any thread may call this): binding cycles not started yet never start and
