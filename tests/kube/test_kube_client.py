@@ -914,7 +914,7 @@ def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_wr
     )
     store = SimpleNamespace(client=client, apply_written=lambda kind, obj: applied.append((kind, obj)))
     writer = KubeStatusWriter(store, "kdra", "test")  # type: ignore[arg-type]
-    writer.use(binder)
+    writer.use(binder)  # type: ignore[arg-type]
     group = {
         "apiVersion": "kdra.dev/v1alpha1",
         "kind": "PodGroup",

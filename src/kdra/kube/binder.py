@@ -441,7 +441,7 @@ class KubeBinder:
         return min((ps.due for ps in self._status_retry.values()), default=None)
 
     # -- other writes off the loop (kdra.kube.session's status writer) -------------------------------------
-    def submit(self, coro: Coroutine[Any, Any, None], *, background: bool = False) -> None:
+    def submit(self, coro: Coroutine[object, None, None], *, background: bool = False) -> None:
         """Run `coro` on the binding loop (RuntimeError once it is closed); a `background` one is cancelled
         at close instead of waited for (it may be retrying for as long as the API server is away)."""
         self._loop.submit(coro, background=background)

@@ -1109,14 +1109,15 @@ class KubeClient:
         self,
         kind: str,
         name: str,
-        patch: Any,
+        patch: Obj | Sequence[Obj],
         namespace: str | None = None,
         subresource: str | None = None,
         patch_type: str = "merge",
         api_version: str | None = None,
     ) -> Obj:
+        """PATCH on the binding loop (patch, on its transport)."""
         path = resource_path(kind, namespace, name, subresource, api_version)
-        result: Obj = await self.arequest("PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type])
+        result = cast(Obj, await self.arequest("PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type]))
         return result
 
     def apply(self, obj: Obj, field_manager: str, *, force: bool = True) -> Obj:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 from kdra.api.types import Obj
 from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError
-from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX
+from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX, KubeBinder
 from kdra.kube.client import FencedError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
@@ -72,14 +73,14 @@ class KubeStatusWriter:
         self.instance = instance
         self.writes = 0
         self.events = 0
-        self._binder: Any = None
+        self._binder: KubeBinder | None = None
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str, str], _ObjectWrite] = {}  # waiting or being written
         self._ahead: dict[tuple[str, str, str], _ObjectWrite] = {}  # the cache not caught up (loop thread)
         self._last_event: dict[tuple[str, str, str], tuple[str, str, str]] = {}
 
-    def use(self, binder: Any) -> None:
-        """Write on `binder`'s loop (kdra.kube.binder.KubeBinder: submit, in_loop_thread, post_event)."""
+    def use(self, binder: KubeBinder) -> None:
+        """Write on `binder`'s loop (its submit, in_loop_thread and post_event)."""
         self._binder = binder
 
     @staticmethod
@@ -107,7 +108,7 @@ class KubeStatusWriter:
                 key[0], key[2], meta.get("namespace") or None, obj.get("apiVersion"), dict(status)
             )
         try:
-            self._binder.submit(self._write(key, w), background=True)
+            self._binder.submit(self._write(self._binder, key, w), background=True)
         except RuntimeError:  # the binding loop is closed: this process is done scheduling
             with self._lock:
                 self._pending.pop(key, None)
@@ -143,7 +144,10 @@ class KubeStatusWriter:
         self.store.apply_written(kind, out)
         return True
 
-    async def _write(self, key: tuple[str, str, str], w: _ObjectWrite) -> None:
+    def _applied(self, kind: str, out: Obj, now: float) -> None:
+        self.store.apply_written(kind, out)
+
+    async def _write(self, binder: KubeBinder, key: tuple[str, str, str], w: _ObjectWrite) -> None:
         """Write what waits for this object until nothing does (on the binding loop)."""
         client, attempts = self.store.client, 0
         while True:
@@ -152,7 +156,7 @@ class KubeStatusWriter:
                 events, w.events = w.events, []
                 if not fields and not events:
                     del self._pending[key]
-                    self._binder.in_loop_thread(lambda now: self._caught_up(key, w))
+                    binder.in_loop_thread(lambda now: self._caught_up(key, w))
                     return
             try:
                 if fields:
@@ -160,7 +164,7 @@ class KubeStatusWriter:
                         w.kind, w.name, {"status": fields}, w.namespace, "status", api_version=w.api_version
                     )
                     self.writes += 1
-                    self._binder.in_loop_thread(lambda now, out=out: self.store.apply_written(w.kind, out))
+                    binder.in_loop_thread(functools.partial(self._applied, w.kind, out))
             except (NotFoundError, FencedError):
                 continue  # the object is gone, or this replica no longer leads: nothing to post about
             except InvalidObjectError as e:
@@ -179,7 +183,7 @@ class KubeStatusWriter:
                 continue
             attempts = 0
             for ev in events:
-                self._binder.post_event(ev)
+                binder.post_event(ev)
                 self.events += 1
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:
