@@ -318,7 +318,9 @@ class KubeBinder:
         text, event_text = unschedulable_messages(message, explanation)
         reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
         pending = _PendingStatus(pi.namespace, pi.name, pi.uid, reason, text, event_text)
-        self._status_retry.pop(pi.uid, None)
+        refused = self._status_retry.pop(pi.uid, None)
+        if refused is not None:  # a newer explanation replaces the one waiting to be tried again: its
+            pending.attempts = refused.attempts  # failures still count, so its landing is reported
         self._record_status(pending, now)
 
     # -- pending pods' status --------------------------------------------------------------------------
@@ -425,7 +427,8 @@ class KubeBinder:
             )
         waiting = self._status_next.pop(ps.uid, None)
         if waiting is not None:
-            self._status_retry.pop(ps.uid, None)
+            if self._status_retry.pop(ps.uid, None) is not None:
+                waiting.attempts = max(waiting.attempts, ps.attempts)
             self._record_status(waiting, now)
 
     def retry_status_writes(self, now: float) -> int:
