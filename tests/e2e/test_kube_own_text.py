@@ -75,7 +75,10 @@ def test_pods_of_one_shape_in_two_namespaces_are_explained_with_their_own_claims
             def explained() -> bool:
                 for ns in spaces:
                     for pod in ("big", "huge", "g-0", "g-1"):
-                        if not scheduled_message(kube, ns, pod):
+                        said = scheduled_message(kube, ns, pod)
+                        # a member's own attempt is written first, the gang's verdict after it (its pods'
+                        # status writes land in order, off the scheduling loop): wait for the verdict
+                        if not said or (pod.startswith("g-") and "fits nowhere" not in said):
                             return False
                         if not any(
                             e["reason"] == "FailedScheduling" for e in events_for(kube, ns, pod, "Pod")
