@@ -218,3 +218,26 @@ def test_upstream_1_35_workload_ref_one_gang_per_replica() -> None:
     spec = gq.gangs.spec("default/lws/leaders/1")
     assert spec is not None and spec.min_count == 2
     assert "only 0 of the 2 members" in condition(s, "r1-0")
+
+
+def test_an_elastic_gangs_condition_counts_every_member_placed() -> None:
+    """minMember 2 of 5: the first two bind together, the other three join one by one later; the
+    condition counts the members bound, not those of the last session."""
+    s = MemoryStore()
+    fleet(s, 2)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("elastic", 2))
+    gang_pods(s, "elastic", 2, gpus=1)
+    sched.run(0)
+    pg = s.get("PodGroup", "elastic", "default")["status"]
+    assert pg["conditions"][0]["message"] == "2 members placed"
+    from builders import pod
+
+    for i in range(2, 5):
+        p = pod(f"elastic-{i:03d}", cpu="1", template_name="elastic-t")
+        p["metadata"]["annotations"] = {"kdra.dev/pod-group": "elastic"}
+        s.create(p)
+        sched.run(i)
+    assert len(bound(s, "elastic")) == 5
+    pg = s.get("PodGroup", "elastic", "default")["status"]
+    assert pg["conditions"][0]["message"] == "5 members placed" and pg["scheduled"] == 5

@@ -73,7 +73,9 @@ class RefusingEvictor(StoreEvictor):
         self.asked.extend(names)
         return {n: "Cannot evict pod as it would violate the pod's disruption budget." for n in names}
 
-    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
+    def evict(
+        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+    ) -> EvictionOutcome:
         names = [f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods]
         self.asked.extend(names)
         return EvictionOutcome(
@@ -364,7 +366,8 @@ def test_each_preemptor_evicts_only_what_it_needs_and_a_second_one_takes_what_th
     for victim, where in (("low-whole", "n0"), ("low-half", "n1")):
         msg = (condition_of(store, victim, "DisruptionTarget") or {}).get("message", "")
         by = next(k for k, v in placed.items() if v == where)
-        assert f"default/{by} " in msg, (victim, msg, placed)
+        uid = store.get("Pod", by, "default")["metadata"]["uid"]
+        assert f"preempted by pod {uid} " in msg, (victim, msg, placed)  # by uid, as kube-scheduler names it
 
 
 def test_a_victim_on_a_node_the_preemptor_does_not_take_is_spared() -> None:

@@ -1141,13 +1141,19 @@ class KubeClient:
         *,
         grace_period: int | None = None,
         resource_version: str | None = None,
+        uid: str | None = None,
         missing_ok: bool = False,
     ) -> Obj | None:
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period is not None:
             body["gracePeriodSeconds"] = grace_period
+        preconditions = {}
         if resource_version:
-            body["preconditions"] = {"resourceVersion": resource_version}
+            preconditions["resourceVersion"] = resource_version
+        if uid:
+            preconditions["uid"] = uid  # not a newer object of the same name
+        if preconditions:
+            body["preconditions"] = preconditions
         try:
             result = self.request("DELETE", resource_path(kind, namespace, name), body)
         except NotFoundError:

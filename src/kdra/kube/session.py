@@ -1,14 +1,19 @@
 """The scheduling session's seams on a live cluster (kdra.scheduler.seams): evictions through the Eviction
 API and status written through the API.
 
-`KubeEvictor` evicts a preemption's or reclaim's victims (or a stale gang) with policy/v1 Evictions, so
-PodDisruptionBudgets are respected: first a dry run of every victim (one refusal and nothing is evicted:
-a gang is evicted whole or not at all), then the evictions. The API server marks an evicted pod with
-DisruptionTarget; kdra's patch then gives it kube-scheduler's reason (PreemptionByScheduler) and says who
-preempted it, and a `Preempted` Event goes to the victim. Where the Eviction API is not allowed (403,
-404, 405), the victim is deleted with that DisruptionTarget condition, as kube-scheduler preempts. The
-victims terminate gracefully (their kubelet, KWOK in the tests, finishes them); kube-controller-manager
-releases their claims. A refusal (429, the budget) is reported and the victim is not counted as freed.
+`KubeEvictor` evicts a preemption's or reclaim's victims (or a stale gang). Every victim is marked first,
+in one pods/status write each: DisruptionTarget (kube-scheduler's reason, PreemptionByScheduler, and what it
+is evicted for) and the record `kdra.dev/evicted-for` (the uid of the pod it makes room for), so the whole
+decision is on the API before anything goes. Then a victim no PodDisruptionBudget covers is deleted, as
+kube-scheduler preempts; one a budget covers is evicted with a policy/v1 Eviction, so the budget is
+respected (the API server then replaces DisruptionTarget with its own, EvictionByEvictionAPI; the record
+stays). Which victims a budget
+protects kdra reads from the budgets' status (disruptionsAllowed) before it chooses, as kube-scheduler does:
+no dry run (one only where the budgets cannot be read). A victim terminating, or asked for by this process
+already, is not asked for again. Where the Eviction API is not allowed (403, 404, 405) the victim is deleted.
+A refusal (429, the budget changed) is reported, the victim's record cleared, and it is not counted as
+freed; a `Preempted` Event goes to each victim evicted. The victims terminate gracefully (their kubelet,
+KWOK in the tests, finishes them); kube-controller-manager releases their claims.
 
 `KubeStatusWriter` sets status fields with a merge patch on the object's status subresource (the path
 follows the object's apiVersion: kdra, upstream scheduling.k8s.io, KAI or Volcano) and posts Events with
@@ -28,12 +33,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.types import Obj
-from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError
+from kdra.cluster.selectors import from_label_selector
+from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError, WatchEvent
+from kdra.errors import InputError
 from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX, KubeBinder
 from kdra.kube.client import FencedError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
-from kdra.scheduler.seams import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, EvictionOutcome
+from kdra.scheduler.seams import (
+    DISRUPTION_TARGET,
+    EVICTED_FOR_ANNOTATION,
+    EVICTED_WHOLE,
+    PREEMPTION_BY_SCHEDULER,
+    EvictionOutcome,
+)
 
 log = logging.getLogger("kdra.kube.session")
 
@@ -212,12 +225,70 @@ class KubeStatusWriter:
 
 
 class KubeEvictor:
+    """Victims evicted on a live cluster; see the module docstring."""
+
     def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
         self.store = store
         self.component = component
         self.instance = instance
         self.evictions = 0
-        self.refused = 0  # evictions refused (dry runs included)
+        self.refused = 0  # evictions refused (what a budget protects, dry runs included)
+        self.dry_runs = 0
+        self.deletes = 0  # victims no budget covers, deleted as kube-scheduler preempts
+        # uid -> pod key of victims evicted by this process and not gone yet: never asked for twice
+        self._sent: dict[str, str] = {}
+        store.watch(self._on_pod, kinds=("Pod",))
+
+    def _on_pod(self, ev: WatchEvent) -> None:
+        if ev.type == "DELETED":
+            self._sent.pop(ev.object["metadata"].get("uid", ""), None)
+
+    # -- budgets ---------------------------------------------------------------------------------------
+    def _informed(self) -> bool:
+        return bool(self.store.served("PodDisruptionBudget"))
+
+    def _budgets(self, pod: Obj) -> list[Obj]:
+        """The PodDisruptionBudgets that select `pod` (policy/v1: an empty selector selects every pod of
+        the namespace), skipping those that count it as disrupted already."""
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        out = []
+        for pdb in self.store.list("PodDisruptionBudget", meta.get("namespace") or "default"):
+            if meta["name"] in ((pdb.get("status") or {}).get("disruptedPods") or {}):
+                continue
+            try:
+                sel = from_label_selector((pdb.get("spec") or {}).get("selector"))
+            except InputError:
+                continue
+            if sel.matches(labels):
+                out.append(pdb)
+        return out
+
+    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
+        """Which victims a budget protects, from the budgets' status (disruptionsAllowed, less the
+        victims of this set it already covers), as kube-scheduler's preemption reads them; no API call.
+        Without the budgets informed (not served to kdra), a dry-run eviction of each."""
+        if not self._informed():
+            return self._dry_run(pods, set())
+        allowed: dict[tuple[str, str], int] = {}
+        refused = {}
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") or meta.get("uid") in self._sent:
+                continue
+            ns = meta.get("namespace") or "default"
+            for pdb in self._budgets(pod):
+                key = (ns, pdb["metadata"]["name"])
+                left = allowed.get(key, int((pdb.get("status") or {}).get("disruptionsAllowed") or 0))
+                allowed[key] = left - 1
+                if left <= 0:
+                    refused[f"{ns}/{meta['name']}"] = (
+                        "Cannot evict pod as it would violate the pod's disruption budget "
+                        f"(PodDisruptionBudget {pdb['metadata']['name']} allows {max(0, left)} more)."
+                    )
+                    break
+        self.refused += len(refused)
+        return refused
 
     def _dry_run(self, pods: Sequence[Obj], fallback: set[str]) -> dict[str, str]:
         """Dry-run evictions (the API server checks the budgets, nothing is evicted); pods the Eviction
@@ -225,10 +296,11 @@ class KubeEvictor:
         refused = {}
         for pod in pods:
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp"):
+            if meta.get("deletionTimestamp") or meta.get("uid") in self._sent:
                 continue
             key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
             try:
+                self.dry_runs += 1
                 self.store.client.evict(
                     meta.get("namespace") or "default", meta["name"], uid=meta.get("uid"), dry_run=True
                 )
@@ -239,60 +311,65 @@ class KubeEvictor:
                     fallback.add(key)
                     continue
                 refused[key] = _reason(e)
-        return refused
-
-    def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
-        refused = self._dry_run(pods, set())
         self.refused += len(refused)
         return refused
 
-    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
-        client = self.store.client
+    # -- evicting --------------------------------------------------------------------------------------
+    def evict(
+        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+    ) -> EvictionOutcome:
+        """Every victim is marked first (one status write each: DisruptionTarget with kube-scheduler's
+        reason and `message`, and the record `kdra.dev/evicted-for`), so that the whole decision is on
+        the API before anything is evicted; then each is deleted (no budget covers it: as kube-scheduler
+        preempts) or evicted (the Eviction API enforces its budget). A victim terminating, or asked for
+        by this process already, is not asked for again. With `dry_run_first`, nothing is evicted when a
+        budget protects one of them."""
         out = EvictionOutcome(released=False)
         live = []
         for pod in pods:
             meta = pod["metadata"]
-            ns, name = meta.get("namespace") or "default", meta["name"]
-            if meta.get("deletionTimestamp"):
-                out.evicted.append(f"{ns}/{name}")  # already going
-                continue
-            live.append(pod)
-        fallback: set[str] = set()
-        if dry_run_first:
-            out.refused = self._dry_run(live, fallback)
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            if meta.get("deletionTimestamp") or meta.get("uid") in self._sent:
+                out.evicted.append(key)  # already going
+            else:
+                live.append(pod)
+        if dry_run_first and live:
+            out.refused = self.refusals(live)
             if out.refused:
-                self.refused += len(out.refused)
                 return out
+        informed = self._informed()
+        marked = []
         for pod in live:
+            if self._mark(pod, message, evicted_for):
+                marked.append(pod)
+            else:
+                out.evicted.append(_key(pod))  # gone meanwhile
+        for pod in marked:
             meta = pod["metadata"]
-            ns, name = meta.get("namespace") or "default", meta["name"]
-            key = f"{ns}/{name}"
+            key = _key(pod)
+            covered = not informed or bool(self._budgets(pod))
             try:
-                if key in fallback:
-                    self._mark(ns, name, message)
-                    client.delete("Pod", name, ns, missing_ok=True)
+                if covered:
+                    evict_pod(self.store.client, pod)
                 else:
-                    try:
-                        client.evict(ns, name, uid=meta.get("uid"))
-                    except StoreError as e:
-                        if e.code not in EVICTION_NOT_ALLOWED:
-                            raise
-                        self._mark(ns, name, message)
-                        client.delete("Pod", name, ns, missing_ok=True)
-                    else:
-                        self._mark(ns, name, message)
+                    self.store.client.delete(
+                        "Pod", meta["name"], meta.get("namespace") or "default", uid=meta.get("uid")
+                    )
+                    self.deletes += 1
             except NotFoundError:
                 out.evicted.append(key)
                 continue
             except StoreError as e:
                 out.refused[key] = _reason(e)
                 self.refused += 1
+                self._unmark(pod)
                 continue
             self.evictions += 1
+            self._sent[meta.get("uid", "")] = key
             out.evicted.append(key)
             node = (pod.get("spec") or {}).get("nodeName") or ""
             with contextlib.suppress(StoreError):
-                client.create(
+                self.store.client.create(
                     object_event(
                         pod,
                         "Preempted",
@@ -304,21 +381,69 @@ class KubeEvictor:
                 )
         return out
 
-    def _mark(self, ns: str, name: str, message: str) -> None:
-        """DisruptionTarget=True, reason PreemptionByScheduler, with who and why (kube-scheduler's patch)."""
+    def _mark(self, pod: Obj, message: str, evicted_for: str) -> bool:
+        """DisruptionTarget=True, reason PreemptionByScheduler, with why (kube-scheduler's patch, written
+        before the pod is deleted), and the record naming what it is evicted for. False: the pod is gone."""
+        meta = pod["metadata"]
         cond = {
             "type": DISRUPTION_TARGET,
             "status": "True",
             "reason": PREEMPTION_BY_SCHEDULER,
-            "message": message[:4096],
+            "message": f"{self.component}: {message}"[:4096],
             "lastTransitionTime": now_rfc3339(),
+        }
+        patch = {
+            "metadata": {"annotations": {EVICTED_FOR_ANNOTATION: evicted_for or EVICTED_WHOLE}},
+            "status": {"conditions": [cond]},
+        }
+        try:
+            self.store.apply_written(
+                "Pod",
+                self.store.client.patch(
+                    "Pod",
+                    meta["name"],
+                    patch,
+                    meta.get("namespace") or "default",
+                    "status",
+                    patch_type="strategic",
+                ),
+            )
+        except NotFoundError:
+            return False
+        except StoreError as e:  # the eviction goes on; only the record is missing
+            log.info("DisruptionTarget on %s: %s", _key(pod), e)
+        return True
+
+    def _unmark(self, pod: Obj) -> None:
+        """A refused victim is not evicted after all: its record goes (the condition turns False)."""
+        meta = pod["metadata"]
+        cond = {
+            "type": DISRUPTION_TARGET,
+            "status": "False",
+            "reason": "EvictionRefused",
+            "message": "the eviction was refused; the pod keeps running",
+            "lastTransitionTime": now_rfc3339(),
+        }
+        patch = {
+            "metadata": {"annotations": {EVICTED_FOR_ANNOTATION: None}},
+            "status": {"conditions": [cond]},
         }
         try:
             self.store.client.patch(
-                "Pod", name, {"status": {"conditions": [cond]}}, ns, "status", patch_type="strategic"
+                "Pod",
+                meta["name"],
+                patch,
+                meta.get("namespace") or "default",
+                "status",
+                patch_type="strategic",
             )
         except StoreError as e:
-            log.info("DisruptionTarget on %s/%s: %s", ns, name, e)
+            log.info("clearing the eviction record of %s: %s", _key(pod), e)
+
+
+def _key(pod: Obj) -> str:
+    meta = pod["metadata"]
+    return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
 
 def evict_pod(client: Any, pod: Obj) -> None:

@@ -102,7 +102,7 @@ class Source:
 
 
 # What the scheduling session reads (kdra.scheduler.gangqueues): gang, queue, topology and shard objects of
-# every shape it accepts (kdra.scheduler.gang, .queues). All optional.
+# every shape it accepts (kdra.scheduler.gang, .queues), and disruption budgets. All optional.
 SESSION_SOURCES: tuple[Source, ...] = (
     Source("PodGroup", optional=True),
     Source("PodGroup", "scheduling.k8s.io", ("v1beta1", "v1alpha2"), optional=True),
@@ -117,6 +117,8 @@ SESSION_SOURCES: tuple[Source, ...] = (
     Source("Topology", "kai.scheduler", optional=True),
     Source("SchedulingShard", optional=True),
     Source("SchedulingShard", "kai.scheduler", optional=True),
+    # Which victims a budget protects (kdra.kube.session.KubeEvictor), as kube-scheduler reads them.
+    Source("PodDisruptionBudget", optional=True),
 )
 
 

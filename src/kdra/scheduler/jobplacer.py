@@ -291,8 +291,12 @@ class JobPlacer:
                     note = ""
                     if search is not None and search.reassigned:
                         note = f"; gang-wide device search re-assigned {search.reassigned} member(s)' devices"
+                    # Every member placed so far (an elastic gang's later members join those bound before).
+                    placed = len(self.gangs.bound.get(gang.key, ())) + len(
+                        self.gangs.succeeded.get(gang.key, ())
+                    )
                     self.status.set_group_condition(
-                        gang, "True", "Scheduled", f"{len(waiting)} members placed{where}{note}"
+                        gang, "True", "Scheduled", f"{max(placed, len(waiting))} members placed{where}{note}"
                     )
                 return True, None
             msg = broken or f"{job.label} waits: {verdict}"

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"  # kube-scheduler's DisruptionTarget reason
+# The record on a victim, written before it is evicted: the uid of the pod its eviction makes room for
+# (a preemptor's or reclaimer's first member), or EVICTED_WHOLE when nothing waits for it (a stale gang).
+# A restarted scheduler finishes and holds what it names (the Eviction API replaces DisruptionTarget with
+# its own condition; annotations it leaves).
+EVICTED_FOR_ANNOTATION = "kdra.dev/evicted-for"
+EVICTED_WHOLE = "-"
 
 
 @dataclass
@@ -202,9 +208,12 @@ class Evictor(Protocol):
         """Which of `pods` would not be evicted now, and why (a dry run: nothing is evicted)."""
         ...
 
-    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
+    def evict(
+        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+    ) -> EvictionOutcome:
         """Evict `pods` (all or, where the world refuses some, as many as it accepts); `message` says who
-        wanted it and why. With `dry_run_first`, nothing is evicted unless every pod would be."""
+        wanted it and why, `evicted_for` the uid of the pod it makes room for (EVICTED_FOR_ANNOTATION).
+        With `dry_run_first`, nothing is evicted unless every pod would be."""
         ...
 
 
@@ -238,7 +247,9 @@ class StoreEvictor:
     def refusals(self, pods: Sequence[Obj]) -> dict[str, str]:
         return {}
 
-    def evict(self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True) -> EvictionOutcome:
+    def evict(
+        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+    ) -> EvictionOutcome:
         from kdra.scheduler.preemption import evict
 
         out = EvictionOutcome()

@@ -69,9 +69,7 @@ class Preempt(Action):
             add(total, v.usage)
             if covers(total, job.need):
                 trials += 1
-                if rt.victims.try_with_victims(
-                    job, chosen, f"preempted by {job.label} (priority {job.priority})", session.results
-                ):
+                if rt.victims.try_with_victims(job, chosen, session.results):
                     rt.status.reasons.pop(job.key, None)
                     return True
                 if trials >= gq.options.max_victim_trials:
@@ -105,9 +103,7 @@ class Preempt(Action):
                 if trials >= gq.options.max_victim_trials:
                     return False
                 trials += 1
-                if rt.victims.try_with_victims(
-                    job, victims[:k], f"preempted by {job.label} (priority {job.priority})", session.results
-                ):
+                if rt.victims.try_with_victims(job, victims[:k], session.results):
                     rt.status.reasons.pop(job.key, None)
                     return True
         return False

@@ -110,8 +110,7 @@ class Reclaim(Action):
             add(total, v.usage)
             if covers(total, job.need):
                 trials += 1
-                msg = f"reclaimed by queue {rq} for {job.label}"
-                if rt.victims.try_with_victims(job, chosen, msg, session.results):
+                if rt.victims.try_with_victims(job, chosen, session.results, reclaimer=rq):
                     rt.status.reasons.pop(job.key, None)
                     return True
                 if trials >= gq.options.max_victim_trials:
