@@ -517,6 +517,35 @@ def test_stale_events_are_skipped_after_own_writes(server: FakeServer) -> None:
     assert len(events) == 1
 
 
+def test_a_write_answered_before_the_deletion_does_not_bring_the_object_back(server: FakeServer) -> None:
+    """A binding cycle's claim write is applied after the claim's DELETED event (its pod was deleted, the
+    claim with it): the deleted object stays gone (it held devices in kdra's view for good); one created
+    again afterwards (a newer resourceVersion) is taken in."""
+
+    def list_nodes(h: Handler, q: dict[str, list[str]], body: Any) -> None:
+        if "watch" in q:
+            time.sleep(0.2)
+            h.stream([])
+            return
+        h.reply(200, {"metadata": {"resourceVersion": "10"}, "items": [node("a", 5)]})
+
+    server.routes[("GET", "/api/v1/nodes")] = list_nodes
+    store = KubeStore(client_for(server), kinds=("Node",)).start()
+    events: list[WatchEvent] = []
+    store.watch(events.append)
+    try:
+        store.inbox.put(("event", "Node", "DELETED", node("a", 21)))
+        store.process_events()
+        store.apply_written("Node", node("a", 20, {"written": "yes"}))
+        assert store.try_get("Node", "a") is None
+        store.inbox.put(("event", "Node", "ADDED", node("a", 25, {"again": "yes"})))
+        store.process_events()
+    finally:
+        store.stop()
+    assert store.get("Node", "a")["metadata"]["labels"] == {"again": "yes"}
+    assert [e.type for e in events] == ["DELETED", "ADDED"]
+
+
 def test_update_with_retry_rereads_the_live_object_on_conflict(server: FakeServer) -> None:
     live = {"rv": 40}
     puts: list[str] = []

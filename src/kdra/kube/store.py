@@ -26,6 +26,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,7 @@ SCHEDULER_KINDS: tuple[str, ...] = (
 )
 
 Key = tuple[str, str]
+TOMBSTONES = 10_000  # deleted objects remembered (KubeStore._deleted)
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
@@ -265,6 +267,10 @@ class KubeStore(Store):
         self.watch_timeout = watch_timeout
         self.probe_period = probe_period
         self._objects: dict[str, dict[Key, Obj]] = {sid: {} for sid in self.sources}
+        # (source, key) -> resourceVersion of its deletion, the latest TOMBSTONES: a write's answer applied
+        # after the object's DELETED event must not bring it back (a claim written, then deleted with its
+        # pod, would hold its devices in kdra's view for good).
+        self._deleted: OrderedDict[tuple[str, Key], int] = OrderedDict()
         self._rv = 0
         self.inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()  # the reflectors' events and relists
         self.stopping = threading.Event()  # set by stop(): the reflectors end
@@ -347,13 +353,14 @@ class KubeStore(Store):
         for key in sorted(set(table) - set(fresh)):
             cached = table[key]
             if not items or rv_int(cached["metadata"].get("resourceVersion")) <= list_rv:
-                n += self._apply(sid, "DELETED", cached)
+                n += self._apply(sid, "DELETED", cached, deleted_at=list_rv)
         for obj in items:
             n += self._apply(sid, "MODIFIED", obj)
         return n
 
-    def _apply(self, sid: str, etype: str, obj: Obj) -> int:
-        """One event into the cache (skipped when stale) and out to the handlers."""
+    def _apply(self, sid: str, etype: str, obj: Obj, deleted_at: int = 0) -> int:
+        """One event into the cache (skipped when stale) and out to the handlers. `deleted_at`: for a
+        deletion found by a relist, the list's resourceVersion (the object's own is older)."""
         table = self._objects[sid]
         kind = self.sources[sid].kind
         key = _key(kind, obj)
@@ -365,9 +372,18 @@ class KubeStore(Store):
                 return 0
             del table[key]
             self.events_applied += 1
+            self._deleted[(sid, key)] = max(rv, deleted_at)
+            if len(self._deleted) > TOMBSTONES:
+                self._deleted.popitem(last=False)
             self._emit(WatchEvent("DELETED", kind, obj, cached))
             return 1
-        if cached is not None:
+        if cached is None:
+            gone = self._deleted.get((sid, key))
+            if gone is not None:
+                if rv <= gone:
+                    return 0  # an answer older than the object's deletion
+                del self._deleted[(sid, key)]  # created again
+        else:
             if rv_int(cached["metadata"].get("resourceVersion")) >= rv:
                 return 0
             # Keep the spec object when it did not change: the scheduler tells a status-only update of a
