@@ -46,6 +46,10 @@ class VirtualClock:
     def format(t: float) -> str:
         return format_time(t)
 
+    @staticmethod
+    def parse(text: str) -> float:
+        return parse_time(text)
+
 
 class WallClock:
     """Seconds since the Unix epoch (time.time); what a scheduler on a live cluster decides by."""
@@ -56,6 +60,26 @@ class WallClock:
     @staticmethod
     def format(t: float) -> str:
         return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @staticmethod
+    def parse(text: str) -> float:
+        return _rfc3339(text).timestamp()
+
+
+def _rfc3339(text: str) -> _dt.datetime:
+    t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return t if t.tzinfo is not None else t.replace(tzinfo=_dt.UTC)
+
+
+def parse_time(text: str) -> float:
+    """A virtual time from a timestamp written with `format_time`."""
+    return (_rfc3339(text) - EPOCH).total_seconds()
+
+
+def parser(clock: Callable[[], float] | Any) -> Callable[[str], float]:
+    """How `clock` reads a timestamp an object carries (the inverse of `formatter`)."""
+    parse = getattr(clock, "parse", None)
+    return parse if callable(parse) else parse_time
 
 
 def formatter(clock: Callable[[], float] | Any) -> Callable[[float], str]:

@@ -19,6 +19,7 @@ from kdra.allocator.preference import SortKey
 from kdra.api.pods import entry_claim_names, pod_claim_names, reserved_for
 from kdra.api.types import Obj
 from kdra.api.workloadapi import claims_enabled, group_claim_name, pod_group_claims, pod_group_name
+from kdra.cluster.clock import parser
 from kdra.cluster.store import WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
@@ -181,8 +182,12 @@ class QueueState:
             for uid, node in list(sched.cache.assigned.items()):
                 ni = sched.cache.node_by_name.get(node)
                 pi = ni.pods.get(uid) if ni is not None else None
-                if pi is not None and uid not in self.accounting:
-                    self.account(pi.pod)
+                if pi is None or uid in self.accounting:
+                    continue
+                pod = sched.store.try_get("Pod", pi.name, pi.namespace) or pi.pod
+                if pod["metadata"].get("deletionTimestamp"):
+                    continue  # terminating: no longer its queue's (as on_pod has it)
+                self.account(pod, self._bound_at(pod))
         opening.fair_shares = self.fair_shares
         opening.queue_order = self.queue_order
         opening.admit = self.admit
@@ -228,7 +233,7 @@ class QueueState:
         elif pod["metadata"].get("deletionTimestamp"):
             self.accounting.unaccount(uid)  # terminating (evicted, deleted): no longer its queue's
         elif (pod.get("spec") or {}).get("nodeName") and uid not in self.accounting and self.opened:
-            self.account(pod)
+            self.account(pod, self._bound_at(pod))  # bound before (a restart) or by another scheduler
 
     def _on_bound(self, pi: PodInfo, node: str) -> None:
         """The scheduler decided to bind `pi`: it counts for its queue and gang from now on, before the
@@ -255,6 +260,12 @@ class QueueState:
                     caps[d.key] = {n: float(c.value.value()) for n, c in d.capacity.items()}
             self._dev_caps = (index, caps)
         return self._dev_caps[1].get(key, {})
+
+    def pod_usage(self, pod: Mapping[str, Any]) -> Vector:
+        """What a pod holds, in queue resources (its cpu and memory, its allocated claims' devices)."""
+        from kdra.scheduler.podinfo import PodInfo
+
+        return self._pod_usage(pod, PodInfo(pod).requests)
 
     def _pod_usage(self, pod: Mapping[str, Any], requests: Mapping[str, int]) -> Vector:
         out = pod_core_usage(requests)
@@ -299,7 +310,26 @@ class QueueState:
         for claim, alloc in claims:
             add(into, allocation_usage(claim, alloc, self.device_capacity, self.capacity_dims))
 
-    def account(self, pod: Mapping[str, Any]) -> None:
+    def _bound_at(self, pod: Mapping[str, Any]) -> float:
+        """When a pod the scheduler did not just bind was bound, from its PodScheduled condition (else its
+        start): victims are chosen newest first, across a restart too."""
+        st = pod.get("status") or {}
+        when = next(
+            (
+                c.get("lastTransitionTime")
+                for c in st.get("conditions") or []
+                if c.get("type") == "PodScheduled" and c.get("status") == "True"
+            ),
+            None,
+        ) or st.get("startTime")
+        if when:
+            try:
+                return min(self.now, parser(self.sched.clock)(str(when)))
+            except ValueError:
+                pass
+        return self.now
+
+    def account(self, pod: Mapping[str, Any], start: float | None = None) -> None:
         from kdra.scheduler.podinfo import PodInfo
 
         uid = pod["metadata"].get("uid", "")
@@ -310,7 +340,13 @@ class QueueState:
         prio = gang.priority if gang is not None and gang.priority is not None else pi.priority
         pre = not (gang is not None and gang.preemptible is False)
         u = PodUsage(
-            queue, self._pod_usage(pod, pi.requests), self.now, gk or f"pod:{pi.key}", prio, pre, pi.key
+            queue,
+            self._pod_usage(pod, pi.requests),
+            self.now if start is None else start,
+            gk or f"pod:{pi.key}",
+            prio,
+            pre,
+            pi.key,
         )
         self.accounting.account(uid, u)
 
