@@ -279,3 +279,46 @@ def test_writes_after_the_lease_ran_out_are_stale_whatever_their_answer(tmp_path
     stale_b = writes_after_lease_loss(evs, writer="(scheduler/b)", lease="kdra", renew_deadline=1.0)
     assert [v.message for v in stale_b] == ["patch pods/status ns/p0 -> 200, received before it led"]
     assert writes_after_lease_loss(evs, writer="(scheduler/a)", lease="kdra", renew_deadline=2.5) == []
+
+
+def test_a_preemptions_outcome_forgotten_preemptor_excess_victims_and_intruder() -> None:
+    from kdra.testing.invariants import preemption_outcome
+
+    high = pod("high", "n1", "ch")
+    waiting = pod("high2")
+    waiting["status"] = {"nominatedNodeName": "n1"}
+    intruder = pod("intruder", "n1", "ci")
+    survivor = pod("low-b", "n1", "cb")
+    going = pod("low-c", "n1", "cc", deletionTimestamp="2026-01-01T00:00:00Z")
+    objs = [
+        *world(),
+        high,
+        waiting,
+        intruder,
+        survivor,
+        going,
+        claim("ch", "n1", "gpu-0", ["high"]),
+        claim("ci", "n1", "gpu-1", ["intruder"]),
+        claim("cb", "n1", "gpu-2", ["low-b"]),
+    ]
+    got = preemption_outcome(
+        FakeLister(objs),
+        "ns",
+        preemptors=["high", "high2"],
+        preemptible=["low-a", "low-b", "low-c"],  # low-a gone, low-c terminating: 2 victims
+        minimum=1,
+        intruders=["intruder"],
+        freed=["gpu.example.com/n1/gpu-1"],
+    )
+    assert sorted(v.rule for v in got) == ["excess-victims", "forgotten-preemptor", "intruder"], got
+    assert "nominated to n1" in next(v.message for v in got if v.rule == "forgotten-preemptor")
+    ok = preemption_outcome(
+        FakeLister(objs),
+        "ns",
+        preemptors=["high"],
+        preemptible=["low-a", "low-b", "low-c"],
+        minimum=2,
+        intruders=["intruder"],
+        freed=["gpu.example.com/n1/gpu-0"],
+    )
+    assert ok == []

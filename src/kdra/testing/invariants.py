@@ -22,6 +22,13 @@ and returns every violation of what must hold whatever crashed, paused or raced:
   `kdra.dev/pod-group` annotation or label, or the `gangs` argument), the number of bound members is 0 or
   at least the minimum.
 
+For a preemption (a fault test says which pods are which), `preemption_outcome(client, namespace, ...)`
+checks once the cluster settled: **no preemptor forgotten** (every preemptor bound), **victims minimal**
+(no more of the preemptible pods gone or going than the fewest that make room), **no intruder on freed
+devices** (no other pod holds a device the victims held). **No partial gang outside the binding window**
+is the partial-gang rule above, required of every check taken after the binding window (a fault test
+polls it from a restart on).
+
 From the API server's audit log (`ControlPlaneConfig(audit_log=True)`), `writes_after_lease_loss(...)`
 adds one more: **no write after the lease ran out**: a replica with leader election writes nothing once
 its renew deadline after its last successful Lease renewal has passed (whatever the write's answer: a 504
@@ -404,6 +411,68 @@ def _gang_of(pod: Mapping[str, Any]) -> str | None:
 
 def _ns(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("namespace"))
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and not _terminal(pod)
+
+
+def devices_of(client: Lister, namespace: str, pods: Iterable[str]) -> set[str]:
+    """The devices (driver/pool/device) the claims of these pods hold now."""
+    names = set(pods)
+    by_pod = {p["metadata"]["name"]: p for p in client.list("Pod", namespace)}
+    claims = {c["metadata"]["name"]: c for c in client.list("ResourceClaim", namespace)}
+    out = set()
+    for name in names & set(by_pod):
+        for cname in pod_claim_names(by_pod[name]):
+            alloc = ((claims.get(cname) or {}).get("status") or {}).get("allocation") or {}
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                out.add(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}")
+    return out
+
+
+def preemption_outcome(
+    client: Lister,
+    namespace: str,
+    *,
+    preemptors: Iterable[str],
+    preemptible: Iterable[str],
+    minimum: int,
+    intruders: Iterable[str],
+    freed: Iterable[str],
+) -> list[Violation]:
+    """A preemption's end state: every preemptor bound; at most `minimum` of the `preemptible` pods gone,
+    terminating or failed; no intruder holding one of the devices (`freed`, driver/pool/device) the
+    preemptible pods held before."""
+    pods = {p["metadata"]["name"]: p for p in client.list("Pod", namespace)}
+    out = []
+    for name in sorted(set(preemptors)):
+        p = pods.get(name)
+        if p is None or not (p.get("spec") or {}).get("nodeName") or not _live(p):
+            nominated = ((p or {}).get("status") or {}).get("nominatedNodeName")
+            out.append(
+                Violation(
+                    "forgotten-preemptor",
+                    f"Pod {namespace}/{name}",
+                    "not bound" + (f" (nominated to {nominated})" if nominated else " and not nominated"),
+                )
+            )
+    gone = sorted(n for n in set(preemptible) if n not in pods or not _live(pods[n]))
+    if len(gone) > minimum:
+        out.append(
+            Violation(
+                "excess-victims",
+                f"namespace {namespace}",
+                f"{len(gone)} victims for a need of {minimum}: {', '.join(gone)}",
+            )
+        )
+    held = devices_of(client, namespace, [n for n in intruders if n in pods and _live(pods[n])])
+    taken = sorted(held & set(freed))
+    if taken:
+        out.append(
+            Violation("intruder", f"namespace {namespace}", f"freed devices taken: {', '.join(taken)}")
+        )
+    return out
 
 
 def wait_consistent(
