@@ -340,8 +340,9 @@ class KubeEvictor:
         informed = self._informed()
         marked = []
         for pod in live:
-            if self._mark(pod, message, evicted_for):
-                marked.append(pod)
+            recorded = (pod["metadata"].get("annotations") or {}).get(EVICTED_FOR_ANNOTATION)
+            if recorded == (evicted_for or EVICTED_WHOLE) or self._mark(pod, message, evicted_for):
+                marked.append(pod)  # (marked before a restart: the record stands)
             else:
                 out.evicted.append(_key(pod))  # gone meanwhile
         for pod in marked:
@@ -367,6 +368,7 @@ class KubeEvictor:
             self.evictions += 1
             self._sent[meta.get("uid", "")] = key
             out.evicted.append(key)
+            log.info("%s %s: %s", "evicted" if covered else "deleted", key, message)
             node = (pod.get("spec") or {}).get("nodeName") or ""
             with contextlib.suppress(StoreError):
                 self.store.client.create(

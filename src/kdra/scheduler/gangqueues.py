@@ -334,6 +334,7 @@ class GangRuntime:
 
     def on_pod(self, ev: WatchEvent) -> None:
         self.queues.on_pod(ev)
+        self.victims.on_pod(ev)
         pod = ev.object
         if ev.type == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             self.status.reasons.pop(f"pod:{pod['metadata'].get('uid', '')}", None)

@@ -5,16 +5,26 @@ places it are they evicted, through the evictor seam (kdra.scheduler.seams), and
 committed once the evictions are accepted (on a live cluster its claims are written when the victims'
 devices are released: the binder holds them for it meanwhile). A refused eviction (a
 PodDisruptionBudget) frees nothing: the job's binds are cancelled and it says why.
+
+What outlives the process is on the API: each victim carries the uid of the pod it makes room for
+(seams.EVICTED_FOR_ANNOTATION, written before any victim is evicted) and a waiting preemptor its
+status.nominatedNodeName. `EvictionRecords` reads them from the store, so a restarted scheduler resumes:
+the job is placed first, as if its recorded victims were gone (those still running are evicted now, the
+terminating ones not asked for again), and its binds wait for their devices as before the restart; only
+what they do not free is taken from new victims. The same records finish a gang's eviction that started
+(actions/stale.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from kdra.cluster.store import WatchEvent
 from kdra.scheduler.jobstatus import JobStatus
 from kdra.scheduler.preemption import RunningJob
-from kdra.scheduler.seams import EvictionOutcome
+from kdra.scheduler.seams import EVICTED_FOR_ANNOTATION, EvictionOutcome
 from kdra.scheduler.statement import Statement
 
 if TYPE_CHECKING:
@@ -33,6 +43,39 @@ def victim_message(preemptor_uid: str, priority: int, reclaimer: str | None = No
     return f"reclaimed by queue {reclaimer} for pod {preemptor_uid} (priority {priority})"
 
 
+log = logging.getLogger("kdra.scheduler.victims")
+
+class EvictionRecords:
+    """Victims' records on the API (seams.EVICTED_FOR_ANNOTATION), kept from the scheduler's pod events:
+    pod uid -> (the uid it was evicted for, ns/name), and the reverse."""
+
+    def __init__(self) -> None:
+        self.by_pod: dict[str, tuple[str, str]] = {}
+        self.by_for: dict[str, set[str]] = {}
+
+    def on_pod(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        wanted = (meta.get("annotations") or {}).get(EVICTED_FOR_ANNOTATION)
+        terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        old = self.by_pod.pop(uid, None)
+        if old is not None:
+            self.by_for.get(old[0], set()).discard(uid)
+            if not self.by_for.get(old[0]):
+                self.by_for.pop(old[0], None)
+        if deleted or terminal or not wanted:
+            return
+        self.by_pod[uid] = (str(wanted), f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}")
+        self.by_for.setdefault(str(wanted), set()).add(uid)
+
+    def of(self, uids: Iterable[str]) -> set[str]:
+        """The recorded victims of these pods (uids)."""
+        out: set[str] = set()
+        for u in uids:
+            out |= self.by_for.get(u, set())
+        return out
+
+
 class Victims:
     def __init__(
         self,
@@ -49,6 +92,60 @@ class Victims:
         self.status = status
         self.now = 0.0
         self.evicted: list[str] = []  # ns/name of evicted pods, in order
+        self.records = EvictionRecords()
+        for pod in sched.store.list("Pod"):
+            self.records.on_pod(pod, False)
+
+    def on_pod(self, ev: WatchEvent) -> None:
+        self.records.on_pod(ev.object, ev.type == "DELETED")
+
+    # -- decisions on the API --------------------------------------------------------------------------
+    def recorded(self, job: Job) -> list[RunningJob]:
+        """The victims the API records for the job (a decision made before a restart): running jobs with
+        a member marked for it (a gang whole), and marked pods terminating still on their node."""
+        marked = self.records.of(m.uid for m in job.members)
+        if not marked:
+            return []
+        running = {u: rj for rj in self.running_jobs() for u in rj.pods}
+        out: list[RunningJob] = []
+        seen: set[str] = set()
+        store = self.sched.store
+        for uid in sorted(marked):
+            rj = running.get(uid)
+            if rj is not None:
+                if rj.key not in seen:
+                    seen.add(rj.key)
+                    out.append(rj)
+                continue
+            name = self.records.by_pod[uid][1]
+            ns, pname = name.split("/", 1)
+            pod = store.try_get("Pod", pname, ns)
+            if pod is None or uid not in self.sched.cache.assigned:
+                continue  # gone: what it held is free already
+            gone = RunningJob(f"pod:{name}", "", 0, 0.0, True, [uid], [name])
+            gone.usage = self.placer.queues.pod_usage(pod)
+            out.append(gone)
+        return out
+
+    def resumable(self, job: Job) -> bool:
+        """Whether the job has a decision on the API: recorded victims, or a member nominated to a node."""
+        if self.records.of(m.uid for m in job.members):
+            return True
+        return any((m.pod.get("status") or {}).get("nominatedNodeName") for m in job.members)
+
+    def resume(self, job: Job, results: list[CycleResult]) -> bool:
+        """Place a job whose decision is on the API as it was decided: as if its recorded victims were gone
+        (those still running are evicted, the others are not asked for again), its binds waiting for their
+        devices; else as any job (its nomination puts it first), parked with why when it does not fit."""
+        recorded = self.recorded(job)
+        log.info(
+            "resuming %s: victims on record %s",
+            job.label,
+            ", ".join(n for v in recorded for n in v.names) or "none",
+        )
+        if recorded and self.try_with_victims(job, recorded, results):
+            return True
+        return self.placer.try_job(job, results)  # a job that does not fit waits, explained, as any
 
     def running_jobs(self) -> list[RunningJob]:
         return self.accounting.running_jobs()

@@ -5,7 +5,8 @@
 session's queue order (under fair share first, then under deserved quota, priority, dominant resource
 share), inside a queue in the session's job order; a job the session does not admit (a queue limit, the
 deserved quota of a non-preemptible job) waits with why, the others are placed all or nothing
-(kdra.scheduler.jobplacer). Jobs that did not fit go on to reclaim and preempt.
+(kdra.scheduler.jobplacer). Jobs whose decision is on the API (a restart since it was made) go first
+(kdra.scheduler.victims). Jobs that did not fit go on to reclaim and preempt.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class AllocateJobs(Action):
         if not jobs:
             return
         fair = session.fair_shares(jobs)
+        # Decisions on the API (a preemptor nominated, victims recorded for it: a restart since) are
+        # resumed first, so that nothing else takes what their victims free.
+        resumed = [j for j in jobs if rt.victims.resumable(j)]
+        if resumed:
+            jobs = [j for j in jobs if j not in resumed]
+            for job in sorted(resumed, key=session.job_order):
+                if session.admit(job, fair) is None and not rt.victims.resume(job, session.results):
+                    rt.failed.append(job)
         by_queue: dict[str, list[Job]] = {}
         for j in sorted(jobs, key=session.job_order):
             by_queue.setdefault(j.queue, []).append(j)

@@ -38,7 +38,7 @@ class Preempt(Action):
         for job in rt.failed:
             # What earlier preemptors of this session evicted beyond their own need may already be enough,
             # with no lower-priority job left running.
-            freed = len(rt.victims.evicted) > self.evicted_at_start
+            freed = len(rt.victims.evicted) > self.evicted_at_start or bool(rt.victims.recorded(job))
             lower = any(v.queue == job.queue and v.priority < job.priority for v in running)
             if budget <= 0 or not (lower or freed):
                 still.append(job)
@@ -56,11 +56,15 @@ class Preempt(Action):
         spec = gq.tree.specs[job.queue]
         if freed and rt.placer.try_job(job, session.results, final=False):
             return True
-        cands = [v for v in running if session.preemptable(job, v)]
+        # Victims recorded for it before a restart come first: only what they do not free is taken anew.
+        chosen: list[RunningJob] = rt.victims.recorded(job)
+        total: Vector = {}
+        for v in chosen:
+            add(total, v.usage)
+        taken = {v.key for v in chosen}
+        cands = [v for v in running if session.preemptable(job, v) and v.key not in taken]
         protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
         cands = sorted((v for v in cands if v not in protected), key=lambda j: (j.priority, -j.start, j.key))
-        chosen: list[RunningJob] = []
-        total: Vector = {}
         trials = 0
         for v in cands:
             if not frees_any(v.usage, total, job.need):

@@ -78,17 +78,27 @@ class Reclaim(Action):
             job, session.results, final=False
         ):
             return True  # what earlier victims freed (beyond their reclaimer's need) is enough
+        # Victims recorded for it before a restart come first: only what they do not free is taken anew.
+        recorded = rt.victims.recorded(job)
+        taken_keys = {v.key for v in recorded}
         others = [
-            v for v in running if v.queue != rq and v.preemptible and rq not in gq.tree.ancestors(v.queue)
+            v
+            for v in running
+            if v.queue != rq
+            and v.preemptible
+            and rq not in gq.tree.ancestors(v.queue)
+            and v.key not in taken_keys
         ]
-        if not others:
+        if not others and not recorded:
             return False
         saturation = {
             q: dominant_share(gq.allocated.get(q, {}), fair.get(q, {})) for q in {v.queue for v in others}
         }
-        chosen: list[RunningJob] = []
+        chosen: list[RunningJob] = list(recorded)
         take: dict[str, Vector] = {}  # per victim queue
         total: Vector = {}  # all of them
+        for v in recorded:
+            add(total, v.usage)
         blocked: list[str] = []
         protected = 0
         trials = 0
