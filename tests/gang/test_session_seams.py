@@ -5,7 +5,7 @@ PodGroups, and preemption across DeviceClasses of one physical GPU."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -74,7 +74,13 @@ class RefusingEvictor(StoreEvictor):
         return {n: "Cannot evict pod as it would violate the pod's disruption budget." for n in names}
 
     def evict(
-        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+        self,
+        pods: Sequence[Obj],
+        message: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
     ) -> EvictionOutcome:
         names = [f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods]
         self.asked.extend(names)

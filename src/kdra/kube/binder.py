@@ -501,22 +501,8 @@ class KubeBinder:
                 self._finish_one(sched, job, time.time())
 
     def _nominate(self, jobs: list[BindJob]) -> None:
-        """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims."""
         for job in jobs:
-            try:
-                self.kstore.apply_written(
-                    "Pod",
-                    self.kstore.client.patch(
-                        "Pod",
-                        job.pi.name,
-                        {"status": {"nominatedNodeName": job.node}},
-                        job.pi.namespace,
-                        "status",
-                        patch_type="strategic",
-                    ),
-                )
-            except StoreError as e:
-                log.info("nominating %s: %s", job.pi.key, e)
+            nominate_pod(self.kstore, job.pi.namespace, job.pi.name, job.node)
 
     def release_parked(self, sched: Scheduler) -> None:
         """Submit parked groups whose devices are free in the API now; give up on those past the deadline."""
@@ -579,3 +565,25 @@ class KubeBinder:
         """Let running binding cycles finish (and post their Events)."""
         self._loop.close(wait)
         self.finish_binds(sched, time.time())
+
+
+def nominate_pod(store: KubeStore, namespace: str, name: str, node: str) -> None:
+    """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims (no write when
+    it is nominated there already). A failed write is logged: the decision goes on without its record."""
+    pod = store.try_get("Pod", name, namespace)
+    if pod is None or (pod.get("status") or {}).get("nominatedNodeName") == node:
+        return
+    try:
+        store.apply_written(
+            "Pod",
+            store.client.patch(
+                "Pod",
+                name,
+                {"status": {"nominatedNodeName": node}},
+                namespace,
+                "status",
+                patch_type="strategic",
+            ),
+        )
+    except StoreError as e:
+        log.info("nominating %s/%s: %s", namespace, name, e)

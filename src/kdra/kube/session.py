@@ -36,7 +36,7 @@ from kdra.api.types import Obj
 from kdra.cluster.selectors import from_label_selector
 from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError, WatchEvent
 from kdra.errors import InputError
-from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX, KubeBinder
+from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX, KubeBinder, nominate_pod
 from kdra.kube.client import FencedError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
@@ -316,9 +316,16 @@ class KubeEvictor:
 
     # -- evicting --------------------------------------------------------------------------------------
     def evict(
-        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+        self,
+        pods: Sequence[Obj],
+        message: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
     ) -> EvictionOutcome:
-        """Every victim is marked first (one status write each: DisruptionTarget with kube-scheduler's
+        """The pods they make room for are nominated (`nominate`: ns/name -> node) and every victim is
+        marked first (one status write each: DisruptionTarget with kube-scheduler's
         reason and `message`, and the record `kdra.dev/evicted-for`), so that the whole decision is on
         the API before anything is evicted; then each is deleted (no budget covers it: as kube-scheduler
         preempts) or evicted (the Eviction API enforces its budget). A victim terminating, or asked for
@@ -338,6 +345,9 @@ class KubeEvictor:
             if out.refused:
                 return out
         informed = self._informed()
+        for key, node in sorted((nominate or {}).items()):
+            ns, name = key.split("/", 1)
+            nominate_pod(self.store, ns, name, node)
         marked = []
         for pod in live:
             recorded = (pod["metadata"].get("annotations") or {}).get(EVICTED_FOR_ANNOTATION)

@@ -209,10 +209,17 @@ class Evictor(Protocol):
         ...
 
     def evict(
-        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+        self,
+        pods: Sequence[Obj],
+        message: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
     ) -> EvictionOutcome:
         """Evict `pods` (all or, where the world refuses some, as many as it accepts); `message` says who
-        wanted it and why, `evicted_for` the uid of the pod it makes room for (EVICTED_FOR_ANNOTATION).
+        wanted it and why, `evicted_for` the uid of the pod it makes room for (EVICTED_FOR_ANNOTATION),
+        `nominate` the pods they make room for (ns/name -> node), nominated before anything is evicted.
         With `dry_run_first`, nothing is evicted unless every pod would be."""
         ...
 
@@ -248,8 +255,15 @@ class StoreEvictor:
         return {}
 
     def evict(
-        self, pods: Sequence[Obj], message: str, *, dry_run_first: bool = True, evicted_for: str = ""
+        self,
+        pods: Sequence[Obj],
+        message: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
     ) -> EvictionOutcome:
+        """Victims go at once here: nothing waits for them, so nothing is nominated."""
         from kdra.scheduler.preemption import evict
 
         out = EvictionOutcome()

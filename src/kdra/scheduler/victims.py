@@ -6,13 +6,13 @@ committed once the evictions are accepted (on a live cluster its claims are writ
 devices are released: the binder holds them for it meanwhile). A refused eviction (a
 PodDisruptionBudget) frees nothing: the job's binds are cancelled and it says why.
 
-What outlives the process is on the API: each victim carries the uid of the pod it makes room for
-(seams.EVICTED_FOR_ANNOTATION, written before any victim is evicted) and a waiting preemptor its
-status.nominatedNodeName. `EvictionRecords` reads them from the store, so a restarted scheduler resumes:
-the job is placed first, as if its recorded victims were gone (those still running are evicted now, the
-terminating ones not asked for again), and its binds wait for their devices as before the restart; only
-what they do not free is taken from new victims. The same records finish a gang's eviction that started
-(actions/stale.py).
+What outlives the process is on the API before any victim is evicted: each victim carries the uid of the
+pod it makes room for (seams.EVICTED_FOR_ANNOTATION) and the preemptor its status.nominatedNodeName (the
+one record left once the victims are gone). `EvictionRecords` reads them from the store, so a restarted
+scheduler resumes: the job is placed first, as if its recorded victims were gone (those still running are
+evicted now, the terminating ones not asked for again), and its binds wait for their devices as before the
+restart; only what they do not free is taken from new victims. The same records finish a gang's eviction
+that started (actions/stale.py).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def victim_message(preemptor_uid: str, priority: int, reclaimer: str | None = No
 
 
 log = logging.getLogger("kdra.scheduler.victims")
+
 
 class EvictionRecords:
     """Victims' records on the API (seams.EVICTED_FOR_ANNOTATION), kept from the scheduler's pod events:
@@ -151,11 +152,18 @@ class Victims:
         return self.accounting.running_jobs()
 
     def evict(
-        self, victims: Sequence[RunningJob], why: str, *, dry_run_first: bool = True, evicted_for: str = ""
+        self,
+        victims: Sequence[RunningJob],
+        why: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
     ) -> EvictionOutcome:
         """Evict the victims' pods through the evictor seam (all of them or, where it refuses one, none
         if it can tell in advance); evicted pods stop counting for their queues at once. `evicted_for`:
-        the uid of the pod they make room for, recorded on each (seams.EVICTED_FOR_ANNOTATION)."""
+        the uid of the pod they make room for, recorded on each (seams.EVICTED_FOR_ANNOTATION);
+        `nominate`: the pods they make room for (ns/name -> node), nominated before any is evicted."""
         pods, uids = [], {}
         store = self.sched.store
         for v in victims:
@@ -165,7 +173,9 @@ class Victims:
                 if pod is not None:
                     pods.append(pod)
                     uids[name] = uid
-        outcome = self.seams.evictor.evict(pods, why, dry_run_first=dry_run_first, evicted_for=evicted_for)
+        outcome = self.seams.evictor.evict(
+            pods, why, dry_run_first=dry_run_first, evicted_for=evicted_for, nominate=nominate
+        )
         for name in outcome.evicted:
             self.evicted.append(name)
             self.accounting.unaccount(uids.get(name, ""))
@@ -206,7 +216,10 @@ class Victims:
             if placed:
                 spared = trial.spare(victims, {r.node for r in got if r.node})
                 victims = [v for v in victims if v not in spared]
-                outcome = self.evict(victims, why, dry_run_first=False, evicted_for=lead.uid)
+                nominate = {r.pod: r.node for r in got if r.node}
+                outcome = self.evict(
+                    victims, why, dry_run_first=False, evicted_for=lead.uid, nominate=nominate
+                )
                 if not outcome.ok:  # a race with the dry run (a budget changed): keep nothing of it
                     refused = outcome
                     group.cancel("a victim's eviction was refused")
