@@ -405,3 +405,30 @@ def test_a_victim_on_a_node_the_preemptor_does_not_take_is_spared() -> None:
 def condition_of(store: MemoryStore, name: str, kind: str) -> Obj | None:
     conds = (store.get("Pod", name, "default").get("status") or {}).get("conditions") or []
     return next((c for c in conds if c["type"] == kind), None)
+
+
+def test_preemptors_nominated_before_a_restart_keep_the_free_devices_and_evict_one_victim_more() -> None:
+    """kdra was killed after two preemptors were nominated and the victims of one were gone: the restarted
+    kdra finds 2 devices free for 3 wanted. The nominations are resumed first, the lower-priority pod
+    arriving meanwhile waits (upstream counts nominated pods against lower priorities), and preempt takes
+    what is free before choosing victims: one more victim, not two (victims minimal, no intruder)."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    store.create(template("t1", count=1))
+    store.create(template("t2", count=2))
+    first, _ = scheduler(store)
+    for name in ("low-a", "low-b"):
+        store.create(pod(name, cpu="1", template_name="t1", priority=1))
+    first.run(0)
+    assert set(bound(store)) == {"low-a", "low-b"}
+    restarted, _ = scheduler(store)
+    for name, tmpl in (("high-one", "t1"), ("high-two", "t2")):
+        p = pod(name, cpu="1", template_name=tmpl, priority=100)
+        p["status"] = {"nominatedNodeName": "n000"}
+        store.create(p)
+    store.create(pod("intruder", cpu="1", template_name="t1", priority=1))
+    for t in range(1, 4):
+        restarted.run(t)
+    placed = set(bound(store))
+    assert {"high-one", "high-two"} <= placed and "intruder" not in placed, placed
+    assert len(placed & {"low-a", "low-b"}) == 1, placed  # one victim: 2 free + 1 = the 3 wanted

@@ -62,13 +62,22 @@ class AllocateJobs(Action):
             return
         fair = session.fair_shares(jobs)
         # Decisions on the API (a preemptor nominated, victims recorded for it: a restart since) are
-        # resumed first, so that nothing else takes what their victims free.
+        # resumed first, so that nothing else takes what their victims free. One that does not fit goes
+        # on to preempt in this session with the lower-priority jobs back in the queue until the next:
+        # what is free is its (upstream's nominated pods count against lower priorities, as here).
         resumed = [j for j in jobs if rt.victims.resumable(j)]
         if resumed:
             jobs = [j for j in jobs if j not in resumed]
             for job in sorted(resumed, key=session.job_order):
                 if session.admit(job, fair) is None and not rt.victims.resume(job, session.results):
                     rt.failed.append(job)
+            if rt.failed:
+                floor = max(j.priority for j in rt.failed)
+                for j in jobs:
+                    if j.priority < floor:
+                        for m in j.members:
+                            sched.queue.put_back(m, session.now)
+                jobs = [j for j in jobs if j.priority >= floor]
         by_queue: dict[str, list[Job]] = {}
         for j in sorted(jobs, key=session.job_order):
             by_queue.setdefault(j.queue, []).append(j)

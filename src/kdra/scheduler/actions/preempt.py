@@ -65,19 +65,30 @@ class Preempt(Action):
         cands = [v for v in running if session.preemptable(job, v) and v.key not in taken]
         protected = [v for v in cands if session.now - v.start < spec.preempt_min_runtime]
         cands = sorted((v for v in cands if v not in protected), key=lambda j: (j.priority, -j.start, j.key))
-        trials = 0
+        # What is free already is tried with fewer victims first (a restart left devices free, or the
+        # job's resumed sibling took part of them): victims minimal. Such trials are bounded apart.
+        with_free = dict(total)
+        add(with_free, self._free())
+        trials = early = 0
         for v in cands:
-            if not frees_any(v.usage, total, job.need):
+            if not frees_any(v.usage, with_free, job.need):
                 continue  # other classes only (a MIG partition's pod, for a whole GPU): the node search below
             chosen.append(v)
             add(total, v.usage)
+            add(with_free, v.usage)
+            if not covers(with_free, job.need):
+                continue
             if covers(total, job.need):
                 trials += 1
-                if rt.victims.try_with_victims(job, chosen, session.results):
-                    rt.status.reasons.pop(job.key, None)
-                    return True
-                if trials >= gq.options.max_victim_trials:
-                    break
+            elif early < gq.options.max_victim_trials:
+                early += 1
+            else:
+                continue
+            if rt.victims.try_with_victims(job, chosen, session.results):
+                rt.status.reasons.pop(job.key, None)
+                return True
+            if trials >= gq.options.max_victim_trials:
+                break
         if trials == 0 and cands and self._preempt_on_a_node(job, session, cands):
             return True
         if protected:
@@ -87,6 +98,14 @@ class Preempt(Action):
             )
             rt.status.add_reason(job, note, session.results)
         return False
+
+    def _free(self) -> Vector:
+        """Devices no queue holds (the cluster's capacity less what every queue holds), per DeviceClass."""
+        gq = self.gq
+        free = {r: v for r, v in gq.runtime.queues.capacity().items() if r.startswith("deviceclass/")}
+        for held in gq.allocated.values():
+            add(free, held, -1.0)
+        return {r: v for r, v in free.items() if v > 0}
 
     def _preempt_on_a_node(self, job: Job, session: Session, cands: Sequence[RunningJob]) -> bool:
         """The fewest lowest-priority victims on one node whose removal lets the job fit there. Single-pod
