@@ -1,0 +1,275 @@
+"""Preemption and gang eviction on a real API server, with kdra SIGKILLed at random points of them and
+restarted, ten times each: what kdra decided is on the API (each victim's record, written before any is
+evicted; the preemptor's nominatedNodeName), and the restarted kdra resumes it. The independent checker
+(kdra.testing.invariants) then finds no preemptor forgotten, no victim beyond the fewest needed, no
+intruder on the devices the victims freed, no gang left partly running past its eviction, and the
+cluster consistent (explanations naming only each pod's own objects included)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from kdra.kube.client import KubeClient
+from kdra.testing.controlplane import ControlPlane
+from kdra.testing.invariants import check_cluster, devices_of, preemption_outcome
+
+from .kubeutil import KdraProcess
+from .sessionutil import (
+    allocated_claims,
+    bound,
+    cleanup,
+    create_all,
+    gpu_fleet,
+    gpu_pod,
+    gpu_template,
+    pod_group,
+    pods,
+    priority_class,
+    scheduled_message,
+    session_scheduler,
+    settled,
+    wait,
+)
+
+# kdra scheduler under the default scheduler name: one such test at a time (hack/e2e.sh lanes).
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
+
+H100 = "H100-SXM-80GB"
+KILLS = 10
+# A slow client stretches the victims' marks and deletes over a few hundred ms, and KWOK finishes a victim
+# a second after its delete, so that a kill lands before, inside and after the eviction and the wait.
+SLOW = ("--kube-api-qps", "10", "--kube-api-burst", "4", "--bind-workers", "1")
+TERMINATE_IN_1S = {"pod-delete.stage.kwok.x-k8s.io/delay": "1s"}
+
+
+def live(kube: KubeClient, namespace: str, names: list[str]) -> list[str]:
+    """Those of `names` that exist, are not terminating and not done."""
+    out = []
+    for name, p in pods(kube, namespace).items():
+        done = (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if name in names and not p["metadata"].get("deletionTimestamp") and not done:
+            out.append(name)
+    return out
+
+
+def reset(kube: KubeClient, namespace: str) -> None:
+    cleanup(kube, namespace)
+    wait(lambda: not pods(kube, namespace) and not allocated_claims(kube, namespace), 60, "a clean namespace")
+
+
+def restart(control_plane: ControlPlane, proc: KdraProcess, log: Path, *extra: str) -> KdraProcess:
+    proc.kill()  # SIGKILL: nothing cleaned up, whatever was under way cut where it was
+    return session_scheduler(control_plane, log, *SLOW, *extra)
+
+
+def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_no_intruder_in(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Four low-priority pods fill a 4-GPU node; two high-priority pods (2 GPUs and 1 GPU) preempt three
+    of them while low-priority intruders of the same shapes arrive (one before the kill, one while kdra
+    is down). kdra is killed at a random point and restarted."""
+    rng = random.Random(27)
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(gpu_template("two", namespace, 2))
+        proc = session_scheduler(control_plane, tmp_path / "kdra-0.log", *SLOW)
+        landed: dict[str, int] = {"before the eviction": 0, "victims going": 0, "after the binds": 0}
+        try:
+            for i in range(KILLS):
+                lows = [f"low{i}-{k}" for k in range(4)]
+                create_all(
+                    kube,
+                    [
+                        gpu_pod(
+                            n, namespace, "one", fleet.prefix, priority_class=low, annotations=TERMINATE_IN_1S
+                        )
+                        for n in lows
+                    ],
+                )
+                wait(
+                    lambda lows=lows: set(lows) <= set(bound(kube, namespace)),
+                    60,
+                    f"round {i}: the low pods bound",
+                    log=proc.log,
+                )
+                freed = devices_of(kube, namespace, lows)
+                preemptors = [f"hi{i}-two", f"hi{i}-one"]
+                intruders = [f"in{i}-two", f"in{i}-one"]
+                create_all(
+                    kube,
+                    [
+                        gpu_pod(preemptors[0], namespace, "two", fleet.prefix, priority_class=high),
+                        gpu_pod(preemptors[1], namespace, "one", fleet.prefix, priority_class=high),
+                        gpu_pod(intruders[0], namespace, "two", fleet.prefix, priority_class=low),
+                    ],
+                )
+                if i % 2:  # inside the eviction: a victim's deletion is never undone, so these count surely
+                    wait(
+                        lambda lows=lows: len(live(kube, namespace, lows)) < 4,
+                        30,
+                        f"round {i}: the first victim going",
+                        0.02,
+                        proc.log,
+                    )
+                    time.sleep(rng.uniform(0.0, 0.3))
+                else:  # anywhere: before the choice, while the victims are marked, while they go
+                    time.sleep(rng.uniform(0.0, 2.0))
+                proc.kill()
+                going = 4 - len(live(kube, namespace, lows))
+                placed = set(preemptors) <= set(bound(kube, namespace))
+                landed[
+                    "after the binds" if placed else "victims going" if going else "before the eviction"
+                ] += 1
+                kube.create(gpu_pod(intruders[1], namespace, "one", fleet.prefix, priority_class=low))
+                proc = session_scheduler(control_plane, tmp_path / f"kdra-{i + 1}.log", *SLOW)
+                wait(
+                    lambda preemptors=preemptors: set(preemptors) <= set(bound(kube, namespace)),
+                    60,
+                    f"round {i}: the preemptors bound",
+                    log=proc.log,
+                )
+                wait(
+                    lambda intruders=intruders: all(scheduled_message(kube, namespace, n) for n in intruders),
+                    30,
+                    f"round {i}: the intruders explained",
+                    log=proc.log,
+                )
+                problems = preemption_outcome(
+                    kube,
+                    namespace,
+                    preemptors=preemptors,
+                    preemptible=lows,
+                    minimum=3,
+                    intruders=intruders,
+                    freed=freed,
+                )
+                problems += settled(kube, namespace, timeout=30)
+                assert not problems, (i, [str(p) for p in problems])
+                reset(kube, namespace)
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+        print(f"\npreemption kills: {KILLS}, landed {landed}, violations 0")
+        assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
+
+
+def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """A low-priority gang of four (minMember 3) fills a 4-GPU node; a high-priority pod asking for two
+    GPUs preempts it, whole. kdra is killed in the middle of the eviction; the restarted kdra finishes it
+    at once (the stale-gang grace is 600 s here), although what went already is enough for the preemptor,
+    which binds; no member of the gang runs alone."""
+    rng = random.Random(5)
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    grace = ("--stale-gang-grace", "600")
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(gpu_template("two", namespace, 2))
+        proc = session_scheduler(control_plane, tmp_path / "kdra-0.log", *SLOW, *grace)
+        half_way = 0
+        longest = 0.0  # seconds from the restart until no member of the gang ran
+        try:
+            for i in range(KILLS):
+                g = f"g{i}"
+                members = [f"{g}-{k}" for k in range(4)]
+                kube.create(pod_group(g, namespace, 3, priorityClassName=low))
+                create_all(
+                    kube,
+                    [
+                        gpu_pod(
+                            m,
+                            namespace,
+                            "one",
+                            fleet.prefix,
+                            group=g,
+                            priority_class=low,
+                            annotations=TERMINATE_IN_1S,
+                        )
+                        for m in members
+                    ],
+                )
+                wait(
+                    lambda members=members: set(members) <= set(bound(kube, namespace)),
+                    60,
+                    f"{g} bound",
+                    log=proc.log,
+                )
+                freed = devices_of(kube, namespace, members)
+                preemptor = f"hi{i}"
+                kube.create(gpu_pod(preemptor, namespace, "two", fleet.prefix, priority_class=high))
+                wait(
+                    lambda: any(
+                        p["metadata"].get("annotations", {}).get("kdra.dev/evicted-for")
+                        for p in pods(kube, namespace).values()
+                    ),
+                    60,
+                    f"{g}'s eviction to start",
+                    0.02,
+                    proc.log,
+                )
+                if i % 2:  # between the first member's deletion and the last one's (200 ms apart at qps 10)
+                    wait(
+                        lambda members=members: len(live(kube, namespace, members)) < 4,
+                        30,
+                        f"{g}'s first member going",
+                        0.02,
+                        proc.log,
+                    )
+                    time.sleep(rng.uniform(0.0, 0.15))
+                else:  # anywhere from the first record on
+                    time.sleep(rng.uniform(0.0, 0.6))
+                proc.kill()
+                if 0 < len(live(kube, namespace, members)) < 4:
+                    half_way += 1
+                start = time.monotonic()
+                proc = session_scheduler(control_plane, tmp_path / f"kdra-{i + 1}.log", *SLOW, *grace)
+                wait(
+                    lambda members=members: not live(kube, namespace, members),
+                    30,
+                    f"{g} evicted whole",
+                    0.1,
+                    proc.log,
+                )
+                longest = max(longest, time.monotonic() - start)
+                # Terminating members still count as bound for the partial-gang rule: check once they went.
+                wait(
+                    lambda members=members: not set(members) & set(pods(kube, namespace)),
+                    30,
+                    f"{g}'s members gone",
+                    0.1,
+                    proc.log,
+                )
+                wait(
+                    lambda preemptor=preemptor: preemptor in bound(kube, namespace),
+                    60,
+                    f"{preemptor} bound",
+                    log=proc.log,
+                )
+                problems = preemption_outcome(
+                    kube,
+                    namespace,
+                    preemptors=[preemptor],
+                    preemptible=members,
+                    minimum=4,
+                    intruders=[],
+                    freed=freed,
+                )
+                problems += [v for v in check_cluster(kube, namespace) if v.rule == "partial-gang"]
+                problems += settled(kube, namespace, timeout=30)
+                assert not problems, (i, [str(p) for p in problems])
+                kube.delete("PodGroup", g, namespace)
+                reset(kube, namespace)
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+        figures = f"half-way {half_way}, whole in <= {longest:.1f}s after the restart"
+        print(f"\ngang eviction kills: {KILLS}, {figures}, violations 0")
+        assert half_way >= 3, half_way
