@@ -379,7 +379,7 @@ def test_exec_plugin_is_run_again_on_a_401(tmp_path: Path, token_server: TokenSe
 # -- TLS from memory, proxies, warnings -------------------------------------------------------------------
 
 
-def test_client_certificate_data_stays_in_memory(tmp_path: Path) -> None:
+def test_client_certificate_data_stays_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import ssl
 
     pki = make_pki()
@@ -421,7 +421,11 @@ def test_client_certificate_data_stays_in_memory(tmp_path: Path) -> None:
             "x",
         )
     )
-    tmpdir = Path(tempfile.gettempdir())
+    # Temporary files go to a directory of this test's own (the machine's /tmp sees other processes' files
+    # come and go: the check failed once in a loaded unit run).
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
     before = set(tmpdir.iterdir())
     try:
         c = KubeClient.from_kubeconfig(path, qps=0)
