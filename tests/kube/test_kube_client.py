@@ -1004,6 +1004,7 @@ def test_a_pending_pods_status_write_in_flight_lands_before_its_binding(
     store = SimpleNamespace(
         client=client,
         watch=lambda *a, **k: None,
+        wake=lambda: None,
         try_get=lambda kind, name, namespace="": pod,
         apply_written=lambda kind, obj: obj,
         bind=client.bind,
@@ -1023,3 +1024,80 @@ def test_a_pending_pods_status_write_in_flight_lands_before_its_binding(
     wait_for(lambda: len(landed) == 2, 10, "both writes")
     binder._loop.close(wait=True)
     assert landed == ["PodScheduled=False", "binding"]
+
+
+def test_a_pending_pods_explanation_changed_below_its_first_line_is_rewritten_at_most_every_10s(
+    server: FakeServer,
+) -> None:
+    """A new verdict (first line) is written at once; the same verdict with other details (a note that
+    comes and goes from one session to the next) at most every 10 s, the latest details then: a loop
+    running many sessions a second does not rewrite the pod each time."""
+    from types import SimpleNamespace
+
+    from kdra.kube.binder import STATUS_DETAIL_INTERVAL, KubeBinder
+    from kdra.scheduler.framework import unschedulable
+    from kdra.scheduler.podinfo import PodInfo
+
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "pu", "resourceVersion": "1"},
+        "spec": {"containers": []},
+    }
+    cached = {"pod": pod}
+    messages: list[str] = []
+
+    def status(h: Handler, q: Any, body: Any) -> None:
+        messages.append(body["status"]["conditions"][0]["message"])
+        h.reply(200, dict(pod, status=body["status"]))
+
+    server.routes[("PATCH", "/api/v1/namespaces/ns/pods/p/status")] = status
+    server.routes[("POST", "/api/v1/namespaces/ns/events")] = lambda h, q, b: h.reply(201, b)
+    client = client_for(server)
+    store = SimpleNamespace(
+        client=client,
+        watch=lambda *a, **k: None,
+        wake=lambda: None,
+        try_get=lambda kind, name, namespace="": cached["pod"],
+        apply_written=lambda kind, obj: cached.update(pod=obj),
+    )
+    binder = KubeBinder(store, None, scheduler_name="kdra", identity="t", bind_workers=4)  # type: ignore[arg-type]
+    pi = PodInfo(pod)
+
+    def settle(now: float) -> None:
+        wait_for(
+            lambda: binder.finish_binds(None, now) >= 0 and not binder._status_writes,  # type: ignore[arg-type]
+            10,
+            "the write taken in",
+        )
+
+    t = 1000.0
+    binder.record_unschedulable(pi, t, unschedulable("gang g waits"), "gang g waits", "reclaim blocked: q1")
+    settle(t)
+    binder.record_unschedulable(pi, t + 1, unschedulable("gang g waits"), "gang g waits", None)
+    settle(t + 1)
+    binder.record_unschedulable(
+        pi, t + 2, unschedulable("gang g waits"), "gang g waits", "reclaim blocked: q2"
+    )
+    settle(t + 2)
+    # the details changed at t + 1, written; again at t + 2: not before t + 11
+    assert messages == ["gang g waits\nreclaim blocked: q1", "gang g waits"]
+    assert binder.next_status_retry() == t + 1 + STATUS_DETAIL_INTERVAL
+    binder.retry_status_writes(t + 1 + STATUS_DETAIL_INTERVAL)
+    settle(t + 1 + STATUS_DETAIL_INTERVAL)
+    assert messages[-1] == "gang g waits\nreclaim blocked: q2"  # the latest, when due
+    binder.record_unschedulable(pi, t + 12, unschedulable("only 2 of 4 fit"), "only 2 of 4 fit", None)
+    settle(t + 12)
+    assert messages[-1] == "only 2 of 4 fit"  # a new verdict: at once
+    binder._loop.close(wait=True)
+
+
+def test_wake_ends_the_loops_wait_for_watch_events(server: FakeServer) -> None:
+    """What the binding loop leaves for the scheduling loop (a status write's answer, then the explanation
+    that waited for it) is taken in at once: the write's own watch event may have woken the loop before
+    it was there, and the loop would sleep until the next event or its timeout (0.5 s a time)."""
+    store = KubeStore(client_for(server), kinds=("Node",))  # no watches: nothing else wakes it
+    threading.Timer(0.2, store.wake).start()
+    t0 = time.monotonic()
+    assert store.process_events(timeout=30) == 0
+    assert time.monotonic() - t0 < 10

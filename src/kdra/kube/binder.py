@@ -60,6 +60,15 @@ log = logging.getLogger("kdra.kube.scheduler")
 # Backoff of a pending pod's status writes (condition and Event) that failed: 1 s doubling to 30 s.
 STATUS_RETRY_INITIAL = 1.0
 STATUS_RETRY_MAX = 30.0
+# A pending pod's explanation changed below its first line only (the same verdict, other details: a note
+# that comes and goes between sessions) is written again this long after the last such change at the
+# earliest (the latest then): a scheduling loop that runs often would otherwise rewrite it at every session
+# (kube-scheduler's attempts at a pending pod are 1 to 10 s apart, its backoff). A new verdict: at once.
+STATUS_DETAIL_INTERVAL = 10.0
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
 
 
 class ApiHolds(Protocol):
@@ -147,6 +156,7 @@ class KubeBinder:
         self._status_retry: dict[str, _PendingStatus] = {}  # pod uid -> status write to try again
         self._status_writes: dict[str, _StatusWrite] = {}  # pod uid -> its status write in flight
         self._status_next: dict[str, _PendingStatus] = {}  # pod uid -> what to write once that is done
+        self._status_at: dict[str, float] = {}  # pod uid -> when a change of details only was last sent
         self.stopped = False  # leadership ended: nothing more is bound (stop)
         store.watch(self._on_pod, kinds=("Pod",))
 
@@ -157,6 +167,7 @@ class KubeBinder:
             self._event_text.pop(uid, None)
             self._status_retry.pop(uid, None)
             self._status_next.pop(uid, None)
+            self._status_at.pop(uid, None)
 
     # -- the seam --------------------------------------------------------------------------------------
     def refusing(self) -> str:
@@ -357,12 +368,24 @@ class KubeBinder:
         event = self._event_text.get(ps.uid) != ps.text
         if cond is None and not event:
             return
+        details_only = (
+            old is not None
+            and old.get("reason") == ps.reason
+            and _first_line(old.get("message") or "") == _first_line(ps.text)
+        )
+        last = self._status_at.get(ps.uid)
+        if details_only and last is not None and now < last + STATUS_DETAIL_INTERVAL:
+            ps.due = last + STATUS_DETAIL_INTERVAL  # the latest details, when due
+            self._status_retry[ps.uid] = ps
+            return
         write = _StatusWrite(ps, current, cond, event)
         try:
             write.future = self._loop.submit(self._write_status(write))
         except RuntimeError:  # the binding loop is closed: this process is done scheduling
             return
         self._status_writes[ps.uid] = write
+        if details_only:
+            self._status_at[ps.uid] = now
 
     async def _write_status(self, w: _StatusWrite) -> None:
         ps, client = w.status, self.kstore.client
@@ -389,7 +412,7 @@ class KubeBinder:
         except Exception as e:  # a write must always report back
             w.error = StoreError(f"{type(e).__name__}: {e}")
         finally:
-            self._done.put(functools.partial(self._finish_status, w))
+            self._hand_back(functools.partial(self._finish_status, w))
 
     def _finish_status(self, w: _StatusWrite, now: float) -> None:
         """Apply a pending pod's status write (loop thread): the written pod into the cache, the Event's
@@ -452,7 +475,7 @@ class KubeBinder:
     def in_loop_thread(self, fn: Callable[[float], None]) -> None:
         """Have the scheduling loop call fn(now) (finish_binds): what a write on the binding loop leaves to
         apply to the cache."""
-        self._done.put(fn)
+        self._hand_back(fn)
 
     def post_event(self, event: Obj) -> None:
         """Post an Event off the loop (best effort, kdra.kube.bindloop.EventPoster)."""
@@ -487,7 +510,7 @@ class KubeBinder:
                 else:
                     await unit.run(self.kstore.client)
         finally:
-            self._done.put(unit)
+            self._hand_back(unit)
         for job in jobs:
             if not job.error and job.scheduled_event is not None:
                 self._loop.events.post(job.scheduled_event)
@@ -522,6 +545,12 @@ class KubeBinder:
                 still.append(p)
         self.parked = still
 
+    def _hand_back(self, item: BindJob | GroupBindJob | Callable[[float], None]) -> None:
+        """Leave what the binding loop did to the scheduling loop, and wake it: the watch event of the same
+        write may have woken it already, before this was there to take in."""
+        self._done.put(item)
+        self.kstore.wake()
+
     def finish_binds(self, sched: Scheduler, now: float) -> int:
         """Apply what finished binding cycles (and other writes on the binding loop) did (loop thread)."""
         n = 0
@@ -554,6 +583,7 @@ class KubeBinder:
         self._event_text.pop(uid, None)
         self._status_retry.pop(uid, None)
         self._status_next.pop(uid, None)
+        self._status_at.pop(uid, None)
 
     def stop(self) -> None:
         """Leadership ended (any thread may call this): binding cycles not started yet never start and

@@ -340,7 +340,14 @@ class KubeStore(Store):
                 break
         return n
 
+    def wake(self) -> None:
+        """Have a process_events waiting for the first event return now: other threads left work for
+        the loop (a binding cycle or a status write finished)."""
+        self.inbox.put(("wake",))
+
     def _apply_item(self, item: tuple[Any, ...]) -> int:
+        if item[0] == "wake":
+            return 0
         if item[0] == "event":
             _, sid, etype, obj = item
             return self._apply(sid, etype, obj)
