@@ -142,19 +142,29 @@ def test_two_queues_share_a_fleet_three_to_one_and_say_so(
         try:
             wait(lambda: per_queue(kube, namespace) == {"a": 12, "b": 4}, 90, "12 and 4 GPUs", log=proc.log)
 
-            def status_says(q: str, allocated: str, fair: str, pending: int) -> bool:
+            def waiting(prefix: str) -> int:
+                """The queue's pods that exist and are not bound: while the fleet fills, a queue's pod bound
+                beyond its share may be reclaimed (deleted, a bare pod: 15 of b's 16 are left)."""
+                taken = set(bound(kube, namespace, prefix))
+                return sum(
+                    1
+                    for p in kube.list("Pod", namespace)
+                    if p["metadata"]["name"].startswith(prefix)
+                    and p["metadata"]["name"] not in taken
+                    and not p["metadata"].get("deletionTimestamp")
+                )
+
+            def status_says(q: str, allocated: str, fair: str, prefix: str) -> bool:
                 st = kube.get("Queue", q).get("status") or {}
                 return (
                     st.get("allocated", {}).get(gpus) == allocated
                     and st.get("fairShare", {}).get(gpus) == fair
-                    and st.get("pendingJobs") == pending
+                    and st.get("pendingJobs") == waiting(prefix)
                     and condition(kube.get("Queue", q), "JobsWaiting").get("status") == "True"
                 )
 
-            # One report may count a pod whose attempt is under way as neither bound nor pending (11): the
-            # status is right once the next report lands.
             wait(
-                lambda: status_says(qa, "12", "12", 4) and status_says(qb, "4", "4", 12),
+                lambda: status_says(qa, "12", "12", "a-") and status_says(qb, "4", "4", "b-"),
                 30,
                 "the Queues' status",
             )
@@ -166,7 +176,7 @@ def test_two_queues_share_a_fleet_three_to_one_and_say_so(
                 if f"a-{i}" not in keep:
                     kube.delete("Pod", f"a-{i}", namespace, missing_ok=True)
             wait(lambda: per_queue(kube, namespace) == {"a": 4, "b": 12}, 90, "4 and 12 GPUs", log=proc.log)
-            wait(lambda: status_says(qb, "12", "12", 4), 30, "queue b's status")
+            wait(lambda: status_says(qb, "12", "12", "b-"), 30, "queue b's status")
             problems = settled(kube, namespace)
             assert not problems, [str(p) for p in problems]
         finally:
