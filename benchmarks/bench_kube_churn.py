@@ -50,7 +50,9 @@ from kdra.testing.controlplane import ControlPlaneConfig, force_delete, running_
 from kubebench import (  # noqa: E402
     ProcessMeter,
     client_writes,
+    free,
     load,
+    namespace,
     parse_time,
     percentile,
     rss_mib,
@@ -59,26 +61,6 @@ from kubebench import (  # noqa: E402
 )
 
 Obj = dict[str, Any]
-
-
-def namespace(kube: KubeClient, ns: str) -> None:
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    deadline = time.monotonic() + 60
-    while not kube.try_get("ServiceAccount", "default", ns):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default ServiceAccount in {ns}")
-        time.sleep(0.2)
-
-
-def free(kube: KubeClient, ns: str) -> None:
-    """Force-delete the namespace's pods and wait until kube-controller-manager released their claims."""
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda p: force_delete(kube, "Pod", p["metadata"]["name"], ns), kube.list("Pod", ns)))
-    deadline = time.monotonic() + 900
-    while any((c.get("status") or {}).get("allocation") for c in kube.list("ResourceClaim", ns)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"claims of {ns} not released")
-        time.sleep(2.0)
 
 
 class KdraWrites:
@@ -231,7 +213,7 @@ def main() -> int:
         for i, which in enumerate(o for o in order if args.only in (None, o)):
             ns = f"churn-{which}"
             if i:
-                free(kube, f"churn-{order[0]}")
+                free(kube, f"churn-{order[0]}", timeout=900)
             if which == "kube-scheduler":
                 ks = cp.components["kube-scheduler"].proc
                 assert ks is not None

@@ -55,9 +55,9 @@ from kubeutil import DeviceFleet, KdraProcess, claim_template, template_pod  # n
 
 from kdra.cluster.store import AlreadyExistsError  # noqa: E402
 from kdra.kube.client import KubeClient  # noqa: E402
-from kdra.testing.controlplane import ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
+from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
 from kdra.testing.invariants import check_cluster  # noqa: E402
-from kubebench import ProcessMeter, client_writes, latencies, load, percentile  # noqa: E402
+from kubebench import ProcessMeter, client_writes, free, latencies, load, namespace, percentile  # noqa: E402
 
 Obj = dict[str, Any]
 
@@ -82,26 +82,6 @@ def bound_times(kube: KubeClient, ns: str) -> tuple[int, float]:
             if c.get("type") == "PodScheduled" and c.get("status") == "True":
                 last = max(last, parse_time(c["lastTransitionTime"]))
     return n, last
-
-
-def namespace(kube: KubeClient, ns: str) -> None:
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    deadline = time.monotonic() + 60
-    while not kube.try_get("ServiceAccount", "default", ns):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default ServiceAccount in {ns}")
-        time.sleep(0.2)
-
-
-def free(kube: KubeClient, ns: str) -> None:
-    """Force-delete the run's pods (no kubelet) and wait for the controller manager to drop their claims."""
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda p: force_delete(kube, "Pod", p["metadata"]["name"], ns), kube.list("Pod", ns)))
-    deadline = time.monotonic() + 600
-    while any((c.get("status") or {}).get("allocation") for c in kube.list("ResourceClaim", ns)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"claims of {ns} not released")
-        time.sleep(2.0)
 
 
 class KdraScheduler:

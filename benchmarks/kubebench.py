@@ -16,6 +16,7 @@ import datetime as dt
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Obj = dict[str, Any]
@@ -136,3 +137,27 @@ def summary(name: str, lat: list[float], cpu_s: float, bound: int, **extra: Any)
         "cpu_ms_per_pod": 1000 * cpu_s / max(1, bound),
         **extra,
     }
+
+
+def namespace(kube: Any, ns: str) -> None:
+    """Create `ns` and wait for its default ServiceAccount (pods are refused until it exists)."""
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    deadline = time.monotonic() + 60
+    while not kube.try_get("ServiceAccount", "default", ns):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no default ServiceAccount in {ns}")
+        time.sleep(0.2)
+
+
+def free(kube: Any, ns: str, timeout: float = 600) -> None:
+    """Force-delete the namespace's pods (no kubelet) and wait until kube-controller-manager released
+    their claims."""
+    from kdra.testing.controlplane import force_delete
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: force_delete(kube, "Pod", p["metadata"]["name"], ns), kube.list("Pod", ns)))
+    deadline = time.monotonic() + timeout
+    while any((c.get("status") or {}).get("allocation") for c in kube.list("ResourceClaim", ns)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"claims of {ns} not released")
+        time.sleep(2.0)
