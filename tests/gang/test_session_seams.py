@@ -432,3 +432,26 @@ def test_preemptors_nominated_before_a_restart_keep_the_free_devices_and_evict_o
     placed = set(bound(store))
     assert {"high-one", "high-two"} <= placed and "intruder" not in placed, placed
     assert len(placed & {"low-a", "low-b"}) == 1, placed  # one victim: 2 free + 1 = the 3 wanted
+
+
+def test_a_nominated_pod_its_queue_no_longer_admits_waits_and_says_why() -> None:
+    """A pod nominated before a restart whose queue's limit was lowered meanwhile: the restarted kdra must
+    park it with the queue's reason (PodScheduled=False), not leave it in flight with no word, and a pod of
+    another queue still binds."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    store.create(queue("small", limit=1))
+    store.create(queue("other"))
+    store.create(template("t2", count=2))
+    restarted, _ = scheduler(store)
+    p = pod("nominated", cpu="1", template_name="t2", priority=100)
+    p["metadata"]["labels"] = {"kdra.dev/queue": "small"}
+    p["status"] = {"nominatedNodeName": "n000"}
+    store.create(p)
+    queued_pod(store, "plain", "other", gpus=1)
+    for t in range(3):
+        restarted.run(t)
+    assert set(bound(store)) == {"plain"}
+    cond = condition_of(store, "nominated", "PodScheduled")
+    assert cond is not None and cond["status"] == "False", cond
+    assert "limit" in cond["message"], cond["message"]

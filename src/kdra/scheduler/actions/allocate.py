@@ -69,7 +69,10 @@ class AllocateJobs(Action):
         if resumed:
             jobs = [j for j in jobs if j not in resumed]
             for job in sorted(resumed, key=session.job_order):
-                if session.admit(job, fair) is None and not rt.victims.resume(job, session.results):
+                why = session.admit(job, fair)
+                if why is not None:
+                    rt.status.park(job, why, QUEUE_PLUGIN, session.results)
+                elif not rt.victims.resume(job, session.results):
                     rt.failed.append(job)
             if rt.failed:
                 floor = max(j.priority for j in rt.failed)
