@@ -96,6 +96,28 @@ def test_least_allocated_spreads_and_most_allocated_packs() -> None:
         assert set(placements(sch.run(0)).values()) == expected, strategy
 
 
+def _nominated(name: str, node_name: str, cpu: str) -> dict:
+    p = pod(name, cpu=cpu)
+    p["status"] = {"nominatedNodeName": node_name}
+    return p
+
+
+def test_a_nominated_node_that_passes_filter_is_taken_kube_scheduler_evaluate_nominated_node() -> None:
+    """kube-scheduler's evaluateNominatedNode (pkg/scheduler/schedule_one.go): the nominated node is tried
+    first and taken when it passes Filter, though scoring would prefer another; a nominated node the pod
+    does not fit on, or one that does not exist, leaves it to the search over every node."""
+    s = MemoryStore()
+    s.create(node("a", cpu="32"))
+    s.create(node("b", cpu="32"))
+    sch = Scheduler(s)  # LeastAllocated: an empty node scores best
+    s.create(pod("first", cpu="20"))
+    assert placements(sch.run(0)) == {"first": "a"}
+    s.create(_nominated("expected", "a", cpu="8"))  # fits on a's 12 free cpu; b is emptier
+    s.create(_nominated("too-big", "a", cpu="16"))  # does not fit on a any more
+    s.create(_nominated("gone", "c", cpu="1"))
+    assert placements(sch.run(1)) == {"expected": "a", "too-big": "b", "gone": "b"}
+
+
 def test_unschedulable_dra_pod_gets_the_allocators_explanation() -> None:
     s = MemoryStore()
     s.create(device_class())

@@ -6,8 +6,9 @@ and node generation: pods that look alike (replicas, job workers) share answers,
 attempt only nodes whose state changed are evaluated again (SchedulerCache.changed_since); feasible nodes
 wait in a heap by score. The result is what evaluating every node every time would give (kube-scheduler
 with percentageOfNodesToScore=100), except that ties between equally scored nodes go to the first node in
-the order nodes were added (upstream picks one at random). The texts of shared answers name the objects
-of whichever pod computed them; they are kept neutral and made each reader's own where they are written
+the order nodes were added (upstream picks one at random). As upstream, a pod's nominated node is tried
+first and taken unscored when it passes Filter. The texts of shared answers name the objects of whichever
+pod computed them; they are kept neutral and made each reader's own where they are written
 (kdra.scheduler.owntext).
 """
 
@@ -91,6 +92,22 @@ class NodeSearch:
             total += sp.score(state, pi, ni) * sp.weight
         return None, total
 
+    def _nominated(
+        self, state: CycleState, pi: PodInfo, static: list[ScorePlugin]
+    ) -> tuple[str, dict[int, tuple[int, Status | None, int]]] | None:
+        """kube-scheduler's evaluateNominatedNode (pkg/scheduler/schedule_one.go): the node in the pod's
+        status.nominatedNodeName (a preemption's, or where an autoscaler expects the pod: KEP-5278) is
+        tried first, and when it passes Filter the pod goes there unscored. None: no such node, or it does
+        not pass (every node is then searched as usual)."""
+        name = (pi.pod.get("status") or {}).get("nominatedNodeName")
+        ni = self.cache.node_by_name.get(name) if name else None
+        if ni is None:
+            return None
+        st, total = self._evaluate(state, pi, ni, static)
+        if st is not None:
+            return None
+        return ni.name, {ni.idx: (ni.generation, None, total)}
+
     def find(
         self, state: CycleState, pi: PodInfo
     ) -> tuple[str | None, dict[int, tuple[int, Status | None, int]]]:
@@ -103,6 +120,10 @@ class NodeSearch:
         nodes = self.cache.nodes
         # Answers are shared by pods of this signature: their texts are kept neutral (kdra.scheduler.owntext).
         own = state["_own_names"] = OwnNames([n for p in self.filters for n in p.own_names(state, pi)])
+        nominated = self._nominated(state, pi, static)
+        if nominated is not None:
+            state["_sig_entry"] = SigEntry()
+            return nominated
         if sig is None:
             entry = SigEntry()
             todo: Iterable[int] = range(len(nodes))
