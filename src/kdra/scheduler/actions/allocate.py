@@ -67,7 +67,8 @@ class AllocateJobs(Action):
         # what is free is its (upstream's nominated pods count against lower priorities, as here).
         resumed = [j for j in jobs if rt.victims.resumable(j)]
         if resumed:
-            jobs = [j for j in jobs if j not in resumed]
+            chosen = {id(j) for j in resumed}  # by identity: a Job compares equal field by field (slow)
+            jobs = [j for j in jobs if id(j) not in chosen]
             for job in sorted(resumed, key=session.job_order):
                 why = session.admit(job, fair)
                 if why is not None:
