@@ -157,3 +157,19 @@ def test_pods_sharing_a_claim_are_checked_together_on_one_node() -> None:
     (u,) = doc["status"]["unschedulable"]
     assert sorted(u["pods"]) == ["ml/share-0", "ml/share-1"] and "Insufficient cpu" in u["nodeTypes"]
     assert plan.left == [] and [b.type.name for b in plan.added] == ["l40s"]
+
+
+def test_pods_sharing_a_claim_land_together_when_the_plan_fills_its_nodes() -> None:
+    """Two claims, each shared by three 4-cpu pods, and nine 8-cpu pods fill two 48-cpu nodes exactly. The
+    scheduler alone spreads the 8-cpu pods (queued first) and the third sharer of a claim finds its claim's
+    node full; told where the plan expects each pod (status.nominatedNodeName), it binds every pod on the
+    plan's two nodes, each claim's sharers on one node."""
+    objs = [claim(f"shared-{k}", gpus(1)) for k in range(2)]
+    objs += [pod(f"a-{i}", cpu="8") for i in range(9)]
+    objs += [pod(f"s{k}-{i}", claims=(f"shared-{k}",), cpu="4") for k in range(2) for i in range(3)]
+    plan = plan_scale_up(inputs(objs), types_of([L40S]), GATES)
+    assert plan.left == [] and [b.type.name for b in plan.added] == ["l40s", "l40s"]
+    node_of = {p: n for n, pods in plan.where.items() for p in pods}
+    assert len(node_of) == 15
+    for k in range(2):
+        assert len({node_of[f"ml/s{k}-{i}"] for i in range(3)}) == 1

@@ -1,8 +1,9 @@
 """`kdra plan scale-up`: the cheapest nodes to add so the pending pods and gangs fit (kdra.plan.search), with
 a lower bound beside the cost (kdra.plan.bound), on small inputs a proof of optimality (kdra.plan.exact), and
-the plan checked by kdra's scheduler (kdra.plan.verify): when the scheduler's own placement leaves pods
-pending that the plan's packing placed, the next round plans for them on the cluster as the scheduler left it,
-until the scheduler binds every pod the plan can place."""
+the plan checked by kdra's scheduler (kdra.plan.verify), told where the plan expects each pod that is not
+of a gang (status.nominatedNodeName): when the scheduler leaves pods pending that the plan's packing placed,
+the next round plans for them on the cluster as the scheduler left it, until the scheduler binds every pod
+the plan can place."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from kdra.allocator import FeatureGates
 from kdra.api.types import Obj
 from kdra.plan.bins import Bin, Cluster, Placement
 from kdra.plan.bound import lower_bound
-from kdra.plan.demand import Demand, build_demand, gang_specs, ref
+from kdra.plan.demand import Demand, Job, build_demand, gang_specs, ref
 from kdra.plan.inputs import Inputs, select, split
 from kdra.plan.nodetypes import NodeType, pool_of
 from kdra.plan.probe import Prober
@@ -40,6 +41,7 @@ class ScaleUp:
     devices: dict[str, list[str]] = field(default_factory=dict)  # node -> driver/pool/device the pods got
     left: list[str] = field(default_factory=list)  # pods the scheduler left pending that the plan placed
     check_seconds: float = 0.0  # of `seconds`, in kdra's scheduler checking the plan
+    check_cpu_seconds: float = 0.0  # the same in CPU time (what a loaded machine does not inflate)
 
     @property
     def added(self) -> list[Bin]:
@@ -76,9 +78,15 @@ def existing_per_pool(nodes: Sequence[Obj]) -> dict[str, int]:
 
 
 def _search(
-    inputs: Inputs, demand: Demand, types: list[NodeType], features: FeatureGates, serial: int, exact: bool
+    inputs: Inputs,
+    demand: Demand,
+    types: list[NodeType],
+    features: FeatureGates,
+    serial: int,
+    exact: bool,
+    bounded: bool = True,
 ) -> tuple[Search, float, bool]:
-    """One round: (the search, its lower bound, proven optimal)."""
+    """One round: (the search, its lower bound (0 unless `bounded`), proven optimal)."""
     levels = TopologyLevels.from_objects(inputs.scheduling)
     taken = {n["metadata"]["name"] for n in inputs.nodes}
 
@@ -100,6 +108,8 @@ def _search(
 
     search = fresh()
     search.run(demand.jobs)
+    if not bounded:
+        return search, 0.0, False
     # Over the jobs the plan places, on the cluster as it stands (a fresh search: nothing placed yet).
     bound = lower_bound(fresh(), [j for j in demand.jobs if j.key in search.placed])
     if exact and not search.unplaced:
@@ -162,12 +172,13 @@ def plan_scale_up(
         unplaced = {pd.key for u in search.unplaced for pd in u.job.pods}
         want = [p for p in pending if ref(p) not in unplaced]
         config = SchedulerConfig(scoring=ScoringStrategy(type=scoring), features=features)
-        t0 = time.perf_counter()
-        run = Check(inputs, want, config)
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = Check(inputs, want, config, nominated=_expected_nodes(search, demand.jobs))
         new_nodes = search.added
         for _ in range(MAX_ROUNDS):
             verdict = run.add(rendered(new_nodes, features))
             plan.check_seconds += time.perf_counter() - t0
+            plan.check_cpu_seconds += time.process_time() - c0
             after = split(verdict.objects)
             after.pdbs = inputs.pdbs
             _record(plan, after, {ref(p) for p in want})
@@ -178,14 +189,31 @@ def plan_scale_up(
             left = set(verdict.unbound)
             todo = [p for p in after.pending if ref(p) in left]
             again = build_demand(todo, after.claims, after.templates, gangs)
-            nxt, _, _ = _search(after, again, _less_room(types, plan.added), features, len(plan.added), False)
+            nxt, _, _ = _search(
+                after, again, _less_room(types, plan.added), features, len(plan.added), False, bounded=False
+            )
             if not nxt.added:
                 break
             plan.searches.append(nxt)
             new_nodes = nxt.added
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
     plan.seconds = time.perf_counter() - start
     return plan
+
+
+def _expected_nodes(search: Search, jobs: Sequence[Job]) -> dict[str, str]:
+    """Pod -> the node the search placed it on, for the pods not of a gang: the scheduler is told where they
+    are expected (kdra.plan.verify), so that pods the plan put together (those sharing a claim) land
+    together. Gangs, whose placement also answers to topology and the gang's own search, are left to the
+    scheduler's session."""
+    out: dict[str, str] = {}
+    for job in jobs:
+        if job.gang is not None:
+            continue
+        for b, placement in search.placed.get(job.key, ()):
+            for pd in placement.unit.pods:
+                out[pd.key] = b.name
+    return out
 
 
 def _record(plan: ScaleUp, after: Inputs, wanted: set[str]) -> None:

@@ -1,12 +1,15 @@
 """A plan checked by kdra's scheduler itself: the cluster with the added nodes in an in-memory store, the
 running pods where they run, the pending pods created at once, and the scheduling session (gangs, queues,
 topology, its own queue order and node scores) run on a virtual clock until nothing changes, exactly as `kdra
-simulate` schedules. The pods it leaves pending are what the plan's own placement got and the scheduler's does
-not (it may spread pods where the plan packed them); kdra.plan.scaleup plans again for those."""
+simulate` schedules. Pods may carry the node the plan expects them on (status.nominatedNodeName, as an
+autoscaler writes it under KEP-5278): the scheduler's Filter on that node decides, as kube-scheduler's
+evaluateNominatedNode does, and a pod that does not pass there is placed by the full search. The pods it
+leaves pending are what the plan's placement got and the scheduler's does not; kdra.plan.scaleup plans again
+for those."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kdra.api.types import Obj
@@ -37,7 +40,7 @@ def _new(obj: Obj, deep: bool = True) -> Obj:
 @dataclass
 class Verdict:
     unbound: list[str]  # pods of `pending` (namespace/name) the scheduler left unbound
-    objects: list[Obj]  # the cluster afterwards: nodes, devices, claims, pods as the scheduler left them
+    objects: list[Obj]  # the cluster afterwards, as the scheduler left it (read only: the store's own)
 
 
 class Check:
@@ -45,7 +48,16 @@ class Check:
     scheduler until nothing changes. Several `add`s are nodes arriving one round after another: what the
     scheduler bound stays bound."""
 
-    def __init__(self, inputs: Inputs, pending: Sequence[Obj], config: SchedulerConfig | None = None) -> None:
+    def __init__(
+        self,
+        inputs: Inputs,
+        pending: Sequence[Obj],
+        config: SchedulerConfig | None = None,
+        nominated: Mapping[str, str] | None = None,
+    ) -> None:
+        """`nominated`: pod (namespace/name) -> the node it is expected on, written to the pod's
+        status.nominatedNodeName as an autoscaler writes where it expects a pod to land (KEP-5278): the
+        scheduler tries that node first and takes it when it passes Filter, else searches every node."""
         self.inputs, self.pending = inputs, list(pending)
         self.clock = VirtualClock()
         self.store = store = MemoryStore(clock=self.clock, seed=0)
@@ -65,6 +77,9 @@ class Check:
             # Whichever scheduler the pod names (kdra, kube-scheduler), the check asks kdra's.
             q = _new(p)
             q["spec"].pop("schedulerName", None)
+            node = (nominated or {}).get(ref(p))
+            if node and not (q.get("status") or {}).get("nominatedNodeName"):
+                q["status"] = {**(q.get("status") or {}), "nominatedNodeName": node}
             store.create(q)
 
     def add(self, objs: Sequence[Obj]) -> Verdict:
@@ -89,17 +104,20 @@ class Check:
             got = self.store.try_get("Pod", meta["name"], meta.get("namespace") or "default")
             if not ((got or {}).get("spec") or {}).get("nodeName"):
                 out.append(ref(p))
-        read_only = ("DeviceClass", "Node", "ResourceSlice")
-        objects = [o for k in read_only for o in self.store.list(k)]
-        objects += [
-            clone(o) for k in ("ResourceClaimTemplate", "ResourceClaim", "Pod") for o in self.store.list(k)
-        ]
-        return Verdict(out, objects + [clone(o) for o in self.inputs.scheduling] + list(self.inputs.pdbs))
+        # The store's own objects: it replaces an object on every write and never edits one in place, so
+        # these stay as they are now while later rounds schedule on.
+        kinds = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+        objects = [o for k in kinds for o in self.store.list(k)]
+        return Verdict(out, objects + list(self.inputs.scheduling) + list(self.inputs.pdbs))
 
 
 def check(
-    inputs: Inputs, added: Sequence[Obj], pending: Sequence[Obj], config: SchedulerConfig | None = None
+    inputs: Inputs,
+    added: Sequence[Obj],
+    pending: Sequence[Obj],
+    config: SchedulerConfig | None = None,
+    nominated: Mapping[str, str] | None = None,
 ) -> Verdict:
     """Schedule `pending` with kdra's scheduler (`config`: its scoring and gates, as the cluster runs it) on
-    the cluster plus `added` (Nodes, ResourceSlices and DeviceClasses)."""
-    return Check(inputs, pending, config).add(added)
+    the cluster plus `added` (Nodes, ResourceSlices and DeviceClasses); `nominated` as for Check."""
+    return Check(inputs, pending, config, nominated).add(added)
