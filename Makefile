@@ -49,7 +49,7 @@ unit: venv pins oracle
 N ?= 100000
 SEED ?= 0
 differential: venv oracle
-	$(BIN)/python -m kdra.testing.differential --n $(N) --seed $(SEED) --save tests/scenarios/cases/differential --quiet
+	PYTHONPATH=$(CURDIR)/tests $(BIN)/python -m support.differential --n $(N) --seed $(SEED) --save tests/scenarios/cases/differential --quiet
 
 # Builds kube-apiserver/-controller-manager/-scheduler and etcd of Kubernetes 1.37 (KDRA_K8S_VERSION) and of
 # 1.36 (for the differential corpus, E2E_CORPUS_VERSIONS) on first use (hack/k8s/build.sh, cached in

@@ -27,18 +27,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from kubeutil import KdraProcess, claim_template, create_pods, template_pod  # noqa: E402
 
 from kdra.kube.client import KubeClient  # noqa: E402
-from kdra.testing.controlplane import (  # noqa: E402
+from support.controlplane import (  # noqa: E402
     ControlPlane,
     create_node,
     ensure_default_service_account,
     running_control_plane,
 )
-from kdra.testing.invariants import wait_consistent  # noqa: E402
+from support.invariants import wait_consistent  # noqa: E402
 
 LIST = "[" + ",".join(str(i) for i in range(300)) + "]"
 

@@ -1,7 +1,7 @@
 """Scheduling under churn on a real control plane: kube-scheduler against `kdra scheduler`, pods completing
 and arriving at a steady rate for minutes (issue 26 item 2).
 
-One control plane (kdra.testing.controlplane), N nodes x D devices (one ResourceSlice per node; Node
+One control plane (support.controlplane), N nodes x D devices (one ResourceSlice per node; Node
 objects as KWOK makes them, without KWOK's process: nothing runs the pods, so "completing" is the benchmark
 deleting them, grace period 0, and kube-controller-manager releasing their claims), then per scheduler, on
 a fleet of its own:
@@ -41,12 +41,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from kubeutil import DeviceFleet, KdraProcess, claim_template, template_pod  # noqa: E402
 
 from kdra.kube.client import KubeClient  # noqa: E402
-from kdra.testing.controlplane import ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
 from kubebench import (  # noqa: E402
     ProcessMeter,
     client_writes,
@@ -59,6 +59,7 @@ from kubebench import (  # noqa: E402
     scheduled_at,
     wait_all_bound,
 )
+from support.controlplane import ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
 
 Obj = dict[str, Any]
 

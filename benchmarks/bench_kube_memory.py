@@ -1,6 +1,6 @@
 """Memory of `kdra scheduler` over rounds of load (issue 18, item 7): does RSS come back after the pods go?
 
-One control plane (kdra.testing.controlplane), N nodes x D devices, then R rounds of: P pods with one
+One control plane (support.controlplane), N nodes x D devices, then R rounds of: P pods with one
 template claim each (a tenth of them asking for more devices than a node has, so they stay pending with
 an explanation), wait until every fitting pod is bound and every other one explained, delete them all
 (grace period 0) and wait until kube-controller-manager has deleted their claims and kdra's informers
@@ -42,12 +42,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from kubeutil import DeviceFleet, KdraProcess, claim_template, template_pod  # noqa: E402
 
 from kdra.kube.client import KubeClient  # noqa: E402
-from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
+from support.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
 
 NS = "bench-mem"
 

@@ -1,7 +1,7 @@
 """The scheduling session on a real control plane (issue 12): `kdra scheduler`'s stack (informers, the
 session with gangs and queues, asynchronous two-phase gang binding) against kube-scheduler 1.36.
 
-One control plane (kdra.testing.controlplane, no kubelet: pods stay bound and pending), N nodes x D devices
+One control plane (support.controlplane, no kubelet: pods stay bound and pending), N nodes x D devices
 (one ResourceSlice per node, a DeviceClass), then three runs, each on a freed fleet:
 
 1. session: Q Queues (weights 1-3), G gangs of 4-16 one-device pods (a kdra PodGroup each, minMember =
@@ -22,7 +22,7 @@ process of its own, which writes its figures at exit (KDRA_STATS=FILE):
 - per pod: creation -> bound latency (p50, p99; the API server's one-second stamps), and for both
   schedulers the process's CPU per bound pod and API writes per bound pod (kube-scheduler's client-go
   counter) measured the same way (benchmarks/kubebench.py).
-Every run ends with the independent checker (kdra.testing.invariants) on its namespace. `--kube-first`
+Every run ends with the independent checker (support.invariants) on its namespace. `--kube-first`
 runs kube-scheduler first (then the session, then kdra plain): run both orders.
 
 Usage: python benchmarks/bench_kube_session.py [--nodes 200] [--devices 8] [--queues 10] [--gangs 50]
@@ -49,15 +49,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from kubeutil import DeviceFleet, KdraProcess, claim_template, template_pod  # noqa: E402
 
 from kdra.cluster.store import AlreadyExistsError  # noqa: E402
 from kdra.kube.client import KubeClient  # noqa: E402
-from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
-from kdra.testing.invariants import check_cluster  # noqa: E402
 from kubebench import ProcessMeter, client_writes, free, latencies, load, namespace, percentile  # noqa: E402
+from support.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
+from support.invariants import check_cluster  # noqa: E402
 
 Obj = dict[str, Any]
 

@@ -3,7 +3,7 @@ control plane's kube-scheduler (1.37 by default, KDRA_K8S_VERSION=1.36 for 1.36;
 KEP-6132, made it ~2.4x faster on this shape) against `kdra scheduler`, on kube-scheduler's
 SchedulingWithResourceClaimTemplate shape.
 
-One control plane (kdra.testing.controlplane; kube-scheduler, kube-controller-manager and kdra all with
+One control plane (support.controlplane; kube-scheduler, kube-controller-manager and kdra all with
 the same --kube-api-qps/--kube-api-burst), N nodes x D devices (one ResourceSlice per node, a DeviceClass
 selecting the driver), then per scheduler in turn: a ResourceClaimTemplate and P pods with one template
 claim each, created by 8 client threads; the clock runs from the first create to the last pod bound (the
@@ -45,6 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from kubeutil import (  # noqa: E402
@@ -56,8 +57,8 @@ from kubeutil import (  # noqa: E402
 
 from kdra.kube.client import KubeClient  # noqa: E402
 from kdra.kube.client import KubeClient as FastClient  # noqa: E402
-from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
 from kubebench import ProcessMeter, client_writes, latencies, load, scheduled_at, summary, wait_all_bound  # noqa: E402
+from support.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
 
 NO_FIT = 5
 

@@ -62,13 +62,13 @@ from e2e.sessionutil import (  # noqa: E402
 )
 from kdra.cluster.store import AlreadyExistsError  # noqa: E402
 from kdra.kube.client import KubeClient, Obj  # noqa: E402
-from kdra.testing.controlplane import (  # noqa: E402
+from support.controlplane import (  # noqa: E402
     ControlPlane,
     ControlPlaneConfig,
     force_delete,
     running_control_plane,
 )
-from kdra.testing.invariants import audit_events, audit_time  # noqa: E402
+from support.invariants import audit_events, audit_time  # noqa: E402
 
 H100 = "H100-SXM-80GB"
 LOW, HIGH = "bench-preempt-low", "bench-preempt-high"

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the test support, `support`
 
 
 def main() -> int:
@@ -31,7 +32,7 @@ def main() -> int:
     from kdra.replay.engine import arrivals, run_placement
     from kdra.replay.trace import load_trace, sample
     from kdra.scheduler.fragmentation import make_policy
-    from kdra.testing.controlplane import ControlPlaneConfig, running_control_plane
+    from support.controlplane import ControlPlaneConfig, running_control_plane
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1213, help="sample this many nodes (default: all 1,213)")

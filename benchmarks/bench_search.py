@@ -1,5 +1,5 @@
 """Search-heavy worlds: kdra's allocator against upstream's on the worlds where a plain depth-first search
-explodes (kdra.testing.worlds.search_world: PCIe-root groups each a little too small for a claim whose
+explodes (support.worlds.search_world: PCIe-root groups each a little too small for a claim whose
 requests must share a root, the big-enough group last). Prints figures; asserts nothing.
 
 For each world: the outcome (allocated, proved not to fit, gave up), search steps and CPU time of kdra
@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test support, `support`
 
 from kdra.allocator import Allocator, FeatureGates
-from kdra.testing.worlds import search_world
+from support.worlds import search_world
 
 # Runs one world list (JSON on stdin) through whatever `kdra` is importable: for --baseline trees, whose
 # FeatureGates may not know versions.
@@ -85,8 +86,8 @@ def run_baseline(src: str, worlds: list[Any]) -> list[dict[str, Any]]:
 
 
 def run_oracle(worlds: list[Any], timeout: float) -> list[dict[str, Any]]:
-    from kdra.testing.differential import oracle_case
-    from kdra.testing.oracle import Oracle
+    from support.differential import oracle_case
+    from support.oracle import Oracle
 
     out = []
     with Oracle("1.37") as o:

@@ -152,7 +152,7 @@ def namespace(kube: Any, ns: str) -> None:
 def free(kube: Any, ns: str, timeout: float = 600) -> None:
     """Force-delete the namespace's pods (no kubelet) and wait until kube-controller-manager released
     their claims."""
-    from kdra.testing.controlplane import force_delete
+    from support.controlplane import force_delete
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: force_delete(kube, "Pod", p["metadata"]["name"], ns), kube.list("Pod", ns)))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make e2e`: every e2e-marked test against real control planes, in lanes that run side by side
 # (docs/kubernetes-mode.md, "Parallel e2e"):
-#   lanes on ONE plane of KDRA_K8S_VERSION (default 1.37), started once by python -m kdra.testing.shared_plane
+#   lanes on ONE plane of KDRA_K8S_VERSION (default 1.37), started once by python -m support.shared_plane
 #   and attached to by every lane's pytest process:
 #     kube-scheduler  tests marked e2e_lane(name="kube-scheduler"), one after another (the differential
 #                     corpus, the harness, tests that create well-known cluster-scoped names)
@@ -23,6 +23,8 @@ free_workers="${E2E_FREE_WORKERS:-1}"
 extra_versions="${E2E_CORPUS_VERSIONS-1.36}"
 read -r -a pytest_args <<<"${PYTEST_ARGS:-}"
 export KDRA_K8S_VERSION="$main"
+# the test support (tests/support) is imported as `support`, by the plane and by every lane
+export PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}"
 
 log() { printf '[hack/e2e.sh %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -84,7 +86,7 @@ fi
 log "binaries ready after $(( SECONDS - start ))s"
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/kdra-e2e-XXXXXX")"
-lanes=("shared-$main:$(q "$bin/python" -m kdra.testing.shared_plane --version "$main" -- \
+lanes=("shared-$main:$(q "$bin/python" -m support.shared_plane --version "$main" -- \
     bash hack/e2e.sh --shared-lanes "$logs")")
 for v in "${versions[@]}"; do
     lanes+=("corpus-$v:KDRA_K8S_VERSION=$v $(q "$bin/pytest" -p no:xdist "${pytest_args[@]}") -m e2e \

@@ -1,5 +1,5 @@
 """What the allocator does differently in Kubernetes 1.36, 1.37 and 1.38 (docs/versions.md), on small
-hand-made worlds. Every expectation here was checked against the real allocators (kdra.testing.oracle) when
+hand-made worlds. Every expectation here was checked against the real allocators (support.oracle) when
 written; the differential test keeps checking the same rules on random worlds."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from kdra.testing.hostpod import container_env, expand
+from support.hostpod import container_env, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "kdra"

@@ -1,5 +1,5 @@
 """kdra's allocator against the real one (tests/oracle, k8s.io/dynamic-resource-allocation at each
-supported Kubernetes version) on random worlds (kdra.testing.worlds), both versions, every run.
+supported Kubernetes version) on random worlds (support.worlds), both versions, every run.
 
 One fixed seed range, the same every run: the suite's verdict depends on the code, not on the day or the
 machine (a range that rotated daily made CI fail on a day whose seeds held a known search-budget case, for
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from kdra.testing import differential
-from kdra.testing.oracle import Oracle, build_oracles, repo_root
+from support import differential
+from support.oracle import Oracle, build_oracles, repo_root
 
 SEEDS = 2500
 ORACLE_TIMEOUT = 1.0  # seconds per node; the CI budget, not kube-scheduler's 10 s
@@ -67,8 +67,8 @@ def test_worlds_are_api_valid_for_both_versions() -> None:
     """The generator's objects pass kdra's API validation for each release (so the agreement is about
     inputs a cluster accepts)."""
     from kdra.api.features import SUPPORTED_VERSIONS, FeatureGates
-    from kdra.testing.worlds import random_world
     from kdra.validation.rules import validate_objects
+    from support.worlds import random_world
 
     for version in SUPPORTED_VERSIONS:
         features = FeatureGates.for_version(version)
@@ -82,7 +82,7 @@ def test_disagreements_are_shrunk_into_corpus_cases(
     """On a deliberately broken kdra (taints ignored) the harness finds the difference, the shrinker
     drops what does not matter to it, and the saved corpus case carries the real allocator's answer."""
     from kdra.allocator import allocator as alloc_mod
-    from kdra.testing.worlds import World
+    from support.worlds import World
 
     def device(name: str, taints: list[dict[str, str]] | None = None) -> dict[str, object]:
         d: dict[str, object] = {"name": name, "attributes": {"model": {"string": "a"}}}

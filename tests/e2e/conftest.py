@@ -4,7 +4,7 @@ The control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 1.36 with KDRA_K8S_VERSION=1.36, on 127.0.0.1, and KWOK as the kubelet of the test nodes) is built on first
 use by hack/k8s/build.sh and hack/k8s/kwok/build.sh (binaries cached in ~/.cache/kdra/k8s/<version> and
 ~/.cache/kdra/kwok) and started once per session. `make e2e` runs the tests in several
-pytest processes (lanes) that all attach to one plane started by `python -m kdra.testing.shared_plane`
+pytest processes (lanes) that all attach to one plane started by `python -m support.shared_plane`
 (environment KDRA_E2E_CONTROL_PLANE); without it (`pytest -p no:xdist tests/e2e/...`) the session starts
 its own. A failed build makes every e2e test error with the build's output; unit tests are unaffected.
 
@@ -30,15 +30,15 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import (
+from support.controlplane import (
     ControlPlane,
     ensure_binaries,
     ensure_default_service_account,
     ensure_kwok,
     force_delete,
 )
-from kdra.testing.shared_plane import AttachedControlPlane, session_config
-from kdra.testing.wait import clear_diagnostics, diagnostics
+from support.shared_plane import AttachedControlPlane, session_config
+from support.wait import clear_diagnostics, diagnostics
 
 E2E_DIR = Path(__file__).parent
 
@@ -132,7 +132,7 @@ def kdra_crds(kube: KubeClient) -> list[str]:
     import yaml
 
     from kdra.cluster.store import AlreadyExistsError
-    from kdra.testing.wait import wait_for
+    from support.wait import wait_for
 
     names = []
     for f in sorted((E2E_DIR.parents[1] / "deploy" / "crds").glob("*.yaml")):

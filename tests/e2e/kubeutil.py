@@ -16,8 +16,8 @@ from pathlib import Path
 
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import ControlPlane, create_node, force_delete
-from kdra.testing.wait import diagnose, wait_for
+from support.controlplane import ControlPlane, create_node, force_delete
+from support.wait import diagnose, wait_for
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 

@@ -17,7 +17,7 @@ from kdra.fleets import render
 from kdra.kube.client import KubeClient, Obj
 from kdra.observe.exposition import parse_text
 from kdra.replay.trace import Trace, TracePod, pod_objects
-from kdra.testing.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, free_port
+from support.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, free_port
 
 from .kubeutil import kdra_scheduler
 from .sessionutil import FLEET_LABEL, GpuFleet, cleanup, fleet_spec, wait

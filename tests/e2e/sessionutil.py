@@ -16,9 +16,9 @@ from kdra.api.pods import pod_claim_names
 from kdra.cluster.store import AlreadyExistsError
 from kdra.fleets import parse_fleet, render
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, force_delete
-from kdra.testing.invariants import Violation
-from kdra.testing.wait import wait_for
+from support.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, force_delete
+from support.invariants import Violation
+from support.wait import wait_for
 
 from .kubeutil import KdraProcess
 
@@ -255,8 +255,8 @@ def wait(fn: Any, timeout: float, what: str, interval: float = 0.3, log: Any = N
 
 
 def settled(kube: KubeClient, namespace: str, timeout: float = 60.0, **kw: Any) -> list[Violation]:
-    """The independent checker (kdra.testing.invariants), after the cluster has settled."""
-    from kdra.testing.invariants import wait_consistent
+    """The independent checker (support.invariants), after the cluster has settled."""
+    from support.invariants import wait_consistent
 
     return wait_consistent(kube, namespace, timeout=timeout, interval=0.5, **kw)
 

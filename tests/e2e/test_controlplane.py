@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from kdra.kube.client import KubeClient, Obj
-from kdra.testing.controlplane import ControlPlane, create_node, gates_arg, resolve_gates
-from kdra.testing.wait import wait_for
+from support.controlplane import ControlPlane, create_node, gates_arg, resolve_gates
+from support.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 

@@ -1,5 +1,5 @@
 """Scope 5, differential conformance: every case of the scenario corpus through the real kube-scheduler
-(kdra.testing.upstream on the fixture), compared with the verdict the corpus recorded on upstream's
+(support.upstream on the fixture), compared with the verdict the corpus recorded on upstream's
 allocator and with `kdra allocate` on the same objects. Part of `make test` (240 cases, about 12 minutes);
 KDRA_E2E_CORPUS=0 leaves it out of a quick local run.
 
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
-from kdra.testing.upstream import UpstreamResult, run_upstream_case
+from support.controlplane import ControlPlane
+from support.corpus import case_expect, case_versions, effective_gates, gate_flag
+from support.upstream import UpstreamResult, run_upstream_case
 
 pytestmark = [
     pytest.mark.e2e,

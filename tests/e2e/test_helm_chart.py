@@ -27,10 +27,10 @@ import yaml
 from kdra.cli.main import build_parser
 from kdra.cluster.store import StoreError
 from kdra.kube.client import RESOURCES, KubeClient, request_info
-from kdra.testing.controlplane import ControlPlane, free_port
-from kdra.testing.helm import chart_dir, ensure_helm, helm, render
-from kdra.testing.hostpod import host_process, write_service_account
-from kdra.testing.wait import diagnose, file_tail
+from support.controlplane import ControlPlane, free_port
+from support.helm import chart_dir, ensure_helm, helm, render
+from support.hostpod import host_process, write_service_account
+from support.wait import diagnose, file_tail
 
 from .kubeutil import DeviceFleet, bound_pods, claim_template, create_pods, template_pod, wait_until
 
@@ -382,7 +382,7 @@ def test_exporter_says_what_is_forbidden(
 ) -> None:
     """deploy/rbac/reader.yaml without watch: the exporter logs the 403 (verb and resource) and /readyz says
     it; without list on claims, `kdra exporter --once` stops at once naming the verb instead of waiting."""
-    from kdra.testing.controlplane import write_kubeconfig
+    from support.controlplane import write_kubeconfig
 
     name = f"no-watch-{uuid.uuid4().hex[:5]}"
     reader = next(d for d in yaml.safe_load_all((ROOT / "deploy/rbac/reader.yaml").read_text()) if d)

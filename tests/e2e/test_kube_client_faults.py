@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient, KubeConfig, UnavailableError
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.tcpproxy import IdleClosingProxy
-from kdra.testing.wait import wait_for
+from support.controlplane import ControlPlane
+from support.tcpproxy import IdleClosingProxy
+from support.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 

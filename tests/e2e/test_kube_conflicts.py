@@ -21,9 +21,9 @@ from kdra.kube.client import KubeClient
 from kdra.kube.conflicts import QUARANTINE_LABEL
 from kdra.kube.partition import owner_taint
 from kdra.observe.exposition import parse_text
-from kdra.testing.controlplane import ControlPlane, free_port
-from kdra.testing.invariants import audit_events, double_allocations, wait_consistent
-from kdra.testing.wait import wait_for
+from support.controlplane import ControlPlane, free_port
+from support.invariants import audit_events, double_allocations, wait_consistent
+from support.wait import wait_for
 
 from .kubeutil import (
     DeviceFleet,

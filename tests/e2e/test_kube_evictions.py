@@ -13,8 +13,8 @@ import pytest
 
 from kdra.kube.client import KubeClient
 from kdra.scheduler.seams import EVICTED_FOR_ANNOTATION
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.invariants import audit_events
+from support.controlplane import ControlPlane
+from support.invariants import audit_events
 
 from .sessionutil import (
     TERMINATE_SLOWLY,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.wait import stays
+from support.controlplane import ControlPlane
+from support.wait import stays
 
 from .kubeutil import (
     DeviceFleet,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.invariants import audit_events, wait_consistent, writes_after_lease_loss
+from support.controlplane import ControlPlane
+from support.invariants import audit_events, wait_consistent, writes_after_lease_loss
 
 from .kubeutil import (
     DeviceFleet,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, create_node
+from support.controlplane import ControlPlane, create_node
 
 from .kubeutil import claim_template, kdra_scheduler, template_pod, wait_until
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, create_node
-from kdra.testing.invariants import wait_consistent
+from support.controlplane import ControlPlane, create_node
+from support.invariants import wait_consistent
 
 from .kubeutil import bound_pods, claim_template, create_pods, kdra_scheduler, template_pod, wait_until
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, ensure_default_service_account
-from kdra.testing.invariants import check_cluster
+from support.controlplane import ControlPlane, ensure_default_service_account
+from support.invariants import check_cluster
 
 from .sessionutil import (
     cleanup,

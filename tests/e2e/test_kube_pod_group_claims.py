@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kdra.kube.client import KubeClient, resource_path
-from kdra.testing.controlplane import ControlPlane
+from support.controlplane import ControlPlane
 
 from .kubeutil import DeviceFleet, claim_template, template_pod
 from .sessionutil import FLEET_LABEL, bound, cleanup, create_all, session_scheduler, settled, wait

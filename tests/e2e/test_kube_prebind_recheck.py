@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.invariants import audit_events, wait_consistent
+from support.controlplane import ControlPlane
+from support.invariants import audit_events, wait_consistent
 
 from .kubeutil import DeviceFleet, bound_pods, claim_template, kdra_scheduler, template_pod, wait_until
 

@@ -1,7 +1,7 @@
 """Preemption and gang eviction on a real API server, with kdra SIGKILLed at random points of them and
 restarted, ten times each: what kdra decided is on the API (each victim's record, written before any is
 evicted; the preemptor's nominatedNodeName), and the restarted kdra resumes it. The independent checker
-(kdra.testing.invariants) then finds no preemptor forgotten, no victim beyond the fewest needed, no
+(support.invariants) then finds no preemptor forgotten, no victim beyond the fewest needed, no
 intruder on the devices the victims freed, no gang left partly running past its eviction, and the
 cluster consistent (explanations naming only each pod's own objects included)."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.invariants import check_cluster, devices_of, preemption_outcome
+from support.controlplane import ControlPlane
+from support.invariants import check_cluster, devices_of, preemption_outcome
 
 from .kubeutil import KdraProcess
 from .sessionutil import (

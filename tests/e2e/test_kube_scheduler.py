@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
+from support.controlplane import ControlPlane
 
 from .kubeutil import (
     DeviceFleet,

@@ -2,7 +2,7 @@
 kubelet: gangs all or nothing, queues sharing a fleet, reclaim, preemption of pods that hold DRA devices,
 PodDisruptionBudgets, topology, placement policies, explanations on the live objects, and the same
 placements as `kdra simulate` on the same objects. Every test ends with the independent checker
-(kdra.testing.invariants)."""
+(support.invariants)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 
 from kdra.cluster.store import AlreadyExistsError
 from kdra.kube.client import KubeClient, resource_path
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.wait import stays
+from support.controlplane import ControlPlane
+from support.wait import stays
 
 from .sessionutil import (
     TERMINATE_SLOWLY,

@@ -1,7 +1,7 @@
 """Gang binding on a real API server, which has no transactions (kdra.kube.binder): kdra SIGKILLed in the
 middle of a gang's binding and restarted, ten times; a member deleted half-way through the binding; a claim
 write refused half-way through the first phase. None may leave a gang partly running or devices held;
-the independent checker (kdra.testing.invariants) reads the API after each."""
+the independent checker (support.invariants) reads the API after each."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from kdra.cluster.store import StoreError
 from kdra.kube.client import FencedError, KubeClient
 from kdra.scheduler.gangqueues import GangQueueOptions
-from kdra.testing.controlplane import ControlPlane
+from support.controlplane import ControlPlane
 
 from .sessionutil import (
     allocated_claims,

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane, write_kubeconfig
-from kdra.testing.invariants import check_cluster
+from support.controlplane import ControlPlane, write_kubeconfig
+from support.invariants import check_cluster
 
 from .kubeutil import DeviceFleet, claim_template, kdra_scheduler, template_pod, wait_until
 

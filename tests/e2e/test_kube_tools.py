@@ -17,7 +17,7 @@ from kdra.cli.main import main
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient
 from kdra.kube.client import KubeClient as Client
-from kdra.testing.controlplane import ControlPlane, create_node, write_kubeconfig
+from support.controlplane import ControlPlane, create_node, write_kubeconfig
 
 from .kubeutil import bound_pods, claim_template, create_pods, kdra_scheduler, template_pod, wait_until
 

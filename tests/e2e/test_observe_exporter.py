@@ -28,8 +28,8 @@ import pytest
 from kdra.cluster.store import NotFoundError
 from kdra.kube.client import KubeClient, Obj
 from kdra.observe.exposition import parse_text
-from kdra.testing.controlplane import ControlPlane, create_node, force_delete, free_port
-from kdra.testing.wait import WaitTimeout, diagnose, file_tail, wait_for
+from support.controlplane import ControlPlane, create_node, force_delete, free_port
+from support.wait import WaitTimeout, diagnose, file_tail, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 

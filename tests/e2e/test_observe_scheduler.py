@@ -12,7 +12,7 @@ import pytest
 
 from kdra.kube.client import KubeClient
 from kdra.observe.exposition import parse_text
-from kdra.testing.controlplane import ControlPlane, free_port
+from support.controlplane import ControlPlane, free_port
 
 from .kubeutil import DeviceFleet, claim_template, kdra_scheduler, template_pod, wait_until
 

@@ -13,7 +13,7 @@ import yaml
 
 from kdra.cli.main import main
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import ControlPlane
+from support.controlplane import ControlPlane
 
 from .sessionutil import (
     FLEET_LABEL,

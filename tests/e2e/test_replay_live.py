@@ -16,7 +16,7 @@ from kdra.kube.client import KubeClient
 from kdra.replay.engine import ReplayCluster, arrivals, run_placement
 from kdra.replay.trace import default_trace_dir, load_trace, sample
 from kdra.scheduler.fragmentation import make_policy
-from kdra.testing.controlplane import ControlPlane
+from support.controlplane import ControlPlane
 
 from .replaylive import run_live
 

@@ -1,4 +1,4 @@
-"""The differential harness (kdra.testing.upstream) against cases of the scenario corpus whose
+"""The differential harness (support.upstream) against cases of the scenario corpus whose
 expectations were recorded on upstream's allocator: kube-scheduler on the fixture must give the
 same verdict, and the same devices where the corpus records them."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kdra.testing.controlplane import ControlPlane
-from kdra.testing.upstream import run_upstream_case
+from support.controlplane import ControlPlane
+from support.upstream import run_upstream_case
 
 pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 

@@ -21,7 +21,7 @@ FIXTURES = Path(__file__).parent.parent / "drivers" / "fixtures"
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from kdra.testing.controlplane import ControlPlane, ensure_binaries
+    from support.controlplane import ControlPlane, ensure_binaries
 
     cp = ControlPlane(ensure_binaries(sys.stderr), tmp_path_factory.mktemp("fleet-cp"))
     cp.start()

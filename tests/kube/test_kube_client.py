@@ -30,7 +30,7 @@ from kdra.kube.client import (
 from kdra.kube.kubeconfig import ExecConfig
 from kdra.kube.leader import LeaderElector
 from kdra.kube.store import KubeStore
-from kdra.testing.wait import wait_for
+from support.wait import wait_for
 
 Route = Callable[["Handler", dict[str, list[str]], Any], None]
 

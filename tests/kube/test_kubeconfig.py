@@ -27,7 +27,7 @@ from kdra.errors import InputError
 from kdra.kube.client import KubeClient, UnauthorizedError
 from kdra.kube.credentials import CredentialError
 from kdra.kube.kubeconfig import KubeConfig
-from kdra.testing.pki import make_pki
+from support.pki import make_pki
 
 SECRET = "s3cr3t-t0ken-abcdefghijklmnopqrstuvwxyz0123456789"
 

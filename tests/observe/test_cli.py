@@ -13,7 +13,7 @@ import yaml
 
 from kdra.cli.main import main
 from kdra.observe.exposition import parse_text
-from kdra.testing.controlplane import free_port
+from support.controlplane import free_port
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "queues" / "gang-queues.yaml")
 

@@ -18,7 +18,7 @@ import pytest
 from kdra.errors import InputError
 from kdra.observe.model import FleetState
 from kdra.observe.server import HealthChecks, MetricsServer, ServingOptions
-from kdra.testing.pki import make_pki
+from support.pki import make_pki
 
 
 def serve(options: ServingOptions | None = None) -> MetricsServer:

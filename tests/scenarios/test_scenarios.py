@@ -18,8 +18,8 @@ import yaml
 
 from kdra.api.versions import SUPPORTED_VERSIONS
 from kdra.cli.main import main
-from kdra.testing.corpus import case_expect, case_versions, effective_gates, gate_flag
-from kdra.testing.differential import RESULT_KEYS
+from support.corpus import case_expect, case_versions, effective_gates, gate_flag
+from support.differential import RESULT_KEYS
 
 CASES_DIR = Path(__file__).parent / "cases"
 CASES = sorted(CASES_DIR.rglob("*.yaml"))
@@ -47,7 +47,7 @@ def run_cli(
     argv = ["allocate", "-f", str(objects_file), "-o", "json", "--kubernetes-version", version]
     if case.get("node"):
         argv += ["--node", str(case["node"])]
-    # As a cluster of that release runs them: locked and unknown gates left out (kdra.testing.corpus).
+    # As a cluster of that release runs them: locked and unknown gates left out (support.corpus).
     gates = effective_gates(case, version)
     if gates:
         argv += ["--feature-gates", gate_flag(gates)]

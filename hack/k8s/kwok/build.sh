@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse) KWOK (sigs.k8s.io/kwok, from the Go module proxy): the e2e tests run it beside the
-# control plane as the kubelet of their nodes (src/kdra/testing/controlplane.py), so bound pods become
+# control plane as the kubelet of their nodes (tests/support/controlplane.py), so bound pods become
 # Running, Jobs complete, deleted and evicted pods terminate gracefully and nodes heartbeat.
 #
 # The binary lands OUTSIDE the repository, in $KDRA_KWOK_CACHE/<version>/kwok (default

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import yaml
 
-from kdra.testing.controlplane import ControlPlaneError, repo_root
+from support.controlplane import ControlPlaneError, repo_root
 
 
 def chart_dir() -> Path:

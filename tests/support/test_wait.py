@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kdra.testing.wait import (
+from support.wait import (
     TIMEOUT_FACTOR_ENV,
     WaitTimeout,
     clear_diagnostics,
@@ -73,7 +73,7 @@ def test_stays_fails_with_what_broke_it() -> None:
 def test_a_failed_e2e_test_shows_the_components_logs_not_the_audit_log(tmp_path: Path) -> None:
     """The control plane's part of a failure report: each component's last lines; the audit log (one
     JSON line per write, megabytes) is evidence for a checker, not a tail to read."""
-    from kdra.testing.shared_plane import AttachedControlPlane
+    from support.shared_plane import AttachedControlPlane
 
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -41,7 +41,7 @@ from kdra.api.types import Obj
 from kdra.api.versions import DEFAULT_VERSION
 from kdra.cluster.store import StoreError
 from kdra.kube.client import KubeClient, KubeConfig
-from kdra.testing.wait import wait_for
+from support.wait import wait_for
 
 
 class ControlPlaneError(RuntimeError):
@@ -65,7 +65,7 @@ class K8sRelease:
       DynamicResourceAllocation is locked on in both releases): a component refuses to start when a gate
       is on and one it needs is off.
     allocator_gate_defaults: defaults of the gates that decide which of upstream's allocator
-      implementations kube-scheduler uses (see kdra.testing.upstream.scheduler_allocator).
+      implementations kube-scheduler uses (see support.upstream.scheduler_allocator).
     device_taint_rule_api: the resource.k8s.io version that serves DeviceTaintRule by default.
     workload_api_version: the scheduling.k8s.io version of Workload/PodGroup (behind GenericWorkload),
       which the fixture turns on (ControlPlaneConfig.workload_api).
@@ -586,7 +586,7 @@ class ControlPlaneConfig:
     workload_api: bool = True
     # Write an audit log of every write to pods, bindings, evictions, ResourceClaims, DeviceTaintRules,
     # Events and Leases (metadata level, JSON lines in <work dir>/logs/audit.log): the independent record
-    # of who wrote what when, which fault tests read (kdra.testing.invariants.audit_events). Reads are not
+    # of who wrote what when, which fault tests read (support.invariants.audit_events). Reads are not
     # logged.
     audit_log: bool = False
 

@@ -65,7 +65,7 @@ def container_env(
         elif (e.get("valueFrom") or {}).get("fieldRef"):
             path = e["valueFrom"]["fieldRef"]["fieldPath"]
             if path not in fields:
-                raise ValueError(f"env {e['name']}: fieldRef {path} is not resolved by kdra.testing.hostpod")
+                raise ValueError(f"env {e['name']}: fieldRef {path} is not resolved by support.hostpod")
             env[e["name"]] = fields[path]
         else:
             raise ValueError(f"env {e['name']}: only value and fieldRef are supported")

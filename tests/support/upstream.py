@@ -32,7 +32,7 @@ from kdra.api.features import picks_deterministically
 from kdra.api.types import Obj
 from kdra.cluster.store import NotFoundError, StoreError
 from kdra.kube.client import KubeClient
-from kdra.testing.controlplane import (
+from support.controlplane import (
     ControlPlane,
     K8sRelease,
     create_node,
@@ -40,7 +40,7 @@ from kdra.testing.controlplane import (
     force_delete,
     k8s_release,
 )
-from kdra.testing.wait import scaled, wait_for
+from support.wait import scaled, wait_for
 
 CLUSTER_SCOPED_ORDER = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule")
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet

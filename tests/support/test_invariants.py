@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdra.testing.invariants import check_cluster
+from support.invariants import check_cluster
 
 Obj = dict[str, Any]
 
@@ -193,7 +193,7 @@ def test_partial_gang() -> None:
 def test_devices_drawing_more_than_a_counter_set_holds_are_a_double_allocation() -> None:
     """A MIG-shaped pool: the whole GPU and two halves draw on one counter set; the whole GPU and one half
     allocated at once overuse it, the two halves do not."""
-    from kdra.testing.invariants import counter_overuse
+    from support.invariants import counter_overuse
 
     def dev(name: str, mem: str) -> dict:
         return {
@@ -251,7 +251,7 @@ def _audit(t: float, verb: str, resource: str, name: str, agent: str, code: int 
 def test_writes_after_the_lease_ran_out_are_stale_whatever_their_answer(tmp_path: Any) -> None:
     import json
 
-    from kdra.testing.invariants import audit_events, writes_after_lease_loss
+    from support.invariants import audit_events, writes_after_lease_loss
 
     a, b = "kdra/0.1.0 (scheduler/a)", "kdra/0.1.0 (scheduler/b)"
     events = [
@@ -282,7 +282,7 @@ def test_writes_after_the_lease_ran_out_are_stale_whatever_their_answer(tmp_path
 
 
 def test_a_preemptions_outcome_forgotten_preemptor_excess_victims_and_intruder() -> None:
-    from kdra.testing.invariants import preemption_outcome
+    from support.invariants import preemption_outcome
 
     high = pod("high", "n1", "ch")
     waiting = pod("high2")

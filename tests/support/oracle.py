@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kdra.api.features import SUPPORTED_VERSIONS
-from kdra.testing.controlplane import repo_root
+from support.controlplane import repo_root
 
 
 class OracleError(RuntimeError):

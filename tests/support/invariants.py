@@ -480,7 +480,7 @@ def wait_consistent(
 ) -> list[Violation]:
     """Re-check until no violation is left or `timeout` (stretched by the runner's timeout factor)
     passes; returns what is still violated."""
-    from kdra.testing.wait import scaled
+    from support.wait import scaled
 
     deadline = time.monotonic() + scaled(timeout)
     while True:

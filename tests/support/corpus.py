@@ -4,7 +4,7 @@
 grouping (claims no pod references first, then each pod's claims in `spec.resourceClaims` order,
 ResourceClaimTemplates instantiated as kdra does), nodes in name order (or the case's `node`), and the
 case's feature gates on that version's defaults. `check(case, answer)` says whether the recorded
-expectation holds for the oracle's answer. `python -m kdra.testing.corpus` prints, per case and
+expectation holds for the oracle's answer. `PYTHONPATH=tests python -m support.corpus` prints, per case and
 version, where the corpus and the real allocator disagree (what `kubernetesVersion` and
 `expectByVersion` in the corpus are for).
 """
@@ -58,7 +58,7 @@ def case_expect(case: Obj, version: str) -> Obj:
 
 def effective_gates(case: Obj, version: str) -> dict[str, bool]:
     """The case's `featureGates` as a cluster of that release can run them (what the e2e harness does
-    with a real control plane, kdra.testing.controlplane.resolve_gates): gates the release does not
+    with a real control plane, support.controlplane.resolve_gates): gates the release does not
     know or has locked are left out, and a gate whose dependency the case switches off is switched off
     too (unless the case names it)."""
     specs = GATES[version]
@@ -263,9 +263,9 @@ def expect_from_answer(answer: Obj, names: list[list[str]], case: Obj, version: 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from kdra.testing.oracle import Oracle
+    from support.oracle import Oracle
 
-    p = argparse.ArgumentParser(prog="python -m kdra.testing.corpus", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m support.corpus", description=__doc__.split("\n")[0])
     p.add_argument(
         "paths", nargs="*", type=Path, help="case files or folders (default: tests/scenarios/cases)"
     )
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(deterministic allocators only)",
     )
     args = p.parse_args(argv)
-    from kdra.testing.oracle import repo_root
+    from support.oracle import repo_root
 
     paths = args.paths or [repo_root() / "tests" / "scenarios" / "cases"]
     files = sorted(f for path in paths for f in ([path] if path.is_file() else path.rglob("*.yaml")))

@@ -1,6 +1,6 @@
-"""Differential test: kdra's allocator against the real one (kdra.testing.oracle) on random worlds.
+"""Differential test: kdra's allocator against the real one (support.oracle) on random worlds.
 
-For every seed, `kdra.testing.worlds.random_world(seed)` is run under each supported Kubernetes version,
+For every seed, `support.worlds.random_world(seed)` is run under each supported Kubernetes version,
 in-process through the placement loop `kdra allocate` and `kdra explain` use (kdra.scheduler.placement) and
 through that version's oracle, as kube-scheduler places a pod: groups (one pod's claims each) in turn, the
 allocator on every node (name order); "invalid resource pools were encountered" rules out one node, any other
@@ -9,9 +9,9 @@ first by name), and that node's devices are in use for the next group. The answe
 group, the error text, which nodes failed with invalid pools, and where upstream is deterministic (not its
 "stable" allocator, which walks pools in Go map order) the node and every allocation field except shareID.
 
-`python -m kdra.testing.differential --n 100000` runs many; a disagreement is shrunk (objects removed
-while it persists) and with `--save DIR` written as a scenario-corpus case (tests/scenarios format)
-with the oracle's answer as the expectation.
+`PYTHONPATH=tests python -m support.differential --n 100000` runs many; a disagreement is shrunk
+(objects removed while it persists) and with `--save DIR` written as a scenario-corpus case
+(tests/scenarios format) with the oracle's answer as the expectation.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from kdra.api.features import DEFAULTS, SUPPORTED_VERSIONS, picks_deterministica
 from kdra.api.types import Obj
 from kdra.errors import InputError
 from kdra.scheduler.placement import Placer
-from kdra.testing.oracle import Oracle
-from kdra.testing.worlds import World, random_world
+from support.oracle import Oracle
+from support.worlds import World, random_world
 
 RESULT_KEYS = (
     "request",
@@ -350,7 +350,7 @@ def corpus_case(world: World, version: str, answer: Obj, signature: str) -> Obj:
     case: Obj = {
         "name": f"diff-{version.replace('.', '-')}-{digest}",
         "description": f"Found by the differential test (seed {world.seed}, Kubernetes {version}): "
-        f"{signature}. Expectation recorded from the real allocator (kdra.testing.oracle).",
+        f"{signature}. Expectation recorded from the real allocator (support.oracle).",
         "cites": [
             f"k8s.io/dynamic-resource-allocation/structured ({answer.get('variant')} allocator, "
             f"Kubernetes {version})"
@@ -565,7 +565,7 @@ def save_version_case(
     """Shrink a world on which 1.36 and 1.37 differ (keeping the class of the difference) and write it as
     a corpus case holding for both releases: `expect` the newest one's answer, `expectByVersion` the
     older one's. None when the world's gates are not what a cluster of either release would run."""
-    from kdra.testing.corpus import effective_gates  # corpus imports nothing from here
+    from support.corpus import effective_gates  # corpus imports nothing from here
 
     for v in SUPPORTED_VERSIONS:
         if {**DEFAULTS[v], **effective_gates({"featureGates": world.gate_overrides}, v)} != world.gates(v):
@@ -582,7 +582,7 @@ def save_version_case(
     case["name"] = f"diff-versions-{digest}"
     case["description"] = (
         f"Kubernetes {old} and {new} answer differently (found by the differential test, seed "
-        f"{world.seed}): {cls}. Both expectations recorded from the real allocators (kdra.testing.oracle)."
+        f"{world.seed}): {cls}. Both expectations recorded from the real allocators (support.oracle)."
     )
     case["cites"] = [
         f"k8s.io/dynamic-resource-allocation/structured ({answers[v].get('variant')} allocator, "
@@ -604,7 +604,7 @@ def save_version_case(
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m kdra.testing.differential", description=__doc__.split("\n")[0]
+        prog="python -m support.differential", description=__doc__.split("\n")[0]
     )
     p.add_argument("--n", type=int, default=2000, help="worlds to generate (each runs under every version)")
     p.add_argument("--seed", type=int, default=0, help="first seed")

@@ -1,4 +1,4 @@
-"""Random DRA worlds for the differential test against the real allocator (kdra.testing.oracle).
+"""Random DRA worlds for the differential test against the real allocator (support.oracle).
 
 `random_world(seed)` builds one small cluster from a seed: several drivers and pools, pools split over
 slices (with right and wrong resourceSliceCounts and generations), node-local, nodeSelector, allNodes

@@ -1,6 +1,6 @@
 """One control plane shared by several pytest processes (pytest-xdist workers).
 
-    python -m kdra.testing.shared_plane [--version 1.37] -- pytest -n 2 --dist loadgroup -m e2e ...
+    python -m support.shared_plane [--version 1.37] -- pytest -n 2 --dist loadgroup -m e2e ...
 
 builds or reuses the binaries, starts one `ControlPlane`, writes its coordinates to a state file named by
 KDRA_E2E_CONTROL_PLANE in the command's environment, runs the command, and stops the plane when the command
@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kdra.testing.controlplane import (
+from support.controlplane import (
     Certs,
     ControlPlane,
     ControlPlaneConfig,
@@ -51,7 +51,7 @@ def session_config(kwok_binary: Path | None = None) -> ControlPlaneConfig:
     it (tests/e2e/conftest.py) or `shared_plane` starts it for every lane. Options the session's tests
     rely on belong here, so both ways get them: KWOK is every test node's kubelet (nodes made with
     kubelet=False have none); the audit log is what fault tests read to see who wrote what, and when
-    (kdra.testing.invariants); the Workload API is on (ControlPlaneConfig's default)."""
+    (support.invariants); the Workload API is on (ControlPlaneConfig's default)."""
     return ControlPlaneConfig(kwok=True, kwok_binary=kwok_binary, audit_log=True)
 
 
@@ -193,7 +193,7 @@ class AttachedControlPlane(ControlPlane):
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m kdra.testing.shared_plane", description=__doc__.split("\n")[0]
+        prog="python -m support.shared_plane", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--version", default=None, help="Kubernetes minor (default KDRA_K8S_VERSION, else 1.37)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run against the plane")
