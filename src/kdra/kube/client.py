@@ -704,6 +704,18 @@ class KubeClient:
         """A 401: refresh the credential that was used; True when a retry is worth it."""
         return self.credentials.refresh_after_unauthorized(token)
 
+    def _prepare(
+        self, method: str, path: str, body: object, params: dict[str, str] | None, content_type: str
+    ) -> tuple[str, bytes | None, str | None, bool]:
+        """What both transports send: the URL, the encoded body, its content type (none without a body)
+        and whether the request may be sent again after a failure that leaves its fate unknown."""
+        url = self.prefix + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        ctype = content_type if data is not None else None
+        return url, data, ctype, replayable(method, body, ctype)
+
     def request(
         self,
         method: str,
@@ -717,12 +729,7 @@ class KubeClient:
     ) -> Response:
         """One API call, retried as the module docstring says. Raises the store's errors. JSON bodies
         come back decoded, others (`/readyz`'s `ok`) as text. `timeout` uses a connection of its own."""
-        url = self.prefix + path
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        ctype = content_type if data is not None else None
-        safe = replayable(method, body, ctype)
+        url, data, ctype, safe = self._prepare(method, path, body, params, content_type)
         attempt = 0
         refreshed = False
         connect_deadline = time.monotonic() + self.connect_timeout
@@ -795,12 +802,7 @@ class KubeClient:
         one thread, each on a keep-alive connection of that loop's own pool (HTTP/1.1, as the threads'),
         with the same rate limit, credentials, write fence (checked immediately before the request's
         bytes are handed to the socket, in the same step), retries and errors."""
-        url = self.prefix + path
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        ctype = content_type if data is not None else None
-        safe = replayable(method, body, ctype)
+        url, data, ctype, safe = self._prepare(method, path, body, params, content_type)
         attempt = 0
         refreshed = False
         connect_deadline = time.monotonic() + self.connect_timeout
