@@ -301,3 +301,56 @@ def node_devices(kube: KubeClient, namespace: str) -> dict[str, int]:
 
 
 TERMINATE_SLOWLY = {"pod-delete.stage.kwok.x-k8s.io/delay": "4s"}  # KWOK finishes the pod 4 s after delete
+
+
+@dataclass
+class GuardedVictim:
+    """What `victim_under_budget` set up: the fleet's one node, the running scheduler and the priority class
+    a preemptor of the victim takes."""
+
+    fleet: GpuFleet
+    proc: KdraProcess
+    high: str
+
+
+@contextlib.contextmanager
+def victim_under_budget(
+    cp: ControlPlane, kube: KubeClient, namespace: str, log: Path, min_available: int
+) -> Iterator[GuardedVictim]:
+    """One node with one H100 GPU (claim template `one`) holding pod `serving` (labels app=serving, a low
+    priority) under a PodDisruptionBudget `serving` of minAvailable `min_available`, and a kdra scheduler
+    running; entered once the disruption controller has counted the pod (currentHealthy 1, disruptionsAllowed
+    1 - min_available), so what the budget allows is settled before a preemptor comes."""
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    pool = {"name": "a", "count": 1, "accelerator": {"model": "H100-SXM-80GB", "count": 1}}
+    with gpu_fleet(kube, [pool]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "serving", "namespace": namespace},
+                "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "serving"}}},
+            }
+        )
+        proc = session_scheduler(cp, log)
+        try:
+            kube.create(
+                gpu_pod(
+                    "serving", namespace, "one", fleet.prefix, priority_class=low, labels={"app": "serving"}
+                )
+            )
+            victim = {"serving": fleet.nodes[0]}
+            wait(lambda: bound(kube, namespace) == victim, 60, "the victim", log=proc.log)
+
+            def counted() -> bool:
+                status = kube.get("PodDisruptionBudget", "serving", namespace).get("status") or {}
+                allowed = status.get("disruptionsAllowed")
+                return bool(status.get("currentHealthy") == 1 and allowed == 1 - min_available)
+
+            wait(counted, 60, "the budget to count the victim")
+            yield GuardedVictim(fleet, proc, high)
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)

@@ -30,6 +30,7 @@ from .sessionutil import (
     priority_class,
     session_scheduler,
     settled,
+    victim_under_budget,
     wait,
 )
 
@@ -124,46 +125,12 @@ def test_a_victim_a_budget_covers_goes_through_the_eviction_api(
     control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
 ) -> None:
     """The budget allows one disruption: the victim is marked, then evicted (policy/v1), not deleted."""
-    low = priority_class(kube, "kdra-e2e-low", 10)
-    high = priority_class(kube, "kdra-e2e-high", 1000)
-    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 1}}]) as fleet:
-        kube.create(gpu_template("one", namespace, 1))
-        kube.create(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "one-may-go", "namespace": namespace},
-                "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "serving"}}},
-            }
+    with victim_under_budget(control_plane, kube, namespace, tmp_path / "kdra.log", min_available=0) as v:
+        kube.create(gpu_pod("high", namespace, "one", v.fleet.prefix, priority_class=v.high))
+        wait(
+            lambda: bound(kube, namespace) == {"high": v.fleet.nodes[0]},
+            60,
+            "the preemptor bound",
+            log=v.proc.log,
         )
-        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
-        try:
-            kube.create(
-                gpu_pod(
-                    "serving", namespace, "one", fleet.prefix, priority_class=low, labels={"app": "serving"}
-                )
-            )
-            wait(
-                lambda: bound(kube, namespace) == {"serving": fleet.nodes[0]}, 60, "the victim", log=proc.log
-            )
-            wait(
-                lambda: (
-                    (kube.get("PodDisruptionBudget", "one-may-go", namespace).get("status") or {}).get(
-                        "disruptionsAllowed"
-                    )
-                    == 1
-                ),
-                60,
-                "the budget to allow one disruption",
-            )
-            kube.create(gpu_pod("high", namespace, "one", fleet.prefix, priority_class=high))
-            wait(
-                lambda: bound(kube, namespace) == {"high": fleet.nodes[0]},
-                60,
-                "the preemptor bound",
-                log=proc.log,
-            )
-            assert kdra_writes(control_plane, namespace, "serving") == ["patch status", "create eviction"]
-        finally:
-            proc.stop()
-            cleanup(kube, namespace)
+        assert kdra_writes(control_plane, namespace, "serving") == ["patch status", "create eviction"]

@@ -38,6 +38,7 @@ from .sessionutil import (
     scheduled_message,
     session_scheduler,
     settled,
+    victim_under_budget,
     wait,
 )
 
@@ -330,59 +331,22 @@ def test_higher_priority_pods_preempt_pods_holding_mig_partitions_and_whole_gpus
 def test_pod_disruption_budget_blocks_the_eviction_and_the_preemptor_says_so(
     control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
 ) -> None:
-    low = priority_class(kube, "kdra-e2e-low", 10)
-    high = priority_class(kube, "kdra-e2e-high", 1000)
-    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 1}}]) as fleet:
-        kube.create(gpu_template("one", namespace, 1))
-        kube.create(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "keep", "namespace": namespace},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serving"}}},
-            }
+    with victim_under_budget(control_plane, kube, namespace, tmp_path / "kdra.log", min_available=1) as v:
+        kube.create(gpu_pod("high", namespace, "one", v.fleet.prefix, priority_class=v.high))
+        msg = wait(
+            lambda: (
+                "disruption budget" in scheduled_message(kube, namespace, "high")
+                and scheduled_message(kube, namespace, "high")
+            ),
+            60,
+            "the preemptor to say the budget protects its victim",
+            log=v.proc.log,
         )
-        proc = session_scheduler(control_plane, tmp_path / "kdra.log")
-        try:
-            kube.create(
-                gpu_pod(
-                    "serving", namespace, "one", fleet.prefix, priority_class=low, labels={"app": "serving"}
-                )
-            )
-            wait(
-                lambda: bound(kube, namespace) == {"serving": fleet.nodes[0]},
-                60,
-                "the protected pod",
-                log=proc.log,
-            )
-            wait(
-                lambda: (
-                    (kube.get("PodDisruptionBudget", "keep", namespace).get("status") or {}).get(
-                        "currentHealthy"
-                    )
-                    == 1
-                ),
-                60,
-                "the budget to count the running pod",
-            )
-            kube.create(gpu_pod("high", namespace, "one", fleet.prefix, priority_class=high))
-            msg = wait(
-                lambda: (
-                    "disruption budget" in scheduled_message(kube, namespace, "high")
-                    and scheduled_message(kube, namespace, "high")
-                ),
-                60,
-                "the preemptor to say the budget protects its victim",
-                log=proc.log,
-            )
-            assert "eviction of pod" in msg and f"{namespace}/serving" in msg, msg
-            assert bound(kube, namespace) == {"serving": fleet.nodes[0]}
-            assert not condition(kube.get("Pod", "serving", namespace), "DisruptionTarget")
-            problems = settled(kube, namespace)
-            assert not problems, [str(p) for p in problems]
-        finally:
-            proc.stop()
-            cleanup(kube, namespace)
+        assert "eviction of pod" in msg and f"{namespace}/serving" in msg, msg
+        assert bound(kube, namespace) == {"serving": v.fleet.nodes[0]}
+        assert not condition(kube.get("Pod", "serving", namespace), "DisruptionTarget")
+        problems = settled(kube, namespace)
+        assert not problems, [str(p) for p in problems]
 
 
 def test_required_rack_gangs_land_in_one_rack_each_and_a_third_says_why_it_waits(
