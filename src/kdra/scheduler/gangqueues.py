@@ -340,19 +340,5 @@ class GangRuntime:
             self.status.reasons.pop(f"pod:{pod['metadata'].get('uid', '')}", None)
 
 
-def fmt_quantity(resource: str, v: float) -> str:
-    """A Queue status value as a Kubernetes quantity string (memory in Gi/Mi, counts and cores plain)."""
-    if v == float("inf"):
-        return "unlimited"
-    if resource == "memory" or resource.startswith("memory."):
-        for unit, div in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if v >= div and abs(v / div - round(v / div)) < 1e-6:
-                return f"{round(v / div)}{unit}"
-        return str(round(v))
-    if abs(v - round(v)) < 1e-6:
-        return str(round(v))
-    return f"{round(v * 1000)}m" if resource == "cpu" else f"{v:.6g}"
-
-
 def fmt_vector(v: Mapping[str, float]) -> str:
     return ", ".join(f"{r}={fmt(r, x)}" for r, x in sorted(v.items()) if abs(x) > EPS)
