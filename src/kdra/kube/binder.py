@@ -239,14 +239,7 @@ class KubeBinder:
             raise BindFailed(f"binding {pi.key}: this scheduler no longer leads")
         if deferred is not None and (self.bind_workers or group is not None):
             job = BindJob(pi, node, deferred[0], deferred[1], self.bind_timeout, refs=deferred[2])
-            job.scheduled_event = pod_event(
-                pi.pod,
-                "Scheduled",
-                self._scheduled_message(sched, pi, node),
-                "Normal",
-                self.scheduler_name,
-                self.identity,
-            )
+            job.scheduled_event = self._scheduled_event(sched, pi, node)
             self.inflight[pi.uid] = job
             if group is not None:
                 group.pending.append(job)  # committed with its group (commit_group)
@@ -269,16 +262,7 @@ class KubeBinder:
             try:
                 self.kstore.bind(pi.namespace, pi.name, pi.uid, node)
                 self._bound(pi.uid)
-                self._loop.events.post(
-                    pod_event(
-                        pi.pod,
-                        "Scheduled",
-                        self._scheduled_message(sched, pi, node),
-                        "Normal",
-                        self.scheduler_name,
-                        self.identity,
-                    )
-                )
+                self._loop.events.post(self._scheduled_event(sched, pi, node))
                 return
             except NotFoundError:
                 raise BindFailed(f"pod {pi.key} is gone") from None
@@ -290,15 +274,16 @@ class KubeBinder:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _scheduled_message(self, sched: Scheduler, pi: PodInfo, node: str) -> str:
-        """kube-scheduler's Scheduled message; with a device preference, what decided the devices."""
+    def _scheduled_event(self, sched: Scheduler, pi: PodInfo, node: str) -> Obj:
+        """kube-scheduler's Scheduled Event; with a device preference its message says what decided the
+        devices."""
         msg = f"Successfully assigned {pi.key} to {node}"
         choice = sched.dra.choices.pop(pi.key, None)
         if choice is not None:
             from kdra.scheduler.devicepref import describe_choice
 
             msg += f"; {describe_choice(choice)}"
-        return msg
+        return pod_event(pi.pod, "Scheduled", msg, "Normal", self.scheduler_name, self.identity)
 
     def commit_group(self, sched: Scheduler, group: BindGroup) -> None:
         """Binds decided in the group: cancelled (forgotten, pods retried), parked until the devices they
