@@ -472,14 +472,8 @@ class Scheduler:
             if not st.ok:
                 self._undo(state, pi, node)
                 return self._fail(pi, now, st.with_plugin(pp.name), st.message, {pp.name}, st.explanation)
-        st = self.binder.bind(self, state, pi, node, now, self._pre_bind, self._group)
-        if not st.ok:
-            self._undo(state, pi, node)
-            return self._fail(pi, now, st, st.message, set(), st.explanation)
-        self.queue.done(pi.uid)
-        self._bound(pi, node)
         del ni
-        return CycleResult(pi.key, node, Status())
+        return self._bind_placed(state, pi, node, now)
 
     def _defer(self, state: CycleState, pi: PodInfo, now: float, budget: CelBudget) -> CycleResult:
         """The attempt used up its CEL budget: say so on the pod (once: the text does not change) and put
@@ -502,7 +496,11 @@ class Scheduler:
     def allow_waiting(self, uid: str, now: float) -> CycleResult:
         """Permit approved a waiting pod: PreBind and bind it as schedule_one would have."""
         wp = self.waiting.pop(uid)
-        pi, node, state = wp.pi, wp.node, wp.state
+        return self._bind_placed(wp.state, wp.pi, wp.node, now)
+
+    def _bind_placed(self, state: CycleState, pi: PodInfo, node: str, now: float) -> CycleResult:
+        """The binding cycle of a pod reserved and permitted on `node`: the binder's PreBind and bind; on
+        failure everything reserved is undone and the pod is retried."""
         st = self.binder.bind(self, state, pi, node, now, self._pre_bind, self._group)
         if not st.ok:
             self._undo(state, pi, node)
