@@ -40,6 +40,8 @@ from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape
 
 DevKey = tuple[str, str, str]  # driver, pool, device
 Group = tuple[str, str, str, str]  # node, driver, pool, product
+# what a claim adds to a group: GPU-equivalents, memory, the memory it needs, the memory it strands
+Contribution = tuple[Group, float, int, float, float]
 ClaimKey = tuple[str, str]  # namespace, name
 MIB = 1024 * 1024
 GPU_MEMORY_ANNOTATION = "kdra.dev/gpu-memory"
@@ -351,7 +353,7 @@ class FleetState:
         self.dirty_groups: set[Group] = set()
         self.fleet_lines: list[SeriesTable] = [SeriesTable(64, part=2) for _ in FLEET_FAMILIES]
         self.device_contrib: dict[DevKey, tuple[Group, int, str, int]] = {}
-        self.claim_contrib: dict[ClaimKey, list[tuple[Group, float, int, float, float]]] = {}
+        self.claim_contrib: dict[ClaimKey, list[Contribution]] = {}
         self.stranded_lines = SeriesTable(64, part=0)
         # Per node pool: [GPUs, idle, fragmented], from each physical GPU's used fraction, kept as running
         # sums (a GPU's contribution removed exactly as added when its devices change).
@@ -709,6 +711,31 @@ class FleetState:
             return self.node_gpu_memory.get(rec.node) or rec.parent_memory or rec.memory
         return rec.memory
 
+    def _claim_shares(self, claim: ClaimRec) -> tuple[list[Contribution], int | None, int]:
+        """What a claim adds to each (node, driver, pool, product) group: GPU-equivalents, memory, the
+        memory it needs (its devices' memory shared out by size) and the rest, stranded; with the claim's
+        need and its devices' memory in all. Admin-access results hold nothing."""
+        need = self.claim_need(claim)
+        items = []
+        total = 0
+        for r in claim.results:
+            if r.admin:
+                continue
+            rec = self.devices.get(r.key)
+            m = _result_memory(r, rec)
+            items.append((r, rec, m))
+            total += m
+        out: list[Contribution] = []
+        for r, rec, m in items:
+            g = (self.result_node(claim, r), r.driver, r.pool, rec.product if rec is not None else "")
+            eq = self.result_equiv(r, rec)
+            req = strd = 0.0
+            if need is not None and total:
+                req = need * m / total
+                strd = max(0.0, m - req)
+            out.append((g, eq, m, req, strd))
+        return out, need, total
+
     def _claim_contribute(self, ck: ClaimKey) -> None:
         for g, eq, m, req, strd in self.claim_contrib.pop(ck, ()):
             row = self.groups[g]
@@ -721,30 +748,13 @@ class FleetState:
         claim = self.claims.get(ck)
         if claim is None or not claim.results:
             return
-        need = self.claim_need(claim)
-        items = []
-        total = 0
-        for r in claim.results:
-            if r.admin:
-                continue
-            rec = self.devices.get(r.key)
-            m = _result_memory(r, rec)
-            items.append((r, rec, m))
-            total += m
-        contrib = []
-        for r, rec, m in items:
-            g = (self.result_node(claim, r), r.driver, r.pool, rec.product if rec is not None else "")
-            eq = self.result_equiv(r, rec)
-            req = strd = 0.0
-            if need is not None and total:
-                req = need * m / total
-                strd = max(0.0, m - req)
+        contrib, need, total = self._claim_shares(claim)
+        for g, eq, m, req, strd in contrib:
             row = self._ref(g)
             row[3] += eq
             row[5] += m
             row[6] += req
             row[7] += strd
-            contrib.append((g, eq, m, req, strd))
         self.claim_contrib[ck] = contrib
         if need is not None and total > need:
             self.stranded_lines[ck] = (
@@ -1061,28 +1071,14 @@ class FleetState:
         for claim in self.claims.values():
             if not claim.results:
                 continue
-            need = self.claim_need(claim)
-            mems = []
-            total = 0
-            for r in claim.results:
-                if r.admin:
-                    continue
-                rec = self.devices.get(r.key)
-                m = _result_memory(r, rec)
-                mems.append((r, rec, m))
-                total += m
-            for r, rec, m in mems:
-                node = self.result_node(claim, r)
-                g = (node, r.driver, r.pool, rec.product if rec is not None else "")
+            for g, eq, m, req, strd in self._claim_shares(claim)[0]:
                 row = out.get(g)
                 if row is None:
                     row = out[g] = [0.0] * 8
-                row[3] += self.result_equiv(r, rec)
+                row[3] += eq
                 row[5] += m
-                if need is not None and total:
-                    share = need * m / total
-                    row[6] += share
-                    row[7] += max(0.0, m - share)
+                row[6] += req
+                row[7] += strd
         return out
 
     def _aggregate_parts(self) -> list[bytes]:
