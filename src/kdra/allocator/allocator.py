@@ -1249,23 +1249,26 @@ class _Run:
         except CapacityError:
             return False  # reported where the candidate is reached (candidates())
 
+    def capacity_alone(self, rd: ReqData, dev: DeviceEntry) -> str:
+        """Why the device's capacity cannot serve the request beside what the cluster's claims already
+        consume ("" if it can)."""
+        try:
+            return check_capacity(
+                rd.capacity_requests,
+                dev.capacity,
+                self.state.consumed.get(dev.key),
+                None,
+                self.cap_rules,
+                dev.driver,
+            )
+        except CapacityError as err:
+            return str(err)
+
     def blocked_alone(self, rd: ReqData, dev: DeviceEntry, pi: int) -> str:
         """Why the device cannot serve the request even with nothing else allocated ("" if it can)."""
         f = self.features
-        if f.consumable_capacity:
-            try:
-                why = check_capacity(
-                    rd.capacity_requests,
-                    dev.capacity,
-                    self.state.consumed.get(dev.key),
-                    None,
-                    self.cap_rules,
-                    dev.driver,
-                )
-            except CapacityError:
-                return "capacity"
-            if why:
-                return "capacity"
+        if f.consumable_capacity and self.capacity_alone(rd, dev):
+            return "capacity"
         if dev.consumes:
             if not f.partitionable_devices:
                 return "counters"

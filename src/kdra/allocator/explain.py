@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
-from kdra.allocator.capacity import CapacityError, check_capacity
 from kdra.allocator.index import (
     MATCH,
     AttributeScalar,
@@ -411,18 +410,7 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         if why == "capacity":
             ex.blocked_by_capacity += 1
             if "capacity" not in ex.examples:
-                try:
-                    detail = check_capacity(
-                        rd.capacity_requests,
-                        dev.capacity,
-                        run.state.consumed.get(dev.key),
-                        None,
-                        run.cap_rules,
-                        dev.driver,
-                    )
-                except CapacityError as err:
-                    detail = str(err)
-                ex.examples["capacity"] = f"{dev.name}: {detail}"
+                ex.examples["capacity"] = f"{dev.name}: {run.capacity_alone(rd, dev)}"
             continue
         if why == "counters":
             ex.blocked_by_counters += 1
