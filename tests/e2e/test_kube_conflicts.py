@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from kdra.kube.client import KubeClient
-from kdra.kube.conflicts import QUARANTINE_LABEL
+from kdra.kube.conflicts import QUARANTINE_LABEL, quarantine_rule_name
 from kdra.kube.partition import owner_taint
 from kdra.observe.exposition import parse_text
 from support.controlplane import ControlPlane, free_port
-from support.invariants import audit_events, double_allocations, wait_consistent
+from support.invariants import Violation, audit_events, double_allocations, wait_consistent
 from support.wait import wait_for
 
 from .kubeutil import (
@@ -66,6 +66,36 @@ def claim_results(kube: KubeClient, namespace: str) -> list[tuple[str, dict[str,
     return out
 
 
+def device_story(violations: list[Violation], log: str, audit_log: Path) -> str:
+    """For each device held twice: kdra's log lines naming it and, from the audit log, every write to the
+    claims holding it and to its quarantine rule, in order (who wrote what when: which side released the
+    device, and whether the rule was there before the second claim took it)."""
+    out = []
+    events = audit_events(audit_log)
+    for v in violations:
+        if v.rule != "double-allocation":
+            continue
+        device = v.object.removeprefix("device ")
+        driver, rest = device.split("/", 1)
+        pool, dev = rest.rsplit("/", 1)
+        claims = {c.split("/", 1)[1] for c in v.message.removeprefix("held by ").split(", ")}
+        lines = [ln for ln in log.splitlines() if device in ln]
+        claims |= {w.split("/", 1)[1].split(" ")[0] for ln in lines for w in ln.split() if "-dev-" in w}
+        names = claims | {quarantine_rule_name((driver, pool, dev))}
+        out.append(f"--- {device}: kdra's log")
+        out += lines
+        out.append(f"--- writes to {', '.join(sorted(names))}")
+        for e in events:
+            ref = e.get("objectRef") or {}
+            if ref.get("name") in names:
+                sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+                code = (e.get("responseStatus") or {}).get("code")
+                who = e.get("userAgent", "").split(" ")[0]
+                what = f"{ref.get('resource')}{sub} {ref.get('name')}"
+                out.append(f"{e.get('stageTimestamp')} {who} {e.get('verb')} {what} -> {code}")
+    return "\n".join(out)
+
+
 def claim_owners(kube: KubeClient, namespace: str) -> dict[str, str]:
     """claim name -> schedulerName of the pod it was made for."""
     pods = {p["metadata"]["uid"]: p for p in kube.list("Pod", namespace)}
@@ -100,7 +130,12 @@ def test_conflicts_beside_kube_scheduler_are_reported_and_kdras_side_repaired(
             )
         except TimeoutError:
             raise AssertionError(proc.log()) from None
-        assert violations == [], "\n".join(map(str, violations)) + "\n" + proc.log()
+        # (the story first: a long message keeps its end)
+        assert violations == [], (
+            device_story(violations, proc.log(), control_plane.audit_log)
+            + "\n"
+            + "\n".join(map(str, violations))
+        )
         m = metrics(port)
         log = proc.log()
     # The race did happen, and kdra saw every conflict end.
