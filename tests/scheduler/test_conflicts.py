@@ -127,7 +127,8 @@ def test_kdras_side_of_an_exclusive_device_is_repaired_and_the_device_quarantine
     allocated(s, "c-theirs", alloc("gpu-0", "n1"), "theirs")
     allocated(s, "c-mine", alloc("gpu-0", "n1"), "mine")
     det.step()  # found, reported, quarantined
-    det.step()  # repaired once the quarantine is in place
+    det.step()  # repaired once the quarantine is in place (settled from the API's answer)
+    det.step()  # the conflict is gone
     assert det.detected_total == 1 and det.repaired_total == 1 and not det.conflicts
     events = [o for o in client.created if o["kind"] == "Event"]
     conflict = [e for e in events if e["reason"] == "ConflictingAllocation"]
@@ -240,3 +241,30 @@ def test_a_bound_pod_whose_node_has_no_device_left_is_evicted(world: Any) -> Non
     det._stranded[next(iter(det._stranded))].next_try = 0.0  # the backoff has passed
     det.step()
     assert client.evicted == ["default/mine"] and det.evicted_total == 1 and not det._stranded
+
+
+def test_the_quarantine_settles_from_the_api_answer_not_from_the_request(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded API server that takes longer than the settle time to create the rule: kdra must not release
+    the device at once (the rule has only just come into existence), but a settle time after the answer."""
+    s, det, client = world
+    monkeypatch.setattr(conflicts_mod, "QUARANTINE_SETTLE", 0.5)
+    clock = [100.0]
+    monkeypatch.setattr(conflicts_mod.time, "monotonic", lambda: clock[0])
+    answer = client.create
+
+    def slow_create(obj: Obj) -> Obj:
+        clock[0] += 0.8  # the answer comes 0.8 s after the request
+        return answer(obj)
+
+    monkeypatch.setattr(client, "create", slow_create)
+    two_pods(s)
+    allocated(s, "c-theirs", alloc("gpu-0", "n1"), "theirs")
+    allocated(s, "c-mine", alloc("gpu-0", "n1"), "mine")
+    det.step()  # found, reported, rule asked for (answered at 100.8 + the Events' answers)
+    det.step()
+    assert det.repaired_total == 0, "released before the rule had existed for the settle time"
+    clock[0] += 0.5
+    det.step()
+    assert det.repaired_total == 1

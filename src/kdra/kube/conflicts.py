@@ -425,7 +425,9 @@ class ConflictDetector:
                 except StoreError as e:
                     log.warning("quarantining device %s: %s", "/".join(key), e)
                     return False
-                got = self.quarantine[key] = (name, now)
+                # Counted from the API's answer: the rule exists from then on, not from the request
+                # (a loaded API server can take most of the settle time to answer).
+                got = self.quarantine[key] = (name, time.monotonic())
             if now - got[1] < QUARANTINE_SETTLE:
                 ready = False
         return ready
