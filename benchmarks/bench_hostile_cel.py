@@ -10,7 +10,9 @@ were pending without a PodScheduled condition at the end (the issue saw 157 sit 
 hostile pods bound, and the invariant checker's verdict.
 
 Usage: python benchmarks/bench_hostile_cel.py [--nodes 100] [--devices 8] [--pods 150] [--hostile 4]
-       [--cel-attempt-budget N] [--quick]   (--quick: 20 nodes x 5 devices, 40 pods, 2 hostile)
+       [--cel-attempt-budget N] [--reads-uuid] [--quick]   (--quick: 20 nodes x 5 devices, 40 pods, 2 hostile)
+       --reads-uuid: the hostile selector also reads each device's uuid, so that no two devices can share
+       a result (kdra evaluates a selector once per distinct value of what it reads).
        --cel-attempt-budget 0 runs kdra without a budget (what the issue measured).
 Takes a few minutes at full size on 2 cores; the machine is shared, so say the load with the figures.
 """
@@ -44,12 +46,15 @@ from support.invariants import wait_consistent  # noqa: E402
 LIST = "[" + ",".join(str(i) for i in range(300)) + "]"
 
 
-def make_fleet(kube: KubeClient, prefix: str, nodes: int, devices: int) -> tuple[str, str]:
+def make_fleet(kube: KubeClient, prefix: str, nodes: int, devices: int, reads_uuid: bool) -> tuple[str, str]:
     driver = f"{prefix}.kdra.test"
     ordinary, hostile = f"{prefix}-gpu", f"{prefix}-hostile"
+    slow = f'{LIST}.all(x, {LIST}.all(y, x + y >= 0 && device.driver == "{driver}"))'
+    if reads_uuid:  # every device's result its own (none shared); once, to stay within the cost limit
+        slow += f' && device.attributes["{driver}"].uuid != ""'
     for cls, expr in (
         (ordinary, f'device.driver == "{driver}"'),
-        (hostile, f'{LIST}.all(x, {LIST}.all(y, x + y >= 0 && device.driver == "{driver}"))'),
+        (hostile, slow),
     ):
         kube.create(
             {
@@ -158,6 +163,11 @@ def main() -> int:
     ap.add_argument("--cel-attempt-budget", type=int, default=2_000_000)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--reads-uuid",
+        action="store_true",
+        help="the hostile selector reads each device's uuid, so no device shares another's result",
+    )
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.devices, args.pods, args.hostile = 20, 5, 40, 2
@@ -169,7 +179,7 @@ def main() -> int:
         running_control_plane(Path(work), log=sys.stderr) as cp,
     ):
         kube = cp.client()
-        classes = make_fleet(kube, "hcb", args.nodes, args.devices)
+        classes = make_fleet(kube, "hcb", args.nodes, args.devices, args.reads_uuid)
         print(
             f"fleet: {args.nodes} nodes x {args.devices} devices; {args.pods} ordinary pods; {args.hostile} "
             "pods with a 300 x 300 nested-comprehension selector; "

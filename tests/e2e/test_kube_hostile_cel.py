@@ -36,9 +36,10 @@ def gpus(kube: KubeClient) -> Iterator[tuple[str, str, str]]:
     nodes = [f"{prefix}-n{i}" for i in range(NODES)]
     # SELECTORS such comprehensions (each within the API server's per-expression limit): several budgets'
     # worth of work per device, so the expensive pods cannot be done before the ordinary ones even on a
-    # fast, quiet machine.
+    # fast, quiet machine. Each reads the device's uuid, so no device shares another's results.
     hostile = [
         f'{LIST}.all(x, {LIST}.all(y, x + y >= -{k} && device.driver == "{driver}"))'
+        f' && device.attributes["{driver}"].uuid != ""'
         for k in range(SELECTORS)
     ]
     for cls, exprs in ((ordinary, [f'device.driver == "{driver}"']), (expensive, hostile)):

@@ -10,13 +10,14 @@ from kdra.cluster import MemoryStore
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 
 N = 60  # N x N nested comprehension: ~0.09 million cost units per device
-HOSTILE = (
-    f"[{','.join(str(i) for i in range(N))}].all(x, [{','.join(str(i) for i in range(N))}]"
-    f'.all(y, x + y >= 0 && device.driver == "{DRIVER}"))'
-)
+LIST = f"[{','.join(str(i) for i in range(N))}]"
+# It reads each device's uuid, so no two devices share a result: every device is new work.
+HOSTILE = f'{LIST}.all(x, {LIST}.all(y, x + y >= 0 && device.attributes["{DRIVER}"].uuid != ""))'
+# It reads only the driver: one result serves every device of the driver.
+HOSTILE_DRIVER_ONLY = f'{LIST}.all(x, {LIST}.all(y, x + y >= 0 && device.driver == "{DRIVER}"))'
 
 
-def world(budget: int | None, tag: str = "") -> tuple[MemoryStore, Scheduler]:
+def world(budget: int | None, tag: str = "", expression: str = HOSTILE) -> tuple[MemoryStore, Scheduler]:
     s = MemoryStore()
     for i in range(4):
         s.create(node(f"n{i}"))
@@ -26,7 +27,7 @@ def world(budget: int | None, tag: str = "") -> tuple[MemoryStore, Scheduler]:
         s.create(sl)
     s.create(device_class("gpu"))
     hostile = device_class("hostile")
-    hostile["spec"]["selectors"][0]["cel"]["expression"] = HOSTILE
+    hostile["spec"]["selectors"][0]["cel"]["expression"] = expression
     s.create(hostile)
     s.create(template("one", cls="gpu"))
     s.create(template("slow", cls="hostile"))
@@ -64,6 +65,32 @@ def test_expensive_pods_go_on_in_chunks_behind_everyone_else() -> None:
     # While it waited, the pod said why.
     deferred = [r for r in results if r.pod == "default/slow-0" and not r.node]
     assert deferred and "expensive to evaluate" in deferred[0].message
+
+
+def test_an_expensive_selector_reading_only_the_driver_is_evaluated_once_for_all_devices() -> None:
+    """32 devices, each with its own uuid, and a class selector at ~0.09 million units that reads only
+    `device.driver`: one evaluation serves them all (kdra.cel.selector_input_key), and the pods it selects
+    for bind as they do when every device is evaluated."""
+    evaluated: list[str] = []
+    real = index.compile_selector
+
+    def counting(expr: str, **kw: bool) -> object:
+        if expr == HOSTILE_DRIVER_ONLY:
+            evaluated.append(expr)
+        return real(expr, **kw)
+
+    index._expensive_results.clear()  # nothing shared from an earlier test
+    s, sch = world(budget=300_000, expression=HOSTILE_DRIVER_ONLY)
+    for i in range(4):
+        s.create(pod(f"slow-{i}", template_name="slow"))
+    index.compile_selector = counting  # type: ignore[assignment]
+    try:
+        results = sch.run(0)
+    finally:
+        index.compile_selector = real
+    assert sorted(r.pod for r in results if r.node) == [f"default/slow-{i}" for i in range(4)]
+    assert len(evaluated) == 1
+    assert sch.cel_deferrals == 0  # nothing new to evaluate after the first device
 
 
 def test_without_a_budget_the_outcome_is_the_same() -> None:

@@ -25,7 +25,14 @@ from typing import Any, cast
 from kdra.allocator._nodes import node_matches
 from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
-from kdra.cel import CELCompileError, CelDevice, CELRuntimeError, compile_selector, device_input
+from kdra.cel import (
+    CELCompileError,
+    CelDevice,
+    CELRuntimeError,
+    compile_selector,
+    device_input,
+    selector_input_key,
+)
 from kdra.errors import AllocationError, InputError
 
 # ---------------------------------------------------------------------------------------------
@@ -816,7 +823,12 @@ def cel_budget(
         _budget.reset(token)
 
 
-def _fingerprint(dev: DeviceEntry) -> str:
+def _fingerprint(dev: DeviceEntry, exprs: tuple[str, ...]) -> object:
+    """What an expensive result is shared by: the device fields the selectors read (devices of one model
+    share it whatever their uuids), else the device's whole content."""
+    reads = selector_input_key(exprs, dev.cel_input())
+    if reads is not None:
+        return reads
     import json
 
     return json.dumps(
@@ -842,7 +854,7 @@ def evaluate_selectors(
         raise CelBudgetExhausted(budget)
     content_key: tuple[Any, ...] | None = None
     if key in _expensive_selectors:
-        content_key = (key, _fingerprint(dev))
+        content_key = (key, _fingerprint(dev, exprs))
         known = _expensive_results.get(content_key)
         if known is not None:
             matches[key] = known
@@ -875,7 +887,7 @@ def evaluate_selectors(
         _expensive_selectors.add(key)
         if len(_expensive_results) >= _MAX_EXPENSIVE_RESULTS:
             _expensive_results.clear()
-        _expensive_results[content_key or (key, _fingerprint(dev))] = result
+        _expensive_results[content_key or (key, _fingerprint(dev, exprs))] = result
     if budget is not None:
         budget.charge(units)
         if budget.exhausted:

@@ -69,6 +69,8 @@ Public surface (docs/contracts.md):
 - Program.matches(device) -> bool
 - CELCompileError (an InputError) / CELRuntimeError (an AllocationError); str() is cel-go's wording
 - estimate_cost(expression, ...) -> int and Program.max_cost (validation: > 1,000,000 is too complex)
+- device_reads(expression) / selector_input_key(expressions, device): the device fields an outcome
+  depends on (results shared by devices that agree on them)
 """
 
 from kdra.cel._api import (
@@ -83,6 +85,7 @@ from kdra.cel._api import (
     without_container_note,
 )
 from kdra.cel._device import CelDevice, device_input
+from kdra.cel._reads import device_reads, selector_input_key
 
 __all__ = [
     "CEL_SELECTOR_EXPRESSION_MAX_COST",
@@ -94,6 +97,8 @@ __all__ = [
     "compile_derived_attribute",
     "compile_selector",
     "device_input",
+    "device_reads",
     "estimate_cost",
+    "selector_input_key",
     "without_container_note",
 ]
