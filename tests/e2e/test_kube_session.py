@@ -321,6 +321,22 @@ def test_higher_priority_pods_preempt_pods_holding_mig_partitions_and_whole_gpus
                 assert any(e["reason"] == "Preempted" and "preempted by pod" in e["message"] for e in ev), ev
             wait(lambda: scheduled_message(kube, namespace, "late"), 30, "the late pod explained")
             assert "late" not in bound(kube, namespace)
+
+            # A pod nominated before a restart that can never fit (2 whole GPUs; nothing lower to
+            # preempt): the restarted kdra clears its nomination, as kube-scheduler does when preemption
+            # finds no candidate (schedule_one.go clearNominatedNode).
+            proc.stop()
+            kube.create(gpu_template("two", namespace, 2))
+            kube.create(gpu_pod("never", namespace, "two", fleet.prefix, priority_class=high))
+            kube.patch("Pod", "never", {"status": {"nominatedNodeName": h100}}, namespace, "status")
+            proc = session_scheduler(control_plane, tmp_path / "kdra-restarted.log")
+            wait(
+                lambda: "never" not in nominated() and scheduled_message(kube, namespace, "never"),
+                60,
+                "the nomination of a pod that cannot fit cleared",
+                0.2,
+                proc.log,
+            )
             problems = settled(kube, namespace)
             assert not problems, [str(p) for p in problems]
         finally:

@@ -455,3 +455,49 @@ def test_a_nominated_pod_its_queue_no_longer_admits_waits_and_says_why() -> None
     cond = condition_of(store, "nominated", "PodScheduled")
     assert cond is not None and cond["status"] == "False", cond
     assert "limit" in cond["message"], cond["message"]
+
+
+def test_a_nominated_pod_that_preemption_cannot_place_loses_its_nomination() -> None:
+    """A pod nominated before a restart that can never fit (2 GPUs wanted, the node has 1) and has no
+    lower-priority pod to preempt: its nominatedNodeName is cleared, as kube-scheduler clears it when
+    preemption finds no candidate (schedule_one.go clearNominatedNode, preemption.go Preempt), so it is no
+    longer resumed first and the lower-priority pod behind it binds. A nomination whose recorded victims
+    are still on their node is kept (PodEligibleToPreemptOthers)."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=1)
+    store.create(template("t1", count=1))
+    store.create(template("t2", count=2))
+    sched, _ = scheduler(store)
+    big = pod("big", cpu="1", template_name="t2", priority=100)
+    big["status"] = {"nominatedNodeName": "n000"}
+    store.create(big)
+    sched.run(0)
+    assert "nominatedNodeName" not in store.get("Pod", "big", "default")["status"]
+    assert "0/1 nodes are available" in condition(store, "big")
+    store.create(pod("low", cpu="1", template_name="t1", priority=1))
+    for t in range(1, 3):
+        sched.run(t)
+    assert bound(store) == {"low": "n000"}
+
+
+def test_a_nomination_is_kept_while_its_recorded_victim_is_on_its_node() -> None:
+    store = MemoryStore()
+    fleet(store, 1, gpus=1)
+    store.create(template("t1", count=1))
+    store.create(template("t2", count=2))
+    sched, _ = scheduler(store)
+    store.create(pod("low", cpu="1", template_name="t1", priority=1))
+    sched.run(0)
+    assert bound(store) == {"low": "n000"}
+    big = pod("big", cpu="1", template_name="t2", priority=100)
+    big["status"] = {"nominatedNodeName": "n000"}
+    big = store.create(big)
+    low = clone(store.get("Pod", "low", "default"))
+    low["metadata"].setdefault("annotations", {})["kdra.dev/evicted-for"] = big["metadata"]["uid"]
+    store.update(low)
+    evictor = RefusingEvictor(store)  # the victim stays (a budget refuses it)
+    gq = GangQueues(store, GangQueueOptions(), evictor=evictor)
+    restarted = Scheduler(store, gq.config(SchedulerConfig()))
+    restarted.run(1)
+    assert bound(store) == {"low": "n000"}
+    assert store.get("Pod", "big", "default")["status"]["nominatedNodeName"] == "n000"

@@ -584,9 +584,10 @@ class KubeBinder:
 
 def nominate_pod(store: KubeStore, namespace: str, name: str, node: str) -> None:
     """status.nominatedNodeName, as kube-scheduler marks a preemptor waiting for its victims (no write when
-    it is nominated there already). A failed write is logged: the decision goes on without its record."""
+    it is nominated there already); "" clears it. A failed write is logged: the decision goes on without
+    its record."""
     pod = store.try_get("Pod", name, namespace)
-    if pod is None or (pod.get("status") or {}).get("nominatedNodeName") == node:
+    if pod is None or ((pod.get("status") or {}).get("nominatedNodeName") or "") == node:
         return
     try:
         store.apply_written(
@@ -594,7 +595,7 @@ def nominate_pod(store: KubeStore, namespace: str, name: str, node: str) -> None
             store.client.patch(
                 "Pod",
                 name,
-                {"status": {"nominatedNodeName": node}},
+                {"status": {"nominatedNodeName": node or None}},
                 namespace,
                 "status",
                 patch_type="strategic",

@@ -393,6 +393,10 @@ class KubeEvictor:
                 )
         return out
 
+    def withdraw_nomination(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        nominate_pod(self.store, meta.get("namespace") or "default", meta["name"], "")
+
     def _mark(self, pod: Obj, message: str, evicted_for: str) -> bool:
         """DisruptionTarget=True, reason PreemptionByScheduler, with why (kube-scheduler's patch, written
         before the pod is deleted), and the record naming what it is evicted for. False: the pod is gone."""

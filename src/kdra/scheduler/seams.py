@@ -223,6 +223,12 @@ class Evictor(Protocol):
         With `dry_run_first`, nothing is evicted unless every pod would be."""
         ...
 
+    def withdraw_nomination(self, pod: Obj) -> None:
+        """Preemption cannot help `pod` (any more): its status.nominatedNodeName is cleared, as
+        kube-scheduler clears a nominated node when preemption finds no candidate (schedule_one.go,
+        clearNominatedNode; preemption.go Preempt)."""
+        ...
+
 
 class StatusWriter(Protocol):
     def write_status(self, obj: Obj, status: Mapping[str, Any]) -> bool:
@@ -273,6 +279,17 @@ class StoreEvictor:
             if evict(self.store, ns, meta["name"], self.format_time(self.now), message):
                 out.evicted.append(f"{ns}/{meta['name']}")
         return out
+
+    def withdraw_nomination(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+
+        def clear(p: Obj) -> None:
+            (p.get("status") or {}).pop("nominatedNodeName", None)
+
+        with contextlib.suppress(NotFoundError):
+            self.store.update_with_retry(
+                "Pod", meta["name"], meta.get("namespace") or "default", clear, subresource="status"
+            )
 
 
 class StoreStatusWriter:

@@ -148,6 +148,21 @@ class Victims:
             return True
         return self.placer.try_job(job, results)  # a job that does not fit waits, explained, as any
 
+    def withdraw_nominations(self, job: Job) -> None:
+        """Preemption cannot place the job: its members' nominations are cleared (kube-scheduler's
+        clearNominatedNode when Preempt finds no candidate), so that the job is no longer resumed first
+        and lower-priority jobs stop waiting for it. Kept while victims recorded for it are still on
+        their nodes, as upstream keeps it while the nominated node's victims terminate
+        (PodEligibleToPreemptOthers)."""
+        if self.recorded(job):
+            return
+        store = self.sched.store
+        for m in job.members:
+            pod = store.try_get("Pod", m.name, m.namespace)
+            if pod is not None and (pod.get("status") or {}).get("nominatedNodeName"):
+                log.info("%s: preemption cannot place it; nominated node cleared", m.key)
+                self.seams.evictor.withdraw_nomination(pod)
+
     def running_jobs(self) -> list[RunningJob]:
         return self.accounting.running_jobs()
 

@@ -40,14 +40,16 @@ class Preempt(Action):
             # with no lower-priority job left running.
             freed = len(rt.victims.evicted) > self.evicted_at_start or bool(rt.victims.recorded(job))
             lower = any(v.queue == job.queue and v.priority < job.priority for v in running)
-            if budget <= 0 or not (lower or freed):
+            if budget <= 0:  # not tried this session: no verdict
                 still.append(job)
                 continue
-            budget -= 1
-            if self._preempt(job, session, running, freed):
-                running = rt.victims.running_jobs()
-            else:
-                still.append(job)
+            if lower or freed:
+                budget -= 1
+                if self._preempt(job, session, running, freed):
+                    running = rt.victims.running_jobs()
+                    continue
+            still.append(job)
+            rt.victims.withdraw_nominations(job)
         rt.failed = still
 
     def _preempt(self, job: Job, session: Session, running: Sequence[RunningJob], freed: bool) -> bool:
