@@ -5,7 +5,8 @@ and a hostile one over the same driver whose selector is a 300 x 300 nested comp
 (the API server accepts it: estimated 814,211 of 1,000,000 cost units; kdra spends ~60-90 ms per device on
 it). Two runs, each with a fresh `kdra scheduler`: P ordinary pods alone, then H pods using the hostile class
 created first and the same P ordinary pods behind them. The clock runs from the first ordinary create to the
-last ordinary pod bound (polled every 0.2 s). Prints both times, their ratio (target < 1.5), how many pods
+last ordinary pod bound (polled every 0.2 s). Prints both times, their ratio (target < 1.5), the CPU time
+each kdra used from its start to the end of its run (less sensitive to the machine's load), how many pods
 were pending without a PodScheduled condition at the end (the issue saw 157 sit unexplained), when the
 hostile pods bound, and the invariant checker's verdict.
 
@@ -20,6 +21,7 @@ Takes a few minutes at full size on 2 cores; the machine is shared, so say the l
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import tempfile
@@ -86,6 +88,13 @@ def make_fleet(kube: KubeClient, prefix: str, nodes: int, devices: int, reads_uu
     return ordinary, hostile
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used so far: less sensitive to a shared machine's load
+    than the wall clock."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(
     cp: ControlPlane,
     kube: KubeClient,
@@ -139,6 +148,7 @@ def run_once(
             and not any(c["type"] == "PodScheduled" for c in (p.get("status") or {}).get("conditions") or [])
         ]
         violations = wait_consistent(kube, ns, timeout=30)
+        cpu = cpu_seconds(proc.pid)
     finally:
         log = proc.log()
         proc.stop()
@@ -151,6 +161,7 @@ def run_once(
         "hostile_seconds": hostile_done_at if hostile else None,
         "unexplained_now": unexplained,
         "violations": [str(v) for v in violations],
+        "cpu": cpu,
     }
 
 
@@ -193,6 +204,7 @@ def main() -> int:
             f"{r['name']}: {args.pods} ordinary pods bound in {r['seconds']}s "
             f"(creation {r['create_seconds']:.1f}s)"
             + (f"; hostile pods bound after {hs:.1f}s" if isinstance(hs, float) else "")
+            + f"; kdra CPU {r['cpu']:.1f}s"
             + f"; pending without a condition at the end: {len(r['unexplained_now'])}"  # type: ignore[arg-type]
             + f"; invariant violations: {len(r['violations'])}",  # type: ignore[arg-type]
             flush=True,
