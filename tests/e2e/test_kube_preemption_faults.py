@@ -29,6 +29,7 @@ from .sessionutil import (
     pod_group,
     pods,
     priority_class,
+    queue,
     scheduled_message,
     session_scheduler,
     settled,
@@ -273,3 +274,99 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
         figures = f"half-way {half_way}, whole in <= {longest:.1f}s after the restart"
         print(f"\ngang eviction kills: {KILLS}, {figures}, violations 0")
         assert half_way >= 3, half_way
+
+
+def test_sigkill_during_a_reclaim_forgets_no_reclaimer_adds_no_victim_and_lets_no_intruder_in(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Queue b (deserved 1 GPU) borrowed all four GPUs of a node while queue a (deserved 3) was idle; a's
+    pods (2 GPUs and 1 GPU) reclaim three of b's, while b's pods of the same shapes arrive (one before the
+    kill, one while kdra is down). kdra is killed at a random point and restarted: a's pods bind on what
+    b's victims freed, no fourth victim is taken, no pod of b gets the freed devices."""
+    rng = random.Random(31)
+    gpus = "deviceclass/gpu.nvidia.com"
+    qa, qb = f"{namespace}-a", f"{namespace}-b"
+    kube.create(queue(qa, resources={gpus: {"quota": 3}}))
+    kube.create(queue(qb, resources={gpus: {"quota": 1}}))
+    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
+        kube.create(gpu_template("one", namespace, 1))
+        kube.create(gpu_template("two", namespace, 2))
+        proc = session_scheduler(control_plane, tmp_path / "kdra-0.log", *SLOW)
+        landed: dict[str, int] = {"before the eviction": 0, "victims going": 0, "after the binds": 0}
+        try:
+            for i in range(KILLS):
+                borrowers = [f"b{i}-{k}" for k in range(4)]
+                create_all(
+                    kube,
+                    [
+                        gpu_pod(n, namespace, "one", fleet.prefix, queue=qb, annotations=TERMINATE_IN_1S)
+                        for n in borrowers
+                    ],
+                )
+                wait(
+                    lambda borrowers=borrowers: set(borrowers) <= set(bound(kube, namespace)),
+                    60,
+                    f"round {i}: b's pods bound",
+                    log=proc.log,
+                )
+                freed = devices_of(kube, namespace, borrowers)
+                reclaimers = [f"a{i}-two", f"a{i}-one"]
+                intruders = [f"in{i}-two", f"in{i}-one"]
+                create_all(
+                    kube,
+                    [
+                        gpu_pod(reclaimers[0], namespace, "two", fleet.prefix, queue=qa),
+                        gpu_pod(reclaimers[1], namespace, "one", fleet.prefix, queue=qa),
+                        gpu_pod(intruders[0], namespace, "two", fleet.prefix, queue=qb),
+                    ],
+                )
+                if i % 2:  # inside the eviction: a victim's deletion is never undone, so these count surely
+                    wait(
+                        lambda borrowers=borrowers: len(live(kube, namespace, borrowers)) < 4,
+                        30,
+                        f"round {i}: the first victim going",
+                        0.02,
+                        proc.log,
+                    )
+                    time.sleep(rng.uniform(0.0, 0.3))
+                else:  # anywhere: before the choice, while the victims are marked, while they go
+                    time.sleep(rng.uniform(0.0, 2.0))
+                proc.kill()
+                going = 4 - len(live(kube, namespace, borrowers))
+                placed = set(reclaimers) <= set(bound(kube, namespace))
+                landed[
+                    "after the binds" if placed else "victims going" if going else "before the eviction"
+                ] += 1
+                kube.create(gpu_pod(intruders[1], namespace, "one", fleet.prefix, queue=qb))
+                proc = session_scheduler(control_plane, tmp_path / f"kdra-{i + 1}.log", *SLOW)
+                wait(
+                    lambda reclaimers=reclaimers: set(reclaimers) <= set(bound(kube, namespace)),
+                    60,
+                    f"round {i}: the reclaimers bound",
+                    log=proc.log,
+                )
+                wait(
+                    lambda intruders=intruders: all(scheduled_message(kube, namespace, n) for n in intruders),
+                    30,
+                    f"round {i}: the intruders explained",
+                    log=proc.log,
+                )
+                problems = preemption_outcome(
+                    kube,
+                    namespace,
+                    preemptors=reclaimers,
+                    preemptible=borrowers,
+                    minimum=3,
+                    intruders=intruders,
+                    freed=freed,
+                )
+                problems += settled(kube, namespace, timeout=30)
+                assert not problems, (i, [str(p) for p in problems])
+                reset(kube, namespace)
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+            for q in (qa, qb):
+                kube.delete("Queue", q, missing_ok=True)
+        print(f"\nreclaim kills: {KILLS}, landed {landed}, violations 0")
+        assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
