@@ -501,3 +501,37 @@ def test_a_nomination_is_kept_while_its_recorded_victim_is_on_its_node() -> None
     restarted.run(1)
     assert bound(store) == {"low": "n000"}
     assert store.get("Pod", "big", "default")["status"]["nominatedNodeName"] == "n000"
+
+
+def test_members_waiting_for_their_pod_group_are_tried_when_it_arrives() -> None:
+    """Pods naming a PodGroup that does not exist yet wait for it ("waiting for its PodGroup"); when it is
+    created (after the pods, as a job controller may, or seen later through its own watch) they are tried
+    at once, not after the unschedulable pods' 5-minute flush."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    sched, _ = scheduler(store)
+    names = gang_pods(store, "late", 3, gpus=1)
+    sched.run(0)
+    assert not bound(store)
+    cond = condition_of(store, names[0], "PodScheduled")
+    assert cond is not None and "waiting for its PodGroup" in cond["message"], cond
+    store.create(pod_group("late", 3))
+    sched.run(1)
+    assert set(bound(store)) == set(names)
+
+
+def test_a_job_waiting_for_its_queues_limit_is_tried_when_the_limit_is_raised() -> None:
+    """A Queue's spec change (a limit raised) tries the jobs its limit held at once, not at the
+    unschedulable pods' periodic flush."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=4)
+    store.create(queue("small", limit=1))
+    sched, _ = scheduler(store)
+    queued_pod(store, "big", "small", gpus=2)
+    sched.run(0)
+    assert not bound(store)
+    q = clone(store.get("Queue", "small"))
+    q["spec"]["resources"]["deviceclass/gpu"]["limit"] = 4
+    store.update(q)
+    sched.run(1)
+    assert set(bound(store)) == {"big"}

@@ -79,6 +79,10 @@ EV_CLAIM_CHANGE = "ResourceClaim/Change"
 EV_SLICE_CHANGE = "ResourceSlice/Change"
 EV_CLASS_CHANGE = "DeviceClass/Change"
 EV_TEMPLATE_ADD = "ResourceClaimTemplate/Add"
+# A gang's group object (PodGroup, Workload) created or its spec changed: only the gang's own members are
+# asked, and only the gang plugin registers it. A Queue's spec changed: only the queue gate registers it.
+EV_GROUP_CHANGE = "PodGroup/Change"
+EV_QUEUE_CHANGE = "Queue/Change"
 ALL_EVENTS = frozenset(
     {
         EV_NODE_ADD,

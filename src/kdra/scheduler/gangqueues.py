@@ -34,7 +34,7 @@ from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.cluster.store import Store, WatchEvent
 from kdra.errors import InputError
 from kdra.scheduler.accounting import PodUsage, QueueAccounting
-from kdra.scheduler.framework import Plugin
+from kdra.scheduler.framework import EV_GROUP_CHANGE, EV_QUEUE_CHANGE, ClusterEvent, Plugin
 from kdra.scheduler.gang import GangRegistry
 from kdra.scheduler.groupconstraints import GroupConstraints
 from kdra.scheduler.jobplacer import GangPermit, JobPlacer, QueueGate
@@ -181,7 +181,9 @@ class GangQueues:
         self.accounting = QueueAccounting(QueueTree())  # what bound pods hold, per queue
         self.objects = QueueObjects(self.options.gpu_class, self.accounting)
         self._run: GangRuntime | None = None
-        store.watch(self._on_event, kinds=("Queue", "Topology", "Pod", "ResourceClaim"))
+        store.watch(
+            self._on_event, kinds=("Queue", "Topology", "Pod", "ResourceClaim", "PodGroup", "Workload")
+        )
         for kind in ("Queue", "Topology"):
             for obj in store.list(kind):
                 self._on_event(WatchEvent("ADDED", kind, obj, None))
@@ -237,8 +239,14 @@ class GangQueues:
     def _on_event(self, ev: WatchEvent) -> None:
         if ev.kind in ("Queue", "Topology"):
             self.objects.on_event(ev)
+            if ev.kind == "Queue" and self._run is not None and _spec_changed(ev):
+                self._run.sched.queue.on_event(
+                    ClusterEvent(EV_QUEUE_CHANGE, ev.old, ev.object), self._run.now()
+                )
         elif ev.kind == "Pod" and self._run is not None:
             self._run.on_pod(ev)
+        elif ev.kind in ("PodGroup", "Workload") and self._run is not None and _spec_changed(ev):
+            self._run.on_group(ev)
 
     # -- what it holds and decided (reports, tests) ----------------------------------------------------
     @property
@@ -332,12 +340,31 @@ class GangRuntime:
         self.queues.open_session(opening)
         self.jobs.open_session(opening)
 
+    def now(self) -> float:
+        return self.sched.clock()
+
+    def on_group(self, ev: WatchEvent) -> None:
+        """A gang's group object came or its spec changed (the registry has read it): its members parked
+        waiting for it are tried again now, not at the unschedulable pods' periodic flush (upstream's gang
+        plugin registers PodGroup and Workload events too). A Workload covers the gangs under it."""
+        meta = ev.object.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        members = self.gq.gangs.members
+        uids = [u for gk, us in members.items() if gk == key or gk.startswith(key + "/") for u in us]
+        if uids:
+            self.sched.queue.on_event(ClusterEvent(EV_GROUP_CHANGE, ev.old, ev.object), self.now(), uids)
+
     def on_pod(self, ev: WatchEvent) -> None:
         self.queues.on_pod(ev)
         self.victims.on_pod(ev)
         pod = ev.object
         if ev.type == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             self.status.reasons.pop(f"pod:{pod['metadata'].get('uid', '')}", None)
+
+
+def _spec_changed(ev: WatchEvent) -> bool:
+    """Created, deleted, or a new spec (not one of the status writes kdra makes itself)."""
+    return ev.old is None or ev.type == "DELETED" or ev.old.get("spec") != ev.object.get("spec")
 
 
 def fmt_vector(v: Mapping[str, float]) -> str:

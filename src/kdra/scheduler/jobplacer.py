@@ -16,7 +16,18 @@ from typing import TYPE_CHECKING
 
 from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.workloadapi import group_claim_name, pod_group_claims
-from kdra.scheduler.framework import EV_POD_DELETE, SUCCESS, Code, CycleState, PermitPlugin, Plugin, Status
+from kdra.scheduler.framework import (
+    ALL_EVENTS,
+    EV_GROUP_CHANGE,
+    EV_POD_DELETE,
+    EV_QUEUE_CHANGE,
+    SUCCESS,
+    Code,
+    CycleState,
+    PermitPlugin,
+    Plugin,
+    Status,
+)
 from kdra.scheduler.jobstatus import GANG_PLUGIN, QUEUE_PLUGIN, JobStatus
 from kdra.scheduler.queuetree import Vector, add, check_limits, pod_core_usage
 from kdra.scheduler.statement import Statement
@@ -37,6 +48,7 @@ class GangPermit(PermitPlugin):
     """Holds members of the gang being placed at Permit until the placement allows or rejects them."""
 
     name = GANG_PLUGIN
+    events = ALL_EVENTS | {EV_GROUP_CHANGE}  # members wait for their group object (jobplacer.try_job)
 
     def __init__(self, gang_of: Callable[[str], str | None]) -> None:
         self.gang_of = gang_of
@@ -53,7 +65,7 @@ class QueueGate(Plugin):
     """Names queue decisions in pod statuses; a pod parked for its queue's quota wakes when a pod ends."""
 
     name = QUEUE_PLUGIN
-    events = frozenset({EV_POD_DELETE})
+    events = frozenset({EV_POD_DELETE, EV_QUEUE_CHANGE})
 
 
 class JobPlacer:
