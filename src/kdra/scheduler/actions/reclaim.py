@@ -102,6 +102,9 @@ class Reclaim(Action):
         blocked: list[str] = []
         protected = 0
         trials = 0
+        # The verdict depends on the victim's queue and what it would lose, not on the victim: victims alike
+        # (the same usage) of a queue get the one answered already, as long as nothing is taken from it.
+        verdicts: dict[tuple[str, tuple[tuple[str, float], ...]], tuple[bool, list[str]]] = {}
         for v in order_victims(others, saturation, session.now):
             spec = gq.tree.specs[v.queue]
             if session.now - v.start < spec.reclaim_min_runtime:
@@ -111,7 +114,11 @@ class Reclaim(Action):
                 continue
             t = dict(take.get(v.queue, {}))
             add(t, v.usage)
-            ok, why = session.reclaimable(fair, rq, job.need, v.queue, t)
+            vkey = (v.queue, tuple(sorted(t.items())))
+            verdict = verdicts.get(vkey)
+            if verdict is None:
+                verdict = verdicts[vkey] = session.reclaimable(fair, rq, job.need, v.queue, t)
+            ok, why = verdict
             if not ok:
                 blocked.extend(w for w in why if w not in blocked)
                 continue
@@ -123,6 +130,7 @@ class Reclaim(Action):
                 if rt.victims.try_with_victims(job, chosen, session.results, reclaimer=rq):
                     rt.status.reasons.pop(job.key, None)
                     return True
+                verdicts.clear()  # a trial placed and undid the job: answer afresh
                 if trials >= gq.options.max_victim_trials:
                     break
         notes = []
