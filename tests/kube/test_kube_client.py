@@ -966,6 +966,74 @@ def test_status_writer_writes_off_the_loop_retries_and_posts_events_after_the_wr
     assert writer.status_of(group) == {}  # caught up: the cache's own (here never updated) again
 
 
+def test_status_writer_writes_details_below_the_verdict_at_most_every_interval(server: FakeServer) -> None:
+    """A group's condition changed below the first line of its message only (how many members exist) is
+    written at once the first time, then no sooner than the interval after the last such write, with the
+    latest details; a new verdict meanwhile goes at once, taking the waiting details with it."""
+    from types import SimpleNamespace
+
+    from kdra.kube.bindloop import BindLoop
+    from kdra.kube.session import KubeStatusWriter
+
+    path = "/apis/kdra.dev/v1alpha1/namespaces/ns/podgroups/g/status"
+    patched: list[tuple[float, str]] = []
+    group: dict[str, Any] = {
+        "apiVersion": "kdra.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ns"},
+    }
+
+    def patch(h: Handler, q: Any, body: Any) -> None:
+        patched.append((time.monotonic(), body["status"]["conditions"][0]["message"]))
+        h.reply(200, dict(group, status=body["status"]))
+
+    server.routes[("PATCH", path)] = patch
+    client = client_for(server)
+    loop = BindLoop(client, 4)
+    binder = SimpleNamespace(
+        submit=lambda coro, background=False: loop.submit(coro, background=background),
+        in_loop_thread=lambda fn: fn(0.0),
+        post_event=loop.events.post,
+    )
+
+    def applied(kind: str, obj: dict[str, Any]) -> None:
+        group["status"] = obj["status"]
+
+    writer = KubeStatusWriter(SimpleNamespace(client=client, apply_written=applied), "kdra", "t")  # type: ignore[arg-type]
+    writer.use(binder)  # type: ignore[arg-type]
+    writer.detail_interval = 3.0
+
+    def ask(message: str, reason: str = "Unschedulable") -> None:
+        cond = {"type": "PodGroupScheduled", "status": "False", "reason": reason, "message": message}
+        assert writer.write_status(group, {"conditions": [dict(cond, lastTransitionTime="t")]})
+
+    def written(n: int) -> None:
+        wait_for(lambda: len(patched) == n and "g" not in str(writer._pending), 10, f"{n} writes")
+
+    try:
+        ask("waits for members\n1 of 4")
+        written(1)
+        ask("waits for members\n2 of 4")  # details: the first such write goes at once
+        written(2)
+        t = time.monotonic()
+        ask("waits for members\n3 of 4")  # details again: their turn comes after the interval
+        ask("waits for members\n4 of 4")  # the latest details replace them
+        written(3)
+        assert [m for _t, m in patched] == [
+            "waits for members\n1 of 4",
+            "waits for members\n2 of 4",
+            "waits for members\n4 of 4",
+        ]
+        assert patched[2][0] - t > 2.5
+        t = time.monotonic()
+        ask("waits for members\n5 of 4")  # waits its turn ...
+        ask("fits nowhere", "Unschedulable")  # ... until a new verdict comes: at once, with it
+        written(4)
+        assert patched[3][1] == "fits nowhere" and patched[3][0] - t < 2.0
+    finally:
+        loop.close(wait=True)
+
+
 @pytest.mark.parametrize("path", ["binding cycle", "in the loop"])
 def test_a_pending_pods_status_write_in_flight_lands_before_its_binding(
     server: FakeServer, path: str

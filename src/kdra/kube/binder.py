@@ -67,7 +67,7 @@ STATUS_RETRY_MAX = 30.0
 STATUS_DETAIL_INTERVAL = 10.0
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     return text.split("\n", 1)[0]
 
 
@@ -356,7 +356,7 @@ class KubeBinder:
         details_only = (
             old is not None
             and old.get("reason") == ps.reason
-            and _first_line(old.get("message") or "") == _first_line(ps.text)
+            and first_line(old.get("message") or "") == first_line(ps.text)
         )
         last = self._status_at.get(ps.uid)
         if details_only and last is not None and now < last + STATUS_DETAIL_INTERVAL:

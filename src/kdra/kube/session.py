@@ -28,6 +28,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,14 @@ from kdra.api.types import Obj
 from kdra.cluster.selectors import from_label_selector
 from kdra.cluster.store import InvalidObjectError, NotFoundError, StoreError, WatchEvent
 from kdra.errors import InputError
-from kdra.kube.binder import STATUS_RETRY_INITIAL, STATUS_RETRY_MAX, KubeBinder, nominate_pod
+from kdra.kube.binder import (
+    STATUS_DETAIL_INTERVAL,
+    STATUS_RETRY_INITIAL,
+    STATUS_RETRY_MAX,
+    KubeBinder,
+    first_line,
+    nominate_pod,
+)
 from kdra.kube.client import FencedError
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
@@ -52,6 +60,7 @@ log = logging.getLogger("kdra.kube.session")
 
 EVICTION_NOT_ALLOWED = (403, 404, 405)  # the Eviction API is forbidden to kdra or not there: delete instead
 LAST_EVENTS_KEPT = 10_000  # objects whose last Event is remembered, not to post it again
+DETAIL_WAIT_STEP = 0.2  # how often a write of details waiting its turn looks for a new verdict joining it
 
 
 @dataclass
@@ -67,6 +76,27 @@ class _ObjectWrite:
     events: list[Obj] = field(default_factory=list)
     # Every field asked for on this object until the cache has what was written (status_of).
     ahead: dict[str, Any] = field(default_factory=dict)
+    not_before: float = 0.0  # monotonic: waiting fields that change details only are written then
+
+
+def details_only(before: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """`fields` change no more of `before` than conditions' messages below their first line (the same
+    verdicts, other details)."""
+    for name, value in fields.items():
+        if name != "conditions":
+            if before.get(name) != value:
+                return False
+            continue
+        old = {c.get("type"): c for c in before.get("conditions") or []}
+        if len(old) != len(value):
+            return False
+        for c in value:
+            o = old.get(c.get("type"))
+            if o is None or any(o.get(k) != v for k, v in c.items() if k != "message"):
+                return False
+            if first_line(o.get("message") or "") != first_line(c.get("message") or ""):
+                return False
+    return True
 
 
 class KubeStatusWriter:
@@ -78,7 +108,9 @@ class KubeStatusWriter:
     the cached object alone would undo a condition set a moment before). An Event about an object with a
     write waiting is posted after it lands, others at once (best effort). An Event identical to the last
     one about the same object is not posted again (client-go's event correlator counts such repeats
-    instead). Without a binder, writes are synchronous."""
+    instead). A write that changes conditions' details only (below the first line of their messages) goes
+    STATUS_DETAIL_INTERVAL after the last such write at the earliest, with the latest fields then, as a
+    pending pod's explanation does (kdra.kube.binder). Without a binder, writes are synchronous."""
 
     def __init__(self, store: KubeStore, component: str = "kdra", instance: str = "") -> None:
         self.store = store
@@ -91,6 +123,8 @@ class KubeStatusWriter:
         self._pending: dict[tuple[str, str, str], _ObjectWrite] = {}  # waiting or being written
         self._ahead: dict[tuple[str, str, str], _ObjectWrite] = {}  # the cache not caught up (loop thread)
         self._last_event: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        self._detail_at: dict[tuple[str, str, str], float] = {}  # when details only were last written
+        self.detail_interval = STATUS_DETAIL_INTERVAL
 
     def use(self, binder: KubeBinder) -> None:
         """Write on `binder`'s loop (its submit, in_loop_thread and post_event)."""
@@ -111,15 +145,27 @@ class KubeStatusWriter:
             return self._write_now(obj, status)
         key = self._key(obj)
         meta = obj.get("metadata") or {}
+        not_before = 0.0
+        if details_only(self.status_of(obj), status):
+            now = time.monotonic()
+            last = self._detail_at.pop(key, None)
+            not_before = last + self.detail_interval if last is not None else 0.0
+            self._detail_at[key] = max(now, not_before)
+            if len(self._detail_at) > LAST_EVENTS_KEPT:
+                del self._detail_at[next(iter(self._detail_at))]  # the object longest without such a write
         with self._lock:
             w = self._pending.get(key)
             if w is not None:
+                # Details join fields waiting (written with them), or wait their turn; a new verdict goes
+                # as soon as the write in flight, if any, has landed.
+                w.not_before = (w.not_before if w.fields else not_before) if not_before else 0.0
                 w.fields.update(status)
                 w.ahead.update(status)
                 return True
             w = self._pending[key] = _ObjectWrite(
                 key[0], key[2], meta.get("namespace") or None, obj.get("apiVersion"), dict(status)
             )
+            w.not_before = not_before
         try:
             self._binder.submit(self._write(self._binder, key, w), background=True)
         except RuntimeError:  # the binding loop is closed: this process is done scheduling
@@ -164,6 +210,10 @@ class KubeStatusWriter:
         """Write what waits for this object until nothing does (on the binding loop)."""
         client, attempts = self.store.client, 0
         while True:
+            wait = w.not_before - time.monotonic()
+            if wait > 0:  # details only: their turn comes later (a new verdict may end the wait)
+                await asyncio.sleep(min(wait, DETAIL_WAIT_STEP))
+                continue
             with self._lock:
                 fields, w.fields = w.fields, {}
                 events, w.events = w.events, []
