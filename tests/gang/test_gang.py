@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from builders import pod
 from helpers import bound, condition, fleet, gang_pods, pod_group, scheduler
 
 from kdra.cluster import MemoryStore
@@ -59,6 +60,53 @@ def test_gang_waits_for_its_members_and_its_group() -> None:
     gang_pods(s, "orphan", 1, gpus=1)
     sched.run(1)
     assert "waiting for its PodGroup" in condition(s, "orphan-000")
+
+
+def test_a_gathering_gangs_group_counts_its_members_below_the_verdict_with_one_event() -> None:
+    """The group object counts the members that exist on the line below its verdict; a member arriving
+    changes only that detail, which posts no new Event (one per verdict, not one per member)."""
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, gq = scheduler(s)
+    s.create(pod_group("g", 4))
+    gang_pods(s, "g", 2, gpus=1)
+    sched.run(0)
+    p = pod("g-002", cpu="1", template_name="g-t")
+    p["metadata"]["annotations"] = {"kdra.dev/pod-group": "g"}
+    s.create(p)
+    sched.run(1)
+    pg = s.get("PodGroup", "g", "default")["status"]["conditions"][0]
+    assert pg["message"] == (
+        "PodGroup default/g waits for members: fewer than minCount 4 pods exist and are ready for "
+        "scheduling\n3 of minCount 4 pods exist"
+    )
+    assert [(e[0], e[2]) for e in gq.status.events] == [("PodGroup default/g", "Unschedulable")]
+    assert bound(s, "g") == {}
+
+
+def test_a_gang_with_a_member_not_ready_for_scheduling_waits_for_it() -> None:
+    """Every member exists but one waits for its ResourceClaim (PreEnqueue): the gang waits for members, as
+    upstream's GangScheduling waits at Permit, rather than failing a placement of the others; the group
+    object says how many are not ready."""
+    s = MemoryStore()
+    fleet(s, 4)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("g", 2))
+    gang_pods(s, "g", 1, gpus=1)
+    p = pod("g-001", cpu="1")
+    p["metadata"]["annotations"] = {"kdra.dev/pod-group": "g"}
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "not-yet"}]
+    s.create(p)
+    sched.run(0)
+    assert bound(s, "g") == {}
+    assert condition(s, "g-000") == (
+        "PodGroup default/g waits for members: fewer than minCount 2 pods exist and are ready for scheduling"
+    )
+    pg = s.get("PodGroup", "g", "default")["status"]["conditions"][0]
+    assert pg["message"].split("\n")[1] == (
+        "2 of minCount 2 pods exist, 1 not ready for scheduling "
+        "(their ResourceClaims not created yet, or gated)"
+    )
 
 
 def test_gang_timeout_marks_the_group_unschedulable() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from builders import pod
-from helpers import bound, condition, fleet, queue, queued_pod, scheduler
+from helpers import bound, condition, fleet, gang_pods, pod_group, queue, queued_pod, scheduler
 
 from kdra.cluster import MemoryStore
 from kdra.scheduler.queuetree import QueueSpec, QueueTree, divide, parse_queue
@@ -195,6 +195,47 @@ def test_reclaim_blocked_by_strategies_and_min_runtime() -> None:
     sched2.queue.flush_unschedulable_leftover(4000)
     sched2.run(4000)
     assert len(bound(s2, "b-")) == 1
+
+
+def test_a_gang_whose_reclaim_is_blocked_keeps_its_groups_verdict_and_one_event() -> None:
+    """Reclaim's note joins the gang's verdict as a detail: its group object keeps the reason it waits for
+    (Unschedulable), so sessions that repeat the same decisions leave it, and its Events, alone."""
+    s = MemoryStore()
+    fleet(s, 1)  # 8 GPUs
+    sched, gq = scheduler(s)
+    s.create(queue("a", gpu_quota=8))
+    s.create(queue("b", gpu_quota=0))
+    for i in range(8):
+        queued_pod(s, f"a-{i}", "a", 1)
+    sched.run(0)
+    s.create(pod_group("g", 2, queue="b"))
+    gang_pods(s, "g", 2, gpus=1)
+    sched.run(10)
+    sched.run(20)
+    assert bound(s, "g-") == {}
+    pg = s.get("PodGroup", "g", "default")["status"]["conditions"][0]
+    assert pg["reason"] == "Unschedulable" and "reclaim blocked" in pg["message"]
+    assert [e[2] for e in gq.status.events if e[0] == "PodGroup default/g"] == ["Unschedulable"]
+
+
+def test_a_gang_still_gathering_its_members_is_no_reclaimer() -> None:
+    """A gang with fewer members than minCount cannot be placed whatever is freed: reclaim does not try
+    for it (KAI's actions consider only jobs whose pending pods reach minAvailable), so its pods say only
+    that they wait for members."""
+    s = MemoryStore()
+    fleet(s, 1)  # 8 GPUs
+    sched, _gq = scheduler(s)
+    s.create(queue("a", gpu_quota=8))
+    s.create(queue("b", gpu_quota=0))
+    for i in range(8):
+        queued_pod(s, f"a-{i}", "a", 1)
+    sched.run(0)
+    s.create(pod_group("g", 3, queue="b"))
+    gang_pods(s, "g", 2, gpus=1)
+    sched.run(10)
+    assert condition(s, "g-000") == (
+        "PodGroup default/g waits for members: fewer than minCount 3 pods exist and are ready for scheduling"
+    )
 
 
 def test_preemption_within_a_queue_by_priority() -> None:

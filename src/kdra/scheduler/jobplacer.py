@@ -117,21 +117,19 @@ class JobPlacer:
             have = len(self.gangs.members.get(gang.key, ()))
             if have < gang.min_count:
                 if final:
-                    # The pods' text does not count the members: it would change with every member that
-                    # arrives, rewriting every waiting member's condition and Event each time (O(n^2)
-                    # writes on a live cluster); the group object counts them.
-                    status.park(
-                        job,
-                        f"{job.label} waits for members: fewer than minCount {gang.min_count} pods exist",
-                        GANG_PLUGIN,
-                        results,
-                        f"{job.label} waits for members: {have} of minCount {gang.min_count} pods exist",
-                    )
+                    self._wait_for_members(job, have, results, release=False)
                 return False
             first = self.first_attempt.setdefault(gang.key, self.now)
             timeout = gang.timeout if gang.timeout is not None else self.options.gang_timeout
             if timeout is not None and self.now - first > timeout and job.needed > 0:
                 self._time_out(job, timeout, results)
+                return False
+            if len(job.members) < job.needed:
+                # Members exist but are not ready for scheduling (PreEnqueue: their ResourceClaims not
+                # created yet, scheduling gates): the gang cannot be placed whole, and no placement says
+                # why better than that (upstream's GangScheduling waits for them at Permit, quietly).
+                if final:
+                    self._wait_for_members(job, have, results, release=True)
                 return False
         if not job.members:
             return False
@@ -178,6 +176,38 @@ class JobPlacer:
                 msg += f"\nreleased the claims its pending members held: {', '.join(released)}"
             status.park(job, msg, GANG_PLUGIN if gang is not None else QUEUE_PLUGIN, results)
         return False
+
+    def waits_for_members(self, job: Job) -> bool:
+        """A gang with fewer than minCount members, or fewer ready for scheduling than it still needs: no
+        placement helps it, nor victims (KAI's reclaim and preempt consider only jobs whose pending pods
+        reach minAvailable)."""
+        gang = job.gang
+        if gang is None or gang.min_count < 0:
+            return False
+        return len(self.gangs.members.get(gang.key, ())) < gang.min_count or len(job.members) < job.needed
+
+    def _wait_for_members(self, job: Job, have: int, results: list[CycleResult], release: bool) -> None:
+        """Park a gang that has fewer than its members still needed ready for scheduling (`release`: what
+        its pending members hold goes back, as after a failed placement). The pods' text
+        does not count the members: it would change with every member that arrives, rewriting every
+        waiting member's condition and Event each time (O(n^2) writes on a live cluster); the group object
+        counts them, below the verdict (a detail: no Event, and on a live cluster not rewritten at every
+        arrival)."""
+        gang = job.gang
+        assert gang is not None
+        queue = self.sched.queue
+        waits = (
+            f"{job.label} waits for members: fewer than minCount {gang.min_count} pods exist and are ready "
+            "for scheduling"
+        )
+        detail = f"{have} of minCount {gang.min_count} pods exist"
+        unready = sum(1 for uid in self.gangs.members.get(gang.key, ()) if uid in queue.gated)
+        if unready:
+            detail += f", {unready} not ready for scheduling (their ResourceClaims not created yet, or gated)"
+        released = self.release_held(job) if release else []
+        if released:
+            detail += f"\nreleased the claims its pending members held: {', '.join(released)}"
+        self.status.park(job, waits, GANG_PLUGIN, results, f"{waits}\n{detail}")
 
     def release_held(self, job: Job) -> list[str]:
         """Claims allocated and reserved only for pending members of a gang that cannot be placed (left by

@@ -35,9 +35,10 @@ class JobStatus:
         plugin: str,
         results: list[CycleResult],
         group_message: str | None = None,
+        group_reason: str | None = None,
     ) -> None:
         """The job's pods wait with `message` (PodScheduled, and an Event when it changed); its group object
-        says `group_message` (default the same)."""
+        says `group_message` (default the same), with `group_reason` (default the plugin's)."""
         sched = self.sched
         self.reasons[job.key] = message
         st = Status(Code.UNSCHEDULABLE, (message.split("\n", 1)[0],), plugin)
@@ -46,18 +47,36 @@ class JobStatus:
                 results.append(sched.mark_unschedulable(m, self.now, st, message))
         gang = job.gang
         if gang is not None and gang.obj is not None and gang.key not in self.timed_out:
-            reason = "Unschedulable" if plugin == GANG_PLUGIN else "QueueWait"
+            reason = group_reason or ("Unschedulable" if plugin == GANG_PLUGIN else "QueueWait")
             self.set_group_condition(gang, "False", reason, group_message or message)
 
     def add_reason(self, job: Job, note: str, results: list[CycleResult]) -> None:
-        """The job waits for one more reason (after those it already had): parked with both."""
+        """The job waits for one more reason (after those it already had): parked with both; its group
+        object keeps the reason it has (the verdict stays, the note is a detail)."""
         prev = self.reasons.get(job.key, "")
-        self.park(job, (prev + "\n" if prev else "") + note, QUEUE_PLUGIN, results)
+        self.park(
+            job,
+            (prev + "\n" if prev else "") + note,
+            QUEUE_PLUGIN,
+            results,
+            group_reason=self._group_reason(job),
+        )
+
+    def _group_reason(self, job: Job) -> str | None:
+        """The reason the job's group object says it waits for, if it says it waits."""
+        gang = job.gang
+        if gang is None or gang.obj is None:
+            return None
+        ctype = group_condition_type(gang.obj)
+        conds = self.seams.status.status_of(gang.obj).get("conditions") or []
+        old = next((c for c in conds if c.get("type") == ctype), None)
+        return old.get("reason") if old is not None and old.get("status") == "False" else None
 
     def set_group_condition(self, gang: GangSpec, status: str, reason: str, message: str) -> None:
         """The gang's verdict on its object (status writer seam): PodGroupScheduled (upstream v1beta1:
         PodGroupInitiallyScheduled) with kdra's reason and message; kdra-shaped groups also get `phase` and
-        `scheduled` (members bound). An Event on the object when the condition changes."""
+        `scheduled` (members bound). An Event on the object when the verdict changes (status, reason or
+        the message's first line: details below it, such as how many members exist, change often)."""
         assert gang.obj is not None
         obj = gang.obj
         ctype = group_condition_type(obj)
@@ -89,10 +108,15 @@ class JobStatus:
             changed = changed or cur_status.get("phase") != phase or cur_status.get("scheduled") != scheduled
         if not changed or not writer.write_status(obj, fields):
             return  # a failed write is tried again the next time the gang is (its object is unchanged)
-        if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (
+        first = message.split("\n", 1)[0]
+        if old is None or (
+            old.get("status"),
+            old.get("reason"),
+            (old.get("message") or "").split("\n", 1)[0],
+        ) != (
             status,
             reason,
-            message,
+            first,
         ):
             etype = "Normal" if status == "True" else "Warning"
-            writer.event(obj, etype, reason, message.split("\n", 1)[0] if status == "True" else message)
+            writer.event(obj, etype, reason, first if status == "True" else message)

@@ -315,7 +315,10 @@ class StoreStatusWriter:
         return True
 
     def status_of(self, obj: Obj) -> Mapping[str, Any]:
-        status: Mapping[str, Any] = obj.get("status") or {}
+        """The stored object's: writes land at once (`obj` may be a copy taken before them)."""
+        meta = obj.get("metadata") or {}
+        cur = self.store.try_get(str(obj.get("kind")), meta.get("name", ""), meta.get("namespace") or "")
+        status: Mapping[str, Any] = (cur if cur is not None else obj).get("status") or {}
         return status
 
     def event(self, obj: Obj, etype: str, reason: str, message: str) -> None:

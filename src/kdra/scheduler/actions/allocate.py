@@ -107,5 +107,10 @@ class AllocateJobs(Action):
                 continue
             timed_out = job.gang is not None and job.gang.key in rt.status.timed_out
             deferred = sched.cel_deferrals
-            if not rt.placer.try_job(job, results) and not timed_out and sched.cel_deferrals == deferred:
+            if (
+                not rt.placer.try_job(job, results)
+                and not timed_out
+                and sched.cel_deferrals == deferred
+                and not rt.placer.waits_for_members(job)
+            ):
                 rt.failed.append(job)  # (a job cut short by its CEL budget is no reason to preempt)
