@@ -21,7 +21,9 @@ process of its own, which writes its figures at exit (KDRA_STATS=FILE):
   PodGroup/Queue status), counted by the client.
 - per pod: creation -> bound latency (p50, p99; the API server's one-second stamps), and for both
   schedulers the process's CPU per bound pod and API writes per bound pod (kube-scheduler's client-go
-  counter) measured the same way (benchmarks/kubebench.py).
+  counter) measured the same way (benchmarks/kubebench.py); and "ready" latency, from the creation of the
+  last pod of the pod's gang (its own for a single pod) to bound: the pods are created in a shuffled order
+  over the whole burst, and a gang's first member waits for its last by design.
 Every run ends with the independent checker (support.invariants) on its namespace. `--kube-first`
 runs kube-scheduler first (then the session, then kdra plain): run both orders.
 
@@ -56,7 +58,16 @@ from kubeutil import DeviceFleet, KdraProcess, claim_template, template_pod  # n
 
 from kdra.cluster.store import AlreadyExistsError  # noqa: E402
 from kdra.kube.client import KubeClient  # noqa: E402
-from kubebench import ProcessMeter, client_writes, free, latencies, load, namespace, percentile  # noqa: E402
+from kubebench import (  # noqa: E402
+    ProcessMeter,
+    client_writes,
+    free,
+    latencies,
+    load,
+    namespace,
+    percentile,
+    scheduled_at,
+)
 from support.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
 from support.invariants import check_cluster  # noqa: E402
 
@@ -148,7 +159,9 @@ def run(
     finally:
         if k is not None:
             k.stop()
-    lat = latencies(kube.list("Pod", ns))
+    listed = kube.list("Pod", ns)
+    lat = latencies(listed)
+    ready = ready_latencies(listed)
     claims_done = last_claim(kube, ns)
     problems = check_cluster(kube, ns, schedulers=() if not kdra else ("kdra",))
     out: dict[str, Any] = {
@@ -161,6 +174,8 @@ def run(
         "total_s": max(0.0, last_bind - first),
         "p50_s": percentile(lat, 0.5),
         "p99_s": percentile(lat, 0.99),
+        "p50_ready_s": percentile(ready, 0.5),
+        "p99_ready_s": percentile(ready, 0.99),
         "cpu_ms_per_pod": 1000 * meter.cpu_s / max(1, n),
         "load": f"{load_before} -> {load()}",
         "violations": len([p for p in problems if p.rule != "unexplained"]),
@@ -177,6 +192,26 @@ def run(
             writes_per_pod=st.get("api_writes", 0) / max(1, n),
         )
     return out
+
+
+def ready_latencies(pods: list[Obj]) -> list[float]:
+    """Seconds from the creation of the last pod of its gang (a single pod: its own) to bound: from when a
+    scheduler could bind it. A gang's first member waits for its last by design, and the pods are created
+    in a shuffled order over the whole burst, so creation -> bound mostly measures the burst for them."""
+    gang_complete: dict[str, float] = {}
+    for p in pods:
+        g = (p["metadata"].get("annotations") or {}).get("kdra.dev/pod-group")
+        if g:
+            created = parse_time(p["metadata"]["creationTimestamp"])
+            gang_complete[g] = max(gang_complete.get(g, created), created)
+    out = []
+    for p in pods:
+        at = scheduled_at(p)
+        if at is None:
+            continue
+        g = (p["metadata"].get("annotations") or {}).get("kdra.dev/pod-group")
+        out.append(at - (gang_complete[g] if g else parse_time(p["metadata"]["creationTimestamp"])))
+    return sorted(out)
 
 
 def session_objects(
@@ -296,13 +331,15 @@ def main() -> int:
     print(f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(
         f"{'run':34} {'pods':>5} {'bound':>5} {'create s':>8} {'lag s':>6} {'claim lag':>9} {'total s':>7} "
-        f"{'p50 s':>5} {'p99 s':>5} {'ms CPU/pod':>10} {'sessions':>8} {'ms CPU/session':>14} "
+        f"{'p50 s':>5} {'p99 s':>5} {'ready p50/p99':>13} {'ms CPU/pod':>10} {'sessions':>8} "
+        f"{'ms CPU/session':>14} "
         f"{'kdra CPU s':>10} {'writes/pod':>10} {'violations':>10}  load"
     )
     for r in results:
         nan = float("nan")
         row = f"{r['run']:34} {r['pods']:5d} {r['bound']:5d} {r['create_s']:8.1f} {r['lag_s']:6.1f} "
         row += f"{r['claim_lag_s']:9.1f} {r['total_s']:7.1f} {r['p50_s']:5.0f} {r['p99_s']:5.0f} "
+        row += f"{r['p50_ready_s']:6.0f}/{r['p99_ready_s']:<6.0f} "
         row += (
             f"{r['cpu_ms_per_pod']:10.1f} {r.get('sessions', '-')!s:>8} {r.get('session_cpu_ms', nan):14.1f} "
         )
