@@ -220,3 +220,48 @@ def test_the_nearest_nodes_are_those_that_came_closest(
     nearest = listing["explanation"]["unschedulable"][0]["summary"]["nearest"]
     assert [n.split("-")[0] for n in nearest] == ["tpu", "tpu", "tpu"]
     assert "node tpu-v6e-0: node(s) had untolerated taint {google.com/tpu: present}" in err
+
+
+def test_a_device_taint_rule_in_the_input_keeps_pods_off_the_devices_it_selects(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mixed: Path
+) -> None:
+    """The rule's taint is added to every device of the pool it selects, as kube-scheduler's slice tracker
+    adds it (DRADeviceTaintRules, GA in 1.37): the pod goes to the next H100 node; with --kubernetes-version
+    1.36 (the gate off by default) the rule is ignored as there."""
+    plain = template(
+        "gpu", {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": product("H100")}}
+    )
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain-h100-zone-a-0"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.nvidia.com", "pool": "h100-zone-a-0"},
+            "taint": {"key": "example.com/drain", "effect": "NoSchedule"},
+        },
+    }
+    code, listing, _ = run(capsys, tmp_path, mixed, [plain, rule, pod("train", ("gpu",))])
+    assert code == 0
+    assert listing["placements"][0]["node"] == "h100-zone-a-1"
+    code, listing, _ = run(
+        capsys, tmp_path, mixed, [plain, rule, pod("train", ("gpu",))], "--kubernetes-version", "1.36"
+    )
+    assert code == 0
+    assert listing["placements"][0]["node"] == "h100-zone-a-0"
+
+
+def test_an_invalid_device_taint_rule_is_refused_naming_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mixed: Path
+) -> None:
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "bad"},
+        "spec": {
+            "deviceSelector": {"pool": "h100-zone-a-0"},
+            "taint": {"key": "k", "effect": "PreferNoSchedule"},
+        },
+    }
+    code, _, err = run(capsys, tmp_path, mixed, [rule])
+    assert code == 2
+    assert 'DeviceTaintRule bad: spec.taint.effect: Unsupported value: "PreferNoSchedule"' in err

@@ -645,9 +645,12 @@ class Allocator:
         share_id: Callable[[], str] | None = None,
         prune: bool = True,
         prefer: DevicePreference | None = None,
+        taint_rules: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         if index is None:
-            index = AllocatorIndex(classes or {}, slices, features, slice_cache=slice_cache)
+            index = AllocatorIndex(
+                classes or {}, slices, features, slice_cache=slice_cache, taint_rules=taint_rules
+            )
         self.index = index
         self.features = index.features
         # What the (immutable) gates decide for every run, worked out once.

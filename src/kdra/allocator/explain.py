@@ -420,10 +420,11 @@ def _explain_request(run: _Run, rd: ReqData, claim_name: str) -> tuple[RequestEx
         if why == "taints":
             ex.blocked_by_taints += 1
             taint = blocking_taint(dev, rd.tolerations) or {}
+            rule = next((r for t, r in zip(dev.taints, dev.taint_rules, strict=True) if t is taint), "")
             ex.examples.setdefault(
                 "taints",
                 f"{dev.name}: taint {taint.get('key', '')}={taint.get('value', '')}:"
-                f"{taint.get('effect', '')} not tolerated",
+                f"{taint.get('effect', '')}{f' (DeviceTaintRule {rule})' if rule else ''} not tolerated",
             )
             continue
         usable.append(dev)

@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kdra.allocator._nodes import node_matches
+from kdra.allocator.taintrules import (
+    SliceRuleTaints,
+    compile_rules,
+    fingerprint,
+    slice_rule_taints,
+)
 from kdra.api.features import FeatureGates
 from kdra.api.quantity import Quantity, parse_quantity_any
 from kdra.cel import (
@@ -175,10 +181,17 @@ class DeviceEntry:
         "pool",
         "raw",
         "slice",
+        "taint_rules",
         "taints",
     )
 
-    def __init__(self, raw: Mapping[str, Any], slice_: SliceEntry, where: str) -> None:
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        slice_: SliceEntry,
+        where: str,
+        rule_taints: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    ) -> None:
         self.raw = raw
         self.slice = slice_
         self.name: str = raw.get("name", "")
@@ -207,7 +220,11 @@ class DeviceEntry:
         self.consumes = tuple(consumes)
         # DRADeviceCompatibilityGroups (1.37 alpha): per consumption, the groups it declares (empty: none).
         self.compat_groups: tuple[frozenset[str], ...] | None = tuple(compat) if any(compat) else None
-        self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
+        # The slice's own taints, then those DeviceTaintRules add (kdra.allocator.taintrules);
+        # taint_rules names the rule of each taint ("" for the slice's own).
+        own = list(raw.get("taints") or [])
+        self.taints: list[Mapping[str, Any]] = own + [t for _, t in rule_taints]
+        self.taint_rules: tuple[str, ...] = ("",) * len(own) + tuple(r for r, _ in rule_taints)
         self.binding_conditions: list[str] | None = raw.get("bindingConditions")
         self.binding_failure_conditions: list[str] | None = raw.get("bindingFailureConditions")
         self.binds_to_node: bool = bool(raw.get("bindsToNode"))
@@ -263,7 +280,7 @@ class SliceEntry:
         "uses_compat_groups",
     )
 
-    def __init__(self, raw: Mapping[str, Any]) -> None:
+    def __init__(self, raw: Mapping[str, Any], rule_taints: SliceRuleTaints = ()) -> None:
         self.raw = raw
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
@@ -289,8 +306,12 @@ class SliceEntry:
             }
             shared.append((cs.get("name", ""), counters))
         self.shared_counters = shared
+        added: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        for device, rule, taint in rule_taints:
+            added.setdefault(device, []).append((rule, taint))
         self.devices: list[DeviceEntry] = [
-            DeviceEntry(d, self, f"{where}.devices[{i}]") for i, d in enumerate(spec.get("devices") or [])
+            DeviceEntry(d, self, f"{where}.devices[{i}]", added.get(d.get("name", ""), ()))
+            for i, d in enumerate(spec.get("devices") or [])
         ]
         self.uses_compat_groups = any(d.compat_groups is not None for d in self.devices)
 
@@ -325,16 +346,20 @@ class SliceCache:
             return ("rv", meta.get("uid") or meta.get("name"), rv)
         return ("id", id(raw))  # the entry holds `raw`, so the id cannot be reused meanwhile
 
-    def get(self, raw: Mapping[str, Any]) -> SliceEntry:
-        key = self._key(raw)
+    def get(self, raw: Mapping[str, Any], rule_taints: SliceRuleTaints = ()) -> SliceEntry:
+        """The compiled slice; `rule_taints`: what DeviceTaintRules add to its devices."""
+        key = base = self._key(raw)
+        if rule_taints:
+            key = (base, fingerprint(rule_taints))
+        by_rv = base[0] == "rv"
         variants = self._entries.get(key)
         if variants is not None:
             for i, (seen, entry) in enumerate(variants):
-                if seen is raw or (key[0] == "rv" and seen == raw):
+                if seen is raw or (by_rv and seen == raw):
                     if i:
                         variants.insert(0, variants.pop(i))  # most recently used first
                     return entry
-        entry = SliceEntry(raw)
+        entry = SliceEntry(raw, rule_taints)
         self.compiled += 1
         if self._size >= self._max:
             self._entries.clear()
@@ -583,14 +608,16 @@ class AllocatorIndex:
         features: FeatureGates | None = None,
         *,
         slice_cache: SliceCache | None = None,
+        taint_rules: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         self.features = features or FeatureGates()
         if isinstance(classes, Mapping):
             self.classes: dict[str, Mapping[str, Any]] = dict(classes)
         else:
             self.classes = {(c.get("metadata") or {}).get("name", ""): c for c in classes}
-        cache = slice_cache or DEFAULT_SLICE_CACHE
-        self.slices: list[SliceEntry] = [cache.get(s) for s in slices]
+        cache = slice_cache if slice_cache is not None else DEFAULT_SLICE_CACHE  # an empty one is falsy
+        rules = compile_rules(taint_rules, self.features)
+        self.slices: list[SliceEntry] = [cache.get(s, slice_rule_taints(s, rules)) for s in slices]
         self.slices_on_node: dict[str, list[SliceEntry]] = {}
         self.slices_shared: list[SliceEntry] = []
         # Slices with sharedCounters published for one node: kube-scheduler 1.36 shows them on every node.

@@ -65,12 +65,13 @@ def shareable_shapes(
 def device_index(
     objects: Iterable[Mapping[str, Any]], features: FeatureGates | None = None
 ) -> AllocatorIndex:
-    """An index of the DeviceClasses and ResourceSlices among `objects` (a fleet, a cluster export)."""
+    """An index of the DeviceClasses, ResourceSlices and DeviceTaintRules among `objects` (a fleet, a
+    cluster export)."""
     objs = list(objects)
     classes = {str(o["metadata"]["name"]): o for o in objs if o.get("kind") == "DeviceClass"}
     slices = [o for o in objs if o.get("kind") == "ResourceSlice"]
-
-    return AllocatorIndex(classes, slices, features or FeatureGates())
+    rules = [o for o in objs if o.get("kind") == "DeviceTaintRule"]
+    return AllocatorIndex(classes, slices, features or FeatureGates(), taint_rules=rules)
 
 
 __all__ = ["device_index", "full_amount", "shareable_shapes"]

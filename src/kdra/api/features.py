@@ -306,6 +306,11 @@ class FeatureGates:
         return self.enabled("DRADeviceTaints")
 
     @property
+    def device_taint_rules(self) -> bool:
+        """Whether kube-scheduler's ResourceSlice tracker applies DeviceTaintRules to slices."""
+        return self.enabled("DRADeviceTaintRules")
+
+    @property
     def device_binding_and_status(self) -> bool:
         return self.enabled("DRADeviceBindingConditions") and self.enabled("DRAResourceClaimDeviceStatus")
 

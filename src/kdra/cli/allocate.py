@@ -26,17 +26,26 @@ import yaml
 from kdra.api.types import namespaced_name
 from kdra.errors import AllocationError, InputError
 
-SUPPORTED_KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod")
+SUPPORTED_KINDS = (
+    "Node",
+    "DeviceClass",
+    "ResourceSlice",
+    "DeviceTaintRule",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "Pod",
+)
 # Objects a `kubectl get -o yaml` dump commonly carries along; they do not affect allocation.
 IGNORED_KINDS = ("Namespace",)
 
 EPILOG = """\
 inputs:
-  Any mix of Node, DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate and Pod objects, as
-  multi-document YAML, JSON or `kind: List` (what `kubectl get -o yaml` prints). `-f -` reads stdin; a folder
-  is read recursively. Everything is validated with the API server's rules first, unknown fields included
-  (--validate=strict, the default; warn or ignore to relax). -n NS allocates only that namespace's claims
-  and pods (objects without a namespace are in NS).
+  Any mix of Node, DeviceClass, ResourceSlice, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate and
+  Pod objects, as multi-document YAML, JSON or `kind: List` (what `kubectl get -o yaml` prints). `-f -`
+  reads stdin; a folder is read recursively. Everything is validated with the API server's rules first,
+  unknown fields included (--validate=strict, the default; warn or ignore to relax). -n NS allocates only
+  that namespace's claims and pods (objects without a namespace are in NS). A DeviceTaintRule's taint is
+  added to the devices its selector matches, as kube-scheduler does when DRADeviceTaintRules is on.
 
 what is allocated:
   ResourceClaims that already have status.allocation count as in use (devices, counters, capacity).
@@ -246,6 +255,7 @@ def _run(args: argparse.Namespace) -> int:
     for kind, namespaced in (
         ("Node", False),
         ("DeviceClass", False),
+        ("DeviceTaintRule", False),
         ("ResourceClaim", True),
         ("ResourceClaimTemplate", True),
         ("Pod", True),

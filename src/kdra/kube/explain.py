@@ -23,6 +23,7 @@ from kdra.api.types import namespaced_name as ref
 from kdra.cluster.store import NotFoundError
 from kdra.errors import InputError
 from kdra.kube.client import KubeClient
+from kdra.kube.export import device_taint_rules
 from kdra.scheduler.offline import allocated, pod_claims
 from kdra.scheduler.placement import NodeScore, Placer
 
@@ -136,6 +137,7 @@ def explain_pod(client: KubeClient, name: str, namespace: str, features: Feature
             *client.list("Node"),
             *client.list("DeviceClass"),
             *client.list("ResourceSlice"),
+            *device_taint_rules(client),
             *all_claims,
             *others,
         ],

@@ -11,6 +11,7 @@ EXPORT_KINDS: tuple[str, ...] = (
     "Node",
     "DeviceClass",
     "ResourceSlice",
+    "DeviceTaintRule",
     "ResourceClaimTemplate",
     "ResourceClaim",
     "Pod",
@@ -33,6 +34,17 @@ def clean(obj: Obj) -> Obj:
     return obj
 
 
+def device_taint_rules(client: KubeClient) -> list[Obj]:
+    """The DeviceTaintRules, in the version served: resource.k8s.io/v1 from 1.37, v1beta2 in 1.36 where
+    its API is on; none where neither is."""
+    gv = client.served_version("resource.k8s.io", "devicetaintrules", ("v1", "v1beta2"))
+    items = [] if gv is None else client.list("DeviceTaintRule", None, api_version=gv)
+    for o in items:
+        o.setdefault("kind", "DeviceTaintRule")
+        o.setdefault("apiVersion", gv)
+    return items
+
+
 def export_objects(client: KubeClient, namespace: str | None = None) -> list[Obj]:
     """Every object of EXPORT_KINDS (claims, templates and pods of `namespace` only, when given), each
     with kind and apiVersion, sorted by kind order then namespace/name."""
@@ -40,6 +52,8 @@ def export_objects(client: KubeClient, namespace: str | None = None) -> list[Obj
     for kind in EXPORT_KINDS:
         if kind == "Namespace" and namespace:
             items = [client.get("Namespace", namespace)]
+        elif kind == "DeviceTaintRule":
+            items = device_taint_rules(client)
         else:
             items = client.list(kind, namespace if kind in NAMESPACED else None)
         items.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"]["name"]))

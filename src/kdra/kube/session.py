@@ -546,13 +546,14 @@ def start_session_scheduler(
     with the Kubernetes seams, and the KubeScheduler running its actions. Returns (store, session,
     scheduler); the caller steps the scheduler and stops the store."""
     from kdra.kube.scheduler import KubeScheduler, default_identity
-    from kdra.kube.store import SCHEDULER_KINDS, SESSION_SOURCES
+    from kdra.kube.store import DEVICE_TAINT_RULES, SCHEDULER_KINDS, SESSION_SOURCES
     from kdra.scheduler.gangqueues import GangQueues
     from kdra.scheduler.scheduler import SchedulerConfig
 
     config = config or SchedulerConfig(scheduler_name="kdra")
     identity = identity or default_identity()
-    store = KubeStore(client, SCHEDULER_KINDS, sources=SESSION_SOURCES, relist_period=resync).start()
+    sources = (DEVICE_TAINT_RULES, *SESSION_SOURCES)
+    store = KubeStore(client, SCHEDULER_KINDS, sources=sources, relist_period=resync).start()
     writer = KubeStatusWriter(store, config.scheduler_name, identity)
     gq = GangQueues(
         store,

@@ -103,6 +103,11 @@ class Source:
         return alt[1] if alt is not None else RESOURCES[self.kind][1]
 
 
+# DeviceTaintRules, whose taints the allocator adds to the slices' devices (kdra.allocator.taintrules), as
+# kube-scheduler's slice tracker does: resource.k8s.io/v1 from 1.37, v1beta2 in 1.36 where its API is on;
+# where neither is served there are none.
+DEVICE_TAINT_RULES = Source("DeviceTaintRule", prefer=("v1", "v1beta2"), optional=True)
+
 # What the scheduling session reads (kdra.scheduler.gangqueues): gang, queue, topology and shard objects of
 # every shape it accepts (kdra.scheduler.gang, .queues), and disruption budgets. All optional.
 SESSION_SOURCES: tuple[Source, ...] = (

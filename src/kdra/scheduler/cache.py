@@ -37,6 +37,8 @@ class SchedulerCache:
         self.templates: dict[tuple[str, str], Obj] = {}
         self.classes: dict[str, Obj] = {}
         self.slices: dict[str, Obj] = {}
+        # DeviceTaintRules: their taints are added to the slices' devices (kdra.allocator.taintrules).
+        self.taint_rules: dict[str, Obj] = {}
         # scheduling.k8s.io PodGroups (their PodGroup-level claims: kdra.api.workloadapi), by (ns, name)
         self.pod_groups: dict[tuple[str, str], Obj] = {}
         self.changes: list[int] = []  # node idx per change, for incremental caches
@@ -55,12 +57,14 @@ class SchedulerCache:
                 "ResourceClaimTemplate",
                 "DeviceClass",
                 "ResourceSlice",
+                "DeviceTaintRule",
                 "PodGroup",
             ),
         )
         for kind in (
             "DeviceClass",
             "ResourceSlice",
+            "DeviceTaintRule",
             "Node",
             "ResourceClaimTemplate",
             "ResourceClaim",
@@ -174,6 +178,16 @@ class SchedulerCache:
             self.slices.pop(name, None)
         else:
             self.slices[name] = ev.object
+        self.bump_epoch()
+        if self.dra is not None:
+            self.dra.invalidate()
+
+    def _on_DeviceTaintRule(self, ev: WatchEvent) -> None:
+        name = ev.object["metadata"]["name"]
+        if ev.type == "DELETED":
+            self.taint_rules.pop(name, None)
+        else:
+            self.taint_rules[name] = ev.object
         self.bump_epoch()
         if self.dra is not None:
             self.dra.invalidate()

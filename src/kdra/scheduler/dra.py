@@ -225,7 +225,10 @@ class DraState:
     def index(self) -> AllocatorIndex:
         if self._index is None:
             self._index = AllocatorIndex(
-                dict(self.cache.classes), list(self.cache.slices.values()), self.features
+                dict(self.cache.classes),
+                list(self.cache.slices.values()),
+                self.features,
+                taint_rules=list(self.cache.taint_rules.values()),
             )
         return self._index
 

@@ -217,7 +217,13 @@ def allocate(
         raise InputError(f"--node {node}: Not found: no Node {node!r} in the input")
     if not nodes and any(g.pending for g in todo):
         raise InputError("no nodes: give Node objects, ResourceSlices with spec.nodeName, or --node NAME")
-    objects = [*nodes, *work.get("DeviceClass", []), *work.get("ResourceSlice", []), *work["ResourceClaim"]]
+    objects = [
+        *nodes,
+        *work.get("DeviceClass", []),
+        *work.get("ResourceSlice", []),
+        *work.get("DeviceTaintRule", []),
+        *work["ResourceClaim"],
+    ]
     placer = Placer([*objects, *work.get("Pod", [])], features, preference=preference)
     only = [node] if node else None
     result = Result()

@@ -55,7 +55,7 @@ from kdra.scheduler.scoring import add_weighted, best_node, prioritized_list_sco
 if TYPE_CHECKING:
     from kdra.scheduler.devicepref import MeasuredPreference
 
-KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod")
+KINDS = ("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod")
 
 
 @dataclass
@@ -94,7 +94,8 @@ class Placement:
 
 class Placer:
     """Places pods one after the other on a fixed set of objects (Nodes, Pods, DeviceClasses,
-    ResourceSlices, ResourceClaims; claims with status.allocation are in use, bound pods on their nodes)."""
+    ResourceSlices, DeviceTaintRules, ResourceClaims; claims with status.allocation are in use, bound
+    pods on their nodes)."""
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator.index import CelBudget, CelBudgetExhausted, cel_budget
+from kdra.allocator.taintrules import tainted_slices
 from kdra.api.features import FeatureGates
 from kdra.api.pods import entry_claim_names, reserved_for
 from kdra.api.types import Obj
@@ -229,7 +230,10 @@ class Scheduler:
         self.bind_listeners: list[Callable[[PodInfo, str], None]] = []
         self.unbind_listeners: list[Callable[[str], None]] = []
         self._group: BindGroup | None = None
-        store.watch(self._on_event, kinds=("Pod", "ResourceClaim", "Node", "ResourceSlice", "DeviceClass"))
+        store.watch(
+            self._on_event,
+            kinds=("Pod", "ResourceClaim", "Node", "ResourceSlice", "DeviceClass", "DeviceTaintRule"),
+        )
         now = self.clock()
         for pod in store.list("Pod"):
             self._on_pod(WatchEvent("ADDED", "Pod", pod, None), now)
@@ -278,6 +282,15 @@ class Scheduler:
             new = None if ev.type == "DELETED" else ev.object
             name = EV_SLICE_CHANGE if ev.kind == "ResourceSlice" else EV_CLASS_CHANGE
             self.queue.on_event(ClusterEvent(name, ev.old, new), now)
+        elif ev.kind == "DeviceTaintRule":
+            # kube-scheduler's slice tracker reports a rule's change as updates of the slices whose
+            # devices it taints (before or after); one per pool, which is what the hints look at.
+            rules = [o for o in (ev.old, ev.object) if o is not None]
+            pools: dict[str, Mapping[str, Any]] = {}
+            for s in tainted_slices(rules, self.cache.slices.values(), self.config.features):
+                pools.setdefault(((s.get("spec") or {}).get("pool") or {}).get("name", ""), s)
+            for _, s in sorted(pools.items()):
+                self.queue.on_event(ClusterEvent(EV_SLICE_CHANGE, s, s), now)
 
     def _on_pod(self, ev: WatchEvent, now: float) -> None:
         pod = ev.object

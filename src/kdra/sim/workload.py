@@ -36,7 +36,7 @@ WORKLOAD_LABEL = "kdra.dev/workload"
 # a clear error instead of running for hours; --max-pods lifts it. The bundled month has 2,389 pods.
 MAX_PODS = 200_000
 TOP_KINDS = ("Pod", "Deployment", "Job")
-STATIC_KINDS = ("ResourceClaimTemplate", "ResourceClaim", "Namespace", "PriorityClass")
+STATIC_KINDS = ("ResourceClaimTemplate", "ResourceClaim", "DeviceTaintRule", "Namespace", "PriorityClass")
 GENERATOR_KIND = "WorkloadGenerator"
 
 

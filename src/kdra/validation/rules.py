@@ -2201,6 +2201,23 @@ def _validate_resource_slice(v: _V, obj: dict[str, Any]) -> None:
     v.slice_spec(_spec(v, obj), "spec")
 
 
+def _validate_device_taint_rule(v: _V, obj: dict[str, Any]) -> None:
+    """ValidateDeviceTaintRule (pkg/apis/resource/validation): each selector field that is set names a
+    driver, pool or device; the taint is a device taint."""
+    v.object_meta(obj, False, _meta_name)
+    spec = _spec(v, obj)
+    sel = v.get_dict(spec, "deviceSelector", "spec.deviceSelector")
+    if sel:
+        if sel.get("driver") is not None:
+            v.driver_name(sel["driver"], "spec.deviceSelector.driver")
+        if sel.get("pool") is not None:
+            v.pool_name(sel["pool"], "spec.deviceSelector.pool")
+        if sel.get("device") is not None:
+            v.dns_label(sel["device"], "spec.deviceSelector.device")
+    taint = spec.get("taint")
+    v.device_taint({} if taint is None else taint, "spec.taint")  # a struct, not a pointer
+
+
 def _claim_spec(v: _V, spec: dict[str, Any], path: str) -> dict[str, set[str] | None]:
     devices = v.get_dict(spec, "devices", path + ".devices")
     if devices is None:
@@ -2312,6 +2329,7 @@ def _validate_workload(v: _V, obj: dict[str, Any]) -> None:
 _VALIDATORS: Final[dict[str, Callable[[_V, dict[str, Any]], None]]] = {
     "DeviceClass": _validate_device_class,
     "ResourceSlice": _validate_resource_slice,
+    "DeviceTaintRule": _validate_device_taint_rule,
     "ResourceClaim": _validate_resource_claim,
     "ResourceClaimTemplate": _validate_resource_claim_template,
     "Node": _validate_node,
