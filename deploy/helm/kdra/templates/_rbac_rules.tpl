@@ -20,7 +20,7 @@
   resources: [namespaces, nodes, pods]
   verbs: [get, list, watch]
 - apiGroups: [resource.k8s.io]
-  resources: [deviceclasses, resourceslices, resourceclaims, resourceclaimtemplates]
+  resources: [deviceclasses, resourceslices, devicetaintrules, resourceclaims, resourceclaimtemplates]
   verbs: [get, list, watch]
 - apiGroups: [kdra.dev]
   resources: [queues]
@@ -84,7 +84,7 @@
   verbs: [list, watch]
 - apiGroups: [resource.k8s.io]
   resources: [devicetaintrules]
-  verbs: [list, create, delete]
+  verbs: [list, watch, create, delete]
 {{- end -}}
 
 {{- define "kdra.rules.kdra-scheduler-leader-election" -}}
