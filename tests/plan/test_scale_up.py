@@ -173,3 +173,22 @@ def test_pods_sharing_a_claim_land_together_when_the_plan_fills_its_nodes() -> N
     assert len(node_of) == 15
     for k in range(2):
         assert len({node_of[f"ml/s{k}-{i}"] for i in range(3)}) == 1
+
+
+def test_devices_a_device_taint_rule_takes_out_of_service_need_a_new_node() -> None:
+    """The cluster's L40S node has room for the pods, but a DeviceTaintRule (DRADeviceTaintRules, GA in
+    1.37) takes its GPUs out of service as kube-scheduler sees them: the plan adds a node instead."""
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "l40s-0-maintenance"},
+        "spec": {
+            "deviceSelector": {"pool": "l40s-0"},
+            "taint": {"key": "maintenance", "effect": "NoSchedule"},
+        },
+    }
+    objs = [*cluster([{**L40S, "count": 1}]), template("one", gpus(1))]
+    objs += [pod(f"p-{i}", templates=("one",)) for i in range(2)]
+    assert plan_scale_up(inputs(objs), types_of([L40S]), GATES).added == []
+    plan = plan_scale_up(inputs([*objs, rule]), types_of([L40S]), GATES)
+    assert plan.added and plan.unplaced == [] and "l40s-0" not in plan.where

@@ -132,9 +132,10 @@ class Cluster:
         claims: Sequence[Obj],
         pods: Sequence[Obj],
         features: FeatureGates,
+        taint_rules: Sequence[Obj] = (),
     ) -> None:
         self.features = features
-        self.index = AllocatorIndex(dict(classes), list(slices), features)
+        self.index = AllocatorIndex(dict(classes), list(slices), features, taint_rules=taint_rules)
         self.state = AllocatedState.from_claims(
             [c for c in claims if (c.get("status") or {}).get("allocation")], features
         )

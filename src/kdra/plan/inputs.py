@@ -22,6 +22,7 @@ class Inputs:
     nodes: list[Obj] = field(default_factory=list)
     classes: dict[str, Obj] = field(default_factory=dict)
     slices: list[Obj] = field(default_factory=list)
+    taint_rules: list[Obj] = field(default_factory=list)  # DeviceTaintRules
     claims: list[Obj] = field(default_factory=list)
     templates: list[Obj] = field(default_factory=list)
     pending: list[Obj] = field(default_factory=list)
@@ -44,6 +45,8 @@ def split(objs: Iterable[Obj]) -> Inputs:
             out.classes[o["metadata"]["name"]] = o
         elif kind == "ResourceSlice":
             out.slices.append(o)
+        elif kind == "DeviceTaintRule":
+            out.taint_rules.append(o)
         elif kind == "ResourceClaim":
             out.claims.append(o)
         elif kind == "ResourceClaimTemplate":

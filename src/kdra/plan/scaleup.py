@@ -100,7 +100,13 @@ def _search(
 
     def fresh() -> Search:
         cluster = Cluster(
-            inputs.nodes, inputs.classes, inputs.slices, inputs.claims, inputs.running, features
+            inputs.nodes,
+            inputs.classes,
+            inputs.slices,
+            inputs.claims,
+            inputs.running,
+            features,
+            taint_rules=inputs.taint_rules,
         )
         s = Search(cluster, types, features, levels, prober, name=name)
         s.serial = serial

@@ -66,7 +66,7 @@ class Check:
         }
         for ns in sorted(namespaces):
             store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        static = [*inputs.classes.values(), *inputs.nodes, *inputs.slices]
+        static = [*inputs.classes.values(), *inputs.nodes, *inputs.slices, *inputs.taint_rules]
         for o in sorted(static, key=lambda o: _ORDER.get(o.get("kind", ""), 9)):
             store.create(_new(o, deep=False))
         for o in [*inputs.templates, *inputs.claims, *inputs.scheduling, *inputs.running]:
@@ -106,7 +106,15 @@ class Check:
                 out.append(ref(p))
         # The store's own objects: it replaces an object on every write and never edits one in place, so
         # these stay as they are now while later rounds schedule on.
-        kinds = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+        kinds = (
+            "DeviceClass",
+            "Node",
+            "ResourceSlice",
+            "DeviceTaintRule",
+            "ResourceClaimTemplate",
+            "ResourceClaim",
+            "Pod",
+        )
         objects = [o for k in kinds for o in self.store.list(k)]
         return Verdict(out, objects + list(self.inputs.scheduling) + list(self.inputs.pdbs))
 
