@@ -27,6 +27,9 @@ ROOTS = {
     "resource.k8s.io/v1/ResourceSlice": "io.k8s.api.resource.v1.ResourceSlice",
     "resource.k8s.io/v1/ResourceClaim": "io.k8s.api.resource.v1.ResourceClaim",
     "resource.k8s.io/v1/ResourceClaimTemplate": "io.k8s.api.resource.v1.ResourceClaimTemplate",
+    # v1 from 1.37; v1beta2 in 1.36 (where its API is on) and later.
+    "resource.k8s.io/v1/DeviceTaintRule": "io.k8s.api.resource.v1.DeviceTaintRule",
+    "resource.k8s.io/v1beta2/DeviceTaintRule": "io.k8s.api.resource.v1beta2.DeviceTaintRule",
     "apps/v1/Deployment": "io.k8s.api.apps.v1.Deployment",
     "batch/v1/Job": "io.k8s.api.batch.v1.Job",
     "scheduling.k8s.io/v1/PriorityClass": "io.k8s.api.scheduling.v1.PriorityClass",
@@ -62,7 +65,7 @@ def _field_type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
 
 def _reachable(defs: dict[str, Any]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    todo = list(ROOTS.values())
+    todo = [r for r in ROOTS.values() if r in defs]  # a kind a release does not serve has no definition
     while todo:
         name = todo.pop()
         short = name.removeprefix(PREFIX)

@@ -265,3 +265,20 @@ def test_an_invalid_device_taint_rule_is_refused_naming_the_field(
     code, _, err = run(capsys, tmp_path, mixed, [rule])
     assert code == 2
     assert 'DeviceTaintRule bad: spec.taint.effect: Unsupported value: "PreferNoSchedule"' in err
+
+
+def test_a_device_taint_rule_field_typo_is_refused_as_the_api_server_refuses_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mixed: Path
+) -> None:
+    """Strict field validation (kubectl's --validate=strict): a misspelt selector would otherwise taint
+    every device (the empty selector matches all)."""
+    for version in ("v1", "v1beta2"):
+        rule = {
+            "apiVersion": f"resource.k8s.io/{version}",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": "typo"},
+            "spec": {"deviceSelector": {"devise": "gpu-0"}, "taint": {"key": "k", "effect": "NoSchedule"}},
+        }
+        code, _, err = run(capsys, tmp_path, mixed, [rule])
+        assert code == 2
+        assert 'DeviceTaintRule typo: spec.deviceSelector.devise: unknown field "devise"' in err
