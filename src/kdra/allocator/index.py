@@ -690,6 +690,20 @@ class AllocatorIndex:
                 out.append(d)
         return out
 
+    def class_pending_expensive(self, class_name: str) -> bool:
+        """Whether `devices_of_class(class_name)` still has CEL work to do that proved expensive (one
+        evaluation of the class's selectors cost EXPENSIVE_RESULT_UNITS or more)."""
+        if class_name in self._class_devices or class_name not in self.classes:
+            return False
+        f = self.features
+        key = (
+            self.class_selectors(class_name),
+            f.consumable_capacity,
+            f.cel_list_type_attributes,
+            f.cel_lazy_attributes,
+        )
+        return key in _expensive_selectors
+
     def selector_error(
         self, class_name: str, selectors: Sequence[str] = (), *, node: str | None = None
     ) -> bool:

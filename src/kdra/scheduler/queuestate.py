@@ -157,6 +157,8 @@ class QueueState:
         self.now = 0.0
         self.opened = False
         self._capacity: tuple[Any, Vector] | None = None
+        # The session has pods to place other than those cut short by their CEL budget (set by allocate).
+        self.pods_waiting = False
         self._dev_caps: tuple[Any, dict[tuple[str, str, str], dict[str, float]]] | None = None
         self._estimates: dict[str, tuple[Any, str, Vector]] = {}
         # A PodGroup's claim (KEP-5729, reserved for the group, not a pod) counts for the first member
@@ -370,7 +372,12 @@ class QueueState:
             # A class's selectors over every device in the cluster: bounded CEL work like a scheduling
             # attempt, charged to the session's budget (an expensive class would stall every job
             # otherwise). A class cut short counts no devices for now; its results stay memoised, so the
-            # next session goes on where this one stopped.
+            # next session goes on where this one stopped. Once its selectors proved expensive, it goes on
+            # only in sessions where no other pod waits: counting devices for the queues' shares must not
+            # delay pods (upstream does no such work).
+            if self.pods_waiting and sched.cel_limit() is not None and index.class_pending_expensive(cls):
+                complete = False
+                continue
             try:
                 with cel_budget(sched.cel_limit()) as budget:
                     try:

@@ -58,6 +58,7 @@ class AllocateJobs(Action):
             popped.append(pi)
         jobs = rt.jobs.build(popped)
         rt.failed = []
+        rt.queues.pods_waiting = any(not m.continuing for j in jobs for m in j.members)
         if not jobs:
             return
         fair = session.fair_shares(jobs)
