@@ -716,6 +716,67 @@ def build() -> None:
         {"allocation": {"train": local([result("gpu", "gpu-1")])}},
         node_name="gpu-node-01",
     )
+
+    # ---- DeviceTaintRules (KEP-5055): kube-scheduler's slice tracker adds a rule's taint to the devices
+    # its selector matches (k8s.io/dynamic-resource-allocation resourceslice/tracker applyPatches).
+    def taint_rule(name: str, selector: dict[str, Any], effect: str = "NoSchedule") -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": name},
+            "spec": {
+                "deviceSelector": selector,
+                "taint": {"key": "example.com/maintenance", "effect": effect},
+            },
+        }
+
+    rule_gates = {"DRADeviceTaintRules": True}  # GA and on in 1.37; beta, off by default in 1.36
+    case(
+        "taint-rule-skips-the-device-it-selects",
+        "A DeviceTaintRule selecting gpu-0 by driver, pool and device adds its NoSchedule taint to gpu-0: a "
+        "request without a toleration gets gpu-1.",
+        ["resourceslice/tracker/tracker.go applyPatches (k8s.io/dynamic-resource-allocation)", "KEP-5055"],
+        [
+            *classes,
+            gpu_slice("gpu-node-01", [gpu(0), gpu(1)]),
+            taint_rule("gpu-0-maintenance", {"driver": DRIVER, "pool": "gpu-node-01", "device": "gpu-0"}),
+            claim("train", [request("gpu")]),
+        ],
+        {"allocation": {"train": local([result("gpu", "gpu-1")])}},
+        node_name="gpu-node-01",
+        gates=rule_gates,
+    )
+    tol_rule = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}]
+    case(
+        "taint-rule-for-a-pool-tolerated",
+        "A NoExecute DeviceTaintRule selecting the node's whole pool (no device named) taints both GPUs; "
+        "a request tolerating it gets gpu-0, one without a toleration nothing.",
+        ["resourceslice/tracker/tracker.go applyPatches (k8s.io/dynamic-resource-allocation)", "KEP-5055"],
+        [
+            *classes,
+            gpu_slice("gpu-node-01", [gpu(0), gpu(1)]),
+            taint_rule("drain", {"driver": DRIVER, "pool": "gpu-node-01"}, effect="NoExecute"),
+            claim("debug", [request("gpu", tolerations=tol_rule)]),
+        ],
+        {"allocation": {"debug": local([result("gpu", "gpu-0", tolerations=tol_rule)])}},
+        node_name="gpu-node-01",
+        gates=rule_gates,
+    )
+    case(
+        "taint-rule-blocks-an-untolerating-request",
+        "A DeviceTaintRule with an empty selector taints every device: a request without a toleration is "
+        "unschedulable.",
+        ["resourceslice/tracker/tracker.go applyPatches (k8s.io/dynamic-resource-allocation)", "KEP-5055"],
+        [
+            *classes,
+            gpu_slice("gpu-node-01", [gpu(0), gpu(1)]),
+            taint_rule("everything", {}),
+            claim("train", [request("gpu")]),
+        ],
+        {"unschedulable": True},
+        node_name="gpu-node-01",
+        gates=rule_gates,
+    )
     tol_equal_wrong = [
         {"key": "nvidia.com/gpu-xid", "operator": "Equal", "value": "48", "effect": "NoSchedule"}
     ]
