@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import fcntl
 import ipaddress
 import os
 import secrets
@@ -31,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -357,11 +359,48 @@ def binaries_version(bin_dir: Path) -> str:
     return words[1]
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections' local ports."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Lock files held for this process's life: a port reserved here is one no other test process picks.
+_PORT_LOCKS: dict[int, IO[str]] = {}
+PORT_FLOOR = 20000
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A port for a server this process starts, that nothing takes before the server binds it. Port 0's
+    answer comes from the ephemeral range, where every outgoing connection takes its local port: under
+    load one took a port found free before kube-scheduler bound it ("address already in use"). So: a
+    random port below that range, reserved across test processes (lanes, soaks) by a lock file held
+    until this process exits, and free now."""
+    low = _ephemeral_low()
+    if low - PORT_FLOOR < 1000:  # no room below the ephemeral range: take the kernel's answer
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    locks = Path(tempfile.gettempdir()) / "kdra-ports"
+    locks.mkdir(parents=True, exist_ok=True)
+    rng = secrets.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(PORT_FLOOR, low)
+        if port in _PORT_LOCKS:
+            continue
+        lock = open(locks / f"{port}.lock", "w")  # noqa: SIM115 (held until the process exits)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            lock.close()
+            continue
+        _PORT_LOCKS[port] = lock
         return port
+    raise ControlPlaneError(f"no free port in {PORT_FLOOR}-{low - 1} after 1000 tries")
 
 
 # -- certificates ---------------------------------------------------------------------------------------

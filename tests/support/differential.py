@@ -603,9 +603,7 @@ def save_version_case(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m support.differential", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="python -m support.differential", description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=2000, help="worlds to generate (each runs under every version)")
     p.add_argument("--seed", type=int, default=0, help="first seed")
     p.add_argument("--version", action="append", choices=SUPPORTED_VERSIONS, help="only these versions")

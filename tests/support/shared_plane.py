@@ -192,9 +192,7 @@ class AttachedControlPlane(ControlPlane):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m support.shared_plane", description=__doc__.split("\n")[0]
-    )
+    ap = argparse.ArgumentParser(prog="python -m support.shared_plane", description=__doc__.split("\n")[0])
     ap.add_argument("--version", default=None, help="Kubernetes minor (default KDRA_K8S_VERSION, else 1.37)")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run against the plane")
     args = ap.parse_args(argv)
