@@ -268,3 +268,30 @@ def test_the_quarantine_settles_from_the_api_answer_not_from_the_request(
     clock[0] += 0.5
     det.step()
     assert det.repaired_total == 1
+
+
+def test_where_kdra_informs_rules_the_quarantine_settles_from_when_its_watch_delivered_the_rule(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lagging watch: the rule was created, but kdra's own informer has not delivered it yet, so
+    kube-scheduler's may not have either; kdra keeps the device until its watch shows the rule and the
+    settle time has passed since."""
+    s, det, client = world
+    monkeypatch.setattr(conflicts_mod, "QUARANTINE_SETTLE", 0.5)
+    clock = [100.0]
+    monkeypatch.setattr(conflicts_mod.time, "monotonic", lambda: clock[0])
+    det.sched.kstore.served = lambda kind: {"DeviceTaintRule": "resource.k8s.io/v1"}
+    two_pods(s)
+    allocated(s, "c-theirs", alloc("gpu-0", "n1"), "theirs")
+    allocated(s, "c-mine", alloc("gpu-0", "n1"), "mine")
+    det.step()
+    clock[0] += 5.0
+    det.step()
+    assert det.repaired_total == 0, "released before kdra's watch had delivered the rule"
+    (rule,) = [o for o in client.created if o["kind"] == "DeviceTaintRule"]
+    s.create(dict(rule, apiVersion="resource.k8s.io/v1"))  # the watch delivers it now
+    det.step()
+    assert det.repaired_total == 0
+    clock[0] += 0.5
+    det.step()
+    assert det.repaired_total == 1

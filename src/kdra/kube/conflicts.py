@@ -151,6 +151,8 @@ class ConflictDetector:
     _stranded: dict[str, _Stranded] = field(default_factory=dict)
     # device -> (DeviceTaintRule name, when created on the monotonic clock): kept from every scheduler
     quarantine: dict[DeviceKey, tuple[str, float]] = field(default_factory=dict)
+    # device -> when kdra's own watch first delivered its rule (monotonic clock)
+    _in_force: dict[DeviceKey, float] = field(default_factory=dict)
     quarantine_api: bool = True  # False once the API server said it does not serve DeviceTaintRules
 
     def __post_init__(self) -> None:
@@ -384,7 +386,7 @@ class ConflictDetector:
         return True
 
     def _quarantined(self, keys: list[DeviceKey]) -> bool:
-        """Quarantine `keys` (DeviceTaintRules); True once every rule has existed for QUARANTINE_SETTLE
+        """Quarantine `keys` (DeviceTaintRules); True once every rule has been in force for QUARANTINE_SETTLE
         seconds, or when the API server has no DeviceTaintRules (nothing to wait for)."""
         if not self.quarantine_api:
             return True
@@ -428,9 +430,23 @@ class ConflictDetector:
                 # Counted from the API's answer: the rule exists from then on, not from the request
                 # (a loaded API server can take most of the settle time to answer).
                 got = self.quarantine[key] = (name, time.monotonic())
-            if now - got[1] < QUARANTINE_SETTLE:
+            since = self._in_force_since(key, got)
+            if since is None or now - since < QUARANTINE_SETTLE:
                 ready = False
         return ready
+
+    def _in_force_since(self, key: DeviceKey, got: tuple[str, float]) -> float | None:
+        """Since when a quarantine rule is known to be in force: from when kdra's own watch delivered it
+        (kube-scheduler's informer is fed by the same API server: a watch that lags under load delays the
+        release as much), or, where kdra does not inform DeviceTaintRules, from the API's answer."""
+        kstore = self.sched.kstore
+        served = getattr(kstore, "served", None)
+        if served is None or not served("DeviceTaintRule"):
+            return got[1]
+        since = self._in_force.get(key)
+        if since is None and kstore.try_get("DeviceTaintRule", got[0]) is not None:
+            since = self._in_force[key] = time.monotonic()
+        return since
 
     def _release_quarantine(self) -> None:
         for key, (name, _since) in sorted(self.quarantine.items()):
@@ -442,6 +458,7 @@ class ConflictDetector:
                 log.info("releasing the quarantine of %s: %s", "/".join(key), e)
                 continue
             del self.quarantine[key]
+            self._in_force.pop(key, None)
 
     def _repair(self, claim: Obj) -> bool:
         """Deallocate kdra's conflicting claim and give its pod other devices; True when done with it
