@@ -192,3 +192,13 @@ def test_online_runs_beside_offline_and_learns_only_the_pods_that_arrived(
                  "kdra", "--online", "--no-allocator", "-o", "json"])  # fmt: skip
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and sorted(doc["policies"]) == ["kdra", "kdra-online"]
+
+
+def test_a_replay_stopped_at_100_percent_gives_the_same_figure(small_trace_files: tuple[Path, Path]) -> None:
+    """The benchmarks stop at 100% arrived: the pods after it cannot change the figure at 100%."""
+    trace = load_trace(*small_trace_files)
+    full = run_placement(trace, make_policy("kdra"), 43, use_allocator=False)
+    short = run_placement(trace, make_policy("kdra"), 43, use_allocator=False, stop_at=100)
+    assert short.pods < full.pods
+    assert short.unallocated_at(100) == full.unallocated_at(100)
+    assert short.nodes == full.nodes[: short.pods]

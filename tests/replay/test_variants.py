@@ -11,7 +11,17 @@ from kdra.cli.main import main
 from kdra.errors import InputError
 from kdra.replay import run_placement
 from kdra.replay.trace import load_trace
-from kdra.replay.variants import GENERATED_RATES, VARIANTS, describe, generate, make_variant, parse_variant
+from kdra.replay.variants import (
+    FAMILIES,
+    GENERATED_RATES,
+    VARIANTS,
+    describe,
+    family_recipe,
+    generate,
+    make_recipe_variant,
+    make_variant,
+    parse_variant,
+)
 from kdra.scheduler.fragmentation import make_policy
 
 
@@ -80,3 +90,25 @@ def test_fine_shares_rarely_repeat_and_generated_recipes_follow_their_seed(
         describe(make_variant(trace, "generated", one))["cpu_cores_per_gpu"]
         > describe(trace)["cpu_cores_per_gpu"]
     )
+
+
+def test_family_recipes_draw_their_rates_and_rewrite_like_their_kind(
+    small_trace_files: tuple[Path, Path],
+) -> None:
+    trace = load_trace(*small_trace_files)
+    for fam in FAMILIES:
+        recipes = [family_recipe(fam, s) for s in range(101, 106)]
+        assert recipes[0] == family_recipe(fam, 101)
+        for r in recipes:
+            assert all(lo <= r[k] <= hi for k in r for lo, hi in [GENERATED_RATES[k]])
+            assert list(r) == [fam] if fam != "mixtures" else 2 <= len(r) <= 4
+        assert len({tuple(r.values()) for r in recipes}) > 1  # the rate is drawn, not fixed
+    pinned = family_recipe("gpu-model", 101)
+    mix = describe(make_recipe_variant(trace, pinned, "family:gpu-model:101"))
+    gpu_pods = 100 * sum(1 for p in trace.pods if p.request.num_gpu) / len(trace.pods)
+    assert abs(mix["pinned_pods_pct"] - pinned["gpu-model"] * gpu_pods) < 10  # its rate of the GPU pods
+    # The CLI's kinds are recipes too: the same list either way.
+    same = make_recipe_variant(trace, {"cpu-heavy": 0.4}, "cpu-heavy:4")
+    assert make_variant(trace, "cpu-heavy", 4).pods == same.pods
+    with pytest.raises(InputError, match="family: Unsupported value: 'bigger'"):
+        family_recipe("bigger", 1)

@@ -400,13 +400,20 @@ def run_placement(
     tie_break: str = "order",
     features: FeatureGates | None = None,
     online: bool = False,
+    stop_at: float | None = None,
 ) -> PlacementRun:
     """Inflate (seeded), shuffle, place pods one at a time, never removing any; record the GPU
     allocation against the arrived workload. The policy is handed the pod list before the first pod
-    (offline), or, `online`, learns the workload from the pods as they arrive, as a live scheduler does."""
+    (offline), or, `online`, learns the workload from the pods as they arrive, as a live scheduler does.
+    `stop_at`: stop before the pod that takes the arrived request past this % of capacity (the figures up
+    to it are the same; pods past 100% mostly fail to fit on every node, the costliest placements)."""
     t0 = time.perf_counter()
     c0 = time.process_time()
-    pods = inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
+    pods = (
+        inflate(trace.pods, trace.gpu_capacity_milli, inflate_ratio, seed)
+        if stop_at is None
+        else arrivals(trace, seed, stop_at, inflate_ratio)
+    )
     cl = cluster or ReplayCluster(trace.nodes, shares=shares, use_allocator=use_allocator, features=features)
     if not online:
         policy.prepare([p.request for p in trace.pods])

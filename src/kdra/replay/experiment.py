@@ -114,8 +114,8 @@ def _init(trace: Trace) -> None:
 ONLINE = "-online"  # the suffix of a policy's result when it learned the workload online
 
 
-def _cell(args: tuple[str, int, float, bool, str, FeatureGates | None]) -> PlacementRun:
-    name, seed, ratio, allocator, ties, features = args
+def _cell(args: tuple[str, int, float, bool, str, FeatureGates | None, float | None]) -> PlacementRun:
+    name, seed, ratio, allocator, ties, features, stop_at = args
     assert _TRACE is not None
     online = name.endswith(ONLINE)
     run = run_placement(
@@ -127,6 +127,7 @@ def _cell(args: tuple[str, int, float, bool, str, FeatureGates | None]) -> Place
         tie_break=ties,
         features=features,
         online=online,
+        stop_at=stop_at,
     )
     run.policy = name
     return run
@@ -144,16 +145,18 @@ def run_experiment(
     progress: Callable[[int, int, str], None] | None = None,
     features: FeatureGates | None = None,
     online: bool = False,
+    stop_at: float | None = None,
 ) -> Experiment:
     """Every (policy, seed) cell; `processes` > 1 runs cells in worker processes (fork). `online`: each
     policy also runs learning the workload from the pods as they arrive (results `<policy>-online`, beside
-    the offline ones)."""
+    the offline ones). `stop_at`: place the pods only until the arrived request reaches this % of capacity
+    (run_placement)."""
     import time
 
     t0 = time.perf_counter()
     if online:
         policies = [q for p in policies for q in (p, p + ONLINE)]
-    cells = [(p, s, inflate, use_allocator, tie_break, features) for p in policies for s in seeds]
+    cells = [(p, s, inflate, use_allocator, tie_break, features, stop_at) for p in policies for s in seeds]
     if processes is None:
         processes = min(2, os.cpu_count() or 1, len(cells))
     results: dict[str, PolicyResult] = {p: PolicyResult(p) for p in policies}

@@ -16,6 +16,10 @@ size, names and arrival structure while its mix moves:
 - `generated:SEED`: a recipe drawn from the seed: one to three of the kinds above, each at a rate drawn
   from its range (`generate`). A policy is judged on generated recipes whose seeds it was not tuned on.
 
+`family_recipe(family, seed)` draws a recipe of one family (FAMILIES: one kind at a rate drawn from its
+range, or `mixtures` of two to four kinds) for benchmarks/bench_replay_variants.py's table;
+`make_recipe_variant` applies any recipe.
+
 `make_variant(trace, "fractional", seed=7, rate=0.5)`; the CLI takes `--variant fractional:7` (or
 `generated:7`). The same trace, kind, seed and rate give the same list.
 """
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kdra.errors import InputError
 from kdra.replay.trace import Trace, TraceNode, TracePod
@@ -103,6 +107,9 @@ class _Rewriter:
         return dataclasses.replace(r, gpu_milli=self.rng.randrange(1, MILLI))
 
 
+FAMILIES = (*sorted(GENERATED_RATES), "mixtures")
+
+
 def generate(seed: int) -> dict[str, float]:
     """The recipe `generated:SEED` stands for: kind -> rate (module docstring)."""
     rng = random.Random(f"generated:{seed}")
@@ -110,31 +117,46 @@ def generate(seed: int) -> dict[str, float]:
     return {k: round(rng.uniform(*GENERATED_RATES[k]), 2) for k in sorted(kinds)}
 
 
+def family_recipe(family: str, seed: int) -> dict[str, float]:
+    """A recipe of one family (FAMILIES) drawn from the seed: the kind alone at a rate drawn from its
+    range, or for `mixtures` two to four kinds, each at a rate drawn from its range."""
+    if family not in FAMILIES:
+        raise InputError(f"family: Unsupported value: {family!r}: supported values: {', '.join(FAMILIES)}")
+    rng = random.Random(f"family:{family}:{seed}")
+    kinds = [family] if family != "mixtures" else rng.sample(sorted(GENERATED_RATES), rng.choice((2, 3, 4)))
+    return {k: round(rng.uniform(*GENERATED_RATES[k]), 2) for k in sorted(kinds)}
+
+
 def make_variant(trace: Trace, kind: str, seed: int = 0, rate: float | None = None) -> Trace:
     """A copy of `trace` whose pod list is rewritten as the variant `kind` says (module docstring)."""
     if kind not in VARIANTS:
         raise InputError(f"--variant: Unsupported value: {kind!r}: supported values: {', '.join(VARIANTS)}")
-    rng = random.Random(f"{kind}:{seed}")
+    if kind == "mixed":
+        recipe = {
+            k: (rate if rate is not None else DEFAULT_RATE[k]) / 2
+            for k in ("fractional", "multi-gpu", "gpu-model", "cpu-heavy")
+        }
+    elif kind == "generated":
+        recipe = generate(seed)
+    else:
+        recipe = {kind: rate if rate is not None else DEFAULT_RATE[kind]}
+    return make_recipe_variant(trace, recipe, f"{kind}:{seed}")
+
+
+def make_recipe_variant(trace: Trace, recipe: Mapping[str, float], label: str) -> Trace:
+    """A copy of `trace` with each kind of `recipe` (kind -> rate) applied to that share of its pods,
+    drawn from `label` (the same label, the same list)."""
+    rng = random.Random(label)
     rw = _Rewriter(trace, rng)
-    steps: list[tuple[Callable[[PodRequest], PodRequest], float]]
-    table = {
+    table: dict[str, Callable[[PodRequest], PodRequest]] = {
         "fractional": rw.fractional,
         "multi-gpu": rw.multi_gpu,
         "gpu-model": rw.gpu_model,
         "cpu-heavy": rw.cpu_heavy,
         "fine-shares": rw.fine_shares,
     }
-    if kind == "mixed":
-        steps = [
-            (table[k], (rate if rate is not None else DEFAULT_RATE[k]) / 2)
-            for k in ("fractional", "multi-gpu", "gpu-model", "cpu-heavy")
-        ]
-    elif kind == "generated":
-        # In the order of the table, so that a share made by `fractional` can be resized by `fine-shares`.
-        recipe = generate(seed)
-        steps = [(fn, recipe[k]) for k, fn in table.items() if k in recipe]
-    else:
-        steps = [(table[kind], rate if rate is not None else DEFAULT_RATE[kind])]
+    # In the order of the table, so that a share made by `fractional` can be resized by `fine-shares`.
+    steps = [(fn, recipe[k]) for k, fn in table.items() if k in recipe]
     pods: list[TracePod] = []
     for p in sorted(trace.pods, key=lambda p: p.name):
         r = p.request
@@ -142,7 +164,7 @@ def make_variant(trace: Trace, kind: str, seed: int = 0, rate: float | None = No
             if rng.random() < share:
                 r = fn(r)
         pods.append(dataclasses.replace(p, request=r) if r is not p.request else p)
-    return Trace(list(trace.nodes), pods, trace.nodes_source, f"{trace.pods_source} ({kind}:{seed})")
+    return Trace(list(trace.nodes), pods, trace.nodes_source, f"{trace.pods_source} ({label})")
 
 
 def parse_variant(text: str) -> tuple[str, int]:
