@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 from kdra.scheduler.fragmentation import (
     BestFitPolicy,
+    CapacityFragMeasure,
     ClusteringPolicy,
     DotProductPolicy,
     FGDPolicy,
@@ -17,6 +20,7 @@ from kdra.scheduler.fragmentation import (
     cpu_pressure,
     make_policy,
     typical_pods,
+    unusable,
 )
 
 
@@ -219,3 +223,45 @@ def test_kdra_places_shares_the_way_the_workload_packs() -> None:
     # The allocator's device preference ranks the GPUs the same way.
     keys = k.device_keys(v, s250, (1,))
     assert min(range(4), key=keys.__getitem__) == 1
+
+
+def test_the_measures_bisection_equals_their_definition_on_random_nodes() -> None:
+    """FGD's measure: per typical pod, the idle capacity of the GPUs it cannot use; kdra's capacity measure:
+    all idle capacity but the largest GPUs as many of its copies as the free CPU and memory hold can use.
+    Computed by bisection over the sorted GPUs; here against the definitions, GPU by GPU."""
+    rng = random.Random(5)
+    typical = [
+        TypicalPod(
+            rng.choice((0, 2000, 8000, 30000)),
+            rng.choice((0, 100, 250, 500, 999, 1000)),
+            rng.choice((1, 1, 2, 4)),
+            rng.choice(((), ("G2",), ("T4",))),
+            rng.random(),
+            rng.choice((0, 16384)),
+        )
+        for _ in range(40)
+    ]
+    typical = [t for t in typical if t.gpu_milli or t.num_gpu == 1]
+    mems = {(t.cpu, t.gpu_milli, t.num_gpu): t.mem for t in typical}
+    fgd, cap = FragMeasure(typical, use_memory=True), CapacityFragMeasure(typical, mems)
+    for _ in range(300):
+        gpus = tuple(
+            sorted(rng.choice((0, 0, 50, 250, 500, 750, 1000, 1000)) for _ in range(rng.choice((1, 4, 8))))
+        )
+        model, cpu, mem = rng.choice(("G2", "T4")), rng.randrange(0, 64_000), rng.randrange(0, 200_000)
+        total = sum(gpus)
+        want_fgd = want_cap = sum(t.freq for t in typical if not t.gpu_milli) * total if total else 0.0
+        for t in (t for t in typical if t.gpu_milli and total):
+            pinned_out = bool(t.models) and model not in t.models
+            if pinned_out or t.cpu > cpu or t.mem > mem:
+                want_fgd += t.freq * total
+            else:
+                want_fgd += t.freq * unusable(gpus, [f >= t.gpu_milli for f in gpus], t.num_gpu)
+            fit = sorted((f for f in gpus if f >= t.gpu_milli), reverse=True)
+            n = len(fit) // t.num_gpu
+            n = min(n, cpu // t.cpu) if t.cpu else n
+            per_pod = mems[(t.cpu, t.gpu_milli, t.num_gpu)]  # the capacity measure's memory per shape
+            n = min(n, mem // per_pod) if per_pod else n
+            want_cap += t.freq * (total if pinned_out else total - sum(fit[: n * t.num_gpu]))
+        assert fgd.compute(model, cpu, mem, gpus) == want_fgd
+        assert cap.compute(model, cpu, mem, gpus) == want_cap

@@ -532,6 +532,13 @@ def weighted_typical_pods(
     return out
 
 
+def _prefix_sums(values: Sequence[int]) -> list[int]:
+    out = [0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
 class FragMeasure:
     """frag(node): expected idle milli-GPUs a typical pod cannot use (NodeGpuShareFragAmountScore).
 
@@ -567,12 +574,16 @@ class FragMeasure:
             return 0.0
         frag = self.cpu_only * total  # CPU-only typical pods: every idle GPU is "fragment" to them (XL/XR)
         use_mem = self.use_memory
+        # `gpus` is sorted (`key`): the GPUs a size fits are a suffix, so what it cannot use (`unusable`)
+        # is a prefix sum, found by bisection (workloads with many share sizes have many typical pods).
+        below = _prefix_sums(gpus)
+        n = len(gpus)
         for t in self.gpu_types:
             if (t.models and model not in t.models) or t.cpu > cpu_free or (use_mem and t.mem > mem_free):
                 frag += t.freq * total  # no access, or lacks CPU (memory): all idle GPU is fragment
                 continue
-            m = t.gpu_milli
-            frag += t.freq * unusable(gpus, [f >= m for f in gpus], t.num_gpu)
+            i = bisect.bisect_left(gpus, t.gpu_milli)
+            frag += t.freq * (total if t.num_gpu > 1 and n - i < t.num_gpu else below[i])
         return frag
 
     def node(self, view: GpuNodeView) -> float:
@@ -858,20 +869,20 @@ class CapacityFragMeasure(FragMeasure):
         if total == 0:
             return 0.0
         frag = self.cpu_only * total
+        below = _prefix_sums(gpus)  # `gpus` is sorted (`key`): the fitting GPUs are a suffix
+        size = len(gpus)
         for t in self.gpu_types:
             if t.models and model not in t.models:
                 frag += t.freq * total
                 continue
-            m = t.gpu_milli
             k = t.num_gpu
-            fit = sorted((g for g in gpus if g >= m), reverse=True)
-            n = len(fit) // k
+            n = (size - bisect.bisect_left(gpus, t.gpu_milli)) // k
             if t.cpu:
                 n = min(n, cpu_free // t.cpu)
             mm = self.mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0)
             if mm:
                 n = min(n, mem_free // mm)
-            frag += t.freq * (total - sum(fit[: n * k]))
+            frag += t.freq * below[size - n * k]  # all but the n * k largest GPUs, which it can use
         return frag
 
 
