@@ -42,6 +42,11 @@ def test_kdra_binds_template_pods_with_distinct_devices(
     pods = [template_pod(f"p{i:02d}", namespace, "one-dev") for i in range(50)]
     # A pod for another scheduler is not kdra's (nobody schedules it here).
     pods.append(template_pod("other", namespace, "one-dev", scheduler="other-scheduler"))
+    # A gated pod (as Kueue holds them) is not tried until its gate goes: created first, so that it would
+    # be among the first bound if kdra ignored the gate.
+    gated = template_pod("gated", namespace, "one-dev")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/admission"}]
+    pods.insert(0, gated)
     with kdra_scheduler(control_plane, tmp_path / "kdra.log") as proc:
         create_pods(kube, pods)
         try:
@@ -49,12 +54,18 @@ def test_kdra_binds_template_pods_with_distinct_devices(
         except TimeoutError:
             raise AssertionError(proc.log()) from None
         assert proc.running(), proc.log()
+        assert "gated" not in bound_pods(kube, namespace)
+        # Not tried at all: no devices held for it (the API server would refuse its binding anyway).
+        held = [d for d in allocated_devices(kube, namespace) if d[0].split("/", 1)[1].startswith("gated-")]
+        assert held == [], held
+        kube.patch("Pod", "gated", {"spec": {"schedulingGates": None}}, namespace)
+        wait_until(lambda: "gated" in bound_pods(kube, namespace), 60, "the pod bound once its gate went")
     bound = bound_pods(kube, namespace)
     assert "other" not in bound
     assert set(bound.values()) <= set(fleet.node_names)
     devices = allocated_devices(kube, namespace)
-    assert len(devices) == 50
-    assert len({d[1:] for d in devices}) == 50, "a device was allocated twice"
+    assert len(devices) == 51
+    assert len({d[1:] for d in devices}) == 51, "a device was allocated twice"
     for c in kube.list("ResourceClaim", namespace):
         if c["metadata"]["ownerReferences"][0]["name"] == "other":
             assert not c.get("status", {}).get("allocation")

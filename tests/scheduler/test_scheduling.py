@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from builders import device_class, gpu_slice, node, pod, template
 
-from kdra.cluster import MemoryStore
+from kdra.cluster import MemoryStore, clone
 from kdra.scheduler.plugins.noderesources import MOST_ALLOCATED, ScoringStrategy
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 
@@ -307,3 +307,29 @@ def test_only_the_printed_explanation_is_computed() -> None:
     # The message explains the attempt, with the device the first pod took counted as in use.
     msg = condition(s, "big")["message"]
     assert "claim default/big-" in msg and "needs 3" in msg
+
+
+def test_a_pod_with_scheduling_gates_waits_until_they_are_removed_schedulinggates_preenqueue() -> None:
+    """Upstream's SchedulingGates PreEnqueue (pkg/scheduler/framework/plugins/schedulinggates): a gated pod
+    is not tried (Kueue and other admission controllers hold pods this way); removing the last gate (a
+    spec update) enqueues it. The scheduler writes no status for it: kube-apiserver marks it
+    SchedulingGated."""
+    s = MemoryStore()
+    s.create(node("n1", cpu="4"))
+    sch = Scheduler(s)
+    p = pod("gated", cpu="1")
+    p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}, {"name": "example.com/b"}]
+    s.create(p)
+    assert placements(sch.run(0)) == {}
+    assert not s.get("Pod", "gated", "default")["spec"].get("nodeName")
+    assert sch.queue.gated[s.get("Pod", "gated", "default")["metadata"]["uid"]][1].reasons == (
+        "waiting for scheduling gates: [kueue.x-k8s.io/admission example.com/b]",
+    )
+    p = clone(s.get("Pod", "gated", "default"))
+    p["spec"]["schedulingGates"] = [{"name": "example.com/b"}]
+    s.update(p)
+    assert placements(sch.run(1)) == {}
+    p = clone(s.get("Pod", "gated", "default"))
+    del p["spec"]["schedulingGates"]
+    s.update(p)
+    assert placements(sch.run(2)) == {"gated": "n1"}

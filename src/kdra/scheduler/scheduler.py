@@ -56,7 +56,7 @@ from kdra.scheduler.framework import (
 from kdra.scheduler.nodefit import node_plugins
 from kdra.scheduler.nodesearch import NodeSearch, SigEntry
 from kdra.scheduler.owntext import OwnNames
-from kdra.scheduler.plugins.basic import PrioritySort
+from kdra.scheduler.plugins.basic import PrioritySort, SchedulingGates
 from kdra.scheduler.plugins.dynamicresources import DynamicResources
 from kdra.scheduler.plugins.noderesources import ScoringStrategy
 from kdra.scheduler.podinfo import PodInfo
@@ -154,6 +154,7 @@ def default_plugins(store: Store, dra: DraState, config: SchedulerConfig) -> lis
     """The default profile's plugins, in kube-scheduler's order (the offline placement uses them too)."""
     return [
         PrioritySort(),
+        SchedulingGates(),
         *node_plugins(config.implied_tolerations, config.scoring),
         DynamicResources(store, dra),
         *config.extra_plugins,

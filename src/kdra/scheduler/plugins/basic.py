@@ -1,5 +1,6 @@
-"""Upstream's simple plugins: PrioritySort, NodeUnschedulable, NodeName, NodeAffinity, TaintToleration
-(pkg/scheduler/framework/plugins/{queuesort,nodeunschedulable,nodename,nodeaffinity,tainttoleration})."""
+"""Upstream's simple plugins: PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodeAffinity,
+TaintToleration (pkg/scheduler/framework/plugins/{queuesort,schedulinggates,nodeunschedulable,nodename,
+nodeaffinity,tainttoleration})."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from kdra.scheduler.framework import (
     EV_NODE_UPDATE,
     MAX_NODE_SCORE,
     SUCCESS,
+    Code,
     CycleState,
     FilterPlugin,
+    PreEnqueuePlugin,
     QueueSortPlugin,
     ScorePlugin,
     Status,
@@ -32,6 +35,22 @@ class PrioritySort(QueueSortPlugin):
 
     def sort_key(self, pi: PodInfo) -> tuple[int, float]:
         return (-pi.priority, pi.queued_at)
+
+
+class SchedulingGates(PreEnqueuePlugin):
+    """A pod with spec.schedulingGates is not scheduled until they are all removed (the update that removes
+    them enqueues it again); kube-apiserver, not the scheduler, marks it PodScheduled=False
+    SchedulingGated."""
+
+    name = "SchedulingGates"
+    events: frozenset[str] = frozenset()  # only the pod's own update helps
+
+    def pre_enqueue(self, pi: PodInfo) -> Status:
+        gates = (pi.pod.get("spec") or {}).get("schedulingGates")
+        if not gates:
+            return SUCCESS
+        names = " ".join(str(g.get("name", "")) for g in gates)
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"waiting for scheduling gates: [{names}]",))
 
 
 class NodeUnschedulable(FilterPlugin):
