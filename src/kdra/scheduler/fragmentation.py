@@ -34,8 +34,8 @@ pkg/utils/frag.go):
 - `fgd`: int(sigmoid((frag_before - frag_after) / 1000) * 100); the GPU minimising frag.
 - `kdra`: FGD's gradient, with CPU and memory counted as capacity (CapacityFragMeasure; the node score
   where CPU binds, FGD's tie-break elsewhere), shares placed by the workload's own share plan
-  (kdra.scheduler.shareplan), CPU-only pods to the nodes with the fewest idle GPUs, and the hosts of rare
-  shapes kept while the workload will need them (KdraPolicy).
+  (kdra.scheduler.shareplan), and the hosts of rare shapes kept while the workload will need them
+  (KdraPolicy).
 """
 
 from __future__ import annotations
@@ -936,8 +936,6 @@ class KdraPolicy(FGDPolicy):
     - **A share plan** (kdra.scheduler.shareplan): a share placed off the plan the workload's own sizes
       give counts OFF_PLAN times its GPU's leftover as fragment, so shares fill GPUs the way they pack
       best instead of whatever gap is there; then a slight preference for the fuller GPU.
-    - **CPU-only pods**, which FGD scores alike on most nodes, go to the nodes with the fewest idle GPUs
-      (then the most CPU left), so they stop eating the CPU that idle GPUs need.
     - **Rare hosts** (`protect_rare`, default): a rare shape is one only a few nodes of the empty fleet
       can host (`prepare_fleet`); its idle hosts are kept for it while they are no more than the rare
       pods the workload is expected to bring before the fleet fills (its rare pods per GPU it asks for,
@@ -1104,8 +1102,6 @@ class KdraPolicy(FGDPolicy):
         s, gpus = super().score(view, pod)
         if self._protected and self._breaks_rare(view, pod, gpus):
             s -= self.RARE_PENALTY
-        if pod.num_gpu == 0:
-            return s - view.gpu_free_total() * 1e-5 + (view.cpu_free - pod.cpu) * 1e-10, gpus
         return s, gpus
 
 
