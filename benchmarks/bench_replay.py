@@ -28,7 +28,7 @@ def main() -> int:
     from kdra.replay.experiment import run_experiment
     from kdra.replay.report import print_table, to_html
     from kdra.replay.trace import load_trace
-    from kdra.scheduler.fragmentation import make_policy
+    from kdra.scheduler.gpupolicies import make_policy
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--policies", default="all")

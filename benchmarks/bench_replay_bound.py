@@ -44,7 +44,7 @@ def main() -> int:
     from kdra.replay.engine import ReplayCluster, arrivals, run_placement
     from kdra.replay.trace import load_trace
     from kdra.replay.variants import make_variant, parse_variant
-    from kdra.scheduler.fragmentation import MILLI, make_policy
+    from kdra.scheduler.gpupolicies import MILLI, make_policy
     from kdra.scheduler.shareplan import first_fit_decreasing
 
     ap = argparse.ArgumentParser()

@@ -31,7 +31,7 @@ def main() -> int:
 
     from kdra.replay.engine import arrivals, run_placement
     from kdra.replay.trace import load_trace, sample
-    from kdra.scheduler.fragmentation import make_policy
+    from kdra.scheduler.gpupolicies import make_policy
     from support.controlplane import ControlPlaneConfig, running_control_plane
 
     ap = argparse.ArgumentParser()

@@ -141,7 +141,7 @@ def probe_allocator() -> dict[str, float]:
 def probe_replay() -> dict[str, float]:
     from kdra.replay.engine import run_placement
     from kdra.replay.trace import load_trace
-    from kdra.scheduler.fragmentation import make_policy
+    from kdra.scheduler.gpupolicies import make_policy
 
     run = run_placement(load_trace(), make_policy("kdra"), 42)
     return {"CPU s": run.cpu_seconds}

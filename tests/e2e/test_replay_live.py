@@ -15,7 +15,7 @@ import pytest
 from kdra.kube.client import KubeClient
 from kdra.replay.engine import ReplayCluster, arrivals, run_placement
 from kdra.replay.trace import default_trace_dir, load_trace, sample
-from kdra.scheduler.fragmentation import make_policy
+from kdra.scheduler.gpupolicies import make_policy
 from support.controlplane import ControlPlane
 
 from .replaylive import run_live

@@ -14,7 +14,7 @@ from kdra.replay.engine import ReplayCluster, inflate, run_placement
 from kdra.replay.experiment import run_experiment
 from kdra.replay.timed import run_timed
 from kdra.replay.trace import default_trace_dir, load_trace
-from kdra.scheduler.fragmentation import make_policy
+from kdra.scheduler.gpupolicies import make_policy
 
 needs_trace = pytest.mark.skipif(default_trace_dir() is None, reason="the shared Alibaba trace is not here")
 
@@ -141,7 +141,7 @@ def test_cli_table_csv_report_and_errors(
 def test_the_allocator_takes_the_gpus_the_policy_ranks_first(small_trace_files: tuple[Path, Path]) -> None:
     """Replay's GPU inside the node is the allocator's choice, ordered by Policy.device_keys: a share the
     policy sends to the last GPU lands there (upstream's first fit would take GPU 0)."""
-    from kdra.scheduler.fragmentation import PodRequest, Policy
+    from kdra.scheduler.gpupolicies import PodRequest, Policy
 
     trace = load_trace(*small_trace_files)
     cluster = ReplayCluster(trace.nodes)
@@ -160,7 +160,7 @@ def test_an_epoch_change_rescoring_only_its_scope_places_as_a_full_rescore(
     """kdra's rare-host protection moves only the rare hosts' scores (Policy.epoch_scope): re-scoring just
     those nodes when it changes gives the same placements as re-scoring every node."""
     from kdra.replay.variants import make_variant
-    from kdra.scheduler.fragmentation import KdraPolicy
+    from kdra.scheduler.gpupolicies import KdraPolicy
 
     class Everywhere(KdraPolicy):
         def epoch_scope(self, since: Hashable) -> frozenset[int] | None:
@@ -178,7 +178,7 @@ def test_online_runs_beside_offline_and_learns_only_the_pods_that_arrived(
 ) -> None:
     """--online: each policy also runs learning the workload from the pods as they arrive (a row beside its
     offline one); the online policy has seen exactly the arrived pods, never the list."""
-    from kdra.scheduler.fragmentation import KdraPolicy
+    from kdra.scheduler.gpupolicies import KdraPolicy
 
     trace = load_trace(*small_trace_files)
     online = KdraPolicy()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from kdra.scheduler.fragmentation import (
+from kdra.scheduler.fragmentation import unusable
+from kdra.scheduler.gpupolicies import (
     BestFitPolicy,
     CapacityFragMeasure,
     ClusteringPolicy,
@@ -20,7 +21,6 @@ from kdra.scheduler.fragmentation import (
     cpu_pressure,
     make_policy,
     typical_pods,
-    unusable,
 )
 
 

@@ -9,14 +9,8 @@ from kdra.fleets import render
 from kdra.observe.model import FleetState
 from kdra.replay.engine import ReplayCluster, arrivals, run_placement
 from kdra.replay.trace import Trace, TraceNode, TracePod, load_trace, pod_objects, sample
-from kdra.scheduler.fragmentation import (
-    FGDPolicy,
-    PodRequest,
-    make_policy,
-    placement_plugins,
-    placement_preference,
-    typical_pods,
-)
+from kdra.scheduler.fragmentation import placement_plugins, placement_preference
+from kdra.scheduler.gpupolicies import FGDPolicy, PodRequest, make_policy, typical_pods
 from kdra.scheduler.policyplacement import FragmentationScore
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
 

@@ -6,7 +6,7 @@ import pytest
 
 from kdra.errors import InputError
 from kdra.replay.trace import claim_for, default_trace_dir, load_trace, pod_objects, read_nodes, read_pods
-from kdra.scheduler.fragmentation import PodRequest
+from kdra.scheduler.gpupolicies import PodRequest
 
 needs_trace = pytest.mark.skipif(default_trace_dir() is None, reason="the shared Alibaba trace is not here")
 

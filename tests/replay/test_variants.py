@@ -22,7 +22,7 @@ from kdra.replay.variants import (
     make_variant,
     parse_variant,
 )
-from kdra.scheduler.fragmentation import make_policy
+from kdra.scheduler.gpupolicies import make_policy
 
 
 def test_each_variant_moves_its_share_of_the_mix(small_trace_files: tuple[Path, Path]) -> None:

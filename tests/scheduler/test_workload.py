@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kdra.scheduler.fragmentation import KdraPolicy, PodRequest
+from kdra.scheduler.gpupolicies import KdraPolicy, PodRequest
 from kdra.scheduler.workload import WorkloadModel
 
 SHARE = PodRequest(4000, 8192, 1, 500)

@@ -151,7 +151,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def resolve_policies(names: list[str]) -> list[str]:
-    from kdra.scheduler.fragmentation import POLICIES, make_policy
+    from kdra.scheduler.gpupolicies import POLICIES, make_policy
 
     out: list[str] = []
     for n in names:
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     timed_docs: dict[str, Any] = {}
     if args.time_replay:
         from kdra.replay.timed import run_timed
-        from kdra.scheduler.fragmentation import make_policy
+        from kdra.scheduler.gpupolicies import make_policy
 
         runs = []
         for name in policies:

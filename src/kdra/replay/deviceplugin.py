@@ -26,7 +26,7 @@ from kdra.fleets.openb import MODEL_MAP
 from kdra.replay.engine import ReplayCluster, run_placement
 from kdra.replay.timed import run_timed
 from kdra.replay.trace import Trace, TraceNode
-from kdra.scheduler.fragmentation import MILLI, make_policy
+from kdra.scheduler.gpupolicies import MILLI, make_policy
 
 
 def gpu_memory_mib(model: str) -> int:

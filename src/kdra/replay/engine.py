@@ -1,7 +1,7 @@
 """Placement engine for trace replay: the FGD paper's method over kdra's real DRA allocation.
 
 Per pod: every node is checked and scored by the policy on a cheap incremental view of the node (free CPU,
-memory and milli-GPU per GPU; kdra.scheduler.fragmentation), the best node wins (ties to the first node
+memory and milli-GPU per GPU; kdra.scheduler.gpupolicies), the best node wins (ties to the first node
 in a seeded random node order, which is what reproduces the FGD artifact's figures: its scheduler fork
 renames nodes with a random prefix; `tie_break="random"` is upstream selectHost's uniform choice), and
 the pod's ResourceClaim is then allocated by kdra's structured allocator (kdra.allocator) on that node
@@ -31,7 +31,7 @@ from kdra.api.quantity import parse_quantity_any
 from kdra.errors import KdraError
 from kdra.fleets import render
 from kdra.replay.trace import DRIVER, Trace, TraceNode, TracePod, claim_for
-from kdra.scheduler.fragmentation import MILLI, GpuNodeView, PodRequest, Policy
+from kdra.scheduler.gpupolicies import MILLI, GpuNodeView, PodRequest, Policy
 
 Progress = Callable[[int, int], None]
 

@@ -2,7 +2,7 @@
 
 `run_experiment` runs the cells (optionally in worker processes) and aggregates the unallocated GPU % at
 100% arrived workload per policy (mean over seeds) and the mean allocation curve, next to the published
-figures (kdra.scheduler.fragmentation.PUBLISHED_UNALLOCATED_AT_100).
+figures (kdra.scheduler.gpupolicies.PUBLISHED_UNALLOCATED_AT_100).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from kdra.api.features import FeatureGates
 from kdra.replay.engine import PlacementRun, run_placement
 from kdra.replay.trace import Trace
-from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100, make_policy
+from kdra.scheduler.gpupolicies import PUBLISHED_UNALLOCATED_AT_100, make_policy
 
 CURVE_STEP = 1
 

@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 
 from kdra.replay.experiment import Experiment
-from kdra.scheduler.fragmentation import PUBLISHED_UNALLOCATED_AT_100
+from kdra.scheduler.gpupolicies import PUBLISHED_UNALLOCATED_AT_100
 
 COLORS = {
     "kdra": "#1b7f5f",

@@ -20,7 +20,7 @@ from typing import Any
 from kdra.api.features import FeatureGates
 from kdra.replay.engine import Binding, Placer, ReplayCluster
 from kdra.replay.trace import Trace
-from kdra.scheduler.fragmentation import MILLI, PodRequest, Policy
+from kdra.scheduler.gpupolicies import MILLI, PodRequest, Policy
 
 
 @dataclass

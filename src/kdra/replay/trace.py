@@ -25,7 +25,7 @@ from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER
 from kdra.errors import InputError
 from kdra.fleets.openb import MODEL_MAP, TRACE_LABEL, fleet_from_rows
 from kdra.fleets.spec import Fleet
-from kdra.scheduler.fragmentation import MILLI, PodRequest
+from kdra.scheduler.gpupolicies import MILLI, PodRequest
 
 GPU_CLASS = NVIDIA_GPU_CLASS
 DRIVER = NVIDIA_GPU_DRIVER

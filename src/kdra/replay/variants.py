@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kdra.errors import InputError
 from kdra.replay.trace import Trace, TraceNode, TracePod
-from kdra.scheduler.fragmentation import MILLI, PodRequest
+from kdra.scheduler.gpupolicies import MILLI, PodRequest
 
 VARIANTS = ("fractional", "multi-gpu", "gpu-model", "cpu-heavy", "fine-shares", "mixed", "generated")
 DEFAULT_RATE = {"fractional": 0.5, "multi-gpu": 0.3, "gpu-model": 0.4, "cpu-heavy": 0.4, "fine-shares": 1.0}

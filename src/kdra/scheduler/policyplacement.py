@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.wellknown import NVIDIA_GPU_CLASS
-from kdra.scheduler.fragmentation import MAX_NODE_SCORE, MILLI, GpuNodeView, PodRequest, Policy
+from kdra.scheduler.fragmentation import MAX_NODE_SCORE
 from kdra.scheduler.framework import SUCCESS, CycleState, PreFilterPlugin, ScorePlugin, Status
+from kdra.scheduler.gpupolicies import MILLI, GpuNodeView, PodRequest, Policy
 
 if TYPE_CHECKING:
     from kdra.allocator.index import DeviceEntry, NodeView

@@ -1,6 +1,6 @@
 """The workload as a placement policy knows it: the pod shapes seen, as a decaying histogram.
 
-FGD's and kdra's placement policies (kdra.scheduler.fragmentation) are tuned to nothing: they read what
+FGD's and kdra's placement policies (kdra.scheduler.gpupolicies) are tuned to nothing: they read what
 they need from the workload itself: FGD's typical pods, the memory of each shape, the share sizes kdra's
 share plan packs, the CPU the workload asks per GPU, the shapes only a few nodes can host. A replay can
 hand them the whole pod list at once (`observe_all`); a live scheduler (and `kdra replay --online`) only
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kdra.scheduler.fragmentation import PodRequest
+    from kdra.scheduler.gpupolicies import PodRequest
 
 _RESCALE = 1e150  # raw weights grow as 2^(seen / half_life); rescaled before they overflow
 
