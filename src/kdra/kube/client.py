@@ -4,7 +4,7 @@ kdra's only REST client (`kdra scheduler`, `kdra driver sim`, `kdra exporter`, t
 Standard library only: `http.client` with one keep-alive TLS connection per thread, so a scheduler that
 writes thousands of objects pays one TLS handshake, not thousands; and for coroutines (`arequest`, the
 binder's event loop: many requests in flight on one thread) asyncio streams, one kept-alive connection
-per request in flight, with the same rules.
+per request in flight, with the same rules (the connections themselves: kdra.kube.connection).
 
 - Configuration (kdra.kube.kubeconfig): `KubeConfig.resolve(kubeconfig, context)` in client-go's order
   (--kubeconfig, $KUBECONFIG merged, in-cluster, ~/.kube/config); credentials (kdra.kube.credentials:
@@ -38,7 +38,6 @@ import http.client
 import json
 import logging
 import os
-import select
 import socket
 import ssl
 import threading
@@ -58,11 +57,22 @@ from kdra.cluster.store import (
     StoreError,
 )
 from kdra.errors import InputError
+from kdra.kube.connection import (
+    AsyncConnection,
+    HTTPConnection,
+    HTTPSConnection,
+    dropped,
+    host_header,
+    proxy_for,
+    read_head,
+    read_response,
+)
 from kdra.kube.kubeconfig import KubeConfig
 from kdra.kube.tls import client_context
 
 log = logging.getLogger("kdra.kube")
 request_log = logging.getLogger("kdra.kube.requests")
+
 
 class ClientOptions(TypedDict, total=False):
     """KubeClient's options besides its config (the constructor's keyword arguments)."""
@@ -342,187 +352,6 @@ def request_info(method: str, path: str, params: dict[str, str] | None = None) -
 CONNECT_TIMEOUT = 10.0
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    """HTTPConnection that sends a whole request (headers and body) in one write, after a last check.
-
-    `request()` only builds it; `release(check)` runs `check` (the write fence) and then sends it. So the
-    fence runs once the connection is made, the credential fetched and the request built, immediately
-    before its first byte goes out: nothing slow (a TCP or TLS handshake, an exec credential plugin, the
-    GIL wait of a busy process) lies between the check and the send, where a paused process would send a
-    stale write when it wakes; and the server never holds half a request (headers without their body)
-    across a pause, to apply it later."""
-
-    _held: list[bytes] | None = None
-    connect_timeout: float | None = None  # for the connection only; `timeout` is the read timeout
-
-    def connect(self) -> None:
-        read = self.timeout
-        if self.connect_timeout is not None:
-            self.timeout = self.connect_timeout if read is None else min(read, self.connect_timeout)
-        try:
-            self.open_socket()
-        finally:
-            self.timeout = read
-        if self.sock is not None:
-            self.sock.settimeout(read)
-
-    def open_socket(self) -> None:
-        http.client.HTTPConnection.connect(self)
-
-    def request(self, *args: Any, **kw: Any) -> None:
-        if self.sock is None:
-            self.connect()  # a proxy's CONNECT is sent here, before the request is held
-        self._held = []
-        try:
-            super().request(*args, **kw)
-        except BaseException:
-            self._held = None
-            raise
-
-    def send(self, data: Any) -> None:
-        if self._held is None:
-            super().send(data)
-        else:
-            self._held.append(bytes(data))
-
-    def release(self, check: Callable[[], None] | None = None) -> None:
-        data, self._held = b"".join(self._held or ()), None
-        if check is not None:
-            check()
-        assert self.sock is not None, "connect() before request()"
-        self.sock.sendall(data)
-
-
-class _HTTPSConnection(_HTTPConnection, http.client.HTTPSConnection):
-    """HTTPSConnection whose certificate check may use another name (kubeconfig tls-server-name)."""
-
-    server_name: str | None = None
-
-    def open_socket(self) -> None:
-        http.client.HTTPConnection.connect(self)
-        host = self.server_name or self._tunnel_host or self.host  # type: ignore[attr-defined]
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=host)  # type: ignore[attr-defined]
-
-
-def _dropped(conn: http.client.HTTPConnection) -> bool:
-    """A kept-alive connection is dead when its socket is readable while no request is out: the server
-    closed it (FIN, TLS close_notify) or sent something unasked for. urllib3's is_connection_dropped."""
-    sock = conn.sock
-    if sock is None:
-        return False
-    try:
-        if isinstance(sock, ssl.SSLSocket) and sock.pending():
-            return True
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
-
-
-def _proxy_for(config: KubeConfig, scheme: str, host: str) -> tuple[str, int, dict[str, str]] | None:
-    """The HTTP CONNECT proxy for the API server: the kubeconfig's proxy-url, else $HTTPS_PROXY /
-    $HTTP_PROXY minus $NO_PROXY (client-go's http.ProxyFromEnvironment); loopback is never proxied."""
-    url = config.proxy_url
-    if not url:
-        if host in ("localhost", "::1") or host.startswith("127."):
-            return None
-        env = urllib.request.getproxies_environment()
-        url = env.get(scheme)
-        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
-        if not url or bypass(host, env):
-            return None
-    p = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
-    if p.scheme not in ("http", ""):
-        raise InputError(f"{config.describe()}: proxy {p.scheme}://{p.hostname}: only http:// proxies")
-    headers: dict[str, str] = {}
-    if p.username:
-        import base64
-
-        raw = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}".encode()
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(raw).decode()
-    return (p.hostname or "", p.port or 80, headers)
-
-
-class _AsyncConnection:
-    """One keep-alive HTTP/1.1 connection of an event loop's pool (KubeClient.arequest)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, generation: int) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.generation = generation  # of the credentials it was made with (a client certificate)
-        self.used_at = time.monotonic()
-
-    def dead(self) -> bool:
-        """The server closed it (or it failed, or sent something unasked for) while it sat idle: as
-        `_dropped`, the socket is asked, since the loop may not have run since the FIN came."""
-        if self.writer.is_closing() or self.reader.at_eof():
-            return True
-        sock = self.writer.get_extra_info("socket")
-        if sock is None:
-            return False
-        try:
-            readable, _, _ = select.select([sock], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
-
-
-def _host_header(host: str, port: int, default: int | None) -> str:
-    h = f"[{host}]" if ":" in host else host
-    return h if port == default else f"{h}:{port}"
-
-
-async def _read_head(reader: asyncio.StreamReader) -> tuple[str, int, dict[str, str]]:
-    """An HTTP response's status line and headers (names lower-cased)."""
-    line = await reader.readline()
-    if not line:
-        raise http.client.RemoteDisconnected("Remote end closed connection without response")
-    parts = line.decode("latin-1").split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise http.client.BadStatusLine(line.decode("latin-1").strip())
-    headers: dict[str, str] = {}
-    while True:
-        h = await reader.readline()
-        if not h:
-            raise http.client.IncompleteRead(b"")
-        if h in (b"\r\n", b"\n"):
-            return parts[0], int(parts[1]), headers
-        name, _, value = h.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-
-
-async def _read_response(
-    reader: asyncio.StreamReader, method: str
-) -> tuple[int, dict[str, str], bytes, bool]:
-    """(status, headers, body, whether the connection may be used again): Content-Length, chunked or
-    up to the end of the connection, as http.client reads them."""
-    version, code, headers = await _read_head(reader)
-    while 100 <= code < 200:  # 100 Continue and the like precede the answer
-        version, code, headers = await _read_head(reader)
-    conn_hdr = headers.get("connection", "").lower()
-    keep = conn_hdr != "close" if version == "HTTP/1.1" else "keep-alive" in conn_hdr
-    if method == "HEAD" or code in (204, 304):
-        return code, headers, b"", keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        parts: list[bytes] = []
-        while True:
-            size = int((await reader.readline()).split(b";", 1)[0].strip() or b"x", 16)
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return code, headers, b"".join(parts), keep
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-    length = headers.get("content-length")
-    if length is not None:
-        return code, headers, await reader.readexactly(int(length)), keep
-    return code, headers, await reader.read(), False
-
-
 class KubeClient:
     """REST client for one API server. Thread-safe: each thread keeps its own keep-alive connection."""
 
@@ -551,14 +380,14 @@ class KubeClient:
         self.user_agent = user_agent
         self.limiter = TokenBucket(qps, burst)
         self.credentials = config.credentials()
-        self._proxy = _proxy_for(config, self.scheme, self.host)
+        self._proxy = proxy_for(config, self.scheme, self.host)
         self._ssl: ssl.SSLContext | None = None
         self._ssl_generation = -1
         self._ssl_lock = threading.Lock()
         self._local = threading.local()
         # arequest's kept-alive connections, per event loop.
         self._async_pools: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, builtins.list[_AsyncConnection]
+            asyncio.AbstractEventLoop, builtins.list[AsyncConnection]
         ]
         self._async_pools = weakref.WeakKeyDictionary()
         self.requests = 0  # counted, for benchmarks
@@ -566,7 +395,7 @@ class KubeClient:
         self.retried = 0  # requests sent again after a connection failure or a retryable status
         self.stale_connections = 0  # kept-alive connections found closed (or idle too long) before reuse
         # Called with (method, path) immediately before every write is sent (after the connect, the
-        # credential and the request's bytes: see _HTTPConnection); raising FencedError stops it.
+        # credential and the request's bytes: see HTTPConnection); raising FencedError stops it.
         # The leader elector installs its lease-deadline check here, so no write of a replica that lost
         # its lease (paused, starved) reaches the API server, whichever thread sends it.
         self.write_fence: Callable[[str, str], None] | None = None
@@ -623,16 +452,16 @@ class KubeClient:
                 self._ssl_generation = creds.generation
             return self._ssl
 
-    def _connect(self, timeout: float | None, connect_timeout: float | None = None) -> _HTTPConnection:
+    def _connect(self, timeout: float | None, connect_timeout: float | None = None) -> HTTPConnection:
         proxy = self._proxy
         host, port = (proxy[0], proxy[1]) if proxy else (self.host, self.port)
-        conn: _HTTPConnection
+        conn: HTTPConnection
         if self.scheme == "https":
-            https = _HTTPSConnection(host, port, timeout=timeout, context=self._ssl_context())
+            https = HTTPSConnection(host, port, timeout=timeout, context=self._ssl_context())
             https.server_name = self.config.tls_server_name
             conn = https
         else:
-            conn = _HTTPConnection(host, port, timeout=timeout)
+            conn = HTTPConnection(host, port, timeout=timeout)
         if proxy:
             conn.set_tunnel(self.host, self.port, headers=proxy[2])
         conn.connect_timeout = self.connect_timeout if connect_timeout is None else connect_timeout
@@ -654,17 +483,17 @@ class KubeClient:
         err.unreachable = True
         return err
 
-    def _pooled(self) -> tuple[_HTTPConnection, bool]:
+    def _pooled(self) -> tuple[HTTPConnection, bool]:
         """This thread's kept-alive connection and whether it is being reused; a connection the server
         closed, idle for `idle_timeout`, or made with an older client certificate is replaced."""
         st = self._local
-        conn: _HTTPConnection | None = getattr(st, "conn", None)
+        conn: HTTPConnection | None = getattr(st, "conn", None)
         if conn is not None and conn.sock is not None:
             idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
             stale = (
                 time.monotonic() - st.used_at > idle
                 or st.generation != self.credentials.generation
-                or _dropped(conn)
+                or dropped(conn)
             )
             if stale:
                 self.stale_connections += 1
@@ -829,7 +658,7 @@ class KubeClient:
                 conn.writer.write(out)
                 phase = "response"
                 code, resp_headers, raw, keep = await asyncio.wait_for(
-                    _read_response(conn.reader, method), self.timeout
+                    read_response(conn.reader, method), self.timeout
                 )
             except FencedError:
                 if conn is not None:
@@ -870,7 +699,7 @@ class KubeClient:
                 continue
             return _decoded(raw)
 
-    def _async_pool(self) -> builtins.list[_AsyncConnection]:
+    def _async_pool(self) -> builtins.list[AsyncConnection]:
         """The running event loop's idle connections (a loop's connections are used on it alone)."""
         loop = asyncio.get_running_loop()
         with self._ssl_lock:
@@ -879,7 +708,7 @@ class KubeClient:
                 pool = self._async_pools[loop] = []
         return pool
 
-    def _async_pooled(self, pool: builtins.list[_AsyncConnection]) -> tuple[_AsyncConnection | None, bool]:
+    def _async_pooled(self, pool: builtins.list[AsyncConnection]) -> tuple[AsyncConnection | None, bool]:
         """A kept-alive connection of the loop's pool (most recently used first) and whether one was
         found; closed, long idle or older-credential connections are dropped, as `_pooled` does."""
         idle = IDLE_CONNECTION_SECONDS if self.idle_timeout is None else self.idle_timeout
@@ -896,7 +725,7 @@ class KubeClient:
             return conn, True
         return None, False
 
-    async def _async_connect(self, deadline: float) -> _AsyncConnection:
+    async def _async_connect(self, deadline: float) -> AsyncConnection:
         """TCP (through the proxy's CONNECT tunnel when there is one) and TLS, within the connection
         timeout that is left."""
         ctx = self._ssl_context() if self.scheme == "https" else None
@@ -911,11 +740,11 @@ class KubeClient:
                 )
             reader, writer = await asyncio.open_connection(proxy[0], proxy[1])
             try:
-                target = _host_header(self.host, self.port, None)
+                target = host_header(self.host, self.port, None)
                 head = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
                 head += "".join(f"{k}: {v}\r\n" for k, v in proxy[2].items()) + "\r\n"
                 writer.write(head.encode("latin-1"))
-                _version, code, _headers = await _read_head(reader)
+                _version, code, _headers = await read_head(reader)
                 if code != 200:
                     raise OSError(f"Tunnel connection failed: {code}")
                 if ctx is not None:
@@ -926,12 +755,12 @@ class KubeClient:
             return reader, writer
 
         reader, writer = await asyncio.wait_for(open_(), max(0.05, deadline - time.monotonic()))
-        return _AsyncConnection(reader, writer, generation)
+        return AsyncConnection(reader, writer, generation)
 
     def _request_bytes(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> bytes:
         """The whole request, head and body, as http.client would send it."""
         default = 443 if self.scheme == "https" else 80
-        lines = [f"{method} {url} HTTP/1.1", f"Host: {_host_header(self.host, self.port, default)}"]
+        lines = [f"{method} {url} HTTP/1.1", f"Host: {host_header(self.host, self.port, default)}"]
         lines.append("Accept-Encoding: identity")
         lines += [f"{k}: {v}" for k, v in headers.items()]
         if data is not None or method in ("POST", "PUT", "PATCH"):
@@ -1006,7 +835,7 @@ class KubeClient:
             err.args = (f"{err.args[0]} ({self.config.describe()}: the credentials were refused)",)
         raise err
 
-    def _close(self, conn: _HTTPConnection, own: bool) -> None:
+    def _close(self, conn: HTTPConnection, own: bool) -> None:
         if own:
             with contextlib.suppress(Exception):
                 conn.close()
