@@ -234,8 +234,11 @@ def case(
     expect: dict[str, Any],
     node_name: str | None = None,
     gates: dict[str, bool] | None = None,
+    version: str | None = None,
 ) -> None:
     out: dict[str, Any] = {"name": name, "description": description, "cites": cites}
+    if version:
+        out["kubernetesVersion"] = version
     if gates:
         out["featureGates"] = gates
     if node_name:
@@ -731,6 +734,7 @@ def build() -> None:
         }
 
     rule_gates = {"DRADeviceTaintRules": True}  # GA and on in 1.37; beta, off by default in 1.36
+    # 1.36 serves DeviceTaintRule only as v1beta2, its gate off by default: the cases are pinned to 1.37.
     case(
         "taint-rule-skips-the-device-it-selects",
         "A DeviceTaintRule selecting gpu-0 by driver, pool and device adds its NoSchedule taint to gpu-0: a "
@@ -745,6 +749,7 @@ def build() -> None:
         {"allocation": {"train": local([result("gpu", "gpu-1")])}},
         node_name="gpu-node-01",
         gates=rule_gates,
+        version="1.37",
     )
     tol_rule = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoExecute"}]
     case(
@@ -761,6 +766,7 @@ def build() -> None:
         {"allocation": {"debug": local([result("gpu", "gpu-0", tolerations=tol_rule)])}},
         node_name="gpu-node-01",
         gates=rule_gates,
+        version="1.37",
     )
     case(
         "taint-rule-blocks-an-untolerating-request",
@@ -776,6 +782,7 @@ def build() -> None:
         {"unschedulable": True},
         node_name="gpu-node-01",
         gates=rule_gates,
+        version="1.37",
     )
     tol_equal_wrong = [
         {"key": "nvidia.com/gpu-xid", "operator": "Equal", "value": "48", "effect": "NoSchedule"}
