@@ -78,9 +78,8 @@ def test_a_device_taint_rule_keeps_kdra_off_its_devices_like_kube_scheduler_unti
             wait_until(lambda: "serving schedulerName" in proc.log(), 60, "kdra to start")
             kube.create(template_pod("kdra-plain", namespace, "one", scheduler="kdra"))
             try:
-                # Both schedulers find no device for a claim that does not tolerate the taint. Kube's pod
-                # comes once kdra has answered: kube-scheduler applies a rule once its informer has it,
-                # which under load may come after a pod created at once (suspected in one soak failure).
+                # Both schedulers find no device for a claim that does not tolerate the taint (kube's pod
+                # once kdra has answered: kube-scheduler applies a rule once its informer has it).
                 wait_until(
                     lambda: unschedulable(kube, namespace, "kdra-plain"), 60, "kdra-plain Unschedulable"
                 )

@@ -770,13 +770,15 @@ def build() -> None:
     )
     case(
         "taint-rule-blocks-an-untolerating-request",
-        "A DeviceTaintRule with an empty selector taints every device: a request without a toleration is "
-        "unschedulable.",
+        "A DeviceTaintRule selecting the node's pool by name alone (no driver, no device) taints every "
+        "device of it: a request without a toleration is unschedulable.",
         ["resourceslice/tracker/tracker.go applyPatches (k8s.io/dynamic-resource-allocation)", "KEP-5055"],
         [
             *classes,
             gpu_slice("gpu-node-01", [gpu(0), gpu(1)]),
-            taint_rule("everything", {}),
+            # Not an empty selector: it would taint every device of the cluster, and the corpus shares its
+            # control plane with the other e2e lanes (tests/e2e/conftest.py); unit tests cover that case.
+            taint_rule("the-pool", {"pool": "gpu-node-01"}),
             claim("train", [request("gpu")]),
         ],
         {"unschedulable": True},
