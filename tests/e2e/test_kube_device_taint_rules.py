@@ -25,8 +25,10 @@ from .kubeutil import (
     wait_until,
 )
 
-# kdra scheduler under the default scheduler name beside kube-scheduler (hack/e2e.sh lanes).
-pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kdra-scheduler")]
+# On a plane of its own (the serial lane): on the lanes' shared plane it failed 3 of 3 runs (kdra wrote
+# nothing for its pods within 60 s) while it passed 8 of 8 alone; what on the shared plane does it is not
+# found yet.
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_serial]
 
 
 @pytest.fixture
