@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE.parent))  # the test support, `support`
 from kdra_api_cases import STATUS_CLAIM, WORKLOAD_GATES, cases, status_cases, workload_cases  # noqa: E402
 
 from kdra.cluster.store import StoreError  # noqa: E402
-from kdra.kube.client import UnavailableError, resource_path  # noqa: E402
+from kdra.kube.client import UnavailableError  # noqa: E402
+from kdra.kube.resources import resource_path  # noqa: E402
 from support.controlplane import ControlPlane, ControlPlaneConfig, ensure_binaries, k8s_release  # noqa: E402
 
 OUT = HERE / "data" / "apiserver_verdicts.yaml"

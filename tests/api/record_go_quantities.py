@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # the test support, `support`
 
 from kdra.cluster.store import StoreError  # noqa: E402
-from kdra.kube.client import resource_path  # noqa: E402
+from kdra.kube.resources import resource_path  # noqa: E402
 from support.controlplane import ControlPlane, ensure_binaries  # noqa: E402
 
 OUT = HERE / "data" / "go_quantities.yaml"

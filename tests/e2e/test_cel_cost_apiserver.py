@@ -11,7 +11,8 @@ import uuid
 import pytest
 
 from kdra.cluster.store import StoreError
-from kdra.kube.client import KubeClient, resource_path
+from kdra.kube.client import KubeClient
+from kdra.kube.resources import resource_path
 from kdra.validation.rules import validate
 
 pytestmark = pytest.mark.e2e

@@ -26,7 +26,8 @@ import yaml
 
 from kdra.cli.main import build_parser
 from kdra.cluster.store import StoreError
-from kdra.kube.client import RESOURCES, KubeClient, request_info
+from kdra.kube.client import KubeClient
+from kdra.kube.resources import RESOURCES, request_info
 from support.controlplane import ControlPlane, free_port
 from support.helm import chart_dir, ensure_helm, helm, render
 from support.hostpod import host_process, write_service_account

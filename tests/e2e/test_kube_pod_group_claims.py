@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kdra.kube.client import KubeClient, resource_path
+from kdra.kube.client import KubeClient
+from kdra.kube.resources import resource_path
 from support.controlplane import ControlPlane
 
 from .kubeutil import DeviceFleet, claim_template, template_pod

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from kdra.cluster.store import AlreadyExistsError
-from kdra.kube.client import KubeClient, resource_path
+from kdra.kube.client import KubeClient
+from kdra.kube.resources import resource_path
 from support.controlplane import ControlPlane
 from support.wait import stays
 

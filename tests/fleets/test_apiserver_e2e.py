@@ -39,7 +39,7 @@ def _kdra(*args: str) -> str:
 
 def _apply_server_side(client: Any, text: str) -> int:
     """Server-side apply of every object; raises StoreError naming the object when the server refuses."""
-    from kdra.kube.client import resource_path
+    from kdra.kube.resources import resource_path
 
     objs = load_text(text, "kdra output")
     for obj in objs:

@@ -22,6 +22,7 @@ per request in flight, with the same rules (the connections themselves: kdra.kub
   resourceVersion and merge or strategic-merge patches (condition patches). 429 and 5xx with Retry-After
   are retried for every verb, as client-go does. Any other write that fails after it was sent raises
   `UnavailableError` with `maybe_applied = True`.
+- Paths: kdra.kube.resources (which kind lives at which API path, in which group and version).
 - `watch_stream(kind, resource_version)`: one watch request, yielding (type, object) events including
   BOOKMARKs; `Reflector` (kdra.kube.store) turns it into a resuming, relisting watch.
 - `kdra.kube.requests` logs one DEBUG line per request (verb, path, status, milliseconds; never a
@@ -56,7 +57,6 @@ from kdra.cluster.store import (
     NotFoundError,
     StoreError,
 )
-from kdra.errors import InputError
 from kdra.kube.connection import (
     AsyncConnection,
     HTTPConnection,
@@ -68,6 +68,7 @@ from kdra.kube.connection import (
     read_response,
 )
 from kdra.kube.kubeconfig import KubeConfig
+from kdra.kube.resources import is_namespaced, object_path, resource_info, resource_path
 from kdra.kube.tls import client_context
 
 log = logging.getLogger("kdra.kube")
@@ -89,56 +90,6 @@ class ClientOptions(TypedDict, total=False):
 Response = Obj | str | None  # a response body: JSON decoded, text (`/readyz`), or nothing
 
 __all__ = ["KubeConfig"]
-
-
-# kind -> (group/version, plural, namespaced). The DRA kinds, what a scheduler and a driver touch, what
-# deploy/ installs (RBAC, CRDs, the Helm chart's workloads) and kdra's own scheduling CRDs (deploy/crds).
-RESOURCES: dict[str, tuple[str, str, bool]] = {
-    "Namespace": ("v1", "namespaces", False),
-    "Node": ("v1", "nodes", False),
-    "Pod": ("v1", "pods", True),
-    "Event": ("v1", "events", True),
-    "ServiceAccount": ("v1", "serviceaccounts", True),
-    "Service": ("v1", "services", True),
-    "ConfigMap": ("v1", "configmaps", True),
-    "Secret": ("v1", "secrets", True),
-    "Deployment": ("apps/v1", "deployments", True),
-    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
-    "DeviceClass": ("resource.k8s.io/v1", "deviceclasses", False),
-    "ResourceSlice": ("resource.k8s.io/v1", "resourceslices", False),
-    "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims", True),
-    "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates", True),
-    "DeviceTaintRule": ("resource.k8s.io/v1beta2", "devicetaintrules", False),
-    "Lease": ("coordination.k8s.io/v1", "leases", True),
-    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
-    "ClusterRole": ("rbac.authorization.k8s.io/v1", "clusterroles", False),
-    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    "Role": ("rbac.authorization.k8s.io/v1", "roles", True),
-    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
-    "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
-    "PodGroup": ("kdra.dev/v1alpha1", "podgroups", True),
-    "Queue": ("kdra.dev/v1alpha1", "queues", False),
-    "Topology": ("kdra.dev/v1alpha1", "topologies", False),
-    "SchedulingShard": ("kdra.dev/v1alpha1", "schedulingshards", False),
-    "Job": ("batch/v1", "jobs", True),
-    # scheduling.k8s.io's Workload API: v1alpha2 in 1.36, v1beta1 in 1.37 (GenericWorkload); the version the
-    # API server serves is discovered (served_version) and passed as api_version.
-    "Workload": ("scheduling.k8s.io/v1beta1", "workloads", True),
-}
-
-# The same kinds in other API groups: (group, kind) -> (the usual version, plural, namespaced). Paths for an
-# object of one of these groups follow its apiVersion; informers discover the served version.
-GROUP_RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
-    ("scheduling.k8s.io", "PodGroup"): ("v1beta1", "podgroups", True),
-    ("scheduling.k8s.io", "Workload"): ("v1beta1", "workloads", True),
-    ("scheduling.run.ai", "PodGroup"): ("v2alpha2", "podgroups", True),  # KAI
-    ("scheduling.run.ai", "Queue"): ("v2", "queues", False),
-    ("kai.scheduler", "Topology"): ("v1alpha1", "topologies", False),
-    ("kai.scheduler", "SchedulingShard"): ("v1", "schedulingshards", False),
-    ("scheduling.volcano.sh", "PodGroup"): ("v1beta1", "podgroups", True),
-    ("scheduling.volcano.sh", "Queue"): ("v1beta1", "queues", False),
-    ("scheduling.x-k8s.io", "PodGroup"): ("v1alpha1", "podgroups", True),  # scheduler-plugins
-}
 
 
 class ExpiredError(StoreError):
@@ -244,48 +195,6 @@ class TokenBucket:
             time.sleep(delay)
 
 
-# -- paths ----------------------------------------------------------------------------------------------
-
-
-def resource_path(
-    kind: str,
-    namespace: str | None = None,
-    name: str | None = None,
-    subresource: str | None = None,
-    api_version: str | None = None,
-) -> str:
-    gv, plural, namespaced = resource_info(kind, api_version)
-    base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
-    if namespaced and namespace:
-        base += f"/namespaces/{namespace}"
-    path = f"{base}/{plural}"
-    if name is not None:
-        path += f"/{urllib.parse.quote(name, safe='')}"
-        if subresource:
-            path += f"/{subresource}"
-    return path
-
-
-def resource_info(kind: str, api_version: str | None = None) -> tuple[str, str, bool]:
-    """(group/version, plural, namespaced) of `kind`, in `api_version`'s group and version when given."""
-    if api_version and "/" in api_version:
-        group = api_version.split("/", 1)[0]
-        alt = GROUP_RESOURCES.get((group, kind))
-        if alt is not None:
-            return api_version, alt[1], alt[2]
-    try:
-        gv, plural, namespaced = RESOURCES[kind]
-    except KeyError:
-        raise InputError(f"kind {kind!r} is not one kdra reads or writes") from None
-    if api_version and api_version.split("/")[0] == gv.split("/")[0] and "/" in api_version:
-        gv = api_version
-    return gv, plural, namespaced
-
-
-def is_namespaced(kind: str) -> bool:
-    return RESOURCES[kind][2] if kind in RESOURCES else True
-
-
 # A kept-alive connection idle this long is replaced before use: the API server closes idle ones after
 # ~90 s, and client-go's transport retires them (IdleConnTimeout) before that too.
 IDLE_CONNECTION_SECONDS = 30.0
@@ -317,33 +226,6 @@ def replayable(method: str, body: object, content_type: str | None) -> bool:
     if method == "PUT":
         return bool(isinstance(body, dict) and (body.get("metadata") or {}).get("resourceVersion"))
     return method == "PATCH" and content_type in _IDEMPOTENT_PATCHES
-
-
-def request_info(method: str, path: str, params: dict[str, str] | None = None) -> tuple[str, str, str, str]:
-    """(verb, API group, resource, subresource) of a request, as the API server's RequestInfo and RBAC see
-    it: GET is get, list or watch; POST create; PUT update; PATCH patch; DELETE delete or
-    deletecollection. Non-resource paths (/readyz) give ("get", "", path, "")."""
-    parts = [p for p in path.split("?", 1)[0].split("/") if p]
-    if parts[:1] == ["api"] and len(parts) >= 2:
-        group, rest = "", parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 3:
-        group, rest = parts[1], parts[3:]
-    else:
-        return (method.lower(), "", path, "")
-    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
-        rest = rest[2:]  # namespaces/NS/resource...; "namespaces/NAME" alone is the Namespace itself
-    resource = rest[0] if rest else ""
-    named = len(rest) >= 2
-    sub = rest[2] if len(rest) >= 3 else ""
-    q = params or {}
-    verb = {
-        "GET": "get" if named else ("watch" if q.get("watch") in ("1", "true") else "list"),
-        "POST": "create",
-        "PUT": "update",
-        "PATCH": "patch",
-        "DELETE": "delete" if named else "deletecollection",
-    }.get(method, method.lower())
-    return verb, group, resource, sub
 
 
 # How long a request waits for the API server to take a connection (TCP, a proxy's CONNECT, TLS), over all
@@ -909,11 +791,11 @@ class KubeClient:
 
     def update(self, obj: Obj, subresource: str | None = None) -> Obj:
         """PUT; a metadata.resourceVersion makes it conditional (ConflictError when stale)."""
-        result = cast(Obj, self.request("PUT", _update_path(obj, subresource), obj))
+        result = cast(Obj, self.request("PUT", object_path(obj, subresource), obj))
         return result
 
     async def aupdate(self, obj: Obj, subresource: str | None = None) -> Obj:
-        result = cast(Obj, await self.arequest("PUT", _update_path(obj, subresource), obj))
+        result = cast(Obj, await self.arequest("PUT", object_path(obj, subresource), obj))
         return result
 
     def patch(
@@ -929,7 +811,7 @@ class KubeClient:
     ) -> Obj:
         """PATCH: `merge`, `strategic`, `json` or `apply` (server-side apply: the patch is the whole
         object as its manager wants it; give params fieldManager=... and force=true). The path follows
-        `api_version` when the kind lives in several API groups (kdra.kube.client.GROUP_RESOURCES)."""
+        `api_version` when the kind lives in several API groups (kdra.kube.resources.GROUP_RESOURCES)."""
         path = resource_path(kind, namespace, name, subresource, api_version)
         result = cast(
             Obj, self.request("PATCH", path, patch, content_type=_CONTENT_TYPES[patch_type], params=params)
@@ -1161,12 +1043,6 @@ class KubeClient:
 
     def close(self) -> None:
         self._drop_conn()
-
-
-def _update_path(obj: Obj, subresource: str | None) -> str:
-    md = obj["metadata"]
-    ns = md.get("namespace") if is_namespaced(obj["kind"]) else None
-    return resource_path(obj["kind"], ns, md["name"], subresource, obj.get("apiVersion"))
 
 
 def _binding(namespace: str, pod: str, uid: str, node: str) -> Obj:

@@ -31,7 +31,8 @@ from collections.abc import Callable
 
 from kdra.api.types import Obj
 from kdra.cluster.store import AlreadyExistsError, ConflictError, NotFoundError, StoreError
-from kdra.kube.client import FencedError, KubeClient, resource_path
+from kdra.kube.client import FencedError, KubeClient
+from kdra.kube.resources import resource_path
 
 log = logging.getLogger("kdra.kube.leader")
 

@@ -42,15 +42,8 @@ from kdra.cluster.store import (
     copy_for_update,
     describe,
 )
-from kdra.kube.client import (
-    GROUP_RESOURCES,
-    RESOURCES,
-    ExpiredError,
-    KubeClient,
-    is_namespaced,
-    resource_info,
-    rv_int,
-)
+from kdra.kube.client import ExpiredError, KubeClient, rv_int
+from kdra.kube.resources import GROUP_RESOURCES, RESOURCES, is_namespaced, resource_info
 
 log = logging.getLogger("kdra.kube")
 
@@ -80,7 +73,7 @@ def strip_managed_fields(obj: Obj) -> Obj:
 @dataclass(frozen=True)
 class Source:
     """One informed resource: `kind` as the store's readers see it, in API `group` ("" = the kind's group
-    in kdra.kube.client.RESOURCES). An optional source is discovered (the version the API server serves,
+    in kdra.kube.resources.RESOURCES). An optional source is discovered (the version the API server serves,
     preferring `prefer`); when it is not served (a CRD not installed, a gate off) it is simply absent, and
     probed again every `probe_period` seconds, so a CRD installed later is picked up."""
 
