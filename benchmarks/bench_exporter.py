@@ -247,7 +247,7 @@ def compare_prometheus_client(state: FleetState) -> None:
     except ImportError:
         print("prometheus_client: not installed, comparison skipped")
         return
-    from kdra.observe.model import CLAIM_DEVICE_LABELS
+    from kdra.observe.families import CLAIM_DEVICE_LABELS
 
     registry = CollectorRegistry()
     g = Gauge("kdra_claim_device_info", "info", CLAIM_DEVICE_LABELS, registry=registry)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kdra.observe.model import metric_families
+from kdra.observe.families import metric_families
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "kdra-grafana.json"
 VARIABLES = {"$__rate_interval": "5m", "$product": ".*", "$node": ".*"}

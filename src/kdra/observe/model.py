@@ -5,7 +5,8 @@ Pod, DeviceClass, Queue) from any source: the in-memory store of a simulation, o
 server. It keeps compact records, never the objects, and rebuilds the text of an object's series when that
 object (or a device it holds) changes. `render()` then only joins precomputed strings, so a scrape of a
 5,000-node fleet costs milliseconds (benchmarks/bench_exporter.py); aggregates are recomputed once per
-change, not per scrape.
+change, not per scrape. What it keeps of each object: kdra.observe.records; the families it serves:
+kdra.observe.families; the pending and queue reports, computed when it renders: kdra.observe.reports.
 
 Definitions (docs/observability.md):
 - GPU-equivalents follow kdra.sim.accounting: a full GPU is 1, a MIG device its memory over its parent
@@ -18,278 +19,46 @@ Definitions (docs/observability.md):
 
 from __future__ import annotations
 
-import datetime
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from kdra.api.gpus import (
-    attribute_text,
-    counter_sets,
-    gpu_devices,
-    gpu_equivalents,
-    node_gpu_memory,
-    quantity_value,
-)
-from kdra.api.pods import pod_claim_names, reserving_pods
+from kdra.api.gpus import gpu_equivalents, node_gpu_memory
 from kdra.api.types import Obj
 from kdra.observe.exposition import CONTENT_TYPE, Histogram, SeriesTable, escape, fmt_value, header
+from kdra.observe.families import (
+    ATTEMPT_BUCKETS,
+    CLAIM_FAMILIES,
+    DEVICE_FAMILIES,
+    E2E_BUCKETS,
+    FLEET_FAMILIES,
+    POOL_FAMILIES,
+    POOL_LABELS,
+)
+from kdra.observe.records import (
+    ClaimKey,
+    ClaimRec,
+    DeviceRec,
+    DevKey,
+    PodRec,
+    ResultRec,
+    claim_record,
+    device_labels,
+    obj_key,
+    parse_time,
+    pod_record,
+    result_memory,
+    scheduled_condition,
+    share_fraction,
+    slice_records,
+)
+from kdra.observe.reports import pending_text, queue_rows_from_objects, queue_text
 
-DevKey = tuple[str, str, str]  # driver, pool, device
 Group = tuple[str, str, str, str]  # node, driver, pool, product
 # what a claim adds to a group: GPU-equivalents, memory, the memory it needs, the memory it strands
 Contribution = tuple[Group, float, int, float, float]
-ClaimKey = tuple[str, str]  # namespace, name
-MIB = 1024 * 1024
-GPU_MEMORY_ANNOTATION = "kdra.dev/gpu-memory"
-QUEUE_REFS = ("kdra.dev/queue", "kai.scheduler/queue", "runai/queue", "scheduling.volcano.sh/queue-name")
 KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod", "Queue")
-
-# Buckets of kube-scheduler's scheduling_attempt_duration_seconds (exponential from 1 ms) and of its
-# pod_scheduling_sli_duration_seconds (exponential from 10 ms, factor 1.5... we extend to a day for
-# queued batch jobs).
-ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
-E2E_BUCKETS = (
-    0.01,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
-    30,
-    60,
-    120,
-    300,
-    600,
-    1800,
-    3600,
-    7200,
-    21600,
-    86400,
-)
-
-_MEM_SELECTOR = re.compile(
-    r"capacity\[['\"][^'\"]+['\"]\]\.memory\s*\.\s*compareTo\(\s*quantity\(\s*['\"]([^'\"]+)['\"]\s*\)\s*\)"
-    r"\s*(>=|>)\s*0"
-)
-_COUNT_PREFIX = re.compile(r"^\d+\s+")
-
-
-def parse_time(ts: Any) -> float | None:
-    if not ts or not isinstance(ts, str):
-        return None
-    try:
-        return datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-# -- records -------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class DeviceRec:
-    node: str
-    product: str
-    dtype: str
-    memory: int
-    shareable: bool
-    counters: tuple[tuple[str, str, int], ...]  # (counter set, counter, value) it consumes
-    phys: str  # the physical GPU it is (part of); "" for non-GPU devices
-    parent_memory: int  # memory of that physical GPU when the slice says (counter set), else 0
-    profile: str
-    uuid: str
-    gpu: bool
-    slice: str
-    labels: str = ""  # node/driver/pool/device/product label text, built once
-    capacity: tuple[tuple[str, int], ...] = ()  # every capacity it publishes (a share's fraction of it)
-
-
-@dataclass(slots=True)
-class ResultRec:
-    request: str
-    driver: str
-    pool: str
-    device: str
-    share_id: str
-    consumed: tuple[tuple[str, int], ...]
-    admin: bool
-
-    @property
-    def key(self) -> DevKey:
-        return (self.driver, self.pool, self.device)
-
-
-@dataclass(slots=True)
-class ClaimRec:
-    namespace: str
-    name: str
-    uid: str
-    results: tuple[ResultRec, ...]
-    classes: dict[str, str]  # request (or request/subrequest) -> DeviceClass
-    request_memory: dict[str, int]  # request -> requested memory per device, where known
-    need: int | None  # the claim's own gpu-memory annotation
-    pods: tuple[str, ...]  # reservedFor pod names
-    selector_node: str
-    allocated: bool
-    deleting: bool
-
-
-@dataclass(slots=True)
-class PodRec:
-    uid: str
-    node: str
-    phase: str
-    pending: bool
-    reason: str
-    node_reasons: tuple[str, ...]
-    claims: tuple[str, ...]
-    need: int | None
-    queue: str
-    message: str = ""  # first line of the PodScheduled=False message, for `kdra top`'s pending list
-
-
-CLAIM_DEVICE_LABELS = (
-    "claim",
-    "namespace",
-    "pod",
-    "driver",
-    "pool",
-    "device",
-    "request",
-    "node",
-    "device_class",
-    "product",
-    "dra_claim_name",
-    "dra_claim_namespace",
-    "dra_driver_name",
-    "dra_pool_name",
-    "dra_device_name",
-)
-
-# Per allocated device (one claim result): cached per claim.
-CLAIM_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    (
-        "kdra_claim_device_info",
-        "gauge",
-        "One series per device allocated to a ResourceClaim (value 1), labelled with the claim, its pod(s), "
-        "the device and where it is; dra_* labels join with dcgm-exporter's DRA labels.",
-    ),
-    (
-        "kdra_claim_device_gpu_equivalents",
-        "gauge",
-        "Whole-GPU equivalents of one allocated device: 1 for a GPU, memory fraction for a MIG device or a "
-        "share, 0 for non-GPU devices.",
-    ),
-    (
-        "kdra_claim_device_memory_bytes",
-        "gauge",
-        "Accelerator memory an allocated device holds for its claim (a share's consumed memory).",
-    ),
-    (
-        "kdra_claim_device_consumed_capacity",
-        "gauge",
-        "Capacity consumed by a share of a device with allowMultipleAllocations (status.allocation "
-        "consumedCapacity), in the capacity's base unit (bytes for memory).",
-    ),
-    (
-        "kdra_claim_device_consumes",
-        "gauge",
-        "Shared counters an allocated partition (e.g. a MIG device) consumes from its counter set "
-        "(memory slices, multiprocessors, memory in bytes).",
-    ),
-)
-# Per published device: cached per device.
-DEVICE_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    (
-        "kdra_device_allocations",
-        "gauge",
-        "Claim results currently placed on a published device (0 free, 1 exclusive, n shares).",
-    ),
-    (
-        "kdra_device_allocated_ratio",
-        "gauge",
-        "Fraction of a published device in use: 1 when allocated whole, a share's consumed memory over "
-        "the device's, 0 when free.",
-    ),
-)
-FLEET_LABELS = ("node", "driver", "pool", "product")
-FLEET_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("kdra_fleet_devices", "gauge", "Devices published in ResourceSlices."),
-    ("kdra_fleet_devices_allocated", "gauge", "Published devices allocated to at least one claim."),
-    ("kdra_fleet_gpus", "gauge", "Physical GPUs behind the published devices."),
-    ("kdra_fleet_gpu_equivalents_allocated", "gauge", "Whole-GPU equivalents allocated to claims."),
-    ("kdra_fleet_memory_bytes", "gauge", "Accelerator memory of the physical GPUs/devices published."),
-    ("kdra_fleet_memory_allocated_bytes", "gauge", "Accelerator memory allocated to claims."),
-    (
-        "kdra_fleet_memory_requested_bytes",
-        "gauge",
-        "Accelerator memory the claims asked for, where they say (annotation, capacity request or "
-        "selector lower bound).",
-    ),
-    (
-        "kdra_fleet_stranded_memory_bytes",
-        "gauge",
-        "Accelerator memory allocated but not requested (allocated minus requested, claims that say what "
-        "they need).",
-    ),
-)
-
-
-# Per node pool (the node's pool label, POOL_LABELS): how GPU capacity is idle, as placements happen.
-POOL_LABELS = (
-    "kdra.dev/pool",
-    "cloud.google.com/gke-nodepool",
-    "eks.amazonaws.com/nodegroup",
-    "karpenter.sh/nodepool",
-    "kubernetes.azure.com/agentpool",
-)
-POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("kdra_pool_gpus", "gauge", "Physical GPUs of the node pool's nodes."),
-    (
-        "kdra_pool_gpus_idle",
-        "gauge",
-        "GPU-equivalents of the node pool not allocated to any claim (unallocated GPU capacity).",
-    ),
-    (
-        "kdra_pool_gpus_fragmented",
-        "gauge",
-        "Idle GPU-equivalents on GPUs that are partly allocated (shares, MIG devices): capacity only a "
-        "smaller share than the gap can use; fragmentation as it happens.",
-    ),
-)
-
-# Every family the exporter serves (histograms by their base name).
-OTHER_FAMILIES: tuple[tuple[str, str], ...] = (
-    ("kdra_claim_stranded_memory_bytes", "gauge"),
-    ("kdra_pending_pods", "gauge"),
-    ("kdra_pending_pod_node_reasons", "gauge"),
-    ("kdra_pending_claims", "gauge"),
-    ("kdra_queue_allocated", "gauge"),
-    ("kdra_queue_deserved", "gauge"),
-    ("kdra_queue_fair_share", "gauge"),
-    ("kdra_queue_limit", "gauge"),
-    ("kdra_pod_scheduling_duration_seconds", "histogram"),
-    ("kdra_scheduler_attempt_duration_seconds", "histogram"),
-    ("kdra_conflicting_allocations", "gauge"),
-    ("kdra_conflicting_allocations_detected_total", "counter"),
-    ("kdra_conflicting_allocations_repaired_total", "counter"),
-    ("kdra_exporter_watch_events_total", "counter"),
-    ("kdra_exporter_watch_event_errors_total", "counter"),
-)
-
-
-def metric_families() -> dict[str, str]:
-    """name -> type of every metric family the exporter serves."""
-    out = {n: t for n, t, _h in (*CLAIM_FAMILIES, *DEVICE_FAMILIES, *FLEET_FAMILIES, *POOL_FAMILIES)}
-    out.update(OTHER_FAMILIES)
-    return out
 
 
 def _fam_index(fams: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
@@ -414,7 +183,7 @@ class FleetState:
         """A fresh list of a kind (start, or a watch that expired): the objects not in it are gone."""
         with self.lock:
             objs = list(objs)
-            names = {_obj_key(kind, o) for o in objs}
+            names = {obj_key(kind, o) for o in objs}
             for key in self._keys_of(kind):
                 if key not in names:
                     ns, name = key
@@ -492,13 +261,15 @@ class FleetState:
                 rec = self.devices.get(dk)
                 if rec is not None and not rec.product and product:
                     rec.product = product
-                    rec.labels = _device_labels(dk, rec)
+                    rec.labels = device_labels(dk, rec)
                 self._refresh_device(dk)
 
     def _on_slice(self, obj: Obj, deleted: bool) -> None:
         name = obj["metadata"]["name"]
         # read everything first: an unreadable slice changes nothing
-        new_sets, new_devs = ({}, []) if deleted else self._parse_slice(name, obj)
+        new_sets, new_devs = (
+            ({}, []) if deleted else slice_records(name, obj, self.counter_sets, self.node_product)
+        )
         old = self.slice_devices.pop(name, [])
         for cs in self.slice_counters.pop(name, []):
             self.counter_sets.pop(cs, None)
@@ -531,43 +302,6 @@ class FleetState:
         for dk in sorted(touched):
             self._refresh_device(dk)
 
-    def _parse_slice(
-        self, name: str, obj: Obj
-    ) -> tuple[dict[tuple[str, str, str], dict[str, int]], list[tuple[DevKey, DeviceRec]]]:
-        spec = obj.get("spec") or {}
-        driver = spec.get("driver", "")
-        pool = (spec.get("pool") or {}).get("name", "")
-        node = spec.get("nodeName") or ""
-        sets = counter_sets(spec)
-        out = []
-        for dev in gpu_devices(spec, self.counter_sets):
-            dk = (driver, pool, dev.name)
-            attrs = dev.attributes
-            product = (
-                attribute_text(attrs, "productName")
-                or attribute_text(attrs, "model")
-                or attribute_text(attrs, "accelerator")
-                or self.node_product.get(node, "")
-            )
-            rec = DeviceRec(
-                node=node,
-                product=product,
-                dtype=dev.dtype,
-                memory=dev.memory,
-                shareable=dev.shareable,
-                counters=dev.counters,
-                phys=dev.physical,
-                parent_memory=dev.parent_memory,
-                profile=attribute_text(attrs, "profile"),
-                uuid=dev.uuid,
-                gpu=dev.gpu,
-                slice=name,
-                capacity=dev.capacity,
-            )
-            rec.labels = _device_labels(dk, rec)
-            out.append((dk, rec))
-        return sets, out
-
     def device_lines_pop(self, dk: DevKey) -> None:
         for lines in self.device_lines:
             lines.pop(dk, None)
@@ -577,10 +311,10 @@ class FleetState:
         rec = self.devices.get(dk)
         holders = self.holders.get(dk) or {}
         self._device_contribute(dk)
-        self._pool_contribute(dk, rec, self._device_ratio(dk, rec, holders) if rec is not None else 0.0)
+        self._pool_contribute(dk, rec, self.device_ratio(dk, rec, holders) if rec is not None else 0.0)
         if rec is not None:
             n = sum(holders.values())
-            ratio = self._device_ratio(dk, rec, holders)
+            ratio = self.device_ratio(dk, rec, holders)
             self.device_lines[_DF["kdra_device_allocations"]][dk] = (
                 f"kdra_device_allocations{rec.labels} {n}\n"
             )
@@ -722,7 +456,7 @@ class FleetState:
             if r.admin:
                 continue
             rec = self.devices.get(r.key)
-            m = _result_memory(r, rec)
+            m = result_memory(r, rec)
             items.append((r, rec, m))
             total += m
         out: list[Contribution] = []
@@ -782,7 +516,7 @@ class FleetState:
         with self.lock:
             return {g: [round(v, 6) for v in row] for g, row in self.groups.items()}
 
-    def _device_ratio(self, dk: DevKey, rec: DeviceRec, holders: Mapping[ClaimKey, int]) -> float:
+    def device_ratio(self, dk: DevKey, rec: DeviceRec, holders: Mapping[ClaimKey, int]) -> float:
         if not holders:
             return 0.0
         if not rec.shareable:
@@ -796,7 +530,7 @@ class FleetState:
                 continue
             for r in claim.results:
                 if r.key == dk:
-                    used += _share_fraction(r, rec) if r.share_id or r.consumed else 1.0
+                    used += share_fraction(r, rec) if r.share_id or r.consumed else 1.0
         return min(1.0, used)
 
     # -- claims ---------------------------------------------------------------------------------------
@@ -804,7 +538,7 @@ class FleetState:
     def _on_claim(self, obj: Obj, deleted: bool) -> None:
         meta = obj["metadata"]
         ck = (meta.get("namespace") or "default", meta["name"])
-        rec = None if deleted else _claim_record(ck, obj)  # read first: an unreadable claim changes nothing
+        rec = None if deleted else claim_record(ck, obj)  # read first: an unreadable claim changes nothing
         old = self.claims.pop(ck, None)
         old_devices: set[DevKey] = set()
         if old is not None:
@@ -838,7 +572,7 @@ class FleetState:
             if rec_d is None:
                 continue
             holders = self.holders.get(dk) or {}
-            ratio = self._device_ratio(dk, rec_d, holders)
+            ratio = self.device_ratio(dk, rec_d, holders)
             self._pool_contribute(dk, rec_d, ratio)
             self.device_lines[_DF["kdra_device_allocations"]][dk] = (
                 f"kdra_device_allocations{rec_d.labels} {sum(holders.values())}\n"
@@ -878,7 +612,7 @@ class FleetState:
         if rec is None or not rec.gpu:
             return 0.0
         if r.share_id and rec.shareable:
-            return _share_fraction(r, rec)
+            return share_fraction(r, rec)
         return gpu_equivalents(rec, self.node_gpu_memory.get(rec.node, 0))
 
     def _render_claim(self, ck: ClaimKey) -> None:
@@ -934,7 +668,7 @@ class FleetState:
             if r.admin:
                 continue
             equiv.append(f"kdra_claim_device_gpu_equivalents{key}}} {fmt_value(self.result_equiv(r, rec))}\n")
-            mem.append(f"kdra_claim_device_memory_bytes{key}}} {_result_memory(r, rec)}\n")
+            mem.append(f"kdra_claim_device_memory_bytes{key}}} {result_memory(r, rec)}\n")
             for cname, v in r.consumed:
                 consumed.append(
                     f'kdra_claim_device_consumed_capacity{key},capacity="{escape(cname)}"}} {v}\n'
@@ -963,7 +697,7 @@ class FleetState:
         meta = obj["metadata"]
         pk = (meta.get("namespace") or "default", meta["name"])
         uid = meta.get("uid", "")
-        new = None if deleted else _pod_record(obj)  # read first: an unreadable pod changes nothing
+        new = None if deleted else pod_record(obj)  # read first: an unreadable pod changes nothing
         old = self.pods.pop(pk, None)
         if old is not None:
             self._pod_uncount(pk, old)
@@ -975,7 +709,7 @@ class FleetState:
         self._pod_count(pk, new)
         self._pod_claims_changed(pk, old, new)
         if new.node and uid not in self.scheduled_seen:
-            cond = _scheduled_condition(obj)
+            cond = scheduled_condition(obj)
             if cond is not None and cond.get("status") == "True":
                 # kube-scheduler's binding sets nodeName and PodScheduled=True at once; kdra's scheduler
                 # writes the condition in a second update, so wait for it.
@@ -1097,8 +831,8 @@ class FleetState:
             ).encode()
         )
         parts.extend(self.stranded_lines.blobs())
-        parts.append(self._pending_text().encode())
-        parts.append(self._queue_text().encode())
+        parts.append(pending_text(self).encode())
+        parts.append(queue_text(self.queue_rows()).encode())
         return parts
 
     def _pending_text(self) -> str:
@@ -1152,7 +886,7 @@ class FleetState:
             return self.queue_report
         if not self.queues:
             return []
-        return _queue_report_from_objects(self)
+        return queue_rows_from_objects(self)
 
     def _queue_text(self) -> str:
         rows = self.queue_rows()
@@ -1238,224 +972,3 @@ class FleetState:
             return self._rendered
 
     content_type = CONTENT_TYPE
-
-
-# -- helpers ---------------------------------------------------------------------------------------------
-
-
-def _obj_key(kind: str, obj: Obj) -> ClaimKey:
-    meta = obj.get("metadata") or {}
-    if kind in ("ResourceClaim", "Pod"):
-        return (meta.get("namespace") or "default", meta.get("name", ""))
-    return ("", meta.get("name", ""))
-
-
-def _device_labels(dk: DevKey, rec: DeviceRec) -> str:
-    return (
-        f'{{node="{escape(rec.node)}",driver="{escape(dk[0])}",pool="{escape(dk[1])}",'
-        f'device="{escape(dk[2])}",product="{escape(rec.product)}"'
-        + (',partition="true"}' if is_partition(rec) else "}")
-    )
-
-
-def is_partition(rec: DeviceRec) -> bool:
-    """A dynamic partition (a MIG profile of a partitionable GPU): one of many overlapping devices."""
-    return bool(rec.counters) and rec.dtype == "mig"
-
-
-def _share_fraction(r: ResultRec, rec: DeviceRec) -> float:
-    """The part of a shareable device one result consumes: the largest fraction of any of its capacities
-    (memory, or a `shares` count as the openb replay fleet publishes)."""
-    consumed = dict(r.consumed)
-    frac = 0.0
-    for name, total in rec.capacity:
-        if total > 0 and consumed.get(name):
-            frac = max(frac, consumed[name] / total)
-    return min(1.0, frac)
-
-
-def _result_memory(r: ResultRec, rec: DeviceRec | None) -> int:
-    if r.share_id or (rec is not None and rec.shareable and r.consumed):
-        for name, v in r.consumed:
-            if name == "memory":
-                return v
-        return 0
-    return rec.memory if rec is not None else 0
-
-
-def _node_reasons(message: str) -> tuple[str, ...]:
-    """The reasons of kube-scheduler's FitError text: '0/5 nodes are available: 3 Insufficient cpu, 2 ...'"""
-    first = message.split("\n", 1)[0]
-    if "nodes are available:" not in first:
-        return ()  # free text (gang and queue messages name objects): only the condition reason counts
-    body = first.split("nodes are available:", 1)[1]
-    body = body.split(" preemption:", 1)[0].strip().rstrip(".")
-    out = []
-    for part in body.split(", "):
-        part = _COUNT_PREFIX.sub("", part.strip()).rstrip(".")
-        if part:
-            out.append(part)
-    return tuple(sorted(set(out)))
-
-
-def _scheduled_condition(pod: Obj) -> dict[str, Any] | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled":
-            return dict(c)
-    return None
-
-
-def _pod_record(obj: Obj) -> PodRec:
-    meta = obj["metadata"]
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    phase = status.get("phase") or "Pending"
-    node = spec.get("nodeName") or ""
-    cond = _scheduled_condition(obj)
-    terminal = phase in ("Succeeded", "Failed")
-    pending = not node and not terminal and not meta.get("deletionTimestamp")
-    reason = ""
-    message = ""
-    node_reasons: tuple[str, ...] = ()
-    if pending:
-        if spec.get("schedulingGates"):
-            reason = "SchedulingGated"
-        elif cond is not None and cond.get("status") == "False":
-            reason = cond.get("reason") or "Unschedulable"
-            node_reasons = _node_reasons(cond.get("message") or "")
-            message = (cond.get("message") or "").split("\n", 1)[0][:300]
-        else:
-            reason = "NotYetAttempted"
-    claims = pod_claim_names(obj)
-    ann = meta.get("annotations") or {}
-    need = quantity_value(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
-    queue = ""
-    for src in (meta.get("labels") or {}, ann):
-        for k in QUEUE_REFS:
-            if src.get(k) and not queue:
-                queue = str(src[k])
-    return PodRec(
-        meta.get("uid", ""), node, phase, pending, reason, node_reasons, tuple(claims), need, queue, message
-    )
-
-
-def _request_memory(req: Mapping[str, Any]) -> int | None:
-    cap = ((req.get("capacity") or {}).get("requests") or {}).get("memory")
-    if cap is not None:
-        return quantity_value(cap)
-    for sel in req.get("selectors") or []:
-        m = _MEM_SELECTOR.search(((sel or {}).get("cel") or {}).get("expression", ""))
-        if m:
-            return quantity_value(m.group(1))
-    return None
-
-
-def _claim_record(ck: ClaimKey, obj: Obj) -> ClaimRec:
-    meta = obj["metadata"]
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    classes: dict[str, str] = {}
-    req_mem: dict[str, int] = {}
-    for req in (spec.get("devices") or {}).get("requests") or []:
-        rname = req.get("name", "")
-        exactly = req.get("exactly")
-        if exactly is not None:
-            classes[rname] = exactly.get("deviceClassName", "")
-            m = _request_memory(exactly)
-            if m is not None:
-                req_mem[rname] = m
-        for sub in req.get("firstAvailable") or []:
-            key = f"{rname}/{sub.get('name', '')}"
-            classes[key] = sub.get("deviceClassName", "")
-            m = _request_memory(sub)
-            if m is not None:
-                req_mem[key] = m
-    alloc = status.get("allocation") or {}
-    results = []
-    for r in (alloc.get("devices") or {}).get("results") or []:
-        consumed = tuple(sorted((k, quantity_value(v)) for k, v in (r.get("consumedCapacity") or {}).items()))
-        results.append(
-            ResultRec(
-                request=r.get("request", ""),
-                driver=r.get("driver", ""),
-                pool=r.get("pool", ""),
-                device=r.get("device", ""),
-                share_id=str(r.get("shareID") or ""),
-                consumed=consumed,
-                admin=bool(r.get("adminAccess")),
-            )
-        )
-    selector_node = ""
-    for term in (alloc.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-        for f in term.get("matchFields") or []:
-            if f.get("key") == "metadata.name" and len(f.get("values") or []) == 1:
-                selector_node = f["values"][0]
-    pods = tuple(reserving_pods(obj))
-    ann = meta.get("annotations") or {}
-    need = quantity_value(ann[GPU_MEMORY_ANNOTATION]) if ann.get(GPU_MEMORY_ANNOTATION) else None
-    return ClaimRec(
-        namespace=ck[0],
-        name=ck[1],
-        uid=meta.get("uid", ""),
-        results=tuple(results),
-        classes=classes,
-        request_memory=req_mem,
-        need=need,
-        pods=pods,
-        selector_node=selector_node,
-        allocated=bool(alloc),
-        deleting=bool(meta.get("deletionTimestamp")),
-    )
-
-
-def _queue_report_from_objects(state: FleetState) -> list[dict[str, Any]]:
-    """Queues read from Queue objects (kube mode, no scheduler in process): deserved and limit from the
-    spec, allocated = devices (per DeviceClass) and their memory held by the queue's running pods."""
-    from kdra.errors import InputError
-    from kdra.scheduler.queuetree import QueueTree, parse_queue
-
-    specs = []
-    for name in sorted(state.queues):
-        try:
-            specs.append(parse_queue(state.queues[name]))
-        except InputError:
-            continue
-    tree = QueueTree(specs)
-    allocated: dict[str, dict[str, float]] = {}
-    for (ns, _name), pod in state.pods.items():
-        if not pod.node or pod.phase in ("Succeeded", "Failed"):
-            continue
-        leaf = tree.leaf_or_default(pod.queue or None)
-        usage: dict[str, float] = {}
-        for cname in pod.claims:
-            claim = state.claims.get((ns, cname))
-            if claim is None:
-                continue
-            for r in claim.results:
-                if r.admin:
-                    continue
-                cls = claim.classes.get(r.request) or claim.classes.get(r.request.split("/", 1)[0], "")
-                k = f"deviceclass/{cls}"
-                usage[k] = usage.get(k, 0.0) + 1
-                mem = _result_memory(r, state.devices.get(r.key))
-                if mem:
-                    mk = f"memory.deviceclass/{cls}"
-                    usage[mk] = usage.get(mk, 0.0) + mem
-        for q in tree.ancestors(leaf):
-            tgt = allocated.setdefault(q, {})
-            for k, v in usage.items():
-                tgt[k] = tgt.get(k, 0.0) + v
-    rows = []
-    for name in sorted(tree.specs):
-        spec = tree.specs[name]
-        rows.append(
-            {
-                "queue": name,
-                "parent": spec.parent,
-                "allocated": dict(sorted(allocated.get(name, {}).items())),
-                "fairShare": {},
-                "quota": dict(sorted(spec.quota.items())),
-                "limit": dict(sorted(spec.limit.items())),
-            }
-        )
-    return rows

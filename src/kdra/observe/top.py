@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.observe.exposition import parse_text
-from kdra.observe.model import FleetState, _result_memory, is_partition
+from kdra.observe.model import FleetState
+from kdra.observe.records import is_partition, result_memory
 
 _NUM = re.compile(r"(\d+)")
 
@@ -80,9 +81,9 @@ def rows_from_state(state: FleetState) -> list[DeviceRow]:
                         continue
                     share = 1.0
                     if rec.shareable and r.share_id and rec.memory:
-                        share = min(1.0, _result_memory(r, rec) / rec.memory)
+                        share = min(1.0, result_memory(r, rec) / rec.memory)
                     holders.append(Holder(f"{ck[0]}/{ck[1]}", ",".join(claim.pods), r.request, share))
-            used = state._device_ratio(dk, rec, holders_map)
+            used = state.device_ratio(dk, rec, holders_map)
             rows.append(
                 DeviceRow(
                     rec.node,
