@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kdra.allocator import AllocatedState, AllocationOutcome, Allocator, AllocatorIndex, FeatureGates
 from kdra.allocator._nodes import node_selector_matches
@@ -22,6 +23,9 @@ from kdra.errors import AllocationError
 from kdra.plan.demand import PodDemand, Unit
 from kdra.plan.nodetypes import NodeType
 from kdra.scheduler.nodefit import NodeFit
+
+if TYPE_CHECKING:
+    from kdra.plan.inputs import Inputs
 
 
 @dataclass
@@ -144,6 +148,19 @@ class Cluster:
         self.bins = [
             Bin(str(n["metadata"]["name"]), n, self.fit, self.state, self.allocator, features) for n in nodes
         ]
+
+    @classmethod
+    def from_inputs(cls, inputs: Inputs, features: FeatureGates) -> Cluster:
+        """The cluster a plan starts from: its nodes, devices and the claims and pods already running."""
+        return cls(
+            inputs.nodes,
+            inputs.classes,
+            inputs.slices,
+            inputs.claims,
+            inputs.running,
+            features,
+            taint_rules=inputs.taint_rules,
+        )
 
 
 def new_bin(t: NodeType, name: str, features: FeatureGates, domain: int | None = None) -> Bin:

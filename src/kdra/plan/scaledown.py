@@ -102,15 +102,7 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
     for t in types:  # the first type of a pool name wins (the cluster's own Fleet comes first)
         prices.setdefault(t.pool.name, t.price)
         mins.setdefault(t.pool.name, t.pool.min_count)
-    cluster = Cluster(
-        inputs.nodes,
-        inputs.classes,
-        inputs.slices,
-        inputs.claims,
-        inputs.running,
-        features,
-        taint_rules=inputs.taint_rules,
-    )
+    cluster = Cluster.from_inputs(inputs, features)
     search = Search(cluster, [], features, TopologyLevels.from_objects(inputs.scheduling))
     gpus = FleetGpus([*inputs.nodes, *inputs.slices])
     claims = {ref(c): c for c in inputs.claims}

@@ -99,16 +99,7 @@ def _search(
     prober = Prober(types, features)
 
     def fresh() -> Search:
-        cluster = Cluster(
-            inputs.nodes,
-            inputs.classes,
-            inputs.slices,
-            inputs.claims,
-            inputs.running,
-            features,
-            taint_rules=inputs.taint_rules,
-        )
-        s = Search(cluster, types, features, levels, prober, name=name)
+        s = Search(Cluster.from_inputs(inputs, features), types, features, levels, prober, name=name)
         s.serial = serial
         return s
 
