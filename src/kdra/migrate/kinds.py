@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,15 +237,43 @@ class Found:
 def pod_specs(obj: Node, places: tuple[Place, ...]) -> Iterator[Found]:
     """Every pod spec of an object, in table order then document order."""
     for place in places:
-        for path, roles, node in _walk(obj, place.segments(), (), []):
+        for path, roles, node in _walk(_NODES, obj, place.segments(), (), []):
             if isinstance(node, MappingNode):
                 role = place.role or "-".join(r for r in roles if r)
                 yield Found(place, path, role, node)
 
 
+@dataclass(frozen=True)
+class _Reader:
+    """How the walker reads a document: YAML nodes (what kdra migrate rewrites, aliases and merge keys
+    followed) or plain data (migrated output as a safe YAML load gives it)."""
+
+    entries: Callable[[Any], Iterable[tuple[str, Any]]]  # a mapping's (key, value)s, read as they are reached
+    get: Callable[[Any, str], Any]  # a mapping's value of a key; None for anything else
+    items: Callable[[Any], list[Any] | None]  # a sequence's items; None for anything else
+    name: Callable[[Any], str]  # an item's name or groupName; "" without
+
+
+_NODES = _Reader(
+    entries=lambda node: ((key, get(node, key)) for key in keys(node)),
+    get=get,
+    items=lambda node: node.value if isinstance(node, SequenceNode) else None,
+    name=lambda item: text_of(get(item, "name")) or text_of(get(item, "groupName")) or "",
+)
+_PLAIN = _Reader(
+    entries=lambda node: ((str(k), v) for k, v in node.items()) if isinstance(node, dict) else (),
+    get=lambda node, key: node.get(key) if isinstance(node, dict) else None,
+    items=lambda node: node if isinstance(node, list) else None,
+    name=lambda item: str(
+        (item.get("name") or item.get("groupName") or "") if isinstance(item, dict) else ""
+    ),
+)
+
+
 def _walk(
-    node: Node | None, segments: list[str], path: Path, roles: list[str]
-) -> Iterator[tuple[Path, list[str], Node]]:
+    read: _Reader, node: Any, segments: list[str], path: Path, roles: list[str]
+) -> Iterator[tuple[Path, list[str], Any]]:
+    """(path, the roles its wildcards name, value) of every place `segments` reach from `node`."""
     if node is None:
         return
     if not segments:
@@ -253,15 +281,13 @@ def _walk(
         return
     head, rest = segments[0], segments[1:]
     if head == "*":
-        for key in keys(node):
-            yield from _walk(get(node, key), rest, (*path, key), [*roles, key.lower()])
+        for key, value in read.entries(node):
+            yield from _walk(read, value, rest, (*path, key), [*roles, key.lower()])
     elif head == "[]":
-        if isinstance(node, SequenceNode):
-            for index, item in enumerate(node.value):
-                name = text_of(get(item, "name")) or text_of(get(item, "groupName")) or ""
-                yield from _walk(item, rest, (*path, index), [*roles, name or str(index)])
+        for index, item in enumerate(read.items(node) or ()):
+            yield from _walk(read, item, rest, (*path, index), [*roles, read.name(item) or str(index)])
     else:
-        yield from _walk(get(node, head), rest, (*path, head), roles)
+        yield from _walk(read, read.get(node, head), rest, (*path, head), roles)
 
 
 def matches_prefix(place: Place, path: Path) -> bool:
@@ -291,30 +317,8 @@ def plain_pod_specs(
     for place in places:
         if place.refuse and converted_only:
             continue
-        for path, roles, spec in _walk_plain(obj, place.segments(), (), []):
+        for path, roles, spec in _walk(_PLAIN, obj, place.segments(), (), []):
             if isinstance(spec, dict) and id(spec) not in seen:
                 seen.add(id(spec))
                 out.append((path, place.role or "-".join(r for r in roles if r), spec))
     return out
-
-
-def _walk_plain(
-    node: Any, segments: list[str], path: Path, roles: list[str]
-) -> Iterator[tuple[Path, list[str], Any]]:
-    if node is None:
-        return
-    if not segments:
-        yield path, roles, node
-        return
-    head, rest = segments[0], segments[1:]
-    if head == "*":
-        if isinstance(node, dict):
-            for key, value in node.items():
-                yield from _walk_plain(value, rest, (*path, str(key)), [*roles, str(key).lower()])
-    elif head == "[]":
-        if isinstance(node, list):
-            for index, item in enumerate(node):
-                name = (item.get("name") or item.get("groupName") or "") if isinstance(item, dict) else ""
-                yield from _walk_plain(item, rest, (*path, index), [*roles, str(name) or str(index)])
-    elif isinstance(node, dict):
-        yield from _walk_plain(node.get(head), rest, (*path, head), roles)
