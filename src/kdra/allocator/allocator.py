@@ -1812,10 +1812,7 @@ class _Run:
                 return None
             counters_reserved = True
         if f.device_taints and blocking_taint(dev, rd.tolerations) is not None:
-            if counters_reserved:
-                self._release_counters(dev, pi)
-            if compat_undo is not None:
-                compat_undo()
+            self._roll_back(rd, dev, pi, 0, counters_reserved, compat_undo)
             return None
         constraints = self.constraints[ci]
         added = 0
@@ -1826,12 +1823,7 @@ class _Run:
             except _UnsupportedValue as err:
                 ok, failure = False, err
             if not ok:
-                for j in range(added - 1, -1, -1):
-                    constraints[j].remove(rd, dev)
-                if counters_reserved:
-                    self._release_counters(dev, pi)
-                if compat_undo is not None:
-                    compat_undo()
+                self._roll_back(rd, dev, pi, added, counters_reserved, compat_undo)
                 if failure is not None:
                     # The stable allocator names the claim and request; the incubating one does not.
                     if f.variant != "stable":
@@ -1857,12 +1849,7 @@ class _Run:
             if not self.capacity_fits(rd, dev):
                 if marked:
                     self.allocating[key].discard(ci)
-                for j in range(added - 1, -1, -1):
-                    constraints[j].remove(rd, dev)
-                if counters_reserved:
-                    self._release_counters(dev, pi)
-                if compat_undo is not None:
-                    compat_undo()
+                self._roll_back(rd, dev, pi, added, counters_reserved, compat_undo)
                 return None
             if allow_multi:
                 try:
@@ -1894,14 +1881,28 @@ class _Run:
                         del self.allocating_capacity[key]
             if marked:
                 self.allocating[key].discard(ci)
-            for j in range(added - 1, -1, -1):
-                constraints[j].remove(rd, dev)
-            if counters_reserved:
-                self._release_counters(dev, pi)
-            if compat_undo is not None:
-                compat_undo()
+            self._roll_back(rd, dev, pi, added, counters_reserved, compat_undo)
 
         return undo
+
+    def _roll_back(
+        self,
+        rd: ReqData,
+        dev: DeviceEntry,
+        pi: int,
+        added: int,
+        counters_reserved: bool,
+        compat_undo: Callable[[], None] | None,
+    ) -> None:
+        """Take back the constraints a device was added to (the first `added`, last first), its counters and
+        its compatibility groups, in the reverse order allocate_device took them (upstream rollbackDevice)."""
+        constraints = self.constraints[rd.claim_index]
+        for j in range(added - 1, -1, -1):
+            constraints[j].remove(rd, dev)
+        if counters_reserved:
+            self._release_counters(dev, pi)
+        if compat_undo is not None:
+            compat_undo()
 
     # -- results ----------------------------------------------------------------------------------
     def build_results(self) -> list[dict[str, Any]]:
