@@ -102,8 +102,8 @@ def pod(name: str, claims: list[str], node_name: str = "", **meta: Any) -> dict[
 
 def samples(state: FleetState, name: str) -> list[tuple[dict[str, str], float]]:
     # the incrementally kept aggregates always equal a recomputation from the records
-    recomputed = state.fleet()
-    assert state.fleet_groups() == {g: [round(v, 6) for v in row] for g, row in recomputed.items()}
+    recomputed = state.sums.fleet()
+    assert state.sums.fleet_groups() == {g: [round(v, 6) for v in row] for g, row in recomputed.items()}
     return [(lb, v) for n, lb, v in parse_text(state.render().decode()) if n == name]
 
 

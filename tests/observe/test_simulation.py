@@ -33,11 +33,11 @@ def run() -> dict[str, Any]:
     snapshots: list[tuple[str, str]] = []
 
     def progress(now: float, horizon: float) -> None:
-        fleet = state.fleet()
+        fleet = state.sums.fleet()
         equiv = sum(row[3] for row in fleet.values())
         stranded = sum(row[7] for row in fleet.values())
         checks.append((now, equiv, sim._equiv, stranded, sim._stranded))
-        incremental = state.fleet_groups()
+        incremental = state.sums.fleet_groups()
         assert set(incremental) == set(fleet), now
         for g, row in fleet.items():
             assert incremental[g] == pytest.approx(row, abs=1e-3), (now, g)

@@ -94,7 +94,7 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
             gpus = next(r for n, r in replay_devices.items() if n == tp.name) if tp.request.num_gpu else []
             idx = [int(d.rsplit("-", 1)[1]) for d, _c in gpus]
             views[node].place(tp.request, idx)
-    pools = exporter.pools()
+    pools = exporter.sums.pools()
     assert sum(g for g, _i, _f in pools.values()) == capacity // 1000 and len(pools) > 3
     idle = sum(sum(v.gpu_free) for v in views.values()) / 1000
     fragmented = sum(f for v in views.values() for f in v.gpu_free if 0 < f < 1000) / 1000

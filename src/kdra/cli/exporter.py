@@ -85,7 +85,7 @@ class _Snapshot:
 
     def allocated(self) -> float:
         with self.state.lock:
-            return float(sum(row[3] for row in self.state.groups.values()))
+            return float(sum(row[3] for row in self.state.sums.groups.values()))
 
     def __call__(self, now: float) -> bool:
         if self.mode == "time":

@@ -32,8 +32,6 @@ from kdra.observe.families import (
     CLAIM_FAMILIES,
     DEVICE_FAMILIES,
     E2E_BUCKETS,
-    FLEET_FAMILIES,
-    POOL_FAMILIES,
     POOL_LABELS,
 )
 from kdra.observe.records import (
@@ -54,10 +52,8 @@ from kdra.observe.records import (
     slice_records,
 )
 from kdra.observe.reports import pending_text, queue_rows_from_objects, queue_text
+from kdra.observe.sums import FleetSums
 
-Group = tuple[str, str, str, str]  # node, driver, pool, product
-# what a claim adds to a group: GPU-equivalents, memory, the memory it needs, the memory it strands
-Contribution = tuple[Group, float, int, float, float]
 KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "Pod", "Queue")
 
 
@@ -114,23 +110,7 @@ class FleetState:
             ATTEMPT_BUCKETS,
             ("result",),
         )
-        # Fleet aggregates per (node, driver, pool, product), kept as running sums of what each device and
-        # each claim contributes (removed exactly as added), rendered only for groups that changed.
-        self.groups: dict[Group, list[float]] = {}
-        self.group_refs: dict[Group, int] = {}
-        self.group_phys: dict[Group, dict[str, list[int]]] = {}
-        self.dirty_groups: set[Group] = set()
-        self.fleet_lines: list[SeriesTable] = [SeriesTable(64, part=2) for _ in FLEET_FAMILIES]
-        self.device_contrib: dict[DevKey, tuple[Group, int, str, int]] = {}
-        self.claim_contrib: dict[ClaimKey, list[Contribution]] = {}
-        self.stranded_lines = SeriesTable(64, part=0)
-        # Per node pool: [GPUs, idle, fragmented], from each physical GPU's used fraction, kept as running
-        # sums (a GPU's contribution removed exactly as added when its devices change).
-        self.node_pool: dict[str, str] = {}
-        self.pool_rows: dict[str, list[float]] = {}
-        self.phys_used: dict[tuple[str, str], list[float]] = {}  # (node, GPU) -> [devices, used fraction]
-        # device -> (its GPU, its use of it, its allocated ratio)
-        self.device_use: dict[DevKey, tuple[tuple[str, str], float, float]] = {}
+        self.sums = FleetSums(self)
         self.pending_pod_counts: dict[tuple[str, str], int] = {}
         self.node_reason_counts: dict[str, int] = {}
         self.claim_users: dict[ClaimKey, set[ClaimKey]] = {}
@@ -230,19 +210,7 @@ class FleetState:
         name = obj["metadata"]["name"]
         labels = obj["metadata"].get("labels") or {}
         pool = "" if deleted else next((labels[k] for k in POOL_LABELS if labels.get(k)), "")
-        if self.node_pool.get(name, "") != pool:
-            moved = [dk for dk in sorted(self.node_devices.get(name, ())) if dk in self.device_use]
-            ratios = {dk: self.device_use[dk][2] for dk in moved}
-            for dk in moved:  # out of the old pool...
-                self._pool_contribute(dk, None, 0.0)
-            if pool:
-                self.node_pool[name] = pool
-            else:
-                self.node_pool.pop(name, None)
-            for dk in moved:  # ...into the new one
-                rec = self.devices.get(dk)
-                if rec is not None:
-                    self._pool_contribute(dk, rec, ratios[dk])
+        self.sums.move_node(name, pool)
         mem = 0 if deleted else node_gpu_memory(obj)
         product = (
             ""
@@ -310,8 +278,8 @@ class FleetState:
         """Rebuild a device's own series and those of the claims holding it."""
         rec = self.devices.get(dk)
         holders = self.holders.get(dk) or {}
-        self._device_contribute(dk)
-        self._pool_contribute(dk, rec, self.device_ratio(dk, rec, holders) if rec is not None else 0.0)
+        self.sums.device(dk)
+        self.sums.device_use(dk, rec, self.device_ratio(dk, rec, holders) if rec is not None else 0.0)
         if rec is not None:
             n = sum(holders.values())
             ratio = self.device_ratio(dk, rec, holders)
@@ -326,195 +294,7 @@ class FleetState:
         for ck in sorted(self.named_by.get(dk) or ()):
             self._render_claim(ck)
             if ck in holders:
-                self._claim_contribute(ck)
-
-    # -- incremental aggregates -----------------------------------------------------------------------
-
-    def _pool_contribute(self, dk: DevKey, rec: DeviceRec | None, ratio: float) -> None:
-        """Move a GPU device's use into its physical GPU's and that GPU's pool's sums."""
-        old = self.device_use.pop(dk, None)
-        if old is not None:
-            self._phys_add(old[0], -1, -old[1])
-        if rec is None or not rec.gpu or not rec.node:
-            return
-        weight = gpu_equivalents(rec, self.node_gpu_memory.get(rec.node, 0))
-        key = (rec.node, rec.phys or dk[2])
-        use = ratio * weight
-        self.device_use[dk] = (key, use, ratio)
-        self._phys_add(key, 1, use)
-
-    def _phys_add(self, key: tuple[str, str], devices: int, use: float) -> None:
-        entry = self.phys_used.get(key)
-        pool = self.node_pool.get(key[0], "")
-        row = self.pool_rows.setdefault(pool, [0.0, 0.0, 0.0])
-        if entry is not None:  # take the GPU's old contribution out
-            u = min(1.0, max(0.0, entry[1]))
-            row[0] -= 1
-            row[1] -= 1 - u
-            row[2] -= (1 - u) if 1e-9 < u < 1 - 1e-9 else 0.0
-        else:
-            entry = self.phys_used[key] = [0.0, 0.0]
-        entry[0] += devices
-        entry[1] += use
-        if entry[0] <= 0:
-            del self.phys_used[key]
-            if row[0] <= 0.5:
-                del self.pool_rows[pool]
-            return
-        u = min(1.0, max(0.0, entry[1]))
-        row[0] += 1
-        row[1] += 1 - u
-        row[2] += (1 - u) if 1e-9 < u < 1 - 1e-9 else 0.0
-
-    def pools(self) -> dict[str, tuple[int, float, float]]:
-        """Node pool -> (GPUs, idle GPU-equivalents, fragmented GPU-equivalents)."""
-        with self.lock:
-            rows = sorted(self.pool_rows.items())
-            return {p: (round(r[0]), round(r[1], 6), round(r[2], 6)) for p, r in rows}
-
-    def _pool_parts(self) -> list[bytes]:
-        parts: list[bytes] = []
-        for i, (fam, kind, help_text) in enumerate(POOL_FAMILIES):
-            parts.append(header(fam, kind, help_text).encode())
-            for pool, row in sorted(self.pool_rows.items()):
-                parts.append(f'{fam}{{node_pool="{escape(pool)}"}} {fmt_value(round(row[i], 6))}\n'.encode())
-        return parts
-
-    def _ref(self, g: Group) -> list[float]:
-        row = self.groups.get(g)
-        if row is None:
-            row = self.groups[g] = [0.0] * len(FLEET_FAMILIES)
-            self.group_phys[g] = {}
-        self.group_refs[g] = self.group_refs.get(g, 0) + 1
-        self.dirty_groups.add(g)
-        return row
-
-    def _unref(self, g: Group) -> None:
-        self.dirty_groups.add(g)
-        n = self.group_refs[g] - 1
-        if n:
-            self.group_refs[g] = n
-        else:  # nothing contributes any more: drop it (and any float residue with it)
-            del self.group_refs[g], self.groups[g], self.group_phys[g]
-
-    def _device_contribute(self, dk: DevKey) -> None:
-        old = self.device_contrib.pop(dk, None)
-        if old is not None:
-            g, alloc, phys, mem = old
-            row = self.groups[g]
-            row[0] -= 1
-            row[1] -= alloc
-            if phys:
-                entry = self.group_phys[g][phys]
-                entry[0] -= 1
-                if not entry[0]:
-                    del self.group_phys[g][phys]
-                    row[2] -= 1
-                    row[4] -= entry[1]
-            else:
-                row[4] -= mem
-            self._unref(g)
-        rec = self.devices.get(dk)
-        if rec is None:
-            return
-        g = (rec.node, dk[0], dk[1], rec.product)
-        row = self._ref(g)
-        alloc = 1 if dk in self.holders else 0
-        row[0] += 1
-        row[1] += alloc
-        mem = 0
-        if rec.phys:
-            pm = self._phys_memory(rec)
-            known = self.group_phys[g].get(rec.phys)
-            if known is None:
-                self.group_phys[g][rec.phys] = [1, pm]
-                row[2] += 1
-                row[4] += pm
-            else:
-                known[0] += 1
-                if pm > known[1]:
-                    row[4] += pm - known[1]
-                    known[1] = pm
-        elif not rec.gpu:
-            mem = rec.memory
-            row[4] += mem
-        self.device_contrib[dk] = (g, alloc, rec.phys, mem)
-
-    def _phys_memory(self, rec: DeviceRec) -> int:
-        if rec.dtype == "mig" or rec.counters:
-            return self.node_gpu_memory.get(rec.node) or rec.parent_memory or rec.memory
-        return rec.memory
-
-    def _claim_shares(self, claim: ClaimRec) -> tuple[list[Contribution], int | None, int]:
-        """What a claim adds to each (node, driver, pool, product) group: GPU-equivalents, memory, the
-        memory it needs (its devices' memory shared out by size) and the rest, stranded; with the claim's
-        need and its devices' memory in all. Admin-access results hold nothing."""
-        need = self.claim_need(claim)
-        items = []
-        total = 0
-        for r in claim.results:
-            if r.admin:
-                continue
-            rec = self.devices.get(r.key)
-            m = result_memory(r, rec)
-            items.append((r, rec, m))
-            total += m
-        out: list[Contribution] = []
-        for r, rec, m in items:
-            g = (self.result_node(claim, r), r.driver, r.pool, rec.product if rec is not None else "")
-            eq = self.result_equiv(r, rec)
-            req = strd = 0.0
-            if need is not None and total:
-                req = need * m / total
-                strd = max(0.0, m - req)
-            out.append((g, eq, m, req, strd))
-        return out, need, total
-
-    def _claim_contribute(self, ck: ClaimKey) -> None:
-        for g, eq, m, req, strd in self.claim_contrib.pop(ck, ()):
-            row = self.groups[g]
-            row[3] -= eq
-            row[5] -= m
-            row[6] -= req
-            row[7] -= strd
-            self._unref(g)
-        self.stranded_lines.pop(ck, None)
-        claim = self.claims.get(ck)
-        if claim is None or not claim.results:
-            return
-        contrib, need, total = self._claim_shares(claim)
-        for g, eq, m, req, strd in contrib:
-            row = self._ref(g)
-            row[3] += eq
-            row[5] += m
-            row[6] += req
-            row[7] += strd
-        self.claim_contrib[ck] = contrib
-        if need is not None and total > need:
-            self.stranded_lines[ck] = (
-                f'kdra_claim_stranded_memory_bytes{{namespace="{escape(ck[0])}",claim="{escape(ck[1])}",'
-                f'pod="{escape(",".join(claim.pods))}"}} {total - need}\n'
-            )
-
-    def _flush_groups(self) -> None:
-        for g in self.dirty_groups:
-            row = self.groups.get(g)
-            if row is None:
-                for lines in self.fleet_lines:
-                    lines.pop(g, None)
-                continue
-            lbl = (
-                f'{{node="{escape(g[0])}",driver="{escape(g[1])}",pool="{escape(g[2])}",'
-                f'product="{escape(g[3])}"}}'
-            )
-            for i, (fam, _kind, _help) in enumerate(FLEET_FAMILIES):
-                self.fleet_lines[i][g] = f"{fam}{lbl} {fmt_value(round(row[i], 6))}\n"
-        self.dirty_groups.clear()
-
-    def fleet_groups(self) -> dict[Group, list[float]]:
-        """The incrementally kept aggregates (same shape as fleet())."""
-        with self.lock:
-            return {g: [round(v, 6) for v in row] for g, row in self.groups.items()}
+                self.sums.claim(ck)
 
     def device_ratio(self, dk: DevKey, rec: DeviceRec, holders: Mapping[ClaimKey, int]) -> float:
         if not holders:
@@ -565,15 +345,15 @@ class FleetState:
                 self.unallocated.add(ck)
         else:
             self.unallocated.discard(ck)
-        self._claim_contribute(ck)
+        self.sums.claim(ck)
         for dk in sorted(old_devices | new_devices):
-            self._device_contribute(dk)
+            self.sums.device(dk)
             rec_d = self.devices.get(dk)
             if rec_d is None:
                 continue
             holders = self.holders.get(dk) or {}
             ratio = self.device_ratio(dk, rec_d, holders)
-            self._pool_contribute(dk, rec_d, ratio)
+            self.sums.device_use(dk, rec_d, ratio)
             self.device_lines[_DF["kdra_device_allocations"]][dk] = (
                 f"kdra_device_allocations{rec_d.labels} {sum(holders.values())}\n"
             )
@@ -755,7 +535,7 @@ class FleetState:
         for c in sorted(names):
             ck = (pk[0], c)
             if ck in self.claims:
-                self._claim_contribute(ck)
+                self.sums.claim(ck)
 
     # -- aggregates and exposition --------------------------------------------------------------------
 
@@ -775,111 +555,11 @@ class FleetState:
                 return pod.need
         return None
 
-    def fleet(self) -> dict[tuple[str, str, str, str], list[float]]:
-        """(node, driver, pool, product) -> [devices, allocated, gpus, equiv, memory, alloc mem, requested,
-        stranded]."""
-        out: dict[tuple[str, str, str, str], list[float]] = {}
-        phys: dict[tuple[str, str, str, str], dict[str, int]] = {}
-        for dk, dev in self.devices.items():
-            g = (dev.node, dk[0], dk[1], dev.product)
-            row = out.get(g)
-            if row is None:
-                row = out[g] = [0.0] * 8
-                phys[g] = {}
-            row[0] += 1
-            if dk in self.holders:
-                row[1] += 1
-            if dev.phys:
-                mem = (
-                    dev.memory
-                    if not (dev.dtype == "mig" or dev.counters)
-                    else (self.node_gpu_memory.get(dev.node) or dev.parent_memory or dev.memory)
-                )
-                p = phys[g]
-                p[dev.phys] = max(p.get(dev.phys, 0), mem)
-            elif not dev.gpu:
-                row[4] += dev.memory
-        for g, p in phys.items():
-            out[g][2] = len(p)
-            out[g][4] += sum(p.values())
-        for claim in self.claims.values():
-            if not claim.results:
-                continue
-            for g, eq, m, req, strd in self._claim_shares(claim)[0]:
-                row = out.get(g)
-                if row is None:
-                    row = out[g] = [0.0] * 8
-                row[3] += eq
-                row[5] += m
-                row[6] += req
-                row[7] += strd
-        return out
-
     def _aggregate_parts(self) -> list[bytes]:
-        self._flush_groups()
-        parts: list[bytes] = []
-        for i, (fam, kind, help_text) in enumerate(FLEET_FAMILIES):
-            parts.append(header(fam, kind, help_text).encode())
-            parts.extend(self.fleet_lines[i].blobs())
-        parts.extend(self._pool_parts())
-        # stranded memory per claim (only claims that strand some), for "who wastes the most" tables
-        parts.append(
-            header(
-                "kdra_claim_stranded_memory_bytes",
-                "gauge",
-                "Memory a claim's devices hold beyond what the claim (or its pod) says it needs.",
-            ).encode()
-        )
-        parts.extend(self.stranded_lines.blobs())
+        parts = self.sums.parts()
         parts.append(pending_text(self).encode())
         parts.append(queue_text(self.queue_rows()).encode())
         return parts
-
-    def _pending_text(self) -> str:
-        claims: dict[tuple[str, str], int] = {}
-        for ck in self.unallocated:
-            users = [self.pods[pk] for pk in self.claim_users.get(ck, ()) if pk in self.pods]
-            if not users:
-                reason = "NoConsumer"
-            elif any(p.pending and p.reason in ("Unschedulable", "SchedulerError") for p in users):
-                reason = "PodUnschedulable"
-            elif any(p.pending and p.reason == "SchedulingGated" for p in users):
-                reason = "PodSchedulingGated"
-            else:
-                reason = "WaitingForScheduling"
-            k = (ck[0], reason)
-            claims[k] = claims.get(k, 0) + 1
-        parts = [
-            header(
-                "kdra_pending_pods",
-                "gauge",
-                "Pods without a node, by namespace and reason (PodScheduled condition reason; "
-                "SchedulingGated; NotYetAttempted).",
-            )
-        ]
-        for (ns, reason), n in sorted(self.pending_pod_counts.items()):
-            parts.append(f'kdra_pending_pods{{namespace="{escape(ns)}",reason="{escape(reason)}"}} {n}\n')
-        parts.append(
-            header(
-                "kdra_pending_pod_node_reasons",
-                "gauge",
-                "Pending pods whose last scheduling attempt rejected at least one node for this reason "
-                "(the reasons of the scheduler's '0/N nodes are available' message).",
-            )
-        )
-        for reason, n in sorted(self.node_reason_counts.items()):
-            parts.append(f'kdra_pending_pod_node_reasons{{reason="{escape(reason)}"}} {n}\n')
-        parts.append(
-            header(
-                "kdra_pending_claims",
-                "gauge",
-                "ResourceClaims not allocated, by namespace and why (NoConsumer, WaitingForScheduling, "
-                "PodUnschedulable, PodSchedulingGated).",
-            )
-        )
-        for (ns, reason), n in sorted(claims.items()):
-            parts.append(f'kdra_pending_claims{{namespace="{escape(ns)}",reason="{escape(reason)}"}} {n}\n')
-        return "".join(parts)
 
     def queue_rows(self) -> list[dict[str, Any]]:
         if self.queue_report is not None:
@@ -887,26 +567,6 @@ class FleetState:
         if not self.queues:
             return []
         return queue_rows_from_objects(self)
-
-    def _queue_text(self) -> str:
-        rows = self.queue_rows()
-        if not rows:
-            return ""
-        parts = []
-        for fam, key, help_text in (
-            ("kdra_queue_allocated", "allocated", "What a queue's running pods hold, per resource."),
-            ("kdra_queue_deserved", "quota", "A queue's deserved quota per resource (-1: unlimited)."),
-            ("kdra_queue_fair_share", "fairShare", "A queue's fair share per resource (KAI division)."),
-            ("kdra_queue_limit", "limit", "A queue's limit per resource."),
-        ):
-            parts.append(header(fam, "gauge", help_text + " Resource units: devices, bytes, cores."))
-            for row in rows:
-                for res, v in sorted((row.get(key) or {}).items()):
-                    val = -1.0 if v == float("inf") else float(v)
-                    parts.append(
-                        f'{fam}{{queue="{escape(row["queue"])}",resource="{escape(res)}"}} {fmt_value(val)}\n'
-                    )
-        return "".join(parts)
 
     def render(self) -> bytes:
         """The whole exposition."""
