@@ -37,6 +37,7 @@ from support.controlplane import (
     ensure_kwok,
     force_delete,
 )
+from support.lanes import Placement, misplaced
 from support.shared_plane import AttachedControlPlane, session_config
 from support.wait import clear_diagnostics, diagnostics
 
@@ -45,9 +46,22 @@ E2E_DIR = Path(__file__).parent
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: every test here is e2e, marked or not
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    placements = []
     for item in items:
         if E2E_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+            lane = item.get_closest_marker("e2e_lane")
+            placements.append(
+                Placement(
+                    item.nodeid,
+                    tuple(getattr(item, "fixturenames", ())),
+                    lane.kwargs.get("name") if lane else None,
+                    item.get_closest_marker("e2e_serial") is not None,
+                )
+            )
+    problems = misplaced(placements)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +117,15 @@ def control_plane(
             sys.stderr.write(f"\ncontrol plane logs kept in {work}\n")
         else:
             shutil.rmtree(work / "etcd", ignore_errors=True)
+
+
+@pytest.fixture
+def plane_gates(control_plane: ControlPlane) -> dict[str, bool]:
+    """kube-scheduler and kube-controller-manager running with the plane's own feature gates (restarted
+    with them where a corpus case before left its own); only for tests the lanes keep apart from the
+    corpus (support.lanes, checked at collection)."""
+    control_plane.set_feature_gates({})
+    return control_plane.scheduler_feature_gates
 
 
 @pytest.fixture(scope="session")

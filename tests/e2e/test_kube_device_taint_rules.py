@@ -25,10 +25,11 @@ from .kubeutil import (
     wait_until,
 )
 
-# On a plane of its own (the serial lane): on the lanes' shared plane it failed 3 of 3 runs (kdra wrote
-# nothing for its pods within 60 s) while it passed 8 of 8 alone; what on the shared plane does it is not
-# found yet.
-pytestmark = [pytest.mark.e2e, pytest.mark.e2e_serial]
+# kube-scheduler must apply DeviceTaintRules, so it runs with the plane's own gates (plane_gates): the
+# kube-scheduler lane keeps it apart from the corpus, whose cases restart kube-scheduler with theirs (most
+# turn DRADeviceTaints off, and then kube-scheduler binds kube-plain to a tainted device). kdra runs under
+# a scheduler name of its own, so that it does not take the kdra-scheduler lane's pods, nor they its own.
+pytestmark = [pytest.mark.e2e, pytest.mark.e2e_lane(name="kube-scheduler")]
 
 
 @pytest.fixture
@@ -54,10 +55,12 @@ def devices_of(kube: KubeClient, namespace: str, pod: str) -> list[str]:
     ]
 
 
+@pytest.mark.usefixtures("plane_gates")
 def test_a_device_taint_rule_keeps_kdra_off_its_devices_like_kube_scheduler_until_it_is_deleted(
     control_plane: ControlPlane, kube: KubeClient, namespace: str, fleet: DeviceFleet, tmp_path: Path
 ) -> None:
     node = fleet.node_names[0]
+    kdra = f"{fleet.prefix}-kdra"
     rule: dict[str, Any] = {
         "apiVersion": control_plane.release.device_taint_rule_api,
         "kind": "DeviceTaintRule",
@@ -76,9 +79,9 @@ def test_a_device_taint_rule_keeps_kdra_off_its_devices_like_kube_scheduler_unti
     ]
     kube.create(tolerant)
     try:
-        with kdra_scheduler(control_plane, tmp_path / "kdra.log") as proc:
+        with kdra_scheduler(control_plane, tmp_path / "kdra.log", "--scheduler-name", kdra) as proc:
             wait_until(lambda: "serving schedulerName" in proc.log(), 60, "kdra to start")
-            kube.create(template_pod("kdra-plain", namespace, "one", scheduler="kdra"))
+            kube.create(template_pod("kdra-plain", namespace, "one", scheduler=kdra))
             try:
                 # Both schedulers find no device for a claim that does not tolerate the taint (kube's pod
                 # once kdra has answered: kube-scheduler applies a rule once its informer has it).
@@ -91,15 +94,15 @@ def test_a_device_taint_rule_keeps_kdra_off_its_devices_like_kube_scheduler_unti
                 )
                 assert bound_pods(kube, namespace) == {}
                 # A claim that tolerates it gets a tainted device.
-                kube.create(template_pod("kdra-tolerant", namespace, "tolerant", scheduler="kdra"))
+                kube.create(template_pod("kdra-tolerant", namespace, "tolerant", scheduler=kdra))
                 wait_until(lambda: "kdra-tolerant" in bound_pods(kube, namespace), 60, "kdra-tolerant bound")
                 assert len(devices_of(kube, namespace, "kdra-tolerant")) == 1
                 # kube-scheduler's pod goes, so that the freed device is kdra's alone to take.
                 force_delete(kube, "Pod", "kube-plain", namespace)
                 kube.delete("DeviceTaintRule", rule["metadata"]["name"])
                 wait_until(lambda: "kdra-plain" in bound_pods(kube, namespace), 60, "kdra-plain bound")
-            except TimeoutError:
-                raise AssertionError(proc.log()) from None
+            except TimeoutError as e:  # which wait, then what kdra said
+                raise AssertionError(f"{e}\n{proc.log()}") from None
         taken = devices_of(kube, namespace, "kdra-tolerant") + devices_of(kube, namespace, "kdra-plain")
         assert sorted(taken) == ["dev-0", "dev-1"]
     finally:
