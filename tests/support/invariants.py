@@ -431,6 +431,28 @@ def devices_of(client: Lister, namespace: str, pods: Iterable[str]) -> set[str]:
     return out
 
 
+def holdings(client: Lister, namespace: str) -> str:
+    """Who holds what in a namespace now, one line per pod (node, nomination, terminating) and per claim
+    (devices, reservedFor): what a timed-out wait on a preemption prints, so that a device two pods were
+    given is named in the failure itself."""
+    lines = []
+    for p in sorted(client.list("Pod", namespace), key=_name):
+        meta, st = p["metadata"], p.get("status") or {}
+        flags = " terminating" if meta.get("deletionTimestamp") else ""
+        nominated = st.get("nominatedNodeName")
+        lines.append(
+            f"pod {meta['name']}: node={(p.get('spec') or {}).get('nodeName') or '-'}"
+            f"{f' nominated={nominated}' if nominated else ''} phase={st.get('phase', '-')}{flags}"
+        )
+    for c in sorted(client.list("ResourceClaim", namespace), key=_name):
+        st = c.get("status") or {}
+        results = ((st.get("allocation") or {}).get("devices") or {}).get("results") or []
+        devs = ",".join(str(r.get("device")) for r in results) or "-"
+        users = ",".join(str(r.get("name")) for r in st.get("reservedFor") or []) or "-"
+        lines.append(f"claim {c['metadata']['name']}: devices={devs} reservedFor={users}")
+    return "\n".join(lines)
+
+
 def preemption_outcome(
     client: Lister,
     namespace: str,
