@@ -104,7 +104,7 @@ def run(
     fill = int(args.fill * args.nodes * args.devices)
     pool = ThreadPoolExecutor(8)
     list(pool.map(kube.create, pods(fill)))
-    wait_all_bound(kube, ns, fill, timeout=max(600.0, fill / 2))
+    wait_all_bound(kube, ns, timeout=max(600.0, fill / 2))
     rss_filled = rss_mib(pid)
     print(f"{scheduler}: {fill} pods bound (fill), RSS {rss_filled:.0f} MiB; churn starts", flush=True)
 
