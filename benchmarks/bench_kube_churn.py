@@ -13,7 +13,8 @@ a fleet of its own:
    it (p50, p99, max; the API server's one-second stamps, as benchmarks/kubebench.py says), pods created
    but never bound within 60 s after the window, the scheduler process's CPU per bound pod and RSS (after
    the fill, peak, at the end), and its API writes per bound pod (kube-scheduler's client-go counter;
-   kdra's client counter, read with SIGUSR1 through KDRA_STATS at the window's start and end).
+   kdra's client counter, read with SIGUSR1 through KDRA_STATS at the window's start and end), and the
+   cores the API server, etcd and kube-controller-manager used over the window.
 
 The latencies are recorded from a list every PERIOD, before the pods are deleted. The first scheduler's
 pods are deleted before the second's run (its claims released), so both start from an empty namespace.
@@ -50,6 +51,8 @@ from kdra.kube.client import KubeClient  # noqa: E402
 from kubebench import (  # noqa: E402
     ProcessMeter,
     client_writes,
+    control_plane_cpu,
+    cores,
     free,
     load,
     namespace,
@@ -59,7 +62,7 @@ from kubebench import (  # noqa: E402
     scheduled_at,
     wait_all_bound,
 )
-from support.controlplane import ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
+from support.controlplane import ControlPlane, ControlPlaneConfig, force_delete, running_control_plane  # noqa: E402
 
 Obj = dict[str, Any]
 
@@ -86,6 +89,7 @@ class KdraWrites:
 
 
 def run(
+    cp: ControlPlane,
     kube: KubeClient,
     fleet: DeviceFleet,
     scheduler: str,
@@ -114,6 +118,7 @@ def run(
     deleted = 0
     load_before = load()
     writes0 = writes()
+    plane0 = control_plane_cpu(cp)
     t0 = time.time()
     end = t0 + 60 * args.minutes
     with ProcessMeter(pid) as meter:
@@ -140,6 +145,7 @@ def run(
             time.sleep(max(0.0, args.period - (time.monotonic() - tick)))
         window = time.time() - t0
         n_writes = writes() - writes0
+        plane = cores(plane0, control_plane_cpu(cp), window)
         # the window's last pods: bound within 60 s, or counted as not bound
         deadline = time.monotonic() + 60
         while True:
@@ -173,6 +179,7 @@ def run(
         "rss_end_mib": meter.end_rss_mib,
         "writes_per_pod": n_writes / max(1, bound_in_window),
         "load": f"{load_before} -> {load()}",
+        "plane": plane,
     }
 
 
@@ -219,6 +226,7 @@ def main() -> int:
                 ks = cp.components["kube-scheduler"].proc
                 assert ks is not None
                 r = run(
+                    cp,
                     kube,
                     fleet,
                     "default-scheduler",
@@ -242,7 +250,7 @@ def main() -> int:
                         if time.monotonic() > deadline or not proc.running():
                             raise RuntimeError(f"kdra scheduler did not start:\n{proc.log()}")
                         time.sleep(0.2)
-                    r = run(kube, fleet, "kdra", ns, proc.pid, KdraWrites(proc, stats), args)
+                    r = run(cp, kube, fleet, "kdra", ns, proc.pid, KdraWrites(proc, stats), args)
                 finally:
                     proc.stop(timeout=60)
             r["scheduler"] = which
@@ -262,6 +270,8 @@ def main() -> int:
             f"{r['cpu_ms_per_pod']:10.1f} {r['cpu_cores']:5.2f} {rss:>21} {r['writes_per_pod']:10.2f}  "
             f"{r['load']}"
         )
+    for r in results:
+        print(f"{r['scheduler']}: control plane cores over the churn window: {r['plane']}")
     return 0 if all(r["not_bound"] == 0 for r in results) else 1
 
 

@@ -17,7 +17,8 @@ cannot fit (D+1 devices) check that both schedulers say Unschedulable for them.
 Prints, per scheduler, pods/s, creation -> bound latency per pod (p50, p99, max; the API server's
 one-second stamps, benchmarks/kubebench.py), the scheduler process's CPU per bound pod and RSS (peak and
 at the end), and its API writes per bound pod (kube-scheduler's rest_client_requests_total, kdra's client
-count); the machine's load average before and after each run; checks that every device is allocated at
+count); the cores the API server, etcd and kube-controller-manager used over the run; the machine's load
+average before and after each run; checks that every device is allocated at
 most once and that fit/no-fit outcomes are identical. Takes a few minutes at full size on 2 cores; the
 issue's scale (5,000 nodes x 8 devices, 20,000 pods: --nodes 5000 --devices 8 --pods 20000) about an
 hour for both.
@@ -59,13 +60,24 @@ from kubeutil import (  # noqa: E402
 
 from kdra.kube.client import KubeClient  # noqa: E402
 from kdra.kube.client import KubeClient as FastClient  # noqa: E402
-from kubebench import ProcessMeter, client_writes, latencies, load, scheduled_at, summary, wait_all_bound  # noqa: E402
-from support.controlplane import ControlPlaneConfig, running_control_plane  # noqa: E402
+from kubebench import (  # noqa: E402
+    ProcessMeter,
+    client_writes,
+    control_plane_cpu,
+    cores,
+    latencies,
+    load,
+    scheduled_at,
+    summary,
+    wait_all_bound,
+)
+from support.controlplane import ControlPlane, ControlPlaneConfig, running_control_plane  # noqa: E402
 
 NO_FIT = 5
 
 
 def run_one(
+    cp: ControlPlane,
     kube: KubeClient,
     fast: FastClient,
     fleet: DeviceFleet,
@@ -87,6 +99,7 @@ def run_one(
     objs = [template_pod(f"p{i:05d}", ns, "one", scheduler=scheduler) for i in range(pods)]
     load_before = load()
     writes0 = writes()
+    plane0 = control_plane_cpu(cp)
     t0 = time.time()
     with ProcessMeter(pid) as meter:
         with ThreadPoolExecutor(8) as pool:
@@ -98,6 +111,7 @@ def run_one(
     last = max((scheduled_at(p) or 0.0 for p in bound_pods), default=0.0)
     lat = latencies(bound_pods)
     n_writes = writes() - writes0
+    plane = cores(plane0, control_plane_cpu(cp), time.time() - t0)
     elapsed = max(last, time.time() if n < pods else last) - t0
     # Second-resolution timestamps: never report less than the measured creation time.
     elapsed = max(elapsed, created)
@@ -128,6 +142,7 @@ def run_one(
         "rss_end_mib": meter.end_rss_mib,
         "writes_per_pod": n_writes / max(1, n),
         "load": f"{load_before} -> {load()}",
+        "plane": plane,
         "ns": ns,
         "seconds": elapsed,
         "create_seconds": created,
@@ -190,6 +205,7 @@ def main() -> int:
                 ks = cp.components["kube-scheduler"].proc
                 assert ks is not None
                 r = run_one(
+                    cp,
                     kube,
                     fast,
                     fleet,
@@ -211,7 +227,7 @@ def main() -> int:
                 del os.environ["KDRA_STATS"]
                 try:
                     time.sleep(2.0)  # let it list and start watching, as kube-scheduler already is
-                    r = run_one(kube, fast, fleet, "kdra", args.pods, proc.pid, lambda: 0.0, args.limit)
+                    r = run_one(cp, kube, fast, fleet, "kdra", args.pods, proc.pid, lambda: 0.0, args.limit)
                 finally:
                     log = proc.log()
                     proc.stop(timeout=60)
@@ -228,7 +244,7 @@ def main() -> int:
                 f"last binding {lag:.1f}s after the last create); latency p50 {r['p50_s']:.0f}s "
                 f"p99 {r['p99_s']:.0f}s max {r['max_s']:.0f}s; CPU {r['cpu_ms_per_pod']:.1f} ms/pod; "
                 f"RSS peak {r['rss_peak_mib']:.0f} MiB, end {r['rss_end_mib']:.0f} MiB; "
-                f"{r['writes_per_pod']:.2f} writes/pod; load {r['load']}",
+                f"{r['writes_per_pod']:.2f} writes/pod; load {r['load']}; control plane cores: {r['plane']}",
                 flush=True,
             )
         ok = True

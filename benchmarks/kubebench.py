@@ -7,6 +7,8 @@
   every 0.5 s for the peak (/proc/PID/status VmRSS);
 - API writes: kube-scheduler's own count (client-go's rest_client_requests_total, every non-GET) and
   kdra's client's (KDRA_STATS at exit), both counted by the client, attempts included;
+- the control plane's CPU over each run (API server, etcd, controller manager), to tell a scheduler's limit
+  from the control plane's on a 2-core machine;
 - the machine's load average, at the start and end of each run (the machine is shared).
 """
 
@@ -105,6 +107,20 @@ class ProcessMeter:
         self.cpu_s = cpu_seconds(self.pid) - self._cpu0
         self.end_rss_mib = rss_mib(self.pid)
         self.peak_rss_mib = max(self.peak_rss_mib, self.end_rss_mib)
+
+
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller-manager")
+
+
+def control_plane_cpu(cp: Any) -> dict[str, float]:
+    """CPU seconds so far of the control plane's API server, etcd and controller manager."""
+    procs = {name: cp.components[name].proc for name in CONTROL_PLANE}
+    return {name: cpu_seconds(proc.pid) if proc else 0.0 for name, proc in procs.items()}
+
+
+def cores(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+    """Cores each component used between two control_plane_cpu() readings, as one line."""
+    return ", ".join(f"{name} {(after[name] - before[name]) / max(seconds, 1e-9):.2f}" for name in before)
 
 
 def client_writes(metrics: dict[str, float]) -> float:
