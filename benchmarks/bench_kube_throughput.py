@@ -19,9 +19,9 @@ one-second stamps, benchmarks/kubebench.py), the scheduler process's CPU per bou
 at the end), and its API writes per bound pod (kube-scheduler's rest_client_requests_total, kdra's client
 count); the cores the API server, etcd and kube-controller-manager used over the run; the machine's load
 average before and after each run; checks that every device is allocated at
-most once and that fit/no-fit outcomes are identical. Takes a few minutes at full size on 2 cores; the
-issue's scale (5,000 nodes x 8 devices, 20,000 pods: --nodes 5000 --devices 8 --pods 20000) about an
-hour for both.
+most once and that fit/no-fit outcomes are identical. Takes a few minutes at full size on 2 cores; at
+5,000 nodes x 8 devices and 20,000 pods (--nodes 5000 --devices 8 --pods 20000) kdra's run took 6 minutes
+and kube-scheduler had bound 18,709 pods after 10 (--limit 600), one scheduler per control plane (--only).
 
 Usage: python benchmarks/bench_kube_throughput.py [--nodes 500] [--devices 10] [--pods 5000] [--qps 500]
        [--burst 1000] [--kdra-first] [--only kdra|kube-scheduler] [--bind-workers N] [--limit SECONDS]
