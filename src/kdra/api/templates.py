@@ -13,11 +13,12 @@ entry instead, so the same input always produces the same claim name.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import uuid
 from collections.abc import Container
 from typing import Any
+
+from kdra.api.types import clone
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
@@ -126,5 +127,5 @@ def instantiate_template(
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": metadata,
-        "spec": copy.deepcopy(template_spec.get("spec") or {}),
+        "spec": clone(template_spec.get("spec") or {}),
     }

@@ -496,6 +496,15 @@ def object_ref(obj: object) -> str:
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
+def clone(obj: Any) -> Any:
+    """Deep copy of a JSON-shaped tree; several times faster than copy.deepcopy for objects."""
+    if isinstance(obj, dict):
+        return {k: clone(v) if isinstance(v, (dict, list)) else v for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clone(v) if isinstance(v, (dict, list)) else v for v in obj]
+    return obj
+
+
 __all__ = [
     "API_VERSION",
     "CLUSTER_SCOPED_KINDS",
@@ -515,6 +524,7 @@ __all__ = [
     "ResourceClaim",
     "ResourceClaimTemplate",
     "ResourceSlice",
+    "clone",
     "kind_of",
     "labels_of",
     "name_of",

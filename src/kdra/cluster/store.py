@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kdra.api.types import Obj
+from kdra.api.types import clone as clone  # the store's users copy what they read with it
+from kdra.cluster.clock import format_time
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.errors import KdraError
 
@@ -102,15 +104,6 @@ class Watch:
 
     def stop(self) -> None:
         self.active = False
-
-
-def clone(obj: Any) -> Any:
-    """Deep copy of a JSON-shaped tree; several times faster than copy.deepcopy for objects."""
-    if isinstance(obj, dict):
-        return {k: clone(v) if isinstance(v, (dict, list)) else v for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [clone(v) if isinstance(v, (dict, list)) else v for v in obj]
-    return obj
 
 
 def copy_for_update(obj: Obj) -> Obj:
@@ -273,8 +266,6 @@ class MemoryStore(Store):
     # -- writes ----------------------------------------------------------------------------------
 
     def _timestamp(self) -> str:
-        from kdra.cluster.clock import format_time
-
         return format_time(self._clock())
 
     def _generate_suffix(self) -> str:

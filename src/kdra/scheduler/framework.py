@@ -34,6 +34,10 @@ class Code(IntEnum):
     PENDING = 6
 
 
+# Module-level: reading a member off the Enum class on every `ok` cost more than the comparison itself.
+_OK_CODES = (Code.SUCCESS, Code.SKIP)
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     code: Code = Code.SUCCESS
@@ -44,7 +48,7 @@ class Status:
 
     @property
     def ok(self) -> bool:
-        return self.code in (Code.SUCCESS, Code.SKIP)
+        return self.code in _OK_CODES
 
     @property
     def message(self) -> str:
