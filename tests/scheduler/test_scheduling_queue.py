@@ -78,3 +78,26 @@ def test_pre_enqueue_gates_until_rechecked() -> None:
     gate.open = True
     q.recheck_gated(["a"], 1)
     assert q.pop(1) is not None
+
+
+def test_with_pod_is_podinfo_of_a_status_only_update():
+    # A gated pod's status-only update takes its PodInfo through with_pod, which must give exactly what
+    # parsing the new version would, the queue's own fields fresh included.
+    p = pod(
+        "a",
+        cpu="2",
+        template_name="gpu",
+        priority=7,
+        node_selector={"zone": "a"},
+        tolerations=[{"key": "k", "operator": "Exists"}],
+        limits={"example.com/foo": "1"},
+    )
+    p["metadata"]["uid"] = "uid-a"
+    old = PodInfo(p)
+    old.attempts, old.continuing, old.seq = 3, True, 9
+    old.unschedulable_plugins.add("DynamicResources")
+    updated = dict(p, status={"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "a-gpu-x"}]})
+    fresh, reused = PodInfo(updated), old.with_pod(updated)
+    for slot in PodInfo.__slots__:
+        assert getattr(reused, slot) == getattr(fresh, slot), slot
+    assert reused.pod is updated

@@ -152,6 +152,9 @@ class PodInfo:
             for p in aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         ]
         self.claim_refs: list[Mapping[str, Any]] = list(spec.get("resourceClaims") or [])
+        self._new_in_queue()
+
+    def _new_in_queue(self) -> None:
         self.attempts = 0
         self.initial_attempt: float | None = None
         self.last_attempt: float | None = None
@@ -159,6 +162,23 @@ class PodInfo:
         self.seq = 0
         self.continuing = False  # its last attempt ran out of CEL budget and goes on (queue.requeue)
         self.unschedulable_plugins: set[str] = set()
+
+    def with_pod(self, pod: Mapping[str, Any]) -> PodInfo:
+        """PodInfo(pod) for a later version of this pod with the very same spec object (a status-only
+        update), without parsing the spec again: what is read from it and from the immutable name,
+        namespace and uid is shared."""
+        new = PodInfo.__new__(PodInfo)
+        for slot in _FROM_SPEC:
+            setattr(new, slot, getattr(self, slot))
+        new.pod = pod
+        new._new_in_queue()
+        return new
+
+
+_QUEUE_FIELDS = frozenset(
+    ("attempts", "continuing", "initial_attempt", "last_attempt", "queued_at", "seq", "unschedulable_plugins")
+)
+_FROM_SPEC = tuple(s for s in PodInfo.__slots__ if s != "pod" and s not in _QUEUE_FIELDS)
 
 
 def node_taints(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -315,8 +315,11 @@ class Scheduler:
             new_st = (pod.get("status") or {}).get("resourceClaimStatuses")
             if old_st == new_st:
                 return
-            if uid in self.queue.gated:
-                self.queue.add(PodInfo(pod), now)
+            gated = self.queue.gated.get(uid)
+            if gated is not None:
+                held = gated[0]
+                same = held.pod.get("spec") is pod.get("spec")
+                self.queue.add(held.with_pod(pod) if same else PodInfo(pod), now)
                 self._track_gated(uid)
             return
         self.queue.add(PodInfo(pod), now)
