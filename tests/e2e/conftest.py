@@ -37,9 +37,10 @@ from support.controlplane import (
     ensure_kwok,
     force_delete,
 )
+from support.invariants import holdings
 from support.lanes import Placement, misplaced
 from support.shared_plane import AttachedControlPlane, session_config
-from support.wait import clear_diagnostics, diagnostics
+from support.wait import clear_diagnostics, diagnose, diagnostics, lines_naming
 
 E2E_DIR = Path(__file__).parent
 
@@ -140,6 +141,13 @@ def namespace(kube: KubeClient, control_plane: ControlPlane) -> Iterator[str]:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # Pods are refused until the namespace's default ServiceAccount exists (made here, not waited for).
     ensure_default_service_account(kube, name)
+    # Every timed-out wait of the test says who holds what in its namespace and what kube-scheduler said
+    # about its pods (kube-scheduler logs each pod as "namespace/name").
+    diagnose(f"who holds what in {name}", lambda: holdings(kube, name))
+    diagnose(
+        f"kube-scheduler on {name}",
+        lines_naming(control_plane.work_dir / "logs" / "kube-scheduler.log", f'"{name}/'),
+    )
     yield name
     for pod in kube.list("Pod", name):
         force_delete(kube, "Pod", pod["metadata"]["name"], name)

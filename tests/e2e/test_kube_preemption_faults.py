@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kdra.kube.client import KubeClient
 from support.controlplane import ControlPlane
-from support.invariants import check_cluster, devices_of, holdings, preemption_outcome
+from support.invariants import check_cluster, devices_of, preemption_outcome
 
 from .kubeutil import KdraProcess
 from .sessionutil import (
@@ -46,11 +45,6 @@ KILLS = 10
 # a second after its delete, so that a kill lands before, inside and after the eviction and the wait.
 SLOW = ("--kube-api-qps", "10", "--kube-api-burst", "4", "--bind-workers", "1")
 TERMINATE_IN_1S = {"pod-delete.stage.kwok.x-k8s.io/delay": "1s"}
-
-
-def told(kube: KubeClient, namespace: str, proc: KdraProcess) -> Callable[[], str]:
-    """A timed-out wait's story: kdra's log and who holds which device now."""
-    return lambda: f"{proc.log()}\n----- who holds what -----\n{holdings(kube, namespace)}"
 
 
 def live(kube: KubeClient, namespace: str, names: list[str]) -> list[str]:
@@ -103,7 +97,6 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
                     lambda lows=lows: set(lows) <= set(bound(kube, namespace)),
                     60,
                     f"round {i}: the low pods bound",
-                    log=told(kube, namespace, proc),
                 )
                 freed = devices_of(kube, namespace, lows)
                 preemptors = [f"hi{i}-two", f"hi{i}-one"]
@@ -122,7 +115,6 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
                         30,
                         f"round {i}: the first victim going",
                         0.02,
-                        told(kube, namespace, proc),
                     )
                     time.sleep(rng.uniform(0.0, 0.3))
                 else:  # anywhere: before the choice, while the victims are marked, while they go
@@ -139,13 +131,11 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
                     lambda preemptors=preemptors: set(preemptors) <= set(bound(kube, namespace)),
                     60,
                     f"round {i}: the preemptors bound",
-                    log=told(kube, namespace, proc),
                 )
                 wait(
                     lambda intruders=intruders: all(scheduled_message(kube, namespace, n) for n in intruders),
                     30,
                     f"round {i}: the intruders explained",
-                    log=told(kube, namespace, proc),
                 )
                 problems = preemption_outcome(
                     kube,
@@ -207,7 +197,6 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
                     lambda members=members: set(members) <= set(bound(kube, namespace)),
                     60,
                     f"{g} bound",
-                    log=told(kube, namespace, proc),
                 )
                 freed = devices_of(kube, namespace, members)
                 preemptor = f"hi{i}"
@@ -220,7 +209,6 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
                     60,
                     f"{g}'s eviction to start",
                     0.02,
-                    told(kube, namespace, proc),
                 )
                 if i % 2:  # between the first member's deletion and the last one's (200 ms apart at qps 10)
                     wait(
@@ -228,7 +216,6 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
                         30,
                         f"{g}'s first member going",
                         0.02,
-                        told(kube, namespace, proc),
                     )
                     time.sleep(rng.uniform(0.0, 0.15))
                 else:  # anywhere from the first record on
@@ -243,7 +230,6 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
                     30,
                     f"{g} evicted whole",
                     0.1,
-                    told(kube, namespace, proc),
                 )
                 longest = max(longest, time.monotonic() - start)
                 # Terminating members still count as bound for the partial-gang rule: check once they went.
@@ -252,13 +238,11 @@ def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
                     30,
                     f"{g}'s members gone",
                     0.1,
-                    told(kube, namespace, proc),
                 )
                 wait(
                     lambda preemptor=preemptor: preemptor in bound(kube, namespace),
                     60,
                     f"{preemptor} bound",
-                    log=told(kube, namespace, proc),
                 )
                 problems = preemption_outcome(
                     kube,
@@ -313,7 +297,6 @@ def test_sigkill_during_a_reclaim_forgets_no_reclaimer_adds_no_victim_and_lets_n
                     lambda borrowers=borrowers: set(borrowers) <= set(bound(kube, namespace)),
                     60,
                     f"round {i}: b's pods bound",
-                    log=told(kube, namespace, proc),
                 )
                 freed = devices_of(kube, namespace, borrowers)
                 reclaimers = [f"a{i}-two", f"a{i}-one"]
@@ -332,7 +315,6 @@ def test_sigkill_during_a_reclaim_forgets_no_reclaimer_adds_no_victim_and_lets_n
                         30,
                         f"round {i}: the first victim going",
                         0.02,
-                        told(kube, namespace, proc),
                     )
                     time.sleep(rng.uniform(0.0, 0.3))
                 else:  # anywhere: before the choice, while the victims are marked, while they go
@@ -349,13 +331,11 @@ def test_sigkill_during_a_reclaim_forgets_no_reclaimer_adds_no_victim_and_lets_n
                     lambda reclaimers=reclaimers: set(reclaimers) <= set(bound(kube, namespace)),
                     60,
                     f"round {i}: the reclaimers bound",
-                    log=told(kube, namespace, proc),
                 )
                 wait(
                     lambda intruders=intruders: all(scheduled_message(kube, namespace, n) for n in intruders),
                     30,
                     f"round {i}: the intruders explained",
-                    log=told(kube, namespace, proc),
                 )
                 problems = preemption_outcome(
                     kube,

@@ -440,9 +440,11 @@ def holdings(client: Lister, namespace: str) -> str:
         meta, st = p["metadata"], p.get("status") or {}
         flags = " terminating" if meta.get("deletionTimestamp") else ""
         nominated = st.get("nominatedNodeName")
+        node = (p.get("spec") or {}).get("nodeName")
         lines.append(
-            f"pod {meta['name']}: node={(p.get('spec') or {}).get('nodeName') or '-'}"
+            f"pod {meta['name']}: node={node or '-'}"
             f"{f' nominated={nominated}' if nominated else ''} phase={st.get('phase', '-')}{flags}"
+            f"{'' if node else _why_pending(st)}"
         )
     for c in sorted(client.list("ResourceClaim", namespace), key=_name):
         st = c.get("status") or {}
@@ -451,6 +453,14 @@ def holdings(client: Lister, namespace: str) -> str:
         users = ",".join(str(r.get("name")) for r in st.get("reservedFor") or []) or "-"
         lines.append(f"claim {c['metadata']['name']}: devices={devs} reservedFor={users}")
     return "\n".join(lines)
+
+
+def _why_pending(status: Obj) -> str:
+    """An unbound pod's PodScheduled condition as its scheduler wrote it, or that none has tried it yet."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return f" PodScheduled={c.get('status')} {c.get('reason', '')}: {c.get('message', '')}"
+    return " (no scheduler has written PodScheduled)"
 
 
 def preemption_outcome(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from support.invariants import check_cluster
+from support.invariants import check_cluster, holdings
 
 Obj = dict[str, Any]
 
@@ -322,3 +322,18 @@ def test_a_preemptions_outcome_forgotten_preemptor_excess_victims_and_intruder()
         freed=["gpu.example.com/n1/gpu-0"],
     )
     assert ok == []
+
+
+def test_who_holds_what_says_why_a_pod_is_not_bound() -> None:
+    waiting = pod("server", claim="infer")
+    waiting["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes fit"}
+        ],
+    }
+    untried = pod("trainer", claim="train")
+    text = holdings(FakeLister([waiting, untried, pod("done", node_name="n0")]), "ns")
+    assert "pod server: node=- phase=Pending PodScheduled=False Unschedulable: 0/2 nodes fit" in text
+    assert "pod trainer: node=- phase=- (no scheduler has written PodScheduled)" in text
+    assert "pod done: node=n0 phase=-\n" in text

@@ -14,6 +14,7 @@ from support.wait import (
     clear_diagnostics,
     diagnose,
     file_tail,
+    lines_naming,
     scaled,
     stays,
     wait_for,
@@ -40,6 +41,21 @@ def test_a_timed_out_wait_says_what_it_last_saw_and_prints_the_registered_logs(t
     assert "----- kdra scheduler (last 40 lines) -----" in text and "status of Queue a: timeout" in text
     assert "line 10\n" not in text  # only the tail
     assert isinstance(e.value, AssertionError) and isinstance(e.value, TimeoutError)
+
+
+def test_a_shared_components_log_is_read_for_one_namespaces_lines(tmp_path: Path) -> None:
+    log = tmp_path / "kube-scheduler.log"
+    log.write_text(
+        'I1205 "Successfully bound pod to node" pod="e2e-other/a" node="n0"\n'
+        'I1205 "Unable to schedule pod; no fit; waiting" pod="e2e-mine/trainer" err="0/2 nodes"\n'
+        'I1205 "Added node to NodeTree" node="n1"\n'
+    )
+    diagnose("kube-scheduler on e2e-mine", lines_naming(log, '"e2e-mine/'))
+    with pytest.raises(WaitTimeout) as e:
+        wait_for(lambda: False, 0.01, "trainer bound", interval=0.01)
+    text = str(e.value)
+    assert 'pod="e2e-mine/trainer" err="0/2 nodes"' in text
+    assert "e2e-other" not in text and "NodeTree" not in text
 
 
 def test_the_timeout_factor_stretches_every_wait(monkeypatch: pytest.MonkeyPatch) -> None:

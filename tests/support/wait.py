@@ -85,6 +85,17 @@ def diagnosing(name: str, tail: Callable[[], str]) -> Iterator[None]:
         forget(name)
 
 
+def lines_naming(path: os.PathLike[str] | str, needle: str, chars: int = 4_000_000) -> Callable[[], str]:
+    """A log reader for `diagnose`: the lines near the end of the file at `path` that contain `needle` (what a
+    shared component, e.g. kube-scheduler, said about one test's namespace among every other test's lines)."""
+    tail = file_tail(path, chars)
+
+    def naming() -> str:
+        return "\n".join(line for line in tail().splitlines() if needle in line)
+
+    return naming
+
+
 def clear_diagnostics() -> None:
     _logs.clear()
 
