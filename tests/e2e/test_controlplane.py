@@ -19,8 +19,9 @@ DRIVER = "gpu.example.com"
 
 
 @pytest.fixture
-def gpu_node(kube: KubeClient) -> Iterator[tuple[str, str]]:
-    """A Ready node with two GPUs published in a ResourceSlice, and a DeviceClass selecting them."""
+def gpu_node(kube: KubeClient, plane_gates: dict[str, bool]) -> Iterator[tuple[str, str]]:
+    """A Ready node with two GPUs published in a ResourceSlice, and a DeviceClass selecting them;
+    kube-scheduler (which places the tests' pods) runs with the plane's own gates, whatever ran before."""
     suffix = uuid.uuid4().hex[:6]
     node, cls = f"node-{suffix}", f"gpu-{suffix}"
     create_node(kube, node, labels={"kdra.test/e2e": "true"})

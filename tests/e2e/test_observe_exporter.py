@@ -139,10 +139,11 @@ def eventually(fn: Callable[[], T], check: Callable[[T], bool], timeout: float, 
 
 
 @pytest.fixture
-def fleet(kube: KubeClient) -> Iterator[dict[str, Any]]:
+def fleet(kube: KubeClient, plane_gates: dict[str, bool]) -> Iterator[dict[str, Any]]:
     """Two Ready nodes with four 80Gi GPUs each in ResourceSlices, and a DeviceClass for them alone: the
     devices are NVIDIA-shaped (driver gpu.nvidia.com), as are the fleets of tests in the other lane, so the
-    class selects this fleet's own attribute, not the driver."""
+    class selects this fleet's own attribute, not the driver. kube-scheduler places the tests' pods, with the
+    plane's own gates whatever corpus case ran before."""
     suffix = uuid.uuid4().hex[:6]
     nodes = [f"obs-{suffix}-{i}" for i in range(2)]
     cls = f"obs-gpu-{suffix}"
