@@ -141,12 +141,35 @@ def eventually(fn: Callable[[], T], check: Callable[[T], bool], timeout: float, 
 @pytest.fixture
 def fleet(kube: KubeClient, plane_gates: dict[str, bool]) -> Iterator[dict[str, Any]]:
     """Two Ready nodes with four 80Gi GPUs each in ResourceSlices, and a DeviceClass for them alone: the
-    devices are NVIDIA-shaped (driver gpu.nvidia.com), as are the fleets of tests in the other lane, so the
-    class selects this fleet's own attribute, not the driver. kube-scheduler places the tests' pods, with the
-    plane's own gates whatever corpus case ran before."""
+    devices are NVIDIA-shaped (driver gpu.nvidia.com), as are the fleets of tests in the other lanes, so the
+    class selects this fleet's own attribute, not the driver. Beside them a neighbour's node whose NVIDIA
+    device lacks that attribute, as other lanes' devices do: a selector that reads the attribute unguarded
+    fails every scheduling attempt there (CEL `no such key`, a Filter error in kube-scheduler).
+    kube-scheduler places the tests' pods, with the plane's own gates whatever corpus case ran before."""
     suffix = uuid.uuid4().hex[:6]
     nodes = [f"obs-{suffix}-{i}" for i in range(2)]
+    neighbour = f"obs-{suffix}-neighbour"
     cls = f"obs-gpu-{suffix}"
+    create_node(kube, neighbour)
+    kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{neighbour}-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": neighbour,
+                "pool": {"name": neighbour, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": "gpu-0",
+                        "attributes": {"type": {"string": "gpu"}, "productName": {"string": PRODUCT}},
+                        "capacity": {"memory": {"value": "80Gi"}},
+                    }
+                ],
+            },
+        }
+    )
     for n in nodes:
         create_node(kube, n, labels={"kdra.test/e2e": "true", "nvidia.com/gpu.memory": "81920"})
         kube.create(
@@ -174,7 +197,8 @@ def fleet(kube: KubeClient, plane_gates: dict[str, bool]) -> Iterator[dict[str, 
                 },
             }
         )
-    own = f'device.attributes["{DRIVER}"].fleet == "{suffix}"'
+    attrs = f'device.attributes["{DRIVER}"]'
+    own = f'"fleet" in {attrs} && {attrs}.fleet == "{suffix}"'
     kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -184,7 +208,7 @@ def fleet(kube: KubeClient, plane_gates: dict[str, bool]) -> Iterator[dict[str, 
         }
     )
     yield {"nodes": nodes, "class": cls, "pools": "|".join(nodes)}
-    for n in nodes:
+    for n in [*nodes, neighbour]:
         kube.delete("ResourceSlice", f"{n}-gpus", missing_ok=True)
         kube.delete("Node", n, missing_ok=True)
     kube.delete("DeviceClass", cls, missing_ok=True)
