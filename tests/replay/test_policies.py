@@ -22,6 +22,7 @@ from kdra.scheduler.gpupolicies import (
     make_policy,
     typical_pods,
 )
+from kdra.scheduler.scarcecpu import scarce_cpu_typical
 
 
 def node(name: str, gpus: list[int], cpu: int = 96_000, mem: int = 393_216, model: str = "G2") -> GpuNodeView:
@@ -203,6 +204,46 @@ def test_kdra_follows_fgd_and_breaks_its_ties_by_capacity_where_cpu_does_not_bin
     kh.prepare_fleet(fleet)
     assert kh.cpu_bound
     assert cpu_pressure(heavy, fleet) > 1 > cpu_pressure(work, fleet)
+
+
+def test_scarce_cpu_weights_each_gpu_pod_by_the_inverse_square_of_its_cpu() -> None:
+    light, heavy, cpu_only = (
+        TypicalPod(8000, 1000, 1, (), 0.4),
+        TypicalPod(32_000, 1000, 1, (), 0.4),
+        TypicalPod(4000, 0, 0, (), 0.2),
+    )
+    out = scarce_cpu_typical([light, heavy, cpu_only])
+    assert out[0].freq / out[1].freq == 16  # a quarter of the CPU: 4^2 times the weight
+    assert out[2] == cpu_only  # a CPU-only pod brings no GPU whatever the CPU it gets
+    # m = 1 / 12,800 cores: light times (12,800 / 8,000)^2 = 1.6^2, heavy times 0.4^2.
+    assert [round(t.freq, 4) for t in out[:2]] == [round(0.4 * 1.6**2, 4), round(0.4 * 0.4**2, 4)]
+
+
+def test_kdra_keeps_room_for_the_light_pods_only_where_the_gpu_pods_alone_exceed_the_fleets_cpu() -> None:
+    """Where the GPU pods alone ask for more CPU than the fleet has, some fail whatever the placement;
+    idle GPUs only the CPU-heavy pods could use (the room the light ones fit is gone) count less as
+    fragment than GPUs the light pods lose. Below that pressure the measure is left as it is."""
+    fleet = [node(f"n{i}", [1000] * 8) for i in range(4)]
+    light, heavy = PodRequest(8000, 8192, 1, 1000), PodRequest(32_000, 8192, 1, 1000)
+    scarce = KdraPolicy()
+    scarce.prepare([light] * 10 + [heavy] * 10)  # 20 cores per GPU asked, 12 offered
+    scarce.prepare_fleet(fleet)
+    assert scarce.gpu_cpu_pressure > 1
+    plain = CapacityFragMeasure(typical_pods([light] * 10 + [heavy] * 10), scarce.measure.mems)
+    # 2 idle GPUs, 16 free cores: both usable by light pods, neither by heavy ones.
+    two_light = ("G2", 16_000, 393_216, [1000, 1000])
+    assert scarce.measure.of(*two_light) < plain.of(*two_light)
+    # 2 idle GPUs, 4 free cores: lost to every pod, light or heavy, weighted or not.
+    assert scarce.measure.of("G2", 4000, 393_216, [1000, 1000]) == 2000 * sum(
+        t.freq for t in scarce.measure.typical
+    )
+    scarce.prepare_fleet(fleet)  # reading the fleet again does not weigh twice
+    assert scarce.measure.typical == scarce_cpu_typical(typical_pods([light] * 10 + [heavy] * 10))
+    fed = KdraPolicy()
+    fed.prepare([PodRequest(8000, 8192, 1, 1000)] * 20)  # 8 cores per GPU asked, 12 offered
+    fed.prepare_fleet(fleet)
+    assert fed.gpu_cpu_pressure < 1
+    assert fed.measure.typical == typical_pods([PodRequest(8000, 8192, 1, 1000)] * 20)
 
 
 def test_kdra_places_shares_the_way_the_workload_packs() -> None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.scheduler.fragmentation import MAX_NODE_SCORE
+from kdra.scheduler.scarcecpu import scarce_cpu_typical
 from kdra.scheduler.shareplan import SharePlan
 from kdra.scheduler.workload import WorkloadModel
 
@@ -645,7 +646,9 @@ class KdraPolicy(FGDPolicy):
       fragment). Where CPU binds (`cpu_pressure` of the workload on the fleet >= CPU_BOUND) it is the
       node score; elsewhere FGD's integer score decides and the capacity gradient breaks its ties: as the
       primary score there it draws small pods to the nodes with the most CPU, which are also the only hosts
-      of the largest pods (the `multi-gpu` replay variant, docs/replay.md).
+      of the largest pods (the `multi-gpu` replay variant, docs/replay.md). Where the GPU pods alone ask
+      for more CPU than the fleet's GPU nodes have, the room it keeps is weighted toward the pods asking
+      little CPU (kdra.scheduler.scarcecpu).
     - **A share plan** (kdra.scheduler.shareplan): a share placed off the plan the workload's own sizes
       give counts OFF_PLAN times its GPU's leftover as fragment, so shares fill GPUs the way they pack
       best instead of whatever gap is there; then a slight preference for the fuller GPU.
@@ -669,6 +672,9 @@ class KdraPolicy(FGDPolicy):
     def __init__(self, typical: Sequence[TypicalPod] | None = None, protect_rare: bool = True) -> None:
         super().__init__(typical)
         self.coarse = FragMeasure(typical or [])  # FGD's measure
+        self._typical = list(typical or [])  # the capacity measure's typical pods, unweighted
+        self._mems: dict[tuple[int, int, int], int] = {}
+        self.gpu_cpu_pressure = 0.0
         self.protect_rare = protect_rare
         self.plan = SharePlan((), MILLI)
         self.cpu_bound = False
@@ -691,11 +697,13 @@ class KdraPolicy(FGDPolicy):
         share plan, and, with the fleet known, where CPU binds and the rare shapes."""
         self.learned = self.model.seen
         items = list(self.model.items())
-        typical = self.measure.typical if self.fixed else weighted_typical_pods(items)
+        typical = self._typical if self.fixed else weighted_typical_pods(items)
         by_shape: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
         for p, w in items:
             by_shape.setdefault((p.cpu, p.gpu_milli, p.num_gpu), []).append((p.mem, w))
-        self.measure = CapacityFragMeasure(typical, {k: _weighted_median(v) for k, v in by_shape.items()})
+        self._typical = typical
+        self._mems = {k: _weighted_median(v) for k, v in by_shape.items()}
+        self.measure = CapacityFragMeasure(typical, self._mems)
         self.coarse = FragMeasure(typical)
         self.plan = SharePlan(_sizes(items), MILLI)
         self._shape_counts = dict(items)
@@ -718,6 +726,10 @@ class KdraPolicy(FGDPolicy):
             return
         self.cpu_pressure = cpu_pressure(self._shape_counts.items(), views)
         self.cpu_bound = self.cpu_pressure >= self.CPU_BOUND
+        gpu_pods = [(p, w) for p, w in self._shape_counts.items() if p.num_gpu]
+        self.gpu_cpu_pressure = cpu_pressure(gpu_pods, views)
+        if self.gpu_cpu_pressure > 1:  # some GPU pods fail whatever the placement (kdra.scheduler.scarcecpu)
+            self.measure = CapacityFragMeasure(scarce_cpu_typical(self._typical), self._mems)
         by_node_shape: dict[tuple[Any, ...], list[int]] = {}
         for i, v in enumerate(views):
             by_node_shape.setdefault((v.cpu_cap, v.mem_cap, len(v.gpu_free), v.model), []).append(i)
