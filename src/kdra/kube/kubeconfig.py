@@ -30,10 +30,10 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -300,7 +300,7 @@ def _build(
     def bad(fieldpath: str, msg: str, path: Path) -> InputError:
         return InputError(f"kubeconfig {path}, context {ctx_name}: {fieldpath}: {msg}")
 
-    def file_path(value: Any, base: Path) -> str:
+    def file_path(value: object, base: Path) -> str:
         f = Path(os.path.expanduser(str(value)))
         return str(f if f.is_absolute() else base.parent / f)
 
@@ -385,7 +385,14 @@ def _build(
     return cfg
 
 
-def _exec_config(raw: Any, fieldpath: str, path: Path, cfg: KubeConfig, cluster: Obj, bad: Any) -> ExecConfig:
+def _exec_config(
+    raw: object,
+    fieldpath: str,
+    path: Path,
+    cfg: KubeConfig,
+    cluster: Obj,
+    bad: Callable[[str, str, Path], InputError],
+) -> ExecConfig:
     if not isinstance(raw, dict):
         raise bad(fieldpath, "must be a mapping", path)
     command = raw.get("command")

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kdra.allocator.index import AllocatorIndex, CelBudgetExhausted, cel_budget
+from kdra.allocator.index import AllocatorIndex, CelBudgetExhausted, DeviceEntry, cel_budget
 from kdra.cluster.selectors import LabelSelector, parse_selector
 from kdra.errors import InputError
 from kdra.scheduler.framework import (
@@ -167,7 +167,7 @@ class OwnedDeviceClasses(PreFilterPlugin):
 STARTUP_CEL_BUDGET = 2_000_000
 
 
-def _class_devices(index: Any, cls: str, unchecked: set[str]) -> list[Any]:
+def _class_devices(index: AllocatorIndex, cls: str, unchecked: set[str]) -> list[DeviceEntry]:
     try:
         with cel_budget(STARTUP_CEL_BUDGET):
             return list(index.devices_of_class(cls))
@@ -197,7 +197,7 @@ def reachable_by_others(
     mine = [c for c in classes if partition.classes is None or c in partition.classes]
     theirs = [c for c in classes if partition.classes is None or c not in partition.classes]
 
-    def usable(d: Any, on: set[str]) -> bool:
+    def usable(d: DeviceEntry, on: set[str]) -> bool:
         return not d.slice.node_name or d.slice.node_name in on
 
     kdra_devices = {d.key for c in mine for d in _class_devices(index, c, unchecked) if usable(d, kdra_nodes)}

@@ -45,7 +45,7 @@ from kdra.kube.binder import (
     first_line,
     nominate_pod,
 )
-from kdra.kube.client import FencedError
+from kdra.kube.client import FencedError, KubeClient
 from kdra.kube.events import now_rfc3339, object_event
 from kdra.kube.store import KubeStore
 from kdra.scheduler.seams import (
@@ -512,7 +512,7 @@ def _key(pod: Obj) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
 
-def evict_pod(client: Any, pod: Obj) -> None:
+def evict_pod(client: KubeClient, pod: Obj) -> None:
     """Evict one pod with policy/v1 (the API server checks its PodDisruptionBudgets), or delete it where the
     Eviction API is not allowed (403, 404, 405: forbidden to kdra or not served; a pod that is gone is not
     found either way). Raises what refused it (a 429: its budget)."""
