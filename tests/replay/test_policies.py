@@ -237,8 +237,16 @@ def test_kdra_keeps_room_for_the_light_pods_only_where_the_gpu_pods_alone_exceed
     assert scarce.measure.of("G2", 4000, 393_216, [1000, 1000]) == 2000 * sum(
         t.freq for t in scarce.measure.typical
     )
-    scarce.prepare_fleet(fleet)  # reading the fleet again does not weigh twice
+    measure = scarce.measure
+    scarce.prepare_fleet(fleet)  # reading the fleet again neither weighs twice nor drops the memo
+    assert scarce.measure is measure
     assert scarce.measure.typical == scarce_cpu_typical(typical_pods([light] * 10 + [heavy] * 10))
+    # A fleet with 32 cores per GPU feeds every GPU pod: the weighting goes.
+    scarce.prepare_fleet(
+        [GpuNodeView(f"big{i}", "G2", 256_000, 393_216, 256_000, 393_216, [1000] * 8) for i in range(4)]
+    )
+    assert scarce.gpu_cpu_pressure < 1
+    assert scarce.measure.typical == typical_pods([light] * 10 + [heavy] * 10)
     fed = KdraPolicy()
     fed.prepare([PodRequest(8000, 8192, 1, 1000)] * 20)  # 8 cores per GPU asked, 12 offered
     fed.prepare_fleet(fleet)

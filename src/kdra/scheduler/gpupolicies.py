@@ -675,6 +675,7 @@ class KdraPolicy(FGDPolicy):
         self._typical = list(typical or [])  # the capacity measure's typical pods, unweighted
         self._mems: dict[tuple[int, int, int], int] = {}
         self.gpu_cpu_pressure = 0.0
+        self._scarce = False  # whether self.measure is weighted toward light pods (kdra.scheduler.scarcecpu)
         self.protect_rare = protect_rare
         self.plan = SharePlan((), MILLI)
         self.cpu_bound = False
@@ -704,6 +705,7 @@ class KdraPolicy(FGDPolicy):
         self._typical = typical
         self._mems = {k: _weighted_median(v) for k, v in by_shape.items()}
         self.measure = CapacityFragMeasure(typical, self._mems)
+        self._scarce = False
         self.coarse = FragMeasure(typical)
         self.plan = SharePlan(_sizes(items), MILLI)
         self._shape_counts = dict(items)
@@ -728,8 +730,13 @@ class KdraPolicy(FGDPolicy):
         self.cpu_bound = self.cpu_pressure >= self.CPU_BOUND
         gpu_pods = [(p, w) for p, w in self._shape_counts.items() if p.num_gpu]
         self.gpu_cpu_pressure = cpu_pressure(gpu_pods, views)
-        if self.gpu_cpu_pressure > 1:  # some GPU pods fail whatever the placement (kdra.scheduler.scarcecpu)
-            self.measure = CapacityFragMeasure(scarce_cpu_typical(self._typical), self._mems)
+        # Above 1 some GPU pods fail whatever the placement (kdra.scheduler.scarcecpu). The measure is rebuilt
+        # (its memo dropped) only when that changes, not each time the fleet is read again.
+        scarce = self.gpu_cpu_pressure > 1
+        if scarce != self._scarce:
+            self._scarce = scarce
+            typical = scarce_cpu_typical(self._typical) if scarce else self._typical
+            self.measure = CapacityFragMeasure(typical, self._mems)
         by_node_shape: dict[tuple[Any, ...], list[int]] = {}
         for i, v in enumerate(views):
             by_node_shape.setdefault((v.cpu_cap, v.mem_cap, len(v.gpu_free), v.model), []).append(i)
