@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 from kdra.kube import memory
 from kdra.kube.memory import HeapTrimmer
 
@@ -20,3 +23,29 @@ def test_trims_once_the_cache_shrank_well_below_its_peak_and_the_loop_is_idle(mo
     t.last -= 31
     assert t.note(100, idle=True) and len(calls) == 2
     assert not t.note(60, idle=True)  # fewer than `minimum` objects went
+
+
+class _Linked:
+    peer: _Linked | None = None
+
+
+def test_settle_freezes_what_is_alive_and_a_trim_still_frees_a_frozen_cycle_that_died() -> None:
+    """After the initial lists the scheduler's long-lived objects are frozen (no collection scans them);
+    a reference cycle among them that dies later must not stay for good: the trim collects it."""
+    threshold = gc.get_threshold()
+    a, b = _Linked(), _Linked()
+    a.peer, b.peer = b, a
+    alive = weakref.ref(a)
+    try:
+        memory.settle()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] == memory.YOUNG_THRESHOLD
+        del a, b
+        gc.collect()
+        assert alive() is not None  # frozen: a full collection does not scan it
+        memory.trim()
+        assert alive() is None
+        assert gc.get_freeze_count() > 0  # what is still alive is frozen again
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

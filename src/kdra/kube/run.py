@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
+from kdra.kube import memory
 from kdra.kube.client import KubeClient
 from kdra.kube.leader import LeaderElector
 from kdra.kube.partition import Partition, startup_warnings
@@ -108,6 +109,7 @@ def run_scheduler(
         preemption_wait=preemption_wait,
         partition=partition,
     )
+    memory.settle()  # the initial lists are in: what is alive now lives long (kdra.kube.memory)
     if partition.nodes is not None:
         for scorer in gq.scorers:  # a placement policy's fleet is the nodes this scheduler places on
             if hasattr(scorer, "owned"):
