@@ -96,8 +96,8 @@ def test_least_allocated_spreads_and_most_allocated_packs() -> None:
         assert set(placements(sch.run(0)).values()) == expected, strategy
 
 
-def _nominated(name: str, node_name: str, cpu: str) -> dict:
-    p = pod(name, cpu=cpu)
+def _nominated(name: str, node_name: str, cpu: str, priority: int = 0) -> dict:
+    p = pod(name, cpu=cpu, priority=priority)
     p["status"] = {"nominatedNodeName": node_name}
     return p
 
@@ -112,10 +112,54 @@ def test_a_nominated_node_that_passes_filter_is_taken_kube_scheduler_evaluate_no
     sch = Scheduler(s)  # LeastAllocated: an empty node scores best
     s.create(pod("first", cpu="20"))
     assert placements(sch.run(0)) == {"first": "a"}
-    s.create(_nominated("expected", "a", cpu="8"))  # fits on a's 12 free cpu; b is emptier
+    # fits on a's 12 free cpu (b is emptier); too-big's nomination, of a lower priority, does not count
+    s.create(_nominated("expected", "a", cpu="8", priority=10))
     s.create(_nominated("too-big", "a", cpu="16"))  # does not fit on a any more
     s.create(_nominated("gone", "c", cpu="1"))
     assert placements(sch.run(1)) == {"expected": "a", "too-big": "b", "gone": "b"}
+
+
+def _held_for_a_preemptor() -> tuple[MemoryStore, Scheduler]:
+    """Node big (4 cpu) still runs a 2-cpu victim (terminating: its deletion makes room) for `preemptor`
+    (priority 100, 3 cpu), nominated there; node small has 2 cpu."""
+    s = MemoryStore()
+    s.create(node("big", cpu="4"))
+    s.create(node("small", cpu="2"))
+    victim = pod("victim", cpu="2")
+    victim["spec"]["nodeName"] = "big"
+    s.create(victim)
+    sch = Scheduler(s)
+    s.create(_nominated("preemptor", "big", cpu="3", priority=100))
+    assert placements(sch.run(0)) == {"preemptor": None}
+    return s, sch
+
+
+def test_a_pod_nominated_to_a_node_keeps_its_room_from_lower_priorities_add_ge_nominated_pods() -> None:
+    """kube-scheduler's RunFilterPluginsWithNominatedPods / addGENominatedPods (pkg/scheduler/framework/
+    runtime/framework.go): Filter counts the pods nominated to a node, of a priority no lower than the pod's,
+    as if they ran there. A lower-priority pod arriving while the victims go does not take the room
+    preemption made (it would be the next victim): it goes elsewhere, and the preemptor gets its node."""
+    s, sch = _held_for_a_preemptor()
+    s.create(pod("latecomer", cpu="2"))
+    # big has 2 free cpu and scores first on a tie, but 3 of them are the preemptor's
+    assert placements(sch.run(1)) == {"latecomer": "small"}
+    s.delete("Pod", "victim", "default")
+    assert placements(sch.run(2)) == {"preemptor": "big"}
+
+
+def test_a_nomination_counts_against_equal_priorities_not_higher_ones_nor_once_withdrawn() -> None:
+    s, sch = _held_for_a_preemptor()
+    s.create(pod("same", cpu="2", priority=100))
+    assert placements(sch.run(1)) == {"same": "small"}  # an equal priority: the nomination counts
+    s.create(pod("urgent", cpu="2", priority=1000))
+    assert placements(sch.run(2)) == {"urgent": "big"}  # a higher one: it does not
+    s.create(pod("later", cpu="1"))
+    assert placements(sch.run(3)) == {"later": None}  # big: 2 + 2 of 4 used; small full
+    s.delete("Pod", "urgent", "default")
+    preemptor = clone(s.get("Pod", "preemptor", "default"))
+    preemptor["status"] = {}  # preemption withdrew the nomination
+    s.update(preemptor, subresource="status")
+    assert placements(sch.run(4))["later"] == "big"  # the nomination no longer counts
 
 
 def test_unschedulable_dra_pod_gets_the_allocators_explanation() -> None:

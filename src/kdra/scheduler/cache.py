@@ -46,6 +46,10 @@ class SchedulerCache:
         self.epoch = 0
         self.node_updates = 0  # Node objects changed (labels, taints, allocatable)
         self.listeners: list[Callable[[str, WatchEvent], None]] = []
+        # kube-scheduler's nominator: this scheduler's pending pods by the node their
+        # status.nominatedNodeName names (a preemption's, or where an autoscaler expects them).
+        self.nominated: dict[str, dict[str, PodInfo]] = {}
+        self._nominated_at: dict[str, str] = {}  # pod uid -> node name
         # DRA bookkeeping is attached by the DynamicResources plugin (kdra.scheduler.dra.DraState).
         self.dra: Any = None
         store.watch(
@@ -191,6 +195,45 @@ class SchedulerCache:
         self.bump_epoch()
         if self.dra is not None:
             self.dra.invalidate()
+
+    # -- nominations -----------------------------------------------------------------------------
+
+    def nominate(self, pi: PodInfo, node: str) -> None:
+        """`pi` waits for `node`. The nodes it leaves and joins are touched, so that answers cached for them
+        are evaluated again."""
+        if self._nominated_at.get(pi.uid) != node:
+            self.unnominate(pi.uid)
+            self._nominated_at[pi.uid] = node
+            self._touch_named(node)
+        self.nominated.setdefault(node, {})[pi.uid] = pi
+
+    def unnominate(self, uid: str) -> None:
+        node = self._nominated_at.pop(uid, None)
+        if node is None:
+            return
+        pods = self.nominated[node]
+        del pods[uid]
+        if not pods:
+            del self.nominated[node]
+        self._touch_named(node)
+
+    def is_nominated(self, uid: str) -> bool:
+        return uid in self._nominated_at
+
+    def nominated_against(self, pi: PodInfo, ni: NodeInfo) -> list[PodInfo]:
+        """The pods nominated to `ni` that Filter counts against `pi` (kube-scheduler's addGENominatedPods):
+        of no lower priority, not `pi` itself, not yet assumed anywhere."""
+        pods = self.nominated.get(ni.name)
+        if not pods:
+            return []
+        assigned = self.assigned
+        prio = pi.priority
+        return [p for uid, p in pods.items() if uid != pi.uid and uid not in assigned and p.priority >= prio]
+
+    def _touch_named(self, node: str) -> None:
+        ni = self.node_by_name.get(node)
+        if ni is not None:
+            self.touch(ni)
 
     # -- assume / forget -------------------------------------------------------------------------
 

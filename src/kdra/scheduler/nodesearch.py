@@ -7,7 +7,10 @@ attempt only nodes whose state changed are evaluated again (SchedulerCache.chang
 wait in a heap by score. The result is what evaluating every node every time would give (kube-scheduler
 with percentageOfNodesToScore=100), except that ties between equally scored nodes go to the first node in
 the order nodes were added (upstream picks one at random). As upstream, a pod's nominated node is tried
-first and taken unscored when it passes Filter. The texts of shared answers name the objects of whichever
+first and taken unscored when it passes Filter, and Filter counts the pods nominated to a node against
+pods of no higher priority (addGENominatedPods: their requests and their number, not their devices, which
+upstream's DynamicResources does not count either); nodes with nominations are evaluated again for each
+pod. The texts of shared answers name the objects of whichever
 pod computed them; they are kept neutral and made each reader's own where they are written
 (kdra.scheduler.owntext).
 """
@@ -83,8 +86,13 @@ class NodeSearch:
         self, state: CycleState, pi: PodInfo, ni: NodeInfo, static: list[ScorePlugin]
     ) -> tuple[Status | None, int]:
         self.evaluations += 1
+        fni = ni
+        if self.cache.nominated:
+            nominated = self.cache.nominated_against(pi, ni)
+            if nominated:
+                fni = ni.with_pods(nominated)
         for p in self.filters:
-            st = p.filter(state, pi, ni)
+            st = p.filter(state, pi, fni)
             if not st.ok:
                 return st.with_plugin(p.name), 0
         total = 0
@@ -140,6 +148,10 @@ class NodeSearch:
                 entry.heap.clear()
                 todo = range(len(nodes))
             else:
+                if self.cache.nominated:
+                    # what passes there depends on the pod's priority, not only on its signature
+                    by_name = self.cache.node_by_name
+                    changed.update(by_name[n].idx for n in self.cache.nominated if n in by_name)
                 todo = sorted(changed)
         entry.epoch = self.cache.epoch
         entry.seq = self.cache.change_seq

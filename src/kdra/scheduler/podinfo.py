@@ -237,6 +237,19 @@ class NodeInfo:
         self.nonzero_mem += pi.nonzero_mem
         self.generation += 1
 
+    def with_pods(self, pods: list[PodInfo]) -> NodeInfo:
+        """This node with `pods` added, for Filter alone (kube-scheduler's addGENominatedPods). The
+        generation stays: what is cached by it (device answers) does not count nominated pods."""
+        view = NodeInfo.__new__(NodeInfo)
+        for slot in NodeInfo.__slots__:
+            setattr(view, slot, getattr(self, slot))
+        view.pods = dict(self.pods)
+        view.requested = dict(self.requested)
+        for pi in pods:
+            view.add_pod(pi)
+        view.generation = self.generation
+        return view
+
     def remove_pod(self, uid: str) -> PodInfo | None:
         pi = self.pods.pop(uid, None)
         if pi is None:

@@ -301,6 +301,7 @@ class Scheduler:
             self._forget_gated(pod)
         elif not node and self.binder.in_flight(uid):
             return  # its binding cycle runs: a status change meanwhile does not make it pending again
+        self._track_nomination(ev, pod, uid, node)
         if ev.type == "DELETED" or is_terminal(pod):
             self.queue.delete(uid)
             if node:
@@ -324,6 +325,22 @@ class Scheduler:
             return
         self.queue.add(PodInfo(pod), now)
         self._track_gated(uid)
+
+    def _track_nomination(self, ev: WatchEvent, pod: Obj, uid: str, node: str | None) -> None:
+        """kube-scheduler's nominator: a pending pod of this scheduler's with status.nominatedNodeName is
+        counted there against pods of no higher priority until it is bound, deleted or nominated no more."""
+        nominated = (pod.get("status") or {}).get("nominatedNodeName")
+        if (
+            nominated
+            and ev.type != "DELETED"
+            and not node
+            and not is_terminal(pod)
+            and not pod["metadata"].get("deletionTimestamp")
+            and self._responsible(pod)
+        ):
+            self.cache.nominate(PodInfo(pod), nominated)
+        elif self.cache.is_nominated(uid):
+            self.cache.unnominate(uid)
 
     def _undo(
         self,
