@@ -567,6 +567,7 @@ class CapacityFragMeasure(FragMeasure):
         self.mem_list = sorted({mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0) for t in self.typical})
         self.cpu_thresholds = sorted({c * k for c in self.cpu_points if c for k in range(1, 9)})
         self.mem_thresholds = sorted({m * k for m in self.mem_list if m for k in range(1, 9)})
+        self._rows: dict[str, list[tuple[float, int, int, int, int]]] = {}
 
     def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> MeasureKey:
         # How many copies of each typical pod the free CPU (memory) holds, capped at 8, only changes at the
@@ -578,6 +579,25 @@ class CapacityFragMeasure(FragMeasure):
             tuple(sorted(gpus)),
         )
 
+    def rows(self, model: str) -> list[tuple[float, int, int, int, int]]:
+        """The GPU typical pods as `compute` reads them on a node of `model`, in order: (frequency, milli-GPU
+        per GPU or 0 where the model is out of the pod's reach, GPUs, CPU, memory). Workloads with many share
+        sizes have thousands of typical pods and fine shares many node states, so the loop over them is the
+        measure's cost: it reads plain tuples, not the pods' fields, the models and the memory map."""
+        rows = self._rows.get(model)
+        if rows is None:
+            rows = self._rows[model] = [
+                (
+                    t.freq,
+                    0 if t.models and model not in t.models else t.gpu_milli,
+                    t.num_gpu,
+                    t.cpu,
+                    self.mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0),
+                )
+                for t in self.gpu_types
+            ]
+        return rows
+
     def compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
         if total == 0:
@@ -585,18 +605,17 @@ class CapacityFragMeasure(FragMeasure):
         frag = self.cpu_only * total
         below = _prefix_sums(gpus)  # `gpus` is sorted (`key`): the fitting GPUs are a suffix
         size = len(gpus)
-        for t in self.gpu_types:
-            if t.models and model not in t.models:
-                frag += t.freq * total
+        fit = bisect.bisect_left
+        for freq, milli, k, cpu, mem in self.rows(model):
+            if not milli:
+                frag += freq * total  # no access: all idle GPU is fragment
                 continue
-            k = t.num_gpu
-            n = (size - bisect.bisect_left(gpus, t.gpu_milli)) // k
-            if t.cpu:
-                n = min(n, cpu_free // t.cpu)
-            mm = self.mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0)
-            if mm:
-                n = min(n, mem_free // mm)
-            frag += t.freq * below[size - n * k]  # all but the n * k largest GPUs, which it can use
+            n = (size - fit(gpus, milli)) // k
+            if cpu and cpu_free // cpu < n:
+                n = cpu_free // cpu
+            if mem and mem_free // mem < n:
+                n = mem_free // mem
+            frag += freq * below[size - n * k]  # all but the n * k largest GPUs, which it can use
         return frag
 
 
