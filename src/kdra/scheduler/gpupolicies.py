@@ -267,6 +267,7 @@ class FragMeasure:
         self._memo: dict[tuple[Any, ...], float] = {}
         self.cpu_only = sum(t.freq for t in self.typical if t.gpu_milli == 0)
         self.gpu_types = [t for t in self.typical if t.gpu_milli > 0]
+        self._rows: dict[str, list[tuple[float, int, int, int, int]]] = {}
 
     def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> MeasureKey:
         cb = bisect.bisect_right(self.cpu_points, cpu_free)
@@ -282,6 +283,29 @@ class FragMeasure:
             v = self._memo[k] = self.compute(model, cpu_free, mem_free, k[3])
         return v
 
+    def rows(self, model: str) -> list[tuple[float, int, int, int, int]]:
+        """The GPU typical pods as `compute` reads them on a node of `model`, in order: (frequency, milli-GPU
+        per GPU or 0 where the model is out of the pod's reach, GPUs, CPU, memory). Workloads with many share
+        sizes have thousands of typical pods and fine shares many node states, so the walk over them is the
+        measure's cost: it reads plain tuples, not the pods' fields and models."""
+        rows = self._rows.get(model)
+        if rows is None:
+            rows = self._rows[model] = [
+                (
+                    t.freq,
+                    0 if t.models and model not in t.models else t.gpu_milli,
+                    t.num_gpu,
+                    t.cpu,
+                    self.memory(t),
+                )
+                for t in self.gpu_types
+            ]
+        return rows
+
+    def memory(self, t: TypicalPod) -> int:
+        """The memory a typical pod is taken to ask for."""
+        return t.mem
+
     def compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
         if total == 0:
@@ -289,15 +313,16 @@ class FragMeasure:
         frag = self.cpu_only * total  # CPU-only typical pods: every idle GPU is "fragment" to them (XL/XR)
         use_mem = self.use_memory
         # `gpus` is sorted (`key`): the GPUs a size fits are a suffix, so what it cannot use (`unusable`)
-        # is a prefix sum, found by bisection (workloads with many share sizes have many typical pods).
+        # is a prefix sum, found by bisection.
         below = _prefix_sums(gpus)
         n = len(gpus)
-        for t in self.gpu_types:
-            if (t.models and model not in t.models) or t.cpu > cpu_free or (use_mem and t.mem > mem_free):
-                frag += t.freq * total  # no access, or lacks CPU (memory): all idle GPU is fragment
+        fit = bisect.bisect_left
+        for freq, milli, k, cpu, mem in self.rows(model):
+            if not milli or cpu > cpu_free or (use_mem and mem > mem_free):
+                frag += freq * total  # no access, or lacks CPU (memory): all idle GPU is fragment
                 continue
-            i = bisect.bisect_left(gpus, t.gpu_milli)
-            frag += t.freq * (total if t.num_gpu > 1 and n - i < t.num_gpu else below[i])
+            i = fit(gpus, milli)
+            frag += freq * (total if k > 1 and n - i < k else below[i])
         return frag
 
     def node(self, view: GpuNodeView) -> float:
@@ -567,7 +592,6 @@ class CapacityFragMeasure(FragMeasure):
         self.mem_list = sorted({mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0) for t in self.typical})
         self.cpu_thresholds = sorted({c * k for c in self.cpu_points if c for k in range(1, 9)})
         self.mem_thresholds = sorted({m * k for m in self.mem_list if m for k in range(1, 9)})
-        self._rows: dict[str, list[tuple[float, int, int, int, int]]] = {}
 
     def key(self, model: str, cpu_free: int, mem_free: int, gpus: Sequence[int]) -> MeasureKey:
         # How many copies of each typical pod the free CPU (memory) holds, capped at 8, only changes at the
@@ -579,24 +603,8 @@ class CapacityFragMeasure(FragMeasure):
             tuple(sorted(gpus)),
         )
 
-    def rows(self, model: str) -> list[tuple[float, int, int, int, int]]:
-        """The GPU typical pods as `compute` reads them on a node of `model`, in order: (frequency, milli-GPU
-        per GPU or 0 where the model is out of the pod's reach, GPUs, CPU, memory). Workloads with many share
-        sizes have thousands of typical pods and fine shares many node states, so the loop over them is the
-        measure's cost: it reads plain tuples, not the pods' fields, the models and the memory map."""
-        rows = self._rows.get(model)
-        if rows is None:
-            rows = self._rows[model] = [
-                (
-                    t.freq,
-                    0 if t.models and model not in t.models else t.gpu_milli,
-                    t.num_gpu,
-                    t.cpu,
-                    self.mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0),
-                )
-                for t in self.gpu_types
-            ]
-        return rows
+    def memory(self, t: TypicalPod) -> int:
+        return self.mems.get((t.cpu, t.gpu_milli, t.num_gpu), 0)
 
     def compute(self, model: str, cpu_free: int, mem_free: int, gpus: tuple[int, ...]) -> float:
         total = sum(gpus)
