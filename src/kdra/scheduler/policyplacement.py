@@ -67,7 +67,7 @@ class LiveViews:
         self.device_class = device_class
         self.views: dict[str, GpuNodeView] = {}
         self.devices: dict[str, list[tuple[str, str, str]]] = {}  # node -> its GPUs' keys in view order
-        self._seen: dict[str, tuple[int, int]] = {}  # node -> (NodeInfo generation, DRA state's size)
+        self._seen: dict[str, tuple[int, int]] = {}  # node -> (NodeInfo generation, cache epoch)
 
     def _bound(self) -> SchedulerCache:
         if self.cache is None:
@@ -76,8 +76,9 @@ class LiveViews:
 
     def view_of(self, ni: NodeInfo) -> GpuNodeView:
         """The node's view, current."""
-        dra = self._bound().dra
-        stamp = (ni.generation, len(dra.state.consumed) + len(dra.state.dedicated))
+        # The DRA state changes a node's devices only by touching the node (its generation) or, for
+        # devices of no node and new slices or classes, by a new cache epoch.
+        stamp = (ni.generation, self._bound().epoch)
         view = self.views.get(ni.name)
         if view is not None and self._seen.get(ni.name) == stamp:
             return view
@@ -181,6 +182,9 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
         self._learned: set[str] = set()
         self._fleet: tuple[str, ...] = ()
         self._order: dict[str, int] = {}
+        self._fleet_gen = 0  # bumped each time the policy is handed the fleet again
+        self._epoch: Hashable = None  # the policy's epoch as of the attempt's PreFilter
+        self._scores: dict[PodRequest, _ShapeScores] = {}
 
     def bind_cache(self, cache: SchedulerCache) -> None:
         previous = self.cache if hasattr(self, "cache") else None
@@ -189,6 +193,7 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
             self.policy = self._factory()
             self._learned.clear()
             self._fleet = ()
+            self._scores.clear()
         if self.views.cache is not cache:
             self.views = LiveViews(cache, self.views.device_class)
 
@@ -208,33 +213,62 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
             self._fleet = names
             self._order = name_order(names)
             self.policy.prepare_fleet(views)
+            self._fleet_gen += 1
+            self._scores.clear()
         if self.online and pi.uid not in self._learned:
             self._learned.add(pi.uid)
             self.policy.learn(req)
-        self.policy.epoch()  # fleet-wide state (e.g. which rare hosts are kept) as of now
+        self._epoch = self.policy.epoch()  # fleet-wide state (e.g. which rare hosts are kept) as of now
         return SUCCESS
 
     # -- Score: the policy's best node takes it --------------------------------------------------
 
     def signature(self, state: CycleState, pi: PodInfo) -> Hashable:
-        return None
+        # The node search may keep other plugins' answers for unchanged nodes: this plugin's score() is a
+        # constant, its node choice is made in normalize() from the policy's scores (`_policy_scores`).
+        return _STATE
 
     def needs_normalize(self, state: CycleState, pi: PodInfo) -> bool:
         return True
 
     def score(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> int:
-        req: PodRequest | None = state.get(_STATE)
-        if req is None:
-            return 0
-        view = self.views.view_of(ni)
-        scores: dict[int, float] = state.setdefault(_STATE + "/scores", {})
-        scores[ni.idx] = self.policy.score(view, req)[0] if view.fits(req) else float("-inf")
         return 0
+
+    def _policy_scores(self, req: PodRequest, idxs: Iterable[int]) -> dict[int, float]:
+        """The policy's score of each node for the pod (-inf where its view says the pod does not fit),
+        kept per pod shape as `kdra replay` keeps them (kdra.replay.engine.Placer): a node is scored again
+        when its view changed, every node when the policy reads the workload again, and the nodes of
+        `Policy.epoch_scope` when only fleet-wide state moved."""
+        c = self._scores.get(req)
+        if c is None:
+            if len(self._scores) > 4096:
+                self._scores.clear()
+            c = self._scores[req] = _ShapeScores()
+        if c.epoch != self._epoch:
+            scope = self.policy.epoch_scope(c.epoch)
+            if scope is None:
+                c.scores.clear()
+            else:
+                for j in scope:
+                    if j < len(self._fleet):
+                        c.scores.pop(self._fleet[j], None)
+            c.epoch = self._epoch
+        nodes = self.cache.nodes
+        out: dict[int, float] = {}
+        for i in idxs:
+            view = self.views.view_of(nodes[i])
+            hit = c.scores.get(view.name)
+            if hit is None or hit[0] is not view or hit[1] != view.version:
+                s = self.policy.score(view, req)[0] if view.fits(req) else float("-inf")
+                hit = c.scores[view.name] = (view, view.version, s)
+            out[i] = hit[2]
+        return out
 
     def normalize(self, state: CycleState, pi: PodInfo, scores: dict[int, int]) -> None:
         if not scores:
             return
-        raw: dict[int, float] = state.get(_STATE + "/scores") or {}
+        req: PodRequest | None = state.get(_STATE)
+        raw = self._policy_scores(req, scores) if req is not None else {}
         nodes = self.cache.nodes
         order = self._order
         best = max(
@@ -242,6 +276,16 @@ class FragmentationScore(PreFilterPlugin, ScorePlugin):
         )
         for i in scores:
             scores[i] = MAX_NODE_SCORE if i == best else 0
+
+
+class _ShapeScores:
+    """The policy's scores for one pod shape: node name -> (its view, the view's version, score)."""
+
+    __slots__ = ("epoch", "scores")
+
+    def __init__(self) -> None:
+        self.epoch: Hashable = None
+        self.scores: dict[str, tuple[GpuNodeView, int, float]] = {}
 
 
 class PolicyDevicePreference:
@@ -253,6 +297,12 @@ class PolicyDevicePreference:
 
     def __init__(self, plugin: FragmentationScore) -> None:
         self.plugin = plugin
+
+    def token(self) -> Hashable:
+        """What the order depends on besides the node's state: the pod of the attempt and the policy's
+        state as of its PreFilter (allocations found under another token are searched again)."""
+        plugin = self.plugin
+        return (plugin.current, plugin._fleet_gen, plugin._epoch)
 
     def keys(self, ctx: SearchContext, request: RequestView, devices: Sequence[DeviceEntry]) -> list[SortKey]:
         plugin = self.plugin

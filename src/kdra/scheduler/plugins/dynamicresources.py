@@ -117,7 +117,7 @@ class DynamicResources(
         # (pod signature, node idx) -> (node generation, cache epoch, allocations Filter found): only the
         # latest answer per node is kept, so the table is bounded by signatures x nodes, not by how often
         # nodes changed (every allocation on a node changes its generation).
-        self._results: dict[tuple[Hashable, int], tuple[int, int, Any]] = {}
+        self._results: dict[tuple[Hashable, int], tuple[int, int, Hashable, Any]] = {}
         # Optional (pod, claim) -> (the claim to allocate, what that depends on): a pod group's
         # cross-claim constraints narrow a member's requests (kdra.scheduler.groupconstraints).
         self.claim_rewriter: Any = None
@@ -324,13 +324,26 @@ class DynamicResources(
     def _remember(self, pc: _PodClaims, ni: NodeInfo, allocations: Any) -> None:
         if len(self._results) > 100_000:  # many pod shapes on many nodes: start afresh
             self._results.clear()
-        self._results[(pc.signature, ni.idx)] = (ni.generation, self.dra.cache.epoch, allocations)
+        self._results[(pc.signature, ni.idx)] = (
+            ni.generation,
+            self.dra.cache.epoch,
+            self._preference_token(),
+            allocations,
+        )
 
     def _remembered(self, pc: _PodClaims, ni: NodeInfo) -> Any:
         got = self._results.get((pc.signature, ni.idx))
         if got is None or got[0] != ni.generation or got[1] != self.dra.cache.epoch:
             return None
-        return got[2]
+        if got[2] != self._preference_token():
+            return None
+        return got[3]
+
+    def _preference_token(self) -> Hashable:
+        """A device preference whose order depends on more than the node's state (the pod, a placement
+        policy's state) names that by a `token()`: devices found under another token are searched again."""
+        token = getattr(self.dra.preference, "token", None)
+        return token() if token is not None else None
 
     def allocations_for(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> list[Obj] | None:
         pc: _PodClaims = state[STATE_KEY]
