@@ -287,6 +287,11 @@ class DynamicResources(
         return names
 
     def filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo) -> Status:
+        return self._filter(state, pi, ni, reuse=True)
+
+    def _filter(self, state: CycleState, pi: PodInfo, ni: NodeInfo, *, reuse: bool) -> Status:
+        """Filter; `reuse`: claims of this signature that fit the node in its current state, whatever
+        device order found them, fit without a new search (which devices is decided again at Reserve)."""
         pc: _PodClaims = state[STATE_KEY]
         if pc.node_selectors:
             from kdra.allocator._nodes import node_selector_matches
@@ -299,6 +304,8 @@ class DynamicResources(
         if special is not None:
             claims.append(special)
         if not claims:
+            return SUCCESS
+        if reuse and self._remembered(pc, ni, any_order=True) is not None:
             return SUCCESS
         demand = pc.demand
         if special is not None:
@@ -331,11 +338,11 @@ class DynamicResources(
             allocations,
         )
 
-    def _remembered(self, pc: _PodClaims, ni: NodeInfo) -> Any:
+    def _remembered(self, pc: _PodClaims, ni: NodeInfo, *, any_order: bool = False) -> Any:
         got = self._results.get((pc.signature, ni.idx))
         if got is None or got[0] != ni.generation or got[1] != self.dra.cache.epoch:
             return None
-        if got[2] != self._preference_token():
+        if not any_order and got[2] != self._preference_token():
             return None
         return got[3]
 
@@ -349,7 +356,7 @@ class DynamicResources(
         pc: _PodClaims = state[STATE_KEY]
         got = self._remembered(pc, ni)
         if got is None:
-            st = self.filter(state, pi, ni)
+            st = self._filter(state, pi, ni, reuse=False)
             if not st.ok:
                 return None
             got = self._remembered(pc, ni)
