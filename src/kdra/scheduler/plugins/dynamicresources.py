@@ -225,7 +225,9 @@ class DynamicResources(
                 cls = ext_classes.get(res)
                 if cls is not None:
                     pc.ext[res] = cls
-            sig.append(("X", tuple(sorted(pc.ext.items()))))
+            # the claim made for them asks for as many devices as the pod requests: the counts belong in it
+            counts = tuple(sorted((r, pi.ext_requests[r]) for r in pc.ext))
+            sig.append(("X", tuple(sorted(pc.ext.items())), counts))
         pc.signature = tuple(sig)
         return SUCCESS
 
