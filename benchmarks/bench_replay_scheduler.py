@@ -28,34 +28,20 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, args.src)
 
+    sys.path.insert(1, str(ROOT / "tests"))  # the test support, `support`, after the tree measured
+
     from kdra.cluster import MemoryStore
-    from kdra.fleets import render
     from kdra.replay.engine import arrivals, run_placement
-    from kdra.replay.trace import load_trace, pod_objects, sample
-    from kdra.scheduler.fragmentation import placement_plugins, placement_preference
+    from kdra.replay.trace import load_trace, sample
     from kdra.scheduler.gpupolicies import make_policy
-    from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+    from support.replaysched import place_in_turn, policy_scheduler
 
     trace = sample(load_trace(), args.nodes, args.sample_seed)
     pods = arrivals(trace, args.seed)
     if args.pods:
         pods = pods[: args.pods]
     store = MemoryStore()
-    for obj in render(trace.fleet()):
-        store.create(obj)
-    (plugin,) = placement_plugins("kdra")
-    config = SchedulerConfig(extra_plugins=[plugin], device_preference=placement_preference([plugin]))
-    sched = Scheduler(store, config)
-    got: dict[str, str] = {}
-    cpu = 0.0
-    for p in pods:
-        for obj in pod_objects(p):
-            store.create(obj)
-        c0 = time.process_time()
-        for r in sched.run():
-            if r.node:
-                got[r.pod.split("/")[1]] = r.node
-        cpu += time.process_time() - c0
+    got, cpu = place_in_turn(store, policy_scheduler(store, trace), pods)
     print(
         f"{len(trace.nodes)} nodes, {len(pods)} pods, {len(got)} placed: kdra scheduler {cpu:.2f} CPU s "
         f"({1000 * cpu / len(pods):.2f} ms per pod; kdra from {args.src})"

@@ -9,10 +9,11 @@ from kdra.fleets import render
 from kdra.observe.model import FleetState
 from kdra.replay.engine import ReplayCluster, arrivals, run_placement
 from kdra.replay.trace import Trace, TraceNode, TracePod, load_trace, pod_objects, sample
-from kdra.scheduler.fragmentation import placement_plugins, placement_preference
+from kdra.scheduler.fragmentation import placement_plugins
 from kdra.scheduler.gpupolicies import FGDPolicy, PodRequest, make_policy, typical_pods
 from kdra.scheduler.policyplacement import FragmentationScore
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+from support.replaysched import place_in_turn, policy_scheduler
 
 SHARE = PodRequest(2000, 1024, 1, 500)
 
@@ -52,23 +53,12 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
     cluster = ReplayCluster(trace.nodes)
     run = run_placement(trace, make_policy("kdra"), seed, online=True, tie_break="name", cluster=cluster)
     pods = arrivals(trace, seed)
-    want = dict(run.nodes[: len(pods)])
-    assert 150 < len(pods) < 400 and sum(1 for n in want.values() if n) > 100
+    want = {name: node for name, node in run.nodes[: len(pods)] if node}
+    assert 150 < len(pods) < 400 and len(want) > 100
     store = MemoryStore()
     exporter = FleetState()  # the exporter's model, fed by the same events a watch would bring
     store.watch(exporter.on_event)
-    for obj in render(trace.fleet()):
-        store.create(obj)
-    (plugin,) = placement_plugins("kdra")
-    config = SchedulerConfig(extra_plugins=[plugin], device_preference=placement_preference([plugin]))
-    sched = Scheduler(store, config)
-    got: dict[str, str | None] = {p.name: None for p in pods}
-    for p in pods:
-        for obj in pod_objects(p):
-            store.create(obj)
-        for r in sched.run():
-            if r.node:
-                got[r.pod.split("/")[1]] = r.node
+    got, _ = place_in_turn(store, policy_scheduler(store, trace), pods)
     assert got == want
     # The GPUs too: each claim holds the devices (and shares) the replay's allocator gave it.
     bindings = iter(cluster.placed)
@@ -83,13 +73,13 @@ def test_kdra_placement_in_the_scheduler_places_as_the_online_replay(
         results = claim["status"]["allocation"]["devices"]["results"] if claim else []
         assert sorted((r["device"], str(r.get("consumedCapacity"))) for r in results) == devices, name
     capacity = trace.gpu_capacity_milli
-    placed = sum(p.request.total_milli for p in pods if got[p.name])
+    placed = sum(p.request.total_milli for p in pods if p.name in got)
     assert abs((100 - 100 * placed / capacity) - run.unallocated_at(100)) < 1e-9
     # The exporter's gauges per node pool: idle GPUs and the idle part of partly used ones, as the replay's
     # views have them (the replay ran on to 130%: its views are replayed to the same pods here).
     views = {v.name: v for v in ReplayCluster(trace.nodes).views}
     for tp in pods:
-        node = got[tp.name]
+        node = got.get(tp.name)
         if node:
             gpus = next(r for n, r in replay_devices.items() if n == tp.name) if tp.request.num_gpu else []
             idx = [int(d.rsplit("-", 1)[1]) for d, _c in gpus]

@@ -235,17 +235,13 @@ def test_prebind_rechecks_a_claim_someone_else_allocated_meanwhile(
     assert s.list("ResourceClaim")[0]["status"]["allocation"] == theirs
 
 
-def test_extended_resource_pods_asking_for_different_counts_do_not_share_a_fit() -> None:
+def test_extended_resource_pods_asking_for_different_counts_do_not_share_a_fit(
+    cluster: tuple[MemoryStore, Scheduler],
+) -> None:
     """KEP-5004: the claim made for `example.com/gpu: 2` asks for twice the devices of `: 1`. A fit found on
     a node for the 1-GPU pod (which then went elsewhere) must not answer for the 2-GPU pod: n1 has 1 GPU
     free, n2 has 1 GPU free once the 1-GPU pod took the other one, so the 2-GPU pod fits nowhere."""
-    s = MemoryStore()
-    s.create(device_class(extended_resource="example.com/gpu"))
-    for n in ("n1", "n2"):
-        s.create(node(n))
-        s.create(gpu_slice(n, 2))
-    s.create(template("one"))
-    sch = Scheduler(s)
+    s, sch = cluster
     s.create(pod("hold", cpu="4", template_name="one", node_selector={"kubernetes.io/hostname": "n1"}))
     assert [r.node for r in sch.run(0)] == ["n1"]
     s.create(pod("one-gpu", limits={"example.com/gpu": "1"}))

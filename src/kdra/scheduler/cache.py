@@ -208,6 +208,7 @@ class SchedulerCache:
         self.nominated.setdefault(node, {})[pi.uid] = pi
 
     def unnominate(self, uid: str) -> None:
+        """`uid` waits for no node (nothing happens when it did not)."""
         node = self._nominated_at.pop(uid, None)
         if node is None:
             return
@@ -216,9 +217,6 @@ class SchedulerCache:
         if not pods:
             del self.nominated[node]
         self._touch_named(node)
-
-    def is_nominated(self, uid: str) -> bool:
-        return uid in self._nominated_at
 
     def nominated_against(self, pi: PodInfo, ni: NodeInfo) -> list[PodInfo]:
         """The pods nominated to `ni` that Filter counts against `pi` (kube-scheduler's addGENominatedPods):

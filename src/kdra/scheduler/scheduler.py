@@ -339,7 +339,7 @@ class Scheduler:
             and self._responsible(pod)
         ):
             self.cache.nominate(PodInfo(pod), nominated)
-        elif self.cache.is_nominated(uid):
+        else:
             self.cache.unnominate(uid)
 
     def _undo(
