@@ -345,6 +345,52 @@ def test_higher_priority_pods_preempt_pods_holding_mig_partitions_and_whole_gpus
             cleanup(kube, namespace)
 
 
+def test_a_preemptor_that_gave_up_waiting_keeps_its_victims_device_from_lower_priority_pods(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """The victim takes longer to terminate than the preemption wait (--preemption-wait 2): the preemptor's
+    bind gives up and it is retried after backoff. Meanwhile the victim's claim still holds the GPU in
+    the API: a lower-priority pod arriving then must not get it (it would take what the preemption was
+    for and be the next victim); once the victim is gone the preemptor binds, with no second victim."""
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    pools = [{"name": "h100", "count": 1, "accelerator": {"model": H100, "count": 1}}]
+    with gpu_fleet(kube, pools) as fleet:
+        kube.create(gpu_template("whole", namespace, 1))
+        log = tmp_path / "kdra.log"
+        proc = session_scheduler(control_plane, log, "--preemption-wait", "2")
+        try:
+            slow = {"pod-delete.stage.kwok.x-k8s.io/delay": "10s"}
+            kube.create(
+                gpu_pod("victim", namespace, "whole", fleet.prefix, priority_class=low, annotations=slow)
+            )
+            wait(lambda: "victim" in bound(kube, namespace), 60, "the victim bound", log=proc.log)
+            kube.create(gpu_pod("high", namespace, "whole", fleet.prefix, priority_class=high))
+            gave_up = f"binding cycle of {namespace}/high: claims {namespace}/victim-gpu-"
+            wait(
+                lambda: gave_up in log.read_text(errors="replace"),
+                30,
+                "the preemptor gave up waiting",
+                0.1,
+                proc.log,
+            )
+            kube.create(gpu_pod("late", namespace, "whole", fleet.prefix, priority_class=low))
+
+            def preemptor_bound() -> bool:
+                now = bound(kube, namespace)
+                assert "late" not in now, "the late pod took the device the victim still held"
+                return now.get("high") == fleet.nodes[0]
+
+            wait(preemptor_bound, 60, "the preemptor bound", 0.1, proc.log)
+            assert not [e for e in events_for(kube, namespace, "late", "Pod") if e["reason"] == "Preempted"]
+            wait(lambda: scheduled_message(kube, namespace, "late"), 30, "the late pod explained")
+            problems = settled(kube, namespace)
+            assert not problems, [str(p) for p in problems]
+        finally:
+            proc.stop()
+            cleanup(kube, namespace)
+
+
 def test_pod_disruption_budget_blocks_the_eviction_and_the_preemptor_says_so(
     control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
 ) -> None:

@@ -15,10 +15,18 @@ from helpers import bound, condition, fleet, gang_pods, pod_group, queue, queued
 from kdra.cluster import MemoryStore, VirtualClock, WallClock
 from kdra.cluster.clock import formatter
 from kdra.cluster.store import clone
+from kdra.scheduler.framework import SUCCESS
 from kdra.scheduler.gang import group_condition_type, parse_pod_group
 from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
+from kdra.scheduler.preemption import evict
 from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
-from kdra.scheduler.seams import EvictionOutcome, StoreEvictor, StoreStatusWriter
+from kdra.scheduler.seams import (
+    EVICTED_FOR_ANNOTATION,
+    EvictionOutcome,
+    StoreBinder,
+    StoreEvictor,
+    StoreStatusWriter,
+)
 
 Obj = dict[str, Any]
 
@@ -535,3 +543,99 @@ def test_a_job_waiting_for_its_queues_limit_is_tried_when_the_limit_is_raised() 
     store.update(q)
     sched.run(1)
     assert set(bound(store)) == {"big"}
+
+
+class GracefulEvictor(StoreEvictor):
+    """Victims with a long termination grace period, as on a cluster: each is marked (DisruptionTarget and
+    the record naming what it is evicted for) and keeps running, its claims allocated, until it ends."""
+
+    def evict(
+        self,
+        pods: Sequence[Obj],
+        message: str,
+        *,
+        dry_run_first: bool = True,
+        evicted_for: str = "",
+        nominate: Mapping[str, str] | None = None,
+    ) -> EvictionOutcome:
+        out = EvictionOutcome()
+        for p in pods:
+            meta = p["metadata"]
+            out.evicted.append(f"{meta.get('namespace') or 'default'}/{meta['name']}")
+            if EVICTED_FOR_ANNOTATION in (meta.get("annotations") or {}):
+                continue  # asked for already: terminating
+
+            def mark(q: Obj) -> None:
+                q["metadata"].setdefault("annotations", {})[EVICTED_FOR_ANNOTATION] = evicted_for
+
+            self.store.update_with_retry("Pod", meta["name"], meta.get("namespace") or "default", mark)
+        return out
+
+
+class GivingUpBinder(StoreBinder):
+    """Holds back the bind of the pods named in `give_up` and gives it up on commit, as the Kubernetes
+    binder does when a preemptor's victims still hold its devices after the preemption wait."""
+
+    def __init__(self, store: MemoryStore, give_up: dict[str, int]) -> None:
+        super().__init__(store, formatter(VirtualClock()))
+        self.give_up = give_up
+        self.held: list[tuple[Any, list[Any], float]] = []
+        self.gave_up: list[str] = []
+
+    def bind(self, sched: Any, state: Any, pi: Any, node: str, now: float, pre_bind: Any, group: Any) -> Any:
+        if self.give_up.get(pi.name):
+            self.give_up[pi.name] -= 1
+            self.held.append((pi, list(state.get("dra_allocations") or []), now))
+            return SUCCESS
+        return super().bind(sched, state, pi, node, now, pre_bind, group)
+
+    def commit_group(self, sched: Any, group: Any) -> None:
+        super().commit_group(sched, group)
+        held, self.held = self.held, []
+        for pi, allocate, now in held:
+            self.gave_up.append(pi.name)
+            sched.bind_failed(
+                pi, "claims default/low-x still hold the devices after 120s", allocate, False, now
+            )
+
+
+def test_a_preemptor_whose_bind_gave_up_leaves_its_victims_devices_to_no_lower_priority_pod() -> None:
+    """The preemptor's victim terminates slowly (a long grace period); its bind gives up waiting for the
+    victim's device and the preemptor is retried after backoff, three times. The victim's claim still holds the device
+    in the API meanwhile: a lower-priority pod arriving must not be placed on it (it would take what the
+    preemption was for, and become the next victim). When the victim ends, the preemptor takes the device
+    without a second eviction."""
+    store = MemoryStore()
+    fleet(store, 1, gpus=1)
+    store.create(template("t1", count=1))
+    evictor = GracefulEvictor(store)
+    binder = GivingUpBinder(store, {"high": 3})
+    gq = GangQueues(store, GangQueueOptions(), evictor=evictor)
+    sched = Scheduler(store, gq.config(SchedulerConfig()), binder=binder)
+    store.create(pod("low", cpu="1", template_name="t1", priority=1))
+    sched.run(0)
+    assert bound(store) == {"low": "n000"}
+    store.create(pod("high", cpu="1", template_name="t1", priority=100))
+    sched.run(1)
+    assert binder.gave_up == ["high"] and bound(store) == {"low": "n000"}
+    for t in (3, 8):  # resumed over the same victim, which still terminates; gives up again
+        sched.run(t)
+    assert binder.gave_up == ["high"] * 3 and bound(store) == {"low": "n000"}
+    store.create(pod("intruder", cpu="1", template_name="t1", priority=1))
+    sched.run(8.1)  # the preemptor is in backoff
+    assert bound(store) == {"low": "n000"}, "the intruder took the device the victim still holds"
+    assert "intruder" in {p["metadata"]["name"] for p in store.list("Pod") if not p["spec"].get("nodeName")}
+    evict(store, "default", "low", "2026-01-01T00:00:09Z", "preempted")  # the victim ends
+    for t in (9, 16, 32, 64):
+        sched.run(t)
+    assert bound(store) == {"high": "n000"}
+    assert evictor_victims(store) == ["low"]  # no second victim
+
+
+def evictor_victims(store: MemoryStore) -> list[str]:
+    return sorted(
+        p["metadata"]["name"]
+        for p in store.list("Pod")
+        if EVICTED_FOR_ANNOTATION in (p["metadata"].get("annotations") or {})
+        or (p.get("status") or {}).get("phase") == "Failed"
+    )

@@ -206,6 +206,8 @@ class DraState:
         # Claims of evicted victims: counted as released from the eviction on, although the API shows them
         # allocated until their pods terminate and the controller manager deallocates or deletes them.
         self.released: set[str] = set()
+        # Of those, the ones a committed placement counts on: claim uid -> (claim, the pods placed on it).
+        self.released_for: dict[str, tuple[Obj, tuple[str, ...]]] = {}
         self._ext_classes: dict[str, str] | None = None
         # Devices in use by allocated and assumed claims (exclusive ones in `state.dedicated`).
         self.state = AllocatedState()
@@ -336,6 +338,7 @@ class DraState:
             if has_alloc:
                 return  # still allocated in the API while its pod terminates: not counted again
             self.released.discard(uid)
+            self.released_for.pop(uid, None)
         prev = self.allocated.get(uid)
         if has_alloc:
             if prev is None:
@@ -354,6 +357,35 @@ class DraState:
             self._mark(prev, -1)
         if ev.type == "DELETED":
             self.spec_keys.pop(uid, None)
+
+    def count_on_released(self, claims: Iterable[Obj], pods: Sequence[str]) -> None:
+        """A placement over evicted victims was committed: `pods` count on these released claims."""
+        for claim in claims:
+            uid = claim["metadata"].get("uid", "")
+            if uid in self.released:
+                self.released_for[uid] = (claim, tuple(pods))
+
+    def unrelease_for(self, pod_uid: str) -> list[Obj]:
+        """The placement of `pod_uid` over evicted victims fell through (its bind failed): the released
+        claims it counted on, as the API shows them now (still allocated: their victims still terminate),
+        for the caller to count again (`count_again`) where their victims are still there."""
+        out = []
+        for uid, (claim, pods) in list(self.released_for.items()):
+            if pod_uid not in pods:
+                continue
+            del self.released_for[uid]
+            meta = claim["metadata"]
+            current = self.cache.claims.get((meta.get("namespace", ""), meta["name"]))
+            if current is not None and current["metadata"].get("uid") == uid and uid in self.released:
+                out.append(current)
+        return out
+
+    def count_again(self, claim: Obj) -> None:
+        """A released claim counts as allocated again (its victim stays, or the decision fell through)."""
+        uid = claim["metadata"].get("uid", "")
+        self.released.discard(uid)
+        self.released_for.pop(uid, None)
+        self.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
 
     def assume(self, claim: Obj, allocation: Obj, holder: str = "") -> None:
         """Reserve: the allocation is decided but not written yet (in-flight), by the pod `holder`."""

@@ -192,14 +192,12 @@ class VirtualEviction:
             rf = reserved_for(claim)
             if any(r.get("uid") in uids for r in rf):
                 self.claims.remove(claim)
-                self.sched.dra.released.discard(claim["metadata"].get("uid", ""))
-                self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
+                self.sched.dra.count_again(claim)
         return spared
 
     def restore(self) -> None:
         for claim in self.claims:
-            self.sched.dra.released.discard(claim["metadata"].get("uid", ""))
-            self.sched.dra.on_claim(WatchEvent("ADDED", "ResourceClaim", claim, None))
+            self.sched.dra.count_again(claim)
         for pi, node in self.pods:
             self.sched.cache.assume(pi, node)
         self.pods.clear()

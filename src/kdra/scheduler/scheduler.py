@@ -600,6 +600,8 @@ class Scheduler:
         node = self.cache.assigned.get(uid, "")
         self.cache.forget(uid)
         self._unbound(uid)
+        for claim in self.dra.unrelease_for(uid):
+            self._count_victim_again(claim)
         freed = []
         for claim, alloc in allocate:
             cuid = claim["metadata"].get("uid", "")
@@ -618,6 +620,30 @@ class Scheduler:
         again.attempts, again.initial_attempt = pi.attempts, pi.initial_attempt  # backoff grows
         self.queue.add(again, now)
         self._fail(self.queue.pods[uid], now, Status(Code.ERROR, (error,)), error, set(), None)
+
+    def _count_victim_again(self, claim: Obj) -> None:
+        """A victim's claim a failed placement counted on: while a pod it is reserved for has not ended
+        (it terminates), the claim and that pod count again, as they are in the API, so that no other pod
+        takes what the preemption was for; the preemptor's next attempt finds them as its victims. A claim
+        whose pods are all gone stays released (the controller manager frees it); one reserved for a
+        consumer that is not a pod counts again (whoever manages it frees it)."""
+        ns = claim["metadata"].get("namespace") or "default"
+        pods = []
+        others = False
+        for r in reserved_for(claim):
+            if r.get("resource", "pods") != "pods":
+                others = True
+                continue
+            pod = self.store.try_get("Pod", r.get("name", ""), ns)
+            if pod is not None and pod["metadata"].get("uid") == r.get("uid") and not is_terminal(pod):
+                pods.append(pod)
+        if not pods and not others:
+            return
+        self.dra.count_again(claim)
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                self.cache.assume(PodInfo(pod), node)
 
     def drop_caches(self) -> None:
         """Forget answers derived for pods (per pod shape and node): rebuilt on demand by the next pods."""

@@ -238,6 +238,8 @@ class Victims:
                 if not outcome.ok:  # a race with the dry run (a budget changed): keep nothing of it
                     refused = outcome
                     group.cancel("a victim's eviction was refused")
+                else:  # before the group's binds are committed: one may fail at once
+                    sched.dra.count_on_released(trial.claims, [m.uid for m in job.members])
         if placed and refused is None:
             stmt.commit()
             results.extend(got)
