@@ -2,7 +2,8 @@
 
 Run from the repository root: `python tests/scenarios/tools/adapt_upstream.py [CONFORMANCE_DIR]`.
 It writes tests/scenarios/cases/upstream/<name>.yaml, one per usable recorded subtest, and is the only
-source of those files (re-running gives byte-identical output).
+source of those files (re-running gives byte-identical output, keeping what was recorded per Kubernetes
+version since: see `keep_version_facts`).
 
 The recorded results are what the real Kubernetes v1.36.2 allocator returned, so the expectations are
 upstream's, not ours. What the adaptation changes, and why it cannot change the outcome:
@@ -55,6 +56,11 @@ RENAMES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?<![\w.-])driver-a(?![\w.-])"), "gpu.nvidia.com"),
     (re.compile(r"(?<![\w.-])driver-b(?![\w.-])"), "net.example.com"),
 ]
+
+# Cases no supported release can run, with why (the corpus holds only cases some cluster can run).
+NO_RELEASE_RUNS = {
+    "admin-access-disabled": "DRAAdminAccess is locked on in every supported release",
+}
 
 # Files the API server rejects for a reason that is itself worth pinning: `invalid` expectations
 # (substrings of the apiserver message: field path and rule).
@@ -123,7 +129,7 @@ def namespaced_claim_text(text: str) -> str:
 
 def convert(case: dict[str, Any]) -> dict[str, Any] | None:
     name = case["name"]
-    if "DRAListTypeAttributes" in case["features"]:
+    if "DRAListTypeAttributes" in case["features"] or name in NO_RELEASE_RUNS:
         return None
     invalid = INVALID_CASES.get(name)
     if invalid is None and unfixable_errors(case):
@@ -212,6 +218,23 @@ def convert(case: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def keep_version_facts(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """What was recorded per Kubernetes version after generation is kept: `expectByVersion` (written by
+    `python -m support.corpus --record` where a later release answers otherwise), a `kubernetesVersion`
+    restricting a case to the release that can run it, and the note appended to the description saying
+    why. Regenerating must never drop them."""
+    out: dict[str, Any] = {}
+    for key, value in new.items():
+        if key == "description" and str(old.get("description", "")).startswith(value):
+            value = old["description"]
+        out[key] = value
+        if key == "cites" and "kubernetesVersion" in old:
+            out["kubernetesVersion"] = old["kubernetesVersion"]
+        if key == "expect" and old.get("expectByVersion"):
+            out["expectByVersion"] = old["expectByVersion"]
+    return out
+
+
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_SRC
     OUT.mkdir(parents=True, exist_ok=True)
@@ -221,8 +244,11 @@ def main(argv: list[str]) -> int:
         converted = convert(case)
         if converted is None:
             continue
+        target = OUT / path.name
+        if target.exists():
+            converted = keep_version_facts(converted, yaml.safe_load(target.read_text()) or {})
         text = yaml.safe_dump(converted, sort_keys=False, default_flow_style=False, width=120)
-        (OUT / path.name).write_text(text)
+        target.write_text(text)
         written += 1
     print(f"wrote {written} cases to {OUT}")
     return 0
