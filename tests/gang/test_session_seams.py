@@ -601,10 +601,10 @@ class GivingUpBinder(StoreBinder):
 
 def test_a_preemptor_whose_bind_gave_up_leaves_its_victims_devices_to_no_lower_priority_pod() -> None:
     """The preemptor's victim terminates slowly (a long grace period); its bind gives up waiting for the
-    victim's device and the preemptor is retried after backoff, three times. The victim's claim still holds the device
-    in the API meanwhile: a lower-priority pod arriving must not be placed on it (it would take what the
-    preemption was for, and become the next victim). When the victim ends, the preemptor takes the device
-    without a second eviction."""
+    victim's device and the preemptor is retried after backoff, three times. The victim's claim still
+    holds the device in the API meanwhile: a lower-priority pod arriving must not be placed on it (it
+    would take what the preemption was for, and become the next victim). When the victim ends, the
+    preemptor takes the device without a second eviction."""
     store = MemoryStore()
     fleet(store, 1, gpus=1)
     store.create(template("t1", count=1))
