@@ -110,6 +110,24 @@ def test_json_object_and_array() -> None:
             "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\n",
             ["line 5", "found duplicate key 'name'"],
         ),
+        # ObjectMeta's types, as the API server decodes them (a crash in simulate once).
+        ("apiVersion: v1\nkind: Pod\nmetadata: [a]\n", ["document 1", "metadata must be a mapping"]),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: {a: 1}}\n",
+            ["metadata.name must be a string, got a mapping"],
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: [b]}\n",
+            ["metadata.namespace", "got a list"],
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: [b]}\n",
+            ["metadata.labels must be a mapping"],
+        ),
+        (
+            "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {gpu: true}}\n",
+            ["metadata.labels['gpu'] must be a string, got a boolean (quote it)"],
+        ),
     ],
 )
 def test_malformed_input(text: str, fragments: list[str]) -> None:

@@ -173,6 +173,9 @@ BAD = [
     ),
     ({**H100, "namePattern": "n-{rack}-{index}"}, r"namePattern: Invalid value: unknown placeholder"),
     ({**H100, "namePattern": "Node_{index}"}, r"node names must be DNS subdomains"),
+    ({**H100, "namePattern": "n-{index"}, r"namePattern: Invalid value: expected '}'.*literal brace"),
+    ({**H100, "namePattern": "n-{zone.{x[}"}, r"namePattern: Invalid value: unexpected '{' in field name"),
+    ({**H100, "namePattern": "n-{index:q}"}, r"namePattern: Invalid value: Unknown format code 'q'"),
     (
         {
             **H100,

@@ -649,7 +649,11 @@ def parse_pool(ctx: _Ctx, path: str, raw: object, room: int = MAX_NODES, max_nod
         pool.names = tuple(str(n) for n in names)
     if "namePattern" in p:
         pool.name_pattern = _str(ctx, f"{path}.namePattern", p["namePattern"])
-        fields = {f for _, f, _, _ in string.Formatter().parse(pool.name_pattern) if f is not None}
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(pool.name_pattern) if f is not None}
+        except ValueError as e:  # an unbalanced brace
+            why = f"Invalid value: {e} (write a literal brace as {{{{ or }}}})"
+            raise ctx.err(f"{path}.namePattern", why) from None
         bad = fields - {"pool", "index", "zone", "fleet"}
         if bad:
             raise ctx.err(
@@ -670,7 +674,7 @@ def parse_pool(ctx: _Ctx, path: str, raw: object, room: int = MAX_NODES, max_nod
             )
     try:
         names = pool.node_names(ctx.fleet)
-    except (KeyError, ValueError, IndexError) as e:
+    except (KeyError, ValueError, IndexError, TypeError) as e:
         raise ctx.err(f"{path}.namePattern", f"Invalid value: {e}") from None
     for n in names[:1] + names[-1:]:
         if len(n) > 253 or not _DNS_SUBDOMAIN.match(n):
