@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kdra.deviceplugin.pods import to_device_plugin
@@ -184,3 +186,51 @@ def test_device_plugin_view_rounds_fractions_up_to_whole_devices() -> None:
     assert nb["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert train["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert "resourceClaims" not in nb["spec"] and "claims" not in nb["spec"]["containers"][0]["resources"]
+
+
+def test_random_mutations_of_the_bundled_workload_are_a_workload_or_an_input_error() -> None:
+    """What a user's edit of a workload file can break (a value of the wrong type, a field dropped, a
+    list repeated) is an InputError listing each problem once, or a workload, never another exception
+    (crashes once: a mapping as metadata.name; a wrong-typed container resources reported twice)."""
+    import copy
+    import random
+    from pathlib import Path
+
+    import yaml
+
+    from kdra.api.load import load_text
+
+    text = (Path(__file__).parents[2] / "src/kdra/sim/data/mixed-day.yaml").read_text()
+    original = list(yaml.safe_load_all(text))
+    weird: list[object] = [None, "", "x", -1, 0, 1.5, 10**30, [], {}, [None], {"a": None}, True, "1Gi", "-5"]
+    rng = random.Random(15)
+
+    def places(o: object, at: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        out = [at] if at else []
+        items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else []
+        for k, v in items:
+            out += places(v, (*at, k))
+        return out
+
+    outcomes = {"workload": 0, "InputError": 0}
+    for _ in range(200):
+        docs = copy.deepcopy(original)
+        for _ in range(rng.randint(1, 3)):
+            *parents, last = rng.choice(places(docs))
+            holder: Any = docs
+            for k in parents:
+                holder = holder[k]
+            if isinstance(holder, dict) and rng.random() < 0.3:
+                del holder[last]
+            elif isinstance(holder[last], list) and holder[last] and rng.random() < 0.3:
+                holder[last] = holder[last] * 3
+            else:
+                holder[last] = copy.deepcopy(rng.choice(weird))
+        try:
+            build_workload(load_text(yaml.safe_dump_all(docs)), max_pods=300)
+            outcomes["workload"] += 1
+        except InputError as e:  # every problem once, one line each
+            lines = [ln for ln in str(e).splitlines() if not ln.startswith(" | ")]  # CEL's caret lines
+            assert len(lines) == len(set(lines)), str(e)
+            outcomes["InputError"] += 1
+    assert outcomes["workload"] and outcomes["InputError"], outcomes  # both kinds were reached

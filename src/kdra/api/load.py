@@ -187,30 +187,31 @@ def _check_object(obj: object, where: str) -> dict[str, Any]:
     for key in ("apiVersion", "kind"):
         if not isinstance(obj[key], str):
             raise InputError(f"{where}: {key} must be a string, got a {_type_name(obj[key])}")
-    _check_metadata(obj.get("metadata"), where)
+    check_object_meta(obj.get("metadata"), where)
     return obj
 
 
-def _check_metadata(meta: object, where: str) -> None:
-    """ObjectMeta's types, as the API server decodes them: its strings strings, labels and annotations
-    string maps (`gpu: true` in labels is refused by kubectl too)."""
+def check_object_meta(meta: object, where: str, path: str = "metadata") -> None:
+    """ObjectMeta's types (an object's, or a pod template's at `path`), as the API server decodes them:
+    its strings strings, labels and annotations string maps (`gpu: true` in labels is refused by
+    kubectl too)."""
     if meta is None:
         return
     if not isinstance(meta, dict):
-        raise InputError(f"{where}: metadata must be a mapping, got a {_type_name(meta)}")
+        raise InputError(f"{where}: {path} must be a mapping, got a {_type_name(meta)}")
     for key in ("name", "namespace", "generateName", "uid", "resourceVersion"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise InputError(f"{where}: metadata.{key} must be a string, got a {_type_name(meta[key])}")
+            raise InputError(f"{where}: {path}.{key} must be a string, got a {_type_name(meta[key])}")
     for key in ("labels", "annotations"):
         m = meta.get(key)
         if m is None:
             continue
         if not isinstance(m, dict):
-            raise InputError(f"{where}: metadata.{key} must be a mapping, got a {_type_name(m)}")
+            raise InputError(f"{where}: {path}.{key} must be a mapping, got a {_type_name(m)}")
         for k, v in m.items():
             if not isinstance(v, str):
                 raise InputError(
-                    f"{where}: metadata.{key}[{k!r}] must be a string, got a {_type_name(v)} (quote it)"
+                    f"{where}: {path}.{key}[{k!r}] must be a string, got a {_type_name(v)} (quote it)"
                 )
 
 

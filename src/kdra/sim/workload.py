@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.features import FeatureGates
+from kdra.api.load import check_object_meta
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
 from kdra.errors import InputError
@@ -269,6 +270,7 @@ def _group(obj: Obj, room: int = MAX_PODS, limit: int = MAX_PODS) -> Group:
     template = spec.get("template")
     if not isinstance(template, Mapping):
         raise InputError(f"{where}: spec.template: Required value")
+    check_object_meta(template.get("metadata"), where, "spec.template.metadata")
     _check_pod_spec(template.get("spec"), where, "spec.template.spec")
     run = _annotation_duration(template, RUN_TIME, where + " spec.template") or _annotation_duration(
         obj, RUN_TIME, where

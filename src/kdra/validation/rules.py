@@ -1730,11 +1730,12 @@ class _V:
         elif not _is_native_resource(name) and not _is_extended_resource(name):
             self.invalid(path, name, "doesn't follow extended resource name standard")
 
-    def container_resources(self, ctr: dict[str, Any], path: str) -> None:
-        """ValidateResourceRequirements: requests within limits; counted resources equal to their limit."""
+    def container_resources(self, ctr: dict[str, Any], path: str) -> dict[str, Any] | None:
+        """ValidateResourceRequirements: requests within limits; counted resources equal to their limit.
+        Returns the resources (None: none, or not a mapping, reported once here)."""
         res = self.get_dict(ctr, "resources", path)
         if res is None:
-            return
+            return None
         limits = self.resource_list(res, "limits", path + ".limits")
         requests = self.resource_list(res, "requests", path + ".requests")
         for name, q in requests.items():
@@ -1749,6 +1750,7 @@ class _V:
                     )
             elif not overcommit:
                 self.required(path + ".limits", "Limit must be set for non overcommitable resources")
+        return res
 
     def node_status(self, obj: dict[str, Any]) -> None:
         status = self.get_dict(obj, "status", "status") or {}
@@ -1801,12 +1803,13 @@ class _V:
                 self.dns_subdomain(rc, p + ".resourceClaimName")
             if rct is not None:
                 self.dns_subdomain(rct, p + ".resourceClaimTemplateName")
-        if not self.get_list(spec, "containers", path + ".containers"):
+        lists = {f: self.get_list(spec, f, f"{path}.{f}") for f in ("initContainers", "containers")}
+        if spec.get("containers") in (None, []):  # absent or empty (a wrong type is said above)
             self.required(path + ".containers")
         container_names: set[str] = set()
-        for field_name in ("initContainers", "containers"):
+        for field_name, containers in lists.items():
             cp = f"{path}.{field_name}"
-            for i, container in enumerate(self.get_list(spec, field_name, cp) or []):
+            for i, container in enumerate(containers or []):
                 p = f"{cp}[{i}]"
                 ctr = self.as_dict(container, p)
                 if ctr is None:
@@ -1814,6 +1817,8 @@ class _V:
                 cname = ctr.get("name")
                 if cname in (None, ""):
                     self.required(p + ".name")
+                elif not isinstance(cname, str):
+                    self.wrong_type(p + ".name", cname, str)
                 elif cname in container_names:
                     self.add(p + ".name", DUPLICATE, cname)
                 else:
@@ -1821,8 +1826,7 @@ class _V:
                     container_names.add(str(cname))
                 if ctr.get("image") in (None, ""):
                     self.required(p + ".image")
-                self.container_resources(ctr, p + ".resources")
-                res = self.get_dict(ctr, "resources", p + ".resources")
+                res = self.container_resources(ctr, p + ".resources")
                 if res is None:
                     continue
                 claims = self.get_list(res, "claims", p + ".resources.claims") or []
