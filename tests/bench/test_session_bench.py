@@ -92,3 +92,37 @@ def test_a_member_bound_before_its_gang_is_complete_counts_and_ready_latency_sta
     assert bench.early_binds(times) == 1
     # a: 5 - 4 twice; b: 2.5 - 3 and 3.25 - 3; the single from its own creation
     assert bench.ready_latencies(times) == [-0.5, 0.25, 0.5, 1.0, 1.0]
+
+
+def test_gang_ready_latency_counts_gang_members_alone_from_their_last_member() -> None:
+    times = [
+        bench.PodTimes("a", 0.0, 5.0),
+        bench.PodTimes("a", 4.0, 5.5),
+        bench.PodTimes(None, 1.0, 1.25),  # a single: not a gang member
+    ]
+    assert bench.gang_ready_latencies(times) == [1.0, 1.5]
+
+
+def test_gang_phases_split_a_gangs_time_at_the_schedulers_first_claim_write() -> None:
+    def claim_write(verb: str, claim: str, sub: str | None, received: str, done: str) -> dict[str, Any]:
+        ev = audit(verb, claim, sub, done, code=200)
+        ev["objectRef"]["resource"] = "resourceclaims"
+        ev["requestReceivedTimestamp"] = received
+        return ev
+
+    t = "2026-01-01T00:00:0{}Z".format
+    members = [pod("a", "g"), pod("b", "g"), pod("s", None)]
+    for p, claim in zip(members, ("a-gpu", "b-gpu", "s-gpu"), strict=True):
+        p["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    events = [
+        audit("create", "a", None, t("0.0")),
+        audit("create", "b", None, t("1.0")),  # the last member: the gang's time starts here
+        claim_write("update", "s-gpu", None, t("1.1"), t("1.1")),  # a single's claim: not the gang's
+        claim_write("update", "b-gpu", None, t("1.2"), t("1.3")),  # received at 1.2: the start
+        claim_write("update", "a-gpu", None, t("1.25"), t("1.3")),
+        claim_write("update", "a-gpu", "status", t("1.3"), t("1.4")),
+        audit("create", "a", "binding", t("1.5")),
+        audit("create", "b", "binding", t("1.75")),
+    ]
+    [(start, commit)] = bench.gang_phases(events, members)
+    assert (round(start, 6), round(commit, 6)) == (0.2, 0.55)
