@@ -31,6 +31,8 @@ process of its own, which writes its figures at exit (KDRA_STATS=FILE). Per run:
   first member came early, were bound); "gang ready" is the gang members' alone. A pod's create and its
   pods/binding are read from the API server's audit log (when each write completed, in microseconds; the
   objects' own stamps are whole seconds);
+- per gang, from the same log: start, from its last member's creation to the scheduler's first write to a
+  member's claim, and commit, from there to its last member's binding (p50, p90 over the gangs);
 - the scheduler process's CPU per bound pod and API writes per bound pod (kube-scheduler's client-go
   counter, kdra's client's count), the control plane's (API server, etcd, controller manager) CPU per
   bound pod, and kdra's sessions and the loop thread's CPU per session;
