@@ -60,7 +60,6 @@ import random
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +77,7 @@ from kubebench import (  # noqa: E402
     ProcessMeter,
     client_writes,
     control_plane_cpu,
+    create_all,
     free,
     load,
     namespace,
@@ -201,21 +201,6 @@ class KdraScheduler:
         with contextlib.suppress(OSError, ValueError):
             self.stats = json.loads(self.stats_path.read_text())
         return self.stats
-
-
-def create_all(kube: KubeClient, objs: list[Obj], rate: float) -> tuple[float, float]:
-    """Create the objects in their order by 8 threads; with a rate, the i-th not before i/rate seconds
-    after the first, so that every run's burst has the same pace whatever the load."""
-    t0, start = time.time(), time.monotonic()
-
-    def create(i: int) -> None:
-        if rate > 0:
-            time.sleep(max(0.0, start + i / rate - time.monotonic()))
-        kube.create(objs[i])
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create, range(len(objs))))
-    return t0, time.time()
 
 
 def run(

@@ -25,8 +25,9 @@ and kube-scheduler had bound 18,709 pods after 10 (--limit 600), one scheduler p
 
 Usage: python benchmarks/bench_kube_throughput.py [--nodes 500] [--devices 10] [--pods 5000] [--qps 500]
        [--burst 1000] [--kdra-first] [--only kdra|kube-scheduler] [--bind-workers N] [--limit SECONDS]
-       [--quick]   (--quick: 50 nodes x 10 devices, 400 pods; --limit: report what is bound that long after
-       the first create, for a scheduler that would take too long)
+       [--rate PODS_PER_S] [--quick]   (--quick: 50 nodes x 10 devices, 400 pods; --limit: report what is
+       bound that long after the first create, for a scheduler that would take too long; --rate: create the
+       pods at that pace for both, so that latency compares the schedulers, not how fast creation went)
 
 The 2-core machine is shared, so the figures move with its load (see docs/kube-commands.md); run it
 both ways round (--kdra-first) before reading much into a ratio.
@@ -42,7 +43,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ from kubebench import (  # noqa: E402
     client_writes,
     control_plane_cpu,
     cores,
+    create_all,
     latencies,
     load,
     scheduled_at,
@@ -86,6 +87,7 @@ def run_one(
     pid: int,
     writes: Callable[[], float],
     limit: float | None = None,
+    rate: float = 0.0,
 ) -> dict[str, Any]:
     ns = f"bench-{scheduler}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -102,8 +104,7 @@ def run_one(
     plane0 = control_plane_cpu(cp)
     t0 = time.time()
     with ProcessMeter(pid) as meter:
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(fast.create, objs))
+        create_all(fast, objs, rate)
         created = time.time() - t0
         listed = wait_all_bound(fast, ns, timeout=limit - created if limit else max(600.0, pods / 2))
     bound_pods = [p for p in listed if (p.get("spec") or {}).get("nodeName")]
@@ -165,6 +166,13 @@ def main() -> int:
     ap.add_argument("--kdra-first", action="store_true", help="run kdra first (on the empty cluster)")
     ap.add_argument("--bind-workers", type=int, default=None, help="kdra scheduler --bind-workers")
     ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="pods created per second, the same pace for both (default 0: as fast as the API server takes "
+        "them, which then depends on the scheduler running beside it)",
+    )
+    ap.add_argument(
         "--limit",
         type=float,
         default=None,
@@ -214,6 +222,7 @@ def main() -> int:
                     ks.pid,
                     lambda: client_writes(cp.metrics("kube-scheduler")),
                     args.limit,
+                    args.rate,
                 )
             else:
                 stats = Path(work) / f"kdra-stats-{len(results)}.json"
@@ -227,7 +236,9 @@ def main() -> int:
                 del os.environ["KDRA_STATS"]
                 try:
                     time.sleep(2.0)  # let it list and start watching, as kube-scheduler already is
-                    r = run_one(cp, kube, fast, fleet, "kdra", args.pods, proc.pid, lambda: 0.0, args.limit)
+                    r = run_one(
+                        cp, kube, fast, fleet, "kdra", args.pods, proc.pid, lambda: 0.0, args.limit, args.rate
+                    )
                 finally:
                     log = proc.log()
                     proc.stop(timeout=60)
