@@ -70,3 +70,23 @@ def test_kubelet_expansion_of_args() -> None:
         ]
     }
     assert container_env(pod, c, pod_name="p-1", namespace="ns") == {"POD_NAME": "p-1", "GREETING": "hi p-1"}
+
+
+def test_the_charts_scheduler_defaults_are_the_commands() -> None:
+    """Installed with Helm's defaults, `kdra scheduler` behaves as when run by hand with its own: the same
+    binding workers, resync (none: kube-scheduler's informers never relist on a timer), client rate, scoring
+    and placement."""
+    from kdra.cli.main import build_parser
+
+    args = build_parser("kube").parse_args(["scheduler"])
+    s = yaml.safe_load((CHART / "values.yaml").read_text())["scheduler"]
+    chart = {
+        "bind_workers": s["bindWorkers"],
+        "resync": s["resync"],
+        "kube_api_qps": s["kubeAPI"]["qps"],
+        "kube_api_burst": s["kubeAPI"]["burst"],
+        "scoring": s["scoring"],
+        "placement": s["placement"],
+    }
+    assert chart == {k: getattr(args, k) for k in chart}
+    assert args.resync == 0

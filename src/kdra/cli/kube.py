@@ -96,9 +96,10 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--resync",
         type=float,
-        default=300.0,
+        default=0.0,
         metavar="S",
-        help="relist every S seconds (0: never; default 300)",
+        help="also relist every S seconds (default 0: never, as kube-scheduler's informers: a watch resumes "
+        "from its resourceVersion and relists on 410 Gone; a periodic relist re-reads every pod and claim)",
     )
     s.add_argument(
         "--bind-workers",
