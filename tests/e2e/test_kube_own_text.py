@@ -76,8 +76,8 @@ def test_pods_of_one_shape_in_two_namespaces_are_explained_with_their_own_claims
                 for ns in spaces:
                     for pod in ("big", "huge", "g-0", "g-1"):
                         said = scheduled_message(kube, ns, pod)
-                        # a member's own attempt is written first, the gang's verdict after it (its pods'
-                        # status writes land in order, off the scheduling loop): wait for the verdict
+                        # a member is explained with the gang's verdict only (never its own attempt's
+                        # text first: a retry when another test's node arrives must not flip it)
                         if not said or (pod.startswith("g-") and "fits nowhere" not in said):
                             return False
                         if not any(

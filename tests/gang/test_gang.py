@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from builders import pod
+from typing import Any
+
+from builders import gpu_slice, node, pod
 from helpers import bound, condition, fleet, gang_pods, pod_group, scheduler
 
 from kdra.cluster import MemoryStore
@@ -21,6 +23,37 @@ def test_gang_binds_all_members_when_all_fit() -> None:
     claims = [c for c in s.list("ResourceClaim") if c["status"].get("allocation")]
     assert len(claims) == 4
     assert all(len(c["status"]["allocation"]["devices"]["results"]) == 8 for c in claims)
+
+
+def test_a_gang_that_does_not_fit_explains_each_member_once_with_the_gangs_verdict() -> None:
+    """Every attempt of a gang that fits nowhere writes each member's PodScheduled condition once, with the
+    gang's verdict: never the member's own attempt first (a reader in between saw the wrong text, and on a
+    live cluster every retry cost each member two status writes and two Events)."""
+    s = MemoryStore()
+    fleet(s, 2)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("big", 2))
+    gang_pods(s, "big", 2, gpus=9)
+    written: list[tuple[str, str]] = []
+
+    def on_pod(ev: Any) -> None:
+        conds = (ev.object.get("status") or {}).get("conditions") or []
+        old = ((ev.old or {}).get("status") or {}).get("conditions") or []
+        if conds != old:
+            c = next(c for c in conds if c["type"] == "PodScheduled")
+            written.append((ev.object["metadata"]["name"], c["message"]))
+
+    s.watch(on_pod, ["Pod"])
+    sched.run(0)
+    assert sorted(name for name, _ in written) == ["big-000", "big-001"], written
+    assert all("PodGroup default/big" in msg and "fits nowhere" in msg for _, msg in written), written
+    # a node arrives (still too small): the retry rewrites each member once, with the new verdict
+    s.create(node("n002", cpu="128", memory="1Ti"))
+    s.create(gpu_slice("n002", count=8))
+    written.clear()
+    sched.run(1000.0)
+    assert sorted(name for name, _ in written) == ["big-000", "big-001"], written
+    assert all("0/3 nodes" in msg and "fits nowhere" in msg for _, msg in written), written
 
 
 def test_gang_that_does_not_fit_binds_nothing_and_releases_reservations() -> None:

@@ -95,7 +95,13 @@ class JobPlacer:
         self.first_attempt: dict[str, float] = {}
 
     def try_job(self, job: Job, results: list[CycleResult], final: bool = True) -> bool:
-        """All or nothing: place the job (trying topology domains in turn); True when it bound."""
+        """All or nothing: place the job (trying topology domains in turn); True when it bound. Each pod
+        that stays pending is explained once (the gang's verdict, not its own attempt's before it); not
+        at all by an attempt that is not `final` (a preemption trial: the verdict it had stays)."""
+        with self.sched.one_explanation_per_pod(write=final):
+            return self._try_job(job, results, final)
+
+    def _try_job(self, job: Job, results: list[CycleResult], final: bool) -> bool:
         sched = self.sched
         gang = job.gang
         status = self.status

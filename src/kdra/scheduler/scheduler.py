@@ -205,6 +205,8 @@ class Scheduler:
         self.session_plugins: list[SessionPlugin] = list(self.config.session_plugins)
         self._permit: list[PermitPlugin] = self.profile.at(PermitPlugin)
         self.waiting: dict[str, WaitingPod] = {}  # pod uid -> held by Permit
+        # Inside `one_explanation_per_pod`: the last explanation each pod got, written when it ends.
+        self._held_explanations: dict[str, tuple[PodInfo, float, Status, str, Any]] | None = None
         self._pre_filter: list[PreFilterPlugin] = self.profile.at(PreFilterPlugin)
         filters: list[FilterPlugin] = self.profile.at(FilterPlugin)
         filters.sort(key=lambda p: not p.filter_first)  # stable: profile order otherwise
@@ -752,5 +754,29 @@ class Scheduler:
         self, pi: PodInfo, now: float, st: Status, message: str, plugins: set[str], explanation: Any
     ) -> CycleResult:
         self.queue.add_unschedulable(pi, now, plugins)
-        self.binder.record_unschedulable(pi, now, st, message, explanation)
+        held = self._held_explanations
+        if held is None:
+            self.binder.record_unschedulable(pi, now, st, message, explanation)
+        else:
+            held.pop(pi.uid, None)
+            held[pi.uid] = (pi, now, st, message, explanation)
         return CycleResult(pi.key, None, st, message, explanation)
+
+    @contextlib.contextmanager
+    def one_explanation_per_pod(self, write: bool = True) -> Iterator[None]:
+        """Why pods stay pending is written once, on exit: each pod's last explanation, unless the pod was
+        placed meanwhile (none with `write` False: a trial whose texts are not the last word). A gang's
+        attempt fails a member with its own text, then parks every member with the gang's verdict: written
+        as they came, every retry wrote each member's condition and Event twice, and a reader between the
+        two saw the member's text instead of the gang's."""
+        if self._held_explanations is not None:
+            yield
+            return
+        held = self._held_explanations = {}
+        try:
+            yield
+        finally:
+            self._held_explanations = None
+            for uid, (pi, now, st, message, explanation) in held.items() if write else ():
+                if uid not in self.cache.assigned and uid not in self.waiting:
+                    self.binder.record_unschedulable(pi, now, st, message, explanation)
