@@ -13,6 +13,9 @@ Probes (rates are per CPU second of the measured work, which a loaded machine di
   template-500   500 nodes x 10 GPUs, 5,000 pods with one template claim each: pods per CPU second
   nodes-5000     5,000 nodes x 8 GPUs, 10,000 such pods: pods per CPU second, and resident memory per
                  1,000 bound pods
+  churn-5000     5,000 nodes x 8 GPUs, 20,000 pods bound, then 300 times one pod ends and one arrives, a
+                 session each, with the gang/queue session `kdra scheduler` runs: churned pods per CPU
+                 second (what a session costs beside the pod it places)
   allocator      one 1-device claim against each of 500 nodes (half their devices in use), warm index:
                  the 99th percentile of one node's allocation
   replay         the openb trace, policy kdra, seed 42, placed one pod at a time: CPU seconds
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBES = ("template-500", "nodes-5000", "allocator", "replay", "migrate")
+PROBES = ("template-500", "nodes-5000", "churn-5000", "allocator", "replay", "migrate")
 DROP = 0.10
 
 
@@ -47,22 +50,31 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _schedule(fleet: Any, pods: int) -> dict[str, float]:
+def _store(fleet: Any) -> Any:
     from kdra.cluster import MemoryStore, clone
     from kdra.fleets import render
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_scheduler import _template
+
+    objs = render(fleet, dra=True, legacy=False)
+    store = MemoryStore()
+    order = {"DeviceClass": 0, "Node": 1, "ResourceSlice": 2}
+    for obj in sorted(objs, key=lambda o: order.get(o["kind"], 3)):
+        store.create(clone(obj))
+    store.create(_template("template"))
+    return store
+
+
+def _schedule(fleet: Any, pods: int) -> dict[str, float]:
     from kdra.scheduler.scheduler import Scheduler
     from kdra.sim.engine import gc_tuned
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_scheduler import _pod, _template, settle_setup
+    from bench_scheduler import _pod, settle_setup
 
     with gc_tuned():
-        objs = render(fleet, dra=True, legacy=False)
-        store = MemoryStore()
-        order = {"DeviceClass": 0, "Node": 1, "ResourceSlice": 2}
-        for obj in sorted(objs, key=lambda o: order.get(o["kind"], 3)):
-            store.create(clone(obj))
-        store.create(_template("template"))
+        store = _store(fleet)
         sched = Scheduler(store)
         sched.dra.index  # noqa: B018 - built before timing, as a running scheduler has it
         settle_setup()
@@ -90,6 +102,37 @@ def probe_nodes_5000() -> dict[str, float]:
     from bench_scheduler import _fleet
 
     return _schedule(_fleet("gpus-5000"), 10000)
+
+
+def probe_churn_5000() -> dict[str, float]:
+    from kdra.scheduler.gangqueues import GangQueueOptions, GangQueues
+    from kdra.scheduler.scheduler import Scheduler, SchedulerConfig
+    from kdra.sim.engine import gc_tuned
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_scheduler import _fleet, _pod, settle_setup
+
+    fill, rounds = 20000, 300
+    with gc_tuned():
+        store = _store(_fleet("gpus-5000"))
+        sched = Scheduler(store, GangQueues(store, GangQueueOptions()).config(SchedulerConfig()))
+        for i in range(fill):
+            store.create(_pod(i))
+        sched.run(0)
+        settle_setup()
+        ending = [p["metadata"]["name"] for p in store.list("Pod") if p["spec"].get("nodeName")][:rounds]
+        c0 = time.process_time()
+        for r, name in enumerate(ending):
+            pod = store.get("Pod", name, "default")
+            store.update(dict(pod, status={"phase": "Succeeded"}), subresource="status")
+            store.delete("Pod", name, "default")
+            store.create(_pod(fill + r))
+            sched.run(float(r + 1))
+        cpu = time.process_time() - c0
+    bound = sum(1 for p in store.list("Pod") if p["spec"].get("nodeName"))
+    if bound != fill:
+        raise SystemExit(f"churn: {bound} of {fill} pods bound")
+    return {"pods/CPU s": rounds / cpu}
 
 
 def probe_allocator() -> dict[str, float]:
@@ -188,6 +231,7 @@ def _child(name: str, src: str, stream: str) -> None:
     probes: dict[str, Callable[[], dict[str, float]]] = {
         "template-500": probe_template_500,
         "nodes-5000": probe_nodes_5000,
+        "churn-5000": probe_churn_5000,
         "allocator": probe_allocator,
         "replay": probe_replay,
         "migrate": lambda: probe_migrate(stream),

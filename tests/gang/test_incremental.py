@@ -4,6 +4,7 @@ room for a gang."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from builders import pod, template
@@ -31,10 +32,13 @@ def _walk_running(acc: QueueAccounting) -> list[RunningJob]:
 
 
 def _walk_requested(acc: QueueAccounting) -> dict[str, Vector]:
-    out: dict[str, Vector] = {}
+    """Per queue in the order of its first pod, each resource's usage correctly rounded (math.fsum)."""
+    values: dict[str, dict[str, list[float]]] = {}
     for u in acc.usage.values():
-        add(out.setdefault(u.queue, {}), u.usage)
-    return out
+        per = values.setdefault(u.queue, {})
+        for r, v in u.usage.items():
+            per.setdefault(r, []).append(v)
+    return {q: {r: math.fsum(vs) for r, vs in per.items()} for q, per in values.items()}
 
 
 def _walk_allocated(acc: QueueAccounting) -> dict[str, Vector]:
@@ -70,7 +74,7 @@ def test_accounting_kept_as_pods_come_and_go_equals_a_walk_over_every_pod() -> N
             assert acc.running_jobs() == _walk_running(acc)
             got = acc.requested()
             want = _walk_requested(acc)
-            assert list(got) == list(want) and got == want  # the same queues in the same order, same floats
+            assert list(got) == list(want) and got == want  # the same queues in the same order, exact sums
     assert acc.running_jobs() == _walk_running(acc)
     assert acc.allocated.keys() >= _walk_allocated(acc).keys()
 

@@ -31,6 +31,8 @@ class Preempt(Action):
     def execute(self, session: Session) -> None:
         gq = self.gq
         rt = gq.runtime
+        if not rt.failed:
+            return
         still = []
         running = rt.victims.running_jobs()
         budget = gq.options.max_victim_searches
