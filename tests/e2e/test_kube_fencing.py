@@ -4,7 +4,9 @@ Two `kdra scheduler --leader-elect` replicas with short leases. In each trial th
 (SIGSTOP of its whole process, as a VM pause or a frozen cgroup does) in the middle of a burst, while
 its binding workers and its loop have writes queued; the standby takes over and schedules the rest; the
 old leader is thawed. The API server's audit log must show no write by the old leader after its lease ran
-out, the old leader must exit, and the invariant checker must find the cluster consistent. Trials
+out (but one kdra itself reports: paused in the few instructions between the fence's last check and the
+send, which no client can fence), the old leader must exit, and the invariant checker must find the
+cluster consistent. Trials
 alternate asynchronous binding (16 workers) and binding in the loop (--bind-workers 0); the client's low
 QPS keeps writes queued in the rate limiter, where a pause finds them.
 """
@@ -112,11 +114,15 @@ def test_frozen_leader_writes_nothing_after_losing_its_lease(
         except TimeoutError:
             raise AssertionError(f"{leader.log()}\n{standby.log()}") from None
         assert leader.proc.returncode == 1 and "leader lease lost, exiting" in leader.log(), leader.log()
+        # A write paused between the fence's check and the send (no client can fence those few
+        # instructions) is reported by kdra itself; any other late write is a hole in the fence.
+        reported = set(re.findall(r"leader election: (\w+) (\S+) passed the lease check", leader.log()))
         violations = writes_after_lease_loss(
             audit_events(control_plane.audit_log),
             writer=f"(scheduler/{leader_id}",
             lease=lease,
             renew_deadline=RENEW,
+            reported=reported,
         )
         violations += wait_consistent(kube, namespace, timeout=30)
         assert not violations, f"trial {n}:\n" + "\n".join(map(str, violations)) + "\n" + leader.log()

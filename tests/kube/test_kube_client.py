@@ -721,6 +721,40 @@ def test_fence_refuses_every_write_once_the_lease_deadline_passed(
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "a"
 
 
+def test_a_write_paused_between_the_fence_and_the_send_is_reported(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The few instructions between the fence's check and the send syscall cannot be fenced: a pause there
+    (here: the clock moves past the deadline right after the check) sends the write late. The elector
+    says so (a warning naming the write, `raced_writes`), and the exit waits for that report."""
+    clock = LeaseClock(monkeypatch)
+    FakeLeases(server)
+    server.routes[("PUT", "/api/v1/nodes/a")] = lambda h, q, body: h.reply(200, node("a", 2))
+    client = client_for(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.4, "retry_period": 0.1}
+    a = LeaderElector(client, "kdra", "kube-system", "a", **kw).install_fence()
+    assert a.try_acquire_or_renew()
+    client.update(node("a", 1))
+    assert a.raced_writes == 0
+
+    def paused_after_the_check(method: str, path: str) -> None:
+        a.fence(method, path)
+        clock.sleep(0.5)  # stopped here: the lease runs out before the bytes leave
+
+    client.write_fence = paused_after_the_check
+    with caplog.at_level("WARNING", logger="kdra.kube.leader"):
+        client.update(node("a", 1))
+    assert a.raced_writes == 1 and a.lost
+    assert "PUT /api/v1/nodes/a passed the lease check and was sent after the lease ran out" in caplog.text
+    t0 = time.monotonic()
+    a.wait_sent()
+    assert time.monotonic() - t0 < 0.5  # nothing left between a check and its report
+    client.write_fence = a.fence
+    with pytest.raises(FencedError):
+        client.update(node("a", 1))
+    assert a.raced_writes == 1 and a.fenced_writes == 1
+
+
 def test_leader_thread_notices_the_deadline_and_stops_campaigning(server: FakeServer) -> None:
     FakeLeases(server)
     client = client_for(server)

@@ -45,7 +45,7 @@ import datetime as _dt
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -525,6 +525,17 @@ def wait_consistent(
 # -- the audit log ----------------------------------------------------------------------------------------
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+_HTTP_METHOD = {
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
+
+
+def _uri_path(ev: Mapping[str, Any]) -> str:
+    return str(ev.get("requestURI") or "").split("?", 1)[0]
 
 
 def audit_events(path: str | Path) -> list[Obj]:
@@ -566,12 +577,15 @@ def writes_after_lease_loss(
     lease: str,
     renew_deadline: float,
     until: float | None = None,
+    reported: Collection[tuple[str, str]] = (),
 ) -> list[Violation]:
     """Every write by `writer` (a substring of its User-Agent) received after its leadership ended: later
     than `renew_deadline` after the latest successful renewal of the Lease `lease` by that writer (the
     renewal was received after the writer started it, so the writer's own deadline is no later). Writes
     before the writer first led count too (a standby writes nothing but its Lease). `until` bounds the
-    events looked at (seconds since the epoch), e.g. to a trial's window."""
+    events looked at (seconds since the epoch), e.g. to a trial's window. `reported`: (HTTP method, path)
+    of writes the writer itself reported sent after its lease ran out (paused between its last check and
+    the send, which no client can fence: kdra.kube.leader); those are not stale writes it missed."""
     out: list[Violation] = []
     valid_until: float | None = None  # None: has not led yet
     for ev in events:
@@ -589,6 +603,8 @@ def writes_after_lease_loss(
                 valid_until = t + renew_deadline
             continue  # Lease writes are conditional on its resourceVersion: a stale one fails alone
         if valid_until is None or t > valid_until:
+            if reported and (_HTTP_METHOD.get(str(ev.get("verb")), ""), _uri_path(ev)) in reported:
+                continue
             late = (
                 "before it led" if valid_until is None else f"{t - valid_until:.2f}s after its lease ran out"
             )

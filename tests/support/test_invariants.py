@@ -238,9 +238,11 @@ def _audit(t: float, verb: str, resource: str, name: str, agent: str, code: int 
     ref = {"resource": resource, "namespace": "ns", "name": name}
     if sub:
         ref["subresource"] = sub
+    kind = f"{resource}/{name}" if name else resource
     return {
         "stage": "ResponseComplete",
         "verb": verb,
+        "requestURI": f"/api/v1/namespaces/ns/{kind}" + (f"/{sub}" if sub else "") + "?timeout=30s",
         "userAgent": agent,
         "objectRef": ref,
         "responseStatus": {"code": code},
@@ -279,6 +281,24 @@ def test_writes_after_the_lease_ran_out_are_stale_whatever_their_answer(tmp_path
     stale_b = writes_after_lease_loss(evs, writer="(scheduler/b)", lease="kdra", renew_deadline=1.0)
     assert [v.message for v in stale_b] == ["patch pods/status ns/p0 -> 200, received before it led"]
     assert writes_after_lease_loss(evs, writer="(scheduler/a)", lease="kdra", renew_deadline=2.5) == []
+    # a write the writer itself reported sent after its lease ran out (paused past its last check) is not
+    # one it missed; any other still is
+    late = ("PUT", "/api/v1/namespaces/ns/resourceclaims/c2/status")
+    assert (
+        writes_after_lease_loss(
+            evs, writer="(scheduler/a)", lease="kdra", renew_deadline=1.0, reported=[late]
+        )
+        == []
+    )
+    other = ("PUT", "/api/v1/namespaces/ns/resourceclaims/c1/status")
+    assert (
+        len(
+            writes_after_lease_loss(
+                evs, writer="(scheduler/a)", lease="kdra", renew_deadline=1.0, reported=[other]
+            )
+        )
+        == 1
+    )
 
 
 def test_a_preemptions_outcome_forgotten_preemptor_excess_victims_and_intruder() -> None:

@@ -281,6 +281,9 @@ class KubeClient:
         # The leader elector installs its lease-deadline check here, so no write of a replica that lost
         # its lease (paused, starved) reaches the API server, whichever thread sends it.
         self.write_fence: Callable[[str, str], None] | None = None
+        # Called with (method, path) once a write that passed the fence was handed to the socket (or failed
+        # to be): the elector reports one the lease ran out for meanwhile (a pause between the two).
+        self.write_sent: Callable[[str, str], None] | None = None
         source = config.describe()
         if config.insecure and self.scheme == "https":
             _warn_once(
@@ -461,7 +464,14 @@ class KubeClient:
                     conn.connect()
                 phase = "send"
                 conn.request(method, url, body=data, headers=headers)
-                conn.release(None if fence is None else functools.partial(fence, method, path))
+                if fence is None:
+                    conn.release()
+                else:
+                    sent = self.write_sent
+                    conn.release(
+                        functools.partial(fence, method, path),
+                        None if sent is None else functools.partial(sent, method, path),
+                    )
                 phase = "response"
                 resp = conn.getresponse()
                 raw = resp.read()
@@ -535,9 +545,15 @@ class KubeClient:
                     conn = await self._async_connect(connect_deadline)
                 phase = "send"
                 out = self._request_bytes(method, url, headers, data)
-                if fence is not None:
+                if fence is None:
+                    conn.writer.write(out)
+                else:
                     fence(method, path)
-                conn.writer.write(out)
+                    try:
+                        conn.writer.write(out)
+                    finally:
+                        if self.write_sent is not None:
+                            self.write_sent(method, path)
                 phase = "response"
                 code, resp_headers, raw, keep = await asyncio.wait_for(
                     read_response(conn.reader, method), self.timeout

@@ -69,12 +69,20 @@ class HTTPConnection(http.client.HTTPConnection):
         else:
             self._held.append(bytes(data))
 
-    def release(self, check: Callable[[], None] | None = None) -> None:
+    def release(
+        self, check: Callable[[], None] | None = None, after: Callable[[], None] | None = None
+    ) -> None:
+        """Send the request built by request(): `check` first (it may refuse by raising), `after` once the
+        bytes are handed to the socket or failed to be (only when `check` passed)."""
         data, self._held = b"".join(self._held or ()), None
         if check is not None:
             check()
         assert self.sock is not None, "connect() before request()"
-        self.sock.sendall(data)
+        try:
+            self.sock.sendall(data)
+        finally:
+            if after is not None:
+                after()
 
 
 class HTTPSConnection(HTTPConnection, http.client.HTTPSConnection):

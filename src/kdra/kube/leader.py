@@ -16,9 +16,12 @@ lies between the check and the send) and refuses it (FencedError) once the deadl
 `lease_clock()`, a clock that keeps counting while the process is stopped or the machine suspended. Only
 writes to the elector's own Lease pass (they are conditional on its resourceVersion, so a stale one fails by
 itself). What no client can fence: a pause in the few instructions between the check and the send syscall,
-and a pause of the whole machine with the request still in its kernel's socket buffer. Leadership, once
-lost, is never regained by this process (as kube-scheduler exits): `on_lost` callbacks run once, from
-whichever thread notices first.
+and a pause of the whole machine with the request still in its kernel's socket buffer. The first is
+reported: `sent(method, path)` runs once the request is handed to the socket and warns when the lease ran
+out meanwhile (counted in `raced_writes`; a write conditional on a resourceVersion the new leader changed
+is refused by the API server), and the process waits for those reports before it exits (`wait_sent`).
+Leadership, once lost, is never regained by this process (as kube-scheduler exits): `on_lost` callbacks
+run once, from whichever thread notices first.
 """
 
 from __future__ import annotations
@@ -90,6 +93,9 @@ class LeaderElector:
         self._lost_lock = threading.Lock()
         self.on_lost: list[Callable[[], None]] = []  # run once, when leadership ends
         self.fenced_writes = 0  # writes refused because the lease ran out
+        self.raced_writes = 0  # writes that passed the fence and were sent after the lease ran out
+        self._sending = 0  # writes between the fence and their report
+        self._sending_lock = threading.Lock()
 
     # -- state -----------------------------------------------------------------------------------------
     @property
@@ -124,7 +130,11 @@ class LeaderElector:
     def fence(self, method: str, path: str) -> None:
         """The client's write_fence: refuse any write unless this process leads right now (its own Lease
         excepted). Cheap: one clock read."""
-        if self.is_leader or (method, path) in self._lease_paths:
+        if (method, path) in self._lease_paths:
+            return
+        if self.is_leader:
+            with self._sending_lock:
+                self._sending += 1
             return
         self.fenced_writes += 1
         raise FencedError(
@@ -132,9 +142,39 @@ class LeaderElector:
             f"{self.namespace}/{self.name}"
         )
 
+    def sent(self, method: str, path: str) -> None:
+        """The client's write_sent, once a write that passed the fence was handed to the socket (or failed
+        to be): if the lease ran out meanwhile, the process was paused between the two (a stop, CPU
+        starvation) and the write may reach the API server after another replica took over. Nothing can
+        call it back: it is reported."""
+        if (method, path) in self._lease_paths:
+            return
+        try:
+            if not self.is_leader:
+                self.raced_writes += 1
+                log.warning(
+                    "leader election: %s %s passed the lease check and was sent after the lease ran out "
+                    "(the process was paused between the two)",
+                    method,
+                    path,
+                )
+        finally:
+            with self._sending_lock:
+                self._sending -= 1
+
+    def wait_sent(self, timeout: float = 1.0) -> None:
+        """Wait (at most `timeout` s) until every write that passed the fence is sent and reported: before
+        the process exits, so that no report of a write sent late is lost."""
+        end = time.monotonic() + timeout
+        while self._sending > 0 and time.monotonic() < end:
+            time.sleep(0.001)
+
     def install_fence(self, client: KubeClient | None = None) -> LeaderElector:
-        """Make `client` (default: the elector's) refuse every write while this process does not lead."""
-        (client or self.client).write_fence = self.fence
+        """Make `client` (default: the elector's) refuse every write while this process does not lead, and
+        report one sent after the lease ran out."""
+        c = client or self.client
+        c.write_fence = self.fence
+        c.write_sent = self.sent
         return self
 
     # -- running ---------------------------------------------------------------------------------------

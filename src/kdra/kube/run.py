@@ -137,9 +137,13 @@ def run_scheduler(
             if elector is not None and elector.lost:
                 # Exit at once, as kube-scheduler does (the fence already refuses every write).
                 sched.stop_binding()
+                elector.wait_sent()  # a write paused between the fence and the send is reported first
+                late = (
+                    f", {elector.raced_writes} sent after the lease ran out" if elector.raced_writes else ""
+                )
                 say(
                     f"kdra scheduler {identity}: leader lease lost, exiting "
-                    f"({elector.fenced_writes} writes refused)"
+                    f"({elector.fenced_writes} writes refused{late})"
                 )
                 os._exit(1)
             if endpoint is not None:
