@@ -6,9 +6,8 @@ its binding workers and its loop have writes queued; the standby takes over and 
 old leader is thawed. The API server's audit log must show no write by the old leader after its lease ran
 out (but one kdra itself reports: paused in the few instructions between the fence's last check and the
 send, which no client can fence), the old leader must exit, and the invariant checker must find the
-cluster consistent. Trials
-alternate asynchronous binding (16 workers) and binding in the loop (--bind-workers 0); the client's low
-QPS keeps writes queued in the rate limiter, where a pause finds them.
+cluster consistent. Trials alternate asynchronous binding (16 workers) and binding in the loop
+(--bind-workers 0); the client's low QPS keeps writes queued in the rate limiter, where a pause finds them.
 """
 
 from __future__ import annotations
