@@ -16,6 +16,14 @@ seed (all as % of the fleet's GPU capacity):
   These are the valid lower bounds on the figure kdra reports.
 
     python benchmarks/bench_replay_bound.py [--seeds 42-51] [--policy kdra] [--variant KIND:SEED]
+
+With `--sample NODES` (40: the live e2e test's sample, kdra.replay.trace.sample seed 1), per seed on that
+sample instead: kdra offline and online (ties by node name, as the live test) and FGD, beside the LP bound
+(node groups) and the exact offline optimum with the full node structure (kdra.replay.bounds.
+exact_placement, a HiGHS MIP): the best placement it found and its bound on the optimum within
+`--time-limit` seconds (the optimum lies between them).
+
+    python benchmarks/bench_replay_bound.py --sample 40 --seeds 42-44 [--time-limit 240]
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
@@ -38,7 +47,7 @@ def main() -> int:
     from kdra.cli.replay import parse_seeds
     from kdra.replay.bounds import bin_lp_bound, l2_bound, node_groups, placement_bound
     from kdra.replay.engine import ReplayCluster, arrivals, run_placement
-    from kdra.replay.trace import load_trace
+    from kdra.replay.trace import load_trace, sample
     from kdra.replay.variants import make_variant, parse_variant
     from kdra.scheduler.gpupolicies import MILLI, make_policy
     from kdra.scheduler.shareplan import first_fit_decreasing
@@ -48,10 +57,14 @@ def main() -> int:
     ap.add_argument("--policy", default="kdra")
     ap.add_argument("--variant", default=None)
     ap.add_argument("--online", action="store_true")
+    ap.add_argument("--sample", type=int, default=0, help="nodes of a sample of the trace: the exact optimum")
+    ap.add_argument("--time-limit", type=float, default=240.0, help="seconds per MIP (--sample)")
     args = ap.parse_args()
     trace = load_trace()
     if args.variant:
         trace = make_variant(trace, *parse_variant(args.variant))
+    if args.sample:
+        return sample_table(sample(trace, args.sample, 1), parse_seeds(args.seeds), args.time_limit)
     cap = trace.gpu_capacity_milli
     gpu_only = node_groups(trace.nodes, resources=False)
     by_shape = node_groups(trace.nodes)
@@ -84,6 +97,44 @@ def main() -> int:
         print(f"{seed:<5} " + _cells(row), flush=True)
     means = [statistics.mean(r[i] for r in rows) for i in range(len(rows[0]))]
     print("mean  " + _cells(means))
+    return 0
+
+
+def sample_table(trace: Any, seeds: list[int], time_limit: float) -> int:
+    from kdra.replay.bounds import exact_placement, node_groups, placement_bound
+    from kdra.replay.engine import arrivals, run_placement
+    from kdra.scheduler.gpupolicies import make_policy
+
+    cap = trace.gpu_capacity_milli
+    print(f"{trace.nodes_source}: {len(trace.nodes)} nodes, {cap // 1000} GPUs")
+    print("seed  pods  arrived%  kdra%  kdra online%  FGD%  | LP bound%  MIP best%  MIP bound%  optimal  s")
+    rows = []
+    for seed in seeds:
+        pods = arrivals(trace, seed)
+        reqs = [p.request for p in pods]
+        figs = []
+        for policy, kw in (("kdra", {}), ("kdra", {"online": True, "tie_break": "name"}), ("fgd", {})):
+            run = run_placement(trace, make_policy(policy), seed, use_allocator=False, **kw)
+            figs.append(run.unallocated_at(100))
+        ub = placement_bound(reqs, node_groups(trace.nodes)).value
+        e = exact_placement(trace.nodes, reqs, time_limit, upper=ub)
+        arrived = 100 * sum(r.total_milli for r in reqs) / cap
+        row = [
+            *figs,
+            100 * (cap - ub) / cap,
+            100 * (cap - e.placed) / cap,
+            100 * (cap - min(ub, e.bound)) / cap,
+        ]
+        rows.append(row)
+        print(
+            f"{seed:<5} {len(pods):4} {arrived:9.2f} {row[0]:6.2f} {row[1]:13.2f} {row[2]:5.2f}  |"
+            f" {row[3]:9.2f} {row[4]:10.2f} {row[5]:11.2f}  {e.optimal!s:7} {e.seconds:3.0f}",
+            flush=True,
+        )
+    m = [statistics.mean(r[i] for r in rows) for i in range(len(rows[0]))]
+    print(
+        f"mean  {'':4} {'':9} {m[0]:6.2f} {m[1]:13.2f} {m[2]:5.2f}  | {m[3]:9.2f} {m[4]:10.2f} {m[5]:11.2f}"
+    )
     return 0
 
 

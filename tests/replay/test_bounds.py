@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from kdra.replay.bounds import NodeGroup, bin_lp_bound, l2_bound, node_groups, placement_bound
+from kdra.replay.bounds import (
+    NodeGroup,
+    bin_lp_bound,
+    exact_placement,
+    l2_bound,
+    node_groups,
+    placement_bound,
+)
 from kdra.replay.trace import TraceNode
 from kdra.scheduler.gpupolicies import MILLI, PodRequest
 from kdra.scheduler.shareplan import first_fit_decreasing
@@ -144,3 +151,41 @@ def test_node_groups() -> None:
     nodes = [TraceNode(f"n{i}", 8000, 100, 2, "T4") for i in range(3)] + [TraceNode("c", 4000, 10, 0, "")]
     assert node_groups(nodes) == [NodeGroup(3, 2, 8000, 100, "T4", 110)]
     assert node_groups(nodes, resources=False) == [NodeGroup(1, 6)]
+
+
+def node(gpus: int, cpu: int = 64000, mem: int = 1 << 20, model: str = "T4", name: str = "n") -> TraceNode:
+    return TraceNode(name, cpu, mem, gpus, model)
+
+
+def test_exact_placement_by_hand() -> None:
+    # three 810 shares and a whole pod on one node of 3 GPUs: two shares and the whole pod
+    e = exact_placement([node(3)], [share(810)] * 3 + [whole()])
+    assert e.optimal and e.placed == pytest.approx(2620)
+    # a 2-GPU pod on two nodes of one GPU each: nowhere (the GPU-only relaxation places it)
+    nodes = [node(1, name="a"), node(1, name="b")]
+    assert exact_placement(nodes, [whole(2)]).placed == pytest.approx(0)
+    assert placement_bound([whole(2)], node_groups(nodes, resources=False)).value == pytest.approx(2000)
+    # 3-core whole pods on two nodes of 2 GPUs and 4 cores: one per node (the pooled CPU would take 2.67)
+    nodes = [node(2, cpu=4000, name="a"), node(2, cpu=4000, name="b")]
+    pods = [whole(cpu=3000)] * 3
+    assert exact_placement(nodes, pods).placed == pytest.approx(2000)
+    assert placement_bound(pods, node_groups(nodes)).value == pytest.approx(8000 / 3)
+    # models, and shares that do not fit one GPU together; CPU-only pods allocate nothing
+    assert exact_placement([node(1)], [share(500, models=("V100M16",))]).placed == 0
+    assert exact_placement([node(1)], [share(600), share(600), PodRequest(1000, 1)]).placed == pytest.approx(
+        600
+    )
+    # a GPU holding a share takes no whole pod
+    assert exact_placement([node(2)], [share(100), whole(2)]).placed == pytest.approx(2000)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_placement_never_exceeds_the_lp_bound(seed: int) -> None:
+    rng = random.Random(200 + seed)
+    nodes = [node(rng.choice([1, 2, 4]), cpu=rng.choice([8000, 16000]), name=f"n{i}") for i in range(3)]
+    pods = [share(rng.choice([230, 470, 650, 810]), cpu=rng.choice([2000, 6000])) for _ in range(6)]
+    pods += [whole(rng.choice([1, 2]), cpu=rng.choice([4000, 8000])) for _ in range(4)]
+    e = exact_placement(nodes, pods, time_limit=30)
+    assert e.optimal
+    assert e.placed <= placement_bound(pods, node_groups(nodes)).value + 1e-6
+    assert exact_placement(nodes, pods, upper=e.placed).placed == pytest.approx(e.placed)

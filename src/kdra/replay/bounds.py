@@ -335,12 +335,119 @@ def placement_bound(pods: Iterable[Any], groups: Sequence[NodeGroup], max_iterat
     )
 
 
+@dataclass
+class Exact:
+    """The offline optimum (or the best found and a bound on it) of placing pods on nodes: milli-GPU."""
+
+    placed: float  # the best placement found (milli-GPU), achievable
+    bound: float  # no placement places more (HiGHS's dual bound)
+    optimal: bool
+    gap: float  # (bound - placed) / placed
+    seconds: float
+    status: str
+
+
+def exact_placement(
+    nodes: Sequence[Any], pods: Iterable[Any], time_limit: float = 120.0, upper: float | None = None
+) -> Exact:
+    """The most milli-GPU any placement of `pods` (any subset unplaced) on `nodes` allocates, as the replay
+    enforces them: per node CPU, memory, pod slots and GPU model; a whole-GPU pod takes `num_gpu` idle GPUs
+    of one node; shares share a GPU up to 1,000 milli; GPUs holding shares take no whole pod. CPU-only pods
+    allocate no GPU and are left out (leaving them unplaced frees room). A MIP (scipy.optimize.milp, HiGHS)
+    with pods of one kind counted together per node (and per GPU for shares); `time_limit` seconds at most,
+    then the best placement found and HiGHS's bound on the optimum. `upper`: a known bound on the optimum
+    (placement_bound's), added as a cut: milli-GPU are integers, so the optimum is at most its floor."""
+    import time
+
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    share_count, whole_count = _items_of(pods)
+    shares = sorted(share_count, key=lambda s: (-s.milli, s.cpu, s.mem, s.models))
+    wholes = sorted(whole_count, key=lambda w: (-w.gpus, w.cpu, w.mem, w.models))
+    gpu_nodes = [n for n in nodes if n.gpus]
+    from kdra.scheduler.gpupolicies import GpuNodeView
+
+    slots = GpuNodeView("", "", 0, 0, 0, 0, []).max_pods
+    obj: list[float] = []
+    ub: list[float] = []
+    integral: list[int] = []
+
+    def var(o: float, hi: float, integer: bool = True) -> int:
+        obj.append(o)
+        ub.append(hi)
+        integral.append(1 if integer else 0)
+        return len(obj) - 1
+
+    rows: list[tuple[dict[int, float], float]] = []  # sum coef x <= rhs
+    per_share: list[dict[int, float]] = [{} for _ in shares]
+    per_whole: list[dict[int, float]] = [{} for _ in wholes]
+    for n in gpu_nodes:
+        cpu: dict[int, float] = {}
+        mem: dict[int, float] = {}
+        cnt: dict[int, float] = {}
+        gpus: dict[int, float] = {}
+        used_prev = -1
+        for _q in range(n.gpus):
+            used = var(0.0, 1.0)  # this GPU holds shares
+            gpus[used] = 1.0
+            load: dict[int, float] = {used: -float(MILLI)}
+            for i, s in enumerate(shares):
+                if (s.models and n.model not in s.models) or s.cpu > n.cpu or s.mem > n.mem:
+                    continue
+                x = var(float(s.milli), float(min(share_count[s], MILLI // s.milli)))
+                load[x] = float(s.milli)
+                per_share[i][x] = 1.0
+                cpu[x], mem[x], cnt[x] = float(s.cpu), float(s.mem), 1.0
+            rows.append((load, 0.0))
+            if used_prev >= 0:  # GPUs of a node are alike: the ones holding shares come first
+                rows.append(({used: 1.0, used_prev: -1.0}, 0.0))
+            used_prev = used
+        for t, w in enumerate(wholes):
+            if w.gpus > n.gpus or (w.models and n.model not in w.models) or w.cpu > n.cpu or w.mem > n.mem:
+                continue
+            y = var(float(w.gpus * MILLI), float(min(whole_count[w], n.gpus // w.gpus)))
+            per_whole[t][y] = 1.0
+            gpus[y] = float(w.gpus)
+            cpu[y], mem[y], cnt[y] = float(w.cpu), float(w.mem), 1.0
+        rows += [(gpus, float(n.gpus)), (cpu, float(n.cpu)), (mem, float(n.mem)), (cnt, float(slots))]
+    if upper is not None:
+        rows.append(({j: o for j, o in enumerate(obj) if o}, float(math.floor(upper + 1e-6))))
+    rows += [(r, float(share_count[s])) for r, s in zip(per_share, shares, strict=True) if r]
+    rows += [(r, float(whole_count[w])) for r, w in zip(per_whole, wholes, strict=True) if r]
+    ri, ci, vals = [], [], []
+    for k, (coef, _rhs) in enumerate(rows):
+        for j, v in coef.items():
+            ri.append(k)
+            ci.append(j)
+            vals.append(v)
+    a = coo_matrix((vals, (ri, ci)), shape=(len(rows), len(obj))).tocsr()
+    rhs = np.array([r for _c, r in rows])
+    t0 = time.perf_counter()
+    res = milp(
+        -np.array(obj),
+        constraints=LinearConstraint(a, -np.inf, rhs),
+        integrality=np.array(integral),
+        bounds=Bounds(0, np.array(ub)),
+        options={"time_limit": time_limit, "disp": False},
+    )
+    seconds = time.perf_counter() - t0
+    placed = -float(res.fun) if res.x is not None else 0.0
+    dual = getattr(res, "mip_dual_bound", None)
+    bound = -float(dual) if dual is not None and np.isfinite(dual) else float("inf")
+    bound = max(bound, placed)
+    return Exact(placed, bound, res.status == 0, (bound - placed) / max(placed, 1.0), seconds, res.message)
+
+
 __all__ = [
     "Bound",
+    "Exact",
     "NodeGroup",
     "ShareItem",
     "WholeItem",
     "bin_lp_bound",
+    "exact_placement",
     "l2_bound",
     "node_groups",
     "placement_bound",
