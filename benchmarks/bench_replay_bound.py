@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 HEADER = (
     "seed  kdra%  on shares%  FFD%    L2%    LP%  | all shares LP% (not a bound) |"
-    " bound GPU-only%  bound nodes%"
+    " bound GPU-only%  bound nodes% | failed shares/whole%: kdra  bound"
 )
 
 
@@ -90,9 +90,17 @@ def main() -> int:
         lp_all = bin_lp_bound(arrived, MILLI).value * MILLI - sum(arrived)
         reqs = [p.request for p in pods]
         g1 = cap - placement_bound(reqs, gpu_only).value
-        g2 = cap - placement_bound(reqs, by_shape).value
+        nodes_bound = placement_bound(reqs, by_shape)
+        g2 = cap - nodes_bound.value
+        # what failed by 100% arrived (milli-GPU), kdra's and the bound's LP placement's
+        failed = [p.request for p, (_n, node) in zip(pods, run.nodes, strict=False) if node is None]
+        kdra_fs = sum(r.gpu_milli for r in failed if r.is_share)
+        kdra_fw = sum(r.total_milli for r in failed if r.num_gpu and not r.is_share)
+        d = nodes_bound.detail
+        lp_fs, lp_fw = d["share_milli"] - d["lp_share_milli"], d["whole_milli"] - d["lp_whole_milli"]
         row = [run.unallocated_at(100), 100 * idle_shares / cap, 100 * ffd / cap, 100 * l2 / cap,
-               100 * lp / cap, 100 * lp_all / cap, 100 * g1 / cap, 100 * g2 / cap]  # fmt: skip
+               100 * lp / cap, 100 * lp_all / cap, 100 * g1 / cap, 100 * g2 / cap,
+               100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap]  # fmt: skip
         rows.append(row)
         print(f"{seed:<5} " + _cells(row), flush=True)
     means = [statistics.mean(r[i] for r in rows) for i in range(len(rows[0]))]
@@ -141,7 +149,7 @@ def sample_table(trace: Any, seeds: list[int], time_limit: float) -> int:
 def _cells(r: list[float]) -> str:
     return (
         f"{r[0]:5.2f} {r[1]:10.2f} {r[2]:6.2f} {r[3]:6.2f} {r[4]:6.2f}  | {r[5]:14.2f}{'':14} |"
-        f" {r[6]:15.2f} {r[7]:13.2f}"
+        f" {r[6]:15.2f} {r[7]:13.2f} | {r[8]:26.2f}/{r[9]:.2f} {r[10]:5.2f}/{r[11]:.2f}"
     )
 
 

@@ -35,6 +35,9 @@ def test_failing_a_share_for_a_whole_pod_beats_placing_every_share() -> None:
     b = placement_bound(pods, [NodeGroup(1, 3)])
     assert b.converged
     assert 3 * MILLI - b.value == pytest.approx(380)
+    assert b.detail["lp_whole_milli"] == pytest.approx(1000) and b.detail["lp_share_milli"] == pytest.approx(
+        1620
+    )
     # The "all arrived" figure (every share placed, L2) says 570: not a lower bound.
     all_placed = l2_bound([810] * 3, MILLI) * MILLI - 3 * 810
     assert all_placed == 570

@@ -124,13 +124,13 @@ def l2_bound(sizes: list[int], capacity: int) -> int:
     return max(best, -(-sum(sizes) // capacity))
 
 
-def _linprog(c: Any, a_ub: Any, b_ub: Any, bounds: Any) -> tuple[float, Any]:
+def _linprog(c: Any, a_ub: Any, b_ub: Any, bounds: Any) -> tuple[float, Any, Any]:
     from scipy.optimize import linprog
 
     res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if res.status != 0:
         raise RuntimeError(f"LP failed: {res.message}")
-    return float(res.fun), -res.ineqlin.marginals
+    return float(res.fun), -res.ineqlin.marginals, res.x
 
 
 def bin_lp_bound(sizes: Iterable[int], capacity: int = MILLI, max_iterations: int = 500) -> Bound:
@@ -153,7 +153,7 @@ def bin_lp_bound(sizes: Iterable[int], capacity: int = MILLI, max_iterations: in
     for it in range(1, max_iterations + 1):  # noqa: B007
         a = np.array(patterns, dtype=float).T  # kinds x patterns
         # min sum x  s.t.  A x >= n  ->  -A x <= -n
-        lp, duals = _linprog(np.ones(a.shape[1]), -a, -n, (0, None))
+        lp, duals, _x = _linprog(np.ones(a.shape[1]), -a, -n, (0, None))
         u = np.maximum(duals, 0.0)
         best, pat = _knapsack(kinds, list(u), [int(x) for x in n], capacity)
         # Farley: every bin holds at most `best` of dual value, so at least u.n / best bins
@@ -276,6 +276,7 @@ def placement_bound(pods: Iterable[Any], groups: Sequence[NodeGroup], max_iterat
     lp = 0.0
     best_ub = big
     converged = False
+    split = {"whole": 0.0, "share": 0.0}
     it = 0
     for it in range(1, max_iterations + 1):
         if not cols:
@@ -287,8 +288,12 @@ def placement_bound(pods: Iterable[Any], groups: Sequence[NodeGroup], max_iterat
                 a[r, j] = val
             c[j] = -obj
         finite = np.isfinite(b)
-        neg, duals_f = _linprog(c, a[finite], b[finite], (0, None))
+        neg, duals_f, x = _linprog(c, a[finite], b[finite], (0, None))
         lp = -neg
+        # the LP's placement: milli-GPU of whole pods and of shares (what it leaves out, by kind)
+        split = dict.fromkeys(split, 0.0)
+        for j, (_k, kind, _coef, obj) in enumerate(cols):
+            split[kind[0]] += obj * float(x[j])
         duals = np.zeros(nrows)
         duals[finite] = np.maximum(duals_f, 0.0)
         # Lagrangian bound of these duals: b.duals + the most any column could add beyond them
@@ -332,6 +337,12 @@ def placement_bound(pods: Iterable[Any], groups: Sequence[NodeGroup], max_iterat
         it,
         converged,
         len(cols),
+        {
+            "lp_whole_milli": split["whole"],
+            "lp_share_milli": split["share"],
+            "whole_milli": float(sum(whole_count[w] * w.gpus * MILLI for w in wholes)),
+            "share_milli": float(sum(share_count[s] * s.milli for s in shares)),
+        },
     )
 
 
