@@ -97,7 +97,8 @@ def main() -> int:
         kdra_fs = sum(r.gpu_milli for r in failed if r.is_share)
         kdra_fw = sum(r.total_milli for r in failed if r.num_gpu and not r.is_share)
         d = nodes_bound.detail
-        lp_fs, lp_fw = d["share_milli"] - d["lp_share_milli"], d["whole_milli"] - d["lp_whole_milli"]
+        lp_fs = max(0.0, d["share_milli"] - d["lp_share_milli"])
+        lp_fw = max(0.0, d["whole_milli"] - d["lp_whole_milli"])
         row = [run.unallocated_at(100), 100 * idle_shares / cap, 100 * ffd / cap, 100 * l2 / cap,
                100 * lp / cap, 100 * lp_all / cap, 100 * g1 / cap, 100 * g2 / cap,
                100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap]  # fmt: skip
