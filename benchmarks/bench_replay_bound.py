@@ -6,6 +6,8 @@ seed (all as % of the fleet's GPU capacity):
 - kdra: unallocated GPU % at 100% arrived (placement view; the allocator gives the same figures);
 - on shares: the part of it on GPUs holding shares;
 - FFD: the shares kdra placed, packed offline by first-fit decreasing (an achievable packing, not a bound);
+- packed: the same shares packed offline by the LP's patterns, rounded down, the rest by FFD (achievable;
+  where it equals LP, the best packing of them);
 - L2 / LP: Martello and Toth's L2 lower bound and the configuration-LP bound (kdra.replay.bounds.
   bin_lp_bound, at least as tight) on the GPUs those same shares need: no packing of them does better;
 - all shares (not a bound): the LP bound if every share that arrived by 100% were placed. A placement may
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 
 HEADER = (
-    "seed  kdra%  on shares%  FFD%    L2%    LP%  | all shares LP% (not a bound) |"
+    "seed  kdra%  on shares%  FFD%  packed%   L2%    LP%  | all shares LP% (not a bound) |"
     " bound GPU-only%  bound nodes% | failed shares/whole%: kdra  bound"
 )
 
@@ -85,7 +87,9 @@ def main() -> int:
         idle_shares = sum(views[n].gpu_free[g] for n, g in on_shares)
         ffd = len(first_fit_decreasing(shares, MILLI)) * MILLI - sum(shares)
         l2 = l2_bound(shares, MILLI) * MILLI - sum(shares)
-        lp = bin_lp_bound(shares, MILLI).value * MILLI - sum(shares)
+        lp_b = bin_lp_bound(shares, MILLI)
+        lp = lp_b.value * MILLI - sum(shares)
+        best = lp_b.detail["packing"] * MILLI - sum(shares)
         arrived = [p.request.gpu_milli for p in pods if p.request.is_share]
         lp_all = bin_lp_bound(arrived, MILLI).value * MILLI - sum(arrived)
         reqs = [p.request for p in pods]
@@ -101,7 +105,7 @@ def main() -> int:
         lp_fw = max(0.0, d["whole_milli"] - d["lp_whole_milli"])
         row = [run.unallocated_at(100), 100 * idle_shares / cap, 100 * ffd / cap, 100 * l2 / cap,
                100 * lp / cap, 100 * lp_all / cap, 100 * g1 / cap, 100 * g2 / cap,
-               100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap]  # fmt: skip
+               100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap, 100 * best / cap]  # fmt: skip
         rows.append(row)
         print(f"{seed:<5} " + _cells(row), flush=True)
     means = [statistics.mean(r[i] for r in rows) for i in range(len(rows[0]))]
@@ -149,7 +153,7 @@ def sample_table(trace: Any, seeds: list[int], time_limit: float) -> int:
 
 def _cells(r: list[float]) -> str:
     return (
-        f"{r[0]:5.2f} {r[1]:10.2f} {r[2]:6.2f} {r[3]:6.2f} {r[4]:6.2f}  | {r[5]:14.2f}{'':14} |"
+        f"{r[0]:5.2f} {r[1]:10.2f} {r[2]:6.2f} {r[12]:8.2f} {r[3]:6.2f} {r[4]:6.2f}  | {r[5]:14.2f}{'':14} |"
         f" {r[6]:15.2f} {r[7]:13.2f} | {r[8]:26.2f}/{r[9]:.2f} {r[10]:5.2f}/{r[11]:.2f}"
     )
 

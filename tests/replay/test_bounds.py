@@ -137,7 +137,7 @@ def test_bin_lp_bound_by_hand() -> None:
     # 650 and 550 each take one 230 at most: L2 lets the three 230s fill their room (2), the LP does not
     sizes = [650, 550, 230, 230, 230]
     assert l2_bound(sizes, MILLI) == 2
-    assert bin_lp_bound(sizes).value == 3 == exact_bins(sizes)
+    assert bin_lp_bound(sizes).value == 3 == exact_bins(sizes) == bin_lp_bound(sizes).detail["packing"]
     assert bin_lp_bound([]).value == 0
 
 
@@ -147,7 +147,9 @@ def test_bin_lp_bound_between_l2_and_the_optimum(seed: int) -> None:
     sizes = [rng.choice([50, 160, 230, 320, 470, 550, 650, 810]) for _ in range(rng.randint(1, 7))]
     b = bin_lp_bound(sizes)
     assert b.converged
-    assert l2_bound(sizes, MILLI) <= b.value <= exact_bins(sizes) <= len(first_fit_decreasing(sizes, MILLI))
+    opt = exact_bins(sizes)
+    assert l2_bound(sizes, MILLI) <= b.value <= opt <= len(first_fit_decreasing(sizes, MILLI))
+    assert opt <= b.detail["packing"]  # an actual packing: never fewer bins than the optimum
 
 
 def test_node_groups() -> None:

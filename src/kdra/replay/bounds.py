@@ -153,7 +153,7 @@ def bin_lp_bound(sizes: Iterable[int], capacity: int = MILLI, max_iterations: in
     for it in range(1, max_iterations + 1):  # noqa: B007
         a = np.array(patterns, dtype=float).T  # kinds x patterns
         # min sum x  s.t.  A x >= n  ->  -A x <= -n
-        lp, duals, _x = _linprog(np.ones(a.shape[1]), -a, -n, (0, None))
+        lp, duals, x = _linprog(np.ones(a.shape[1]), -a, -n, (0, None))
         u = np.maximum(duals, 0.0)
         best, pat = _knapsack(kinds, list(u), [int(x) for x in n], capacity)
         # Farley: every bin holds at most `best` of dual value, so at least u.n / best bins
@@ -163,7 +163,36 @@ def bin_lp_bound(sizes: Iterable[int], capacity: int = MILLI, max_iterations: in
             break
         patterns.append(pat)
     value = math.ceil(lagr - 1e-6)
-    return Bound(value, lp, it, converged, len(patterns))
+    return Bound(
+        value,
+        lp,
+        it,
+        converged,
+        len(patterns),
+        {"packing": _round_packing(kinds, counts, patterns, x, capacity)},
+    )
+
+
+def _round_packing(
+    kinds: list[int], counts: Counter[int], patterns: list[list[int]], x: Any, capacity: int
+) -> int:
+    """Bins of an actual packing from the LP's: each pattern as many times as the LP uses it whole, then
+    what is left by first-fit decreasing (an upper bound on the fewest bins, to set beside the LP's)."""
+    from kdra.scheduler.shareplan import first_fit_decreasing
+
+    left = {s: counts[s] for s in kinds}
+    bins = 0
+    for pat, xv in zip(patterns, x, strict=False):
+        for _ in range(math.floor(float(xv) + 1e-9)):
+            took = False
+            for s, c in zip(kinds, pat, strict=True):
+                k = min(c, left[s])
+                if k:
+                    left[s] -= k
+                    took = True
+            bins += took
+    rest = [s for s in kinds for _ in range(left[s])]
+    return bins + len(first_fit_decreasing(rest, capacity))
 
 
 def _items_of(pods: Iterable[Any]) -> tuple[Counter[ShareItem], Counter[WholeItem]]:
