@@ -105,7 +105,8 @@ def main() -> int:
         lp_fw = max(0.0, d["whole_milli"] - d["lp_whole_milli"])
         row = [run.unallocated_at(100), 100 * idle_shares / cap, 100 * ffd / cap, 100 * l2 / cap,
                100 * lp / cap, 100 * lp_all / cap, 100 * g1 / cap, 100 * g2 / cap,
-               100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap, 100 * best / cap]  # fmt: skip
+               100 * kdra_fs / cap, 100 * kdra_fw / cap, 100 * lp_fs / cap, 100 * lp_fw / cap,
+               100 * best / cap]  # fmt: skip
         rows.append(row)
         print(f"{seed:<5} " + _cells(row), flush=True)
     means = [statistics.mean(r[i] for r in rows) for i in range(len(rows[0]))]
