@@ -20,7 +20,6 @@ from kdra.migrate.resources import classify, product_expression
 # A whole GPU is never a share (kdra.api.whole).
 EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
 
-
 def _migrate(text: str, **options: Any) -> tuple[str, list[dict[str, Any]], Any]:
     result = migrate_text(text, "t.yaml", Options(**options))
     assert not result.report.failed, result.report.invalid + result.report.blocked

@@ -232,16 +232,9 @@ def test_a_bound_pod_whose_node_has_no_device_left_is_evicted(world: Any) -> Non
     client.refuse_evictions = 1
     det.step()  # found, reported, quarantined
     det.step()  # deallocated; no device left on n1; the eviction is refused
-    assert (
-        det.repaired_total == 1
-        and client.evicted == []
-        and "c-mine"
-        not in [
-            c["metadata"]["name"]
-            for c in s.list("ResourceClaim")
-            if (c.get("status") or {}).get("allocation")
-        ]
-    )
+    assert det.repaired_total == 1 and client.evicted == [] and "c-mine" not in [
+        c["metadata"]["name"] for c in s.list("ResourceClaim") if (c.get("status") or {}).get("allocation")
+    ]
     said = [o["message"] for o in client.created if o.get("reason") == "ConflictNotRepaired"]
     assert "found no free device on n1" in said[0] and "kdra evicts it" in said[0], said
     assert "could not evict the pod (Cannot evict pod as it would violate" in said[1], said

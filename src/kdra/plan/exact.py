@@ -40,7 +40,7 @@ def _multisets(types: Sequence[NodeType], limit: int, below: float, above: float
         for i, t in enumerate(types):
             if t.max_new is not None and counts[i] >= t.max_new:
                 continue
-            nxt = (*counts[:i], counts[i] + 1, *counts[i + 1 :])
+            nxt = (*counts[:i], counts[i] + 1, *counts[i + 1:])
             if nxt not in seen:
                 seen.add(nxt)
                 heapq.heappush(heap, (cost + t.price, nxt))
