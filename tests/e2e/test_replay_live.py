@@ -3,8 +3,8 @@ shaped as the trace's nodes (GPU shares as consumable capacity): the unallocated
 one `kdra replay --online --ties name` computes for the same sample, and the exporter beside the scheduler
 shows the fragmentation as it happens (its gauges per node pool say what the replay's views say).
 
-A seeded sample of the trace (40 of the 1,213 nodes, as large a share of the pods: 233 pods to 100%) keeps
-it under a minute; the full-size live run is benchmarks/bench_replay_live.py."""
+A seeded sample of the trace (40 of the 1,213 nodes, as large a share of the pods: 240 pods to 100% with
+replay seed 42) keeps it under a minute; the full-size live run is benchmarks/bench_replay_live.py."""
 
 from __future__ import annotations
 
