@@ -365,9 +365,13 @@ def test_in_place_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
 
 
 def test_whole_counts_written_as_decimals_convert_and_others_do_not() -> None:
-    ok = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', "2.0"))
-    assert ok.code == 0 and "count: 2" in ok.out
-    for bad in ('"500m"', "-1", '"1k"', "1.5"):
+    # Any quantity whose value is whole is a count, as the API server reads it (MilliValue % 1000 == 0).
+    for whole, count in (("2.0", 2), ('"2000m"', 2), ('"3e0"', 3)):
+        ok = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', whole))
+        assert ok.code == 0 and f"count: {count}\n" in ok.out, whole
+    big = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', '"1k"'))  # whole, but beyond one claim's 32
+    assert big.code == 2 and "allocates at most 32" in big.err
+    for bad in ('"500m"', "-1", "1.5", '"1.5k2"'):
         run = run_cli(["-"], stdin=FRACTIONAL.replace('"0.5"', bad))
         assert run.code == 2, bad
         assert "is not a whole number" in run.err

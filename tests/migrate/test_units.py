@@ -15,7 +15,7 @@ from kdra.migrate.context import TakenNames, free_name
 from kdra.migrate.documents import bodies_mentioning, iter_chunks, split_documents
 from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
-from kdra.migrate.resources import classify, product_expression
+from kdra.migrate.resources import classify, product_expression, whole_number
 
 # A whole GPU is never a share (kdra.api.whole).
 EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
@@ -503,3 +503,31 @@ def test_taken_names_give_the_first_free_name_as_a_full_search_does(wants: list[
         expected = free_name(name, set(taken.names), 63)
         assert taken.free(name, 63) == expected
         taken.names.add(expected)
+
+
+@pytest.mark.parametrize(
+    ("raw", "count"),
+    [
+        (2, 2),
+        ("2", 2),
+        (2.0, 2),
+        ("2.0", 2),
+        ("2000m", 2),
+        ("1k", 1000),
+        ("1G", 10**9),
+        ("1Gi", 2**30),
+        ("1e3", 1000),
+        (" 3 ", 3),
+        ("1.5", None),
+        ("500m", None),
+        ("-1", None),
+        (-1, None),
+        (True, None),
+        (None, None),
+        ("abc", None),
+    ],
+)
+def test_a_count_is_any_whole_quantity_as_the_api_server_reads_it(raw: object, count: int | None) -> None:
+    # Kubernetes accepts an extended resource's quantity when its value is whole (MilliValue % 1000 == 0),
+    # suffix or not: `gpu.intel.com/memory.max: 1G` is a valid request, not a fraction.
+    assert whole_number(raw) == count

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kdra.api import wellknown as wk
+from kdra.api.quantity import parse_quantity_any
 
 NVIDIA_DRIVER = wk.NVIDIA_GPU_DRIVER
 HAMI_DRIVER = wk.HAMI_DRIVER
@@ -120,21 +121,20 @@ def is_vendor_resource(name: str) -> bool:
     return "/" in name and bool(VENDOR_RESOURCE.match(name))
 
 
-_WHOLE = re.compile(r"^\+?([0-9]+)(?:\.0*)?$")
 INT64_MAX = 2**63 - 1
 
 
 def whole_number(value: Any) -> int | None:
-    """The value as a non-negative integer (`2`, `"2"`, `2.0`: Kubernetes reads each as the quantity 2), or
-    None when it is not a whole number."""
-    if isinstance(value, bool):
+    """The value as a non-negative integer, read as the API server reads a quantity (`2`, `"2"`, `2.0`,
+    `2000m`, `1k`, `1G`: Kubernetes accepts any quantity whose value is whole for an extended resource), or
+    None when it is no quantity or not a whole number."""
+    try:
+        quantity = parse_quantity_any(value)
+    except (TypeError, ValueError):
         return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and value >= 0 else None
-    match = _WHOLE.match(value.strip()) if isinstance(value, str) else None
-    return int(match.group(1)) if match else None
+    if quantity.sign() < 0 or quantity.nanos % 1_000_000_000:
+        return None
+    return quantity.value()
 
 
 def kuberay_gpu_key(name: str) -> bool:
