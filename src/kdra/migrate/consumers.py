@@ -10,6 +10,10 @@
   pinned in the runtime's mlPolicy.
 - ResourceQuota counts `requests.nvidia.com/gpu`; claims are counted as `<class>.deviceclass.resource.k8s.io/
   devices`, so the key moves to the class the requests now use.
+- LimitRange: LimitRanger gives every container of the namespace without the resource its `default` /
+  `defaultRequest`, and rejects one below `min`, the migrated containers included (they no longer name it):
+  those keys would hand them a device-plugin GPU besides their claim, or refuse them; `max` only bounds what
+  is asked, so it stays.
 """
 
 from __future__ import annotations
@@ -168,3 +172,43 @@ def quota(ctx: DocContext, where: Where, obj: Node) -> None:
             present.add(new_key)
         ctx.report.changes.append(f"{where.describe()}: spec.hard: {name} -> {new_key}")
         ctx.note(where, f"quota {name} -> {new_key} (quota counts claimed devices per DeviceClass)")
+
+
+_LIMIT_RANGE_ADDS = ("default", "defaultRequest", "min")
+
+
+def limit_range(ctx: DocContext, where: Where, obj: Node) -> None:
+    """LimitRange: a device-plugin resource in `default`, `defaultRequest` or `min` cannot stay (LimitRanger
+    would add it to, or require it of, every migrated container); in `max` or `maxLimitRequestRatio` it only
+    bounds requests that migrated pods no longer make."""
+    items = get_path(obj, "spec", "limits")
+    if not isinstance(items, SequenceNode):
+        return
+    for index, item in enumerate(items.value):
+        if not isinstance(item, MappingNode):
+            continue
+        for _, field_key, table in own_entries(item):
+            field = str(field_key.value)
+            if not isinstance(table, MappingNode):
+                continue
+            for _, key, value in own_entries(table):
+                name = str(key.value)
+                if not res.is_vendor_resource(name):
+                    continue
+                ctx.consume(key)
+                path = ("spec", "limits", index, field, name)
+                if field in _LIMIT_RANGE_ADDS:
+                    ctx.blocked(
+                        f"{where.at(path, key.start_mark.line)}: {name}: {text_of(value)} in a LimitRange's "
+                        f"{field} would reach every migrated container of the namespace",
+                        "LimitRanger gives each container that does not name the resource its default (and "
+                        "refuses one below min): the migrated containers would ask the device plugin for a "
+                        "GPU besides their claim, or be refused; DRA has no per-container default (a claim "
+                        "is asked for explicitly), so remove the key",
+                    )
+                else:
+                    ctx.report.warnings.append(
+                        f"{where.at(path, key.start_mark.line)}: {name}: {text_of(value)} left as is: it "
+                        "bounds device-plugin requests only, which migrated pods no longer make; DRA claims "
+                        "are not bounded by a LimitRange"
+                    )

@@ -22,7 +22,7 @@ from kdra.migrate.context import DocContext, TakenNames
 from kdra.migrate.convert import PodSpecConverter
 from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
-from kdra.migrate.kinds import LIST_SUFFIX, Found, Place, places_for, pod_specs
+from kdra.migrate.kinds import CAPACITY, LIST_SUFFIX, Found, Place, matches_prefix, places_for, pod_specs
 from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
@@ -276,6 +276,8 @@ class StreamMigration:
         if self.options.mode == CLAIMS and isinstance(obj, MappingNode):
             if kind == "ResourceQuota" and api_version in ("v1", ""):
                 consumers.quota(ctx, where, obj)
+            elif kind == "LimitRange" and api_version in ("v1", ""):
+                consumers.limit_range(ctx, where, obj)
             convertible = [f for f in found_specs if not f.place.refuse]
             if convertible and self._names_ok(ctx, where, meta, obj):
                 for found in convertible:
@@ -283,11 +285,18 @@ class StreamMigration:
                         continue  # a pod spec shared through an alias: converted once
                     done.add(id(found.node))
                     self._pod_spec(ctx, where, found, obj)
+        caps = places_for(kind, api_version or None, CAPACITY) if kind else ()
         for request in requests(obj, (), ctx.body, ctx.marks, ctx.consumed_at):
             if id(request.key) in ctx.consumed:
                 continue
             ctx.consume(request.key)
-            if self.options.mode == CLAIMS:
+            cap = next((c for c in caps if matches_prefix(c, request.path)), None)
+            if cap is not None:  # a cap on node capacity, no request: nothing to convert in either mode
+                ctx.report.warnings.append(
+                    f"{where.at(request.path, request.key.start_mark.line)}: {request.name}: "
+                    f"{value_text(request.value)} left as is: {cap.refuse}"
+                )
+            elif self.options.mode == CLAIMS:
                 what, hint = reason(kind, api_version, places, request.path, bool(places))
                 ctx.blocked(
                     f"{where.at(request.path, request.key.start_mark.line)}: "

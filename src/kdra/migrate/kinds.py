@@ -173,6 +173,19 @@ KINDS: dict[str, tuple[Place, ...]] = {
     },
 }
 
+# Where a kind's accelerator keys cap node capacity instead of requesting devices: no claim can replace them,
+# and they are no request left behind either. Left as is, with a warning of what changes for them.
+CAPACITY: dict[str, tuple[Place, ...]] = {
+    "NodePool.karpenter.sh": (
+        Place(
+            "spec.limits",
+            refuse="Karpenter counts this cap against the nvidia.com/gpu-style capacity its nodes report, "
+            "which nodes whose devices a DRA driver publishes (no device plugin) do not report: the cap "
+            "stops holding them; bound the node pool by instance types or cpu instead",
+        ),
+    ),
+}
+
 # kind: List items are converted in place; these kinds hold them.
 LIST_SUFFIX = "List"
 
