@@ -118,6 +118,8 @@ KINDS: dict[str, tuple[Place, ...]] = {
             + _NO_CLAIMS,
         ),
     ),
+    # Kubeflow Notebooks: the notebook controller copies spec.template.spec into the StatefulSet it creates.
+    "Notebook.kubeflow.org": (Place("spec.template.spec"),),
     "RayCluster.ray.io": _ray("spec"),
     "RayJob.ray.io": (
         *_ray("spec.rayClusterSpec"),
