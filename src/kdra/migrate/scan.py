@@ -1,9 +1,10 @@
 """Every accelerator request in a document, wherever it is: what a conversion left must not pass `--check`.
 
 A request is a key naming an nvidia.com/*, amd.com/*, gpu.intel.com/* or google.com/tpu resource inside a
-`limits` or `requests` mapping (containers, TrainJob's resourcesPerNode, CRDs kdra does not know), or a quota
-key `requests.<that name>`. Each is found once per node (aliases are not walked twice), so a document of
-aliases costs its size.
+`limits` or `requests` mapping (containers, TrainJob's resourcesPerNode, CRDs kdra does not know), a quota
+key `requests.<that name>`, or such a name written as a value beside an amount, as CRDs that build pods spell
+a request (`{name: nvidia.com/gpu, quantity: 1}`: the Spark operator's driver/executor `gpu`). Each is found
+once per node (aliases are not walked twice), so a document of aliases costs its size.
 """
 
 from __future__ import annotations
@@ -80,8 +81,13 @@ def _descend(root: Node, offset: int) -> Request | None:
                 if name is None:
                     return None
                 return Request(key, value, name, (*path, *path_list, key_text))
-            if value.start_mark.index < key.end_mark.index or isinstance(value, ScalarNode):
-                return None  # an alias, or the mention is in a value
+            if value.start_mark.index < key.end_mark.index:
+                return None  # an alias
+            if isinstance(value, ScalarNode):  # the mention is in a value: a request only as a named amount
+                amount = _named_amount(node, key_text, value)
+                if amount is None:
+                    return None
+                return Request(value, amount, str(value.value), (*path, *path_list, key_text))
             node, parent_key = value, key_text
             path_list.append(key_text)
         elif isinstance(node, SequenceNode):
@@ -97,6 +103,21 @@ def _descend(root: Node, offset: int) -> Request | None:
             path_list.append(index)
         else:
             return None
+
+
+_NAME_KEYS = ("name", "type")
+_AMOUNT_KEYS = ("quantity", "count")
+
+
+def _named_amount(mapping: MappingNode, key_text: str, value: ScalarNode) -> Node | None:
+    """The amount beside a vendor resource written as a value (`{name: nvidia.com/gpu, quantity: 1}`), if
+    `key_text: value` is such a name; None otherwise (`name: nvidia.com/gpu` beside a quota is no request)."""
+    if key_text not in _NAME_KEYS or not res.is_vendor_resource(str(value.value)):
+        return None
+    for key, amount in mapping.value:
+        if isinstance(key, ScalarNode) and key.value in _AMOUNT_KEYS:
+            return amount
+    return None
 
 
 def _request_name(key_text: str, parent_key: str) -> str | None:
@@ -137,6 +158,11 @@ def _walk(root: Node, base: Path) -> Iterator[Request]:
                         yield Request(key, value, name, (*path, key_text))
                 elif not isinstance(value, ScalarNode):
                     children.append((value, (*path, key_text), key_text))
+                else:
+                    amount = _named_amount(node, key_text, value)
+                    if amount is not None and id(value) not in reported:
+                        reported.add(id(value))
+                        yield Request(value, amount, str(value.value), (*path, key_text))
             stack.extend(reversed(children))
         elif isinstance(node, SequenceNode):
             stack.extend(
@@ -164,6 +190,14 @@ def reason(
         )
     group = api_version.split("/", 1)[0] if "/" in api_version else ""
     name = f"{kind}.{group}" if group else kind
+    if path and path[-1] in _NAME_KEYS:  # a named amount: the kind's own field, no pod spec
+        return (
+            f"is requested in a field of {name} (not a pod spec's resources)",
+            "kdra converts the requests of pod specs: if the kind also takes a pod template (the Spark "
+            "operator's spec.driver.template / spec.executor.template), ask for the device there and name "
+            f"its path with --kind {name}=<path to the pod spec>; or use --mode extended-resource (KEP-5004) "
+            "to keep the request as it is",
+        )
     if known:
         return (
             f"is not in a pod spec kdra knows for {name}",
