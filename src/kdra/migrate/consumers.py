@@ -14,6 +14,8 @@
   `defaultRequest`, and rejects one below `min`, the migrated containers included (they no longer name it):
   those keys would hand them a device-plugin GPU besides their claim, or refuse them; `max` only bounds what
   is asked, so it stays.
+- Kueue's ClusterQueue counts the resources it covers from the pods' requests: a covered nvidia.com/gpu stops
+  counting migrated workloads (they ask through claims), so say so.
 """
 
 from __future__ import annotations
@@ -212,3 +214,23 @@ def limit_range(ctx: DocContext, where: Where, obj: Node) -> None:
                         "bounds device-plugin requests only, which migrated pods no longer make; DRA claims "
                         "are not bounded by a LimitRange"
                     )
+
+
+def kueue_queue(ctx: DocContext, where: Where, obj: Node) -> None:
+    """Kueue ClusterQueue covering a device-plugin resource: its quota stops counting migrated workloads."""
+    groups = get_path(obj, "spec", "resourceGroups")
+    if not isinstance(groups, SequenceNode):
+        return
+    covered: list[str] = []
+    for group in groups.value:
+        names = get(group, "coveredResources") if isinstance(group, MappingNode) else None
+        if isinstance(names, SequenceNode):
+            covered += [str(n.value) for n in names.value if isinstance(n, ScalarNode)]
+    vendor = [name for name in covered if res.is_vendor_resource(name)]
+    if vendor:
+        ctx.report.warnings.append(
+            f"{where.describe()}: quota on {', '.join(vendor)} left as is: Kueue counts it from the pods' "
+            "requests, and migrated workloads ask through ResourceClaims instead, which Kueue counts only "
+            "under a resource name its Configuration maps their DeviceClass to (DRA support, alpha); cover "
+            "that name, or the quota stops holding them"
+        )

@@ -278,6 +278,8 @@ class StreamMigration:
                 consumers.quota(ctx, where, obj)
             elif kind == "LimitRange" and api_version in ("v1", ""):
                 consumers.limit_range(ctx, where, obj)
+            elif kind == "ClusterQueue" and api_version.startswith("kueue.x-k8s.io/"):
+                consumers.kueue_queue(ctx, where, obj)
             convertible = [f for f in found_specs if not f.place.refuse]
             if convertible and self._names_ok(ctx, where, meta, obj):
                 for found in convertible:
