@@ -273,6 +273,12 @@ class StreamMigration:
         found_specs = list(pod_specs(obj, places)) if isinstance(obj, MappingNode) and places else []
         if isinstance(obj, MappingNode):
             self._kai_sharing(ctx, where, obj, found_specs)
+        if api_version.startswith("extensions/") and found_specs:
+            ctx.report.warnings.append(
+                f"{where.describe()}: apiVersion {api_version} left as is: Kubernetes has not served "
+                f"{kind} there since 1.16, and ResourceClaims need 1.34 or later; write apps/v1 (which also "
+                "requires spec.selector)"
+            )
         if self.options.mode == CLAIMS and isinstance(obj, MappingNode):
             if kind == "ResourceQuota" and api_version in ("v1", ""):
                 consumers.quota(ctx, where, obj)
