@@ -531,3 +531,14 @@ def test_a_count_is_any_whole_quantity_as_the_api_server_reads_it(raw: object, c
     # Kubernetes accepts an extended resource's quantity when its value is whole (MilliValue % 1000 == 0),
     # suffix or not: `gpu.intel.com/memory.max: 1G` is a valid request, not a fraction.
     assert whole_number(raw) == count
+
+
+def test_a_limit_range_item_reached_through_an_alias_is_reported_once() -> None:
+    text = (
+        "apiVersion: v1\nkind: LimitRange\nmetadata: {name: x}\nspec:\n  limits:\n"
+        "  - &a {type: Container, max: {nvidia.com/gpu: 2}}\n  - *a\n"
+        "  - {type: Container, default: {amd.com/gpu: 1}}\n"
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert len(result.report.warnings) == 1 and "max" in result.report.warnings[0]
+    assert len(result.report.blocked) == 1 and "default" in result.report.blocked[0]

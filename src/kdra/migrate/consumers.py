@@ -195,8 +195,8 @@ def limit_range(ctx: DocContext, where: Where, obj: Node) -> None:
                 continue
             for _, key, value in own_entries(table):
                 name = str(key.value)
-                if not res.is_vendor_resource(name):
-                    continue
+                if not res.is_vendor_resource(name) or id(key) in ctx.consumed:
+                    continue  # not a device-plugin resource, or an aliased item already reported
                 ctx.consume(key)
                 path = ("spec", "limits", index, field, name)
                 if field in _LIMIT_RANGE_ADDS:
