@@ -42,6 +42,7 @@ from kdra.migrate.nodes import (
 from kdra.migrate.report import Where
 
 MAX_DEVICES_PER_CLAIM = 32  # resource.k8s.io/v1 AllocationResultsMaxSize
+_PLAIN_NUMBER = re.compile(r"\+?[0-9]+(?:\.0*)?")  # a count without a unit or exponent
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -275,6 +276,16 @@ class PodSpecConverter:
                         "use MIG (nvidia.com/mig-<profile>), time-slicing, or HAMi's "
                         "nvidia.com/gpumem/gpucores, "
                         "or round up to a whole count",
+                    )
+                    ok = False
+                    break
+                if key == res.HAMI_MEMORY and not _PLAIN_NUMBER.fullmatch(text.strip()):
+                    self._invalid(
+                        (*path, "resources", section, key),
+                        value_node,
+                        f"{text!r} is {number} MiB to HAMi",
+                        f"HAMi reads {key} as a number of MiB, so a quantity's unit multiplies it (4Gi is "
+                        "4294967296 MiB); write the MiB (4Gi -> 4096)",
                     )
                     ok = False
                     break
