@@ -157,6 +157,28 @@ def test_crlf_in_crlf_out(tmp_path: Path, capsysbinary: pytest.CaptureFixture[by
     assert b"kind: DeviceClass\r\n" in out
 
 
+@pytest.mark.parametrize("flow", [False, True])
+def test_byte_order_mark_is_kept_and_edits_land_in_place(
+    flow: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A BOM (Windows editors) was parsed as a column of the first line: edits landed one column off and the
+    result did not parse ("internal error"). It is kept, and the rest migrates as without it."""
+    text = (
+        DEPLOYMENT
+        if not flow
+        else "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    plain, marked = tmp_path / "plain.yaml", tmp_path / "marked.yaml"
+    plain.write_text(text, encoding="utf-8")
+    marked.write_text("\ufeff" + text, encoding="utf-8")
+    code, expected, err = _run(["--no-device-classes", str(plain)], capsys)
+    assert code == 0, err
+    code, _, err = _run(["-i", "--no-device-classes", str(marked)], capsys)
+    assert code == 0 and "internal error" not in err, err
+    assert marked.read_text(encoding="utf-8") == "\ufeff" + expected
+
+
 def test_no_arguments_at_a_terminal_says_what_it_expects(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -60,7 +60,14 @@ def _other_breaks(text: str) -> bool:
 
 def _chunk(text: str, first: int, number: int) -> Chunk:
     """A chunk from the text between two boundaries (`first`: 0-based line of its first line). Only the head
-    and tail lines are looked at, from each end: a document's other lines are never split."""
+    and tail lines are looked at, from each end: a document's other lines are never split.
+
+    A byte order mark (Windows editors write one) is head, not body: the YAML parser skips it but counts it
+    as a column of the first line, so edits placed by its marks would land one column off."""
+    if text.startswith("\ufeff"):
+        chunk = _chunk(text[1:], first, number)
+        chunk.head = "\ufeff" + chunk.head
+        return chunk
     if _other_breaks(text):
         return _chunk_of_lines(text, first, number)
     size = len(text)
