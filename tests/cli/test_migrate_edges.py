@@ -179,6 +179,31 @@ def test_byte_order_mark_is_kept_and_edits_land_in_place(
     assert marked.read_text(encoding="utf-8") == "\ufeff" + expected
 
 
+def test_duplicate_node_replicated_job_is_invalid_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two replicatedJobs named `node` both pinned numProcPerNode: overlapping edits, 'internal error'."""
+    job = (
+        "  - name: node\n    template:\n      spec:\n        template:\n          spec:\n            containers:\n"
+        "            - {name: node, image: x, resources: {limits: {nvidia.com/gpu: GPUS}}}\n"
+    )
+    text = (
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata: {name: rt}\n"
+        "spec:\n  mlPolicy: {numNodes: 1, torch: {numProcPerNode: auto}}\n  template:\n    spec:\n"
+        "      replicatedJobs:\n"
+        + "".join(
+            ("    " + line if line else line)
+            for line in (job.replace("GPUS", "8") + job.replace("GPUS", "4")).splitlines(True)
+        )
+    )
+    path = tmp_path / "rt.yaml"
+    path.write_text(text)
+    code, _, err = _run(["-i", str(path)], capsys)
+    assert code == 2 and "internal error" not in err, err
+    assert "spec.template.spec.replicatedJobs[1].name" in err and "Duplicate value: 'node'" in err, err
+    assert path.read_text() == text
+
+
 def test_no_arguments_at_a_terminal_says_what_it_expects(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

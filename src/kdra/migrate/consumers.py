@@ -113,6 +113,17 @@ def trainer(ctx: DocContext, where: Where, obj: Node, found: Found, containers: 
     job = get_path(obj, *found.path[:-4])  # spec.template.spec.replicatedJobs[i]
     if text_of(get(job, "name")) != "node":
         return
+    jobs = get_path(obj, *found.path[:-5])
+    if isinstance(jobs, SequenceNode):
+        # replicatedJobs is keyed by name: a second `node` is invalid (JobSet refuses it), and which one
+        # Kubeflow Trainer reads numProcPerNode from is undefined
+        first = next(i for i, j in enumerate(jobs.value) if text_of(get(j, "name")) == "node")
+        if jobs.value[first] is not job:
+            ctx.invalid(
+                f"{where.at((*found.path[:-4], 'name'), job.start_mark.line)}: Duplicate value: 'node' "
+                f"(also replicatedJobs[{first}]; replicatedJobs names must be unique)"
+            )
+            return
     node = next((c for c in containers if c.name == "node"), None)
     if node is None:
         return
