@@ -8,6 +8,7 @@ replicas) must also fail fast. The allocate-specific corpus is in test_allocate_
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
 import time
@@ -326,6 +327,31 @@ CASES = [
         ["spec.replicas", "--max-pods"],
         workload=DEPLOYMENT,
     ),
+    # -- durations: NaN and infinity parse as floats but are no time (the event queue stalled on NaN) -------
+    Case(
+        "arrival-time-nan",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["Pod default/trainer", "metadata.annotations[kdra.dev/arrival-time]", "'NaN'", "duration"],
+        workload=pod().replace(
+            "namespace: default}", "namespace: default, annotations: {kdra.dev/arrival-time: NaN}}"
+        ),
+    ),
+    Case(
+        "generator-duration-inf",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["WorkloadGenerator g", "spec.duration", "inf", "duration"],
+        workload=generator("{name: s, type: training, arrivals: {count: 1}}").replace("365d", ".inf"),
+    ),
+    Case(
+        "podgroup-timeout-inf",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["PodGroup ml/g", "spec.scheduleTimeout", "'1e999'", "duration"],
+        workload="apiVersion: kdra.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\n"
+        "spec: {minMember: 2, scheduleTimeout: '1e999'}\n",
+    ),
     # -- PCIe / NUMA layouts in Fleet files ---------------------------------------------------------------
     Case(
         "pcie-does-not-divide",
@@ -428,6 +454,10 @@ CASES = [
 ]
 
 
+class _TooSlow(BaseException):  # not an Exception: main() must not report it as an internal error
+    pass
+
+
 def _run(
     case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[int, str, str]:
@@ -442,10 +472,21 @@ def _run(
     if case.stdin is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(case.stdin))
     monkeypatch.chdir(tmp_path)
+
+    def too_slow(signum: int, frame: object) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(60)  # an input that stalls the command fails the test instead of hanging the suite
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse usage errors
         code = exc.code if isinstance(exc.code, int) else 2
+    except _TooSlow:
+        pytest.fail(f"{case.id}: still running after 60 s: bad input must fail fast")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     out, err = capsys.readouterr()
     return code, out, err
 

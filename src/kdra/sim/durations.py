@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -17,7 +18,9 @@ def parse_duration(value: object, where: str) -> float:
     if isinstance(value, (int, float)):
         if value < 0:
             raise InputError(f"{where}: Invalid value: {value!r}: must not be negative")
-        return float(value)
+        if value < 1e300:  # not NaN or infinity (`.nan`, "inf", 1e999): they stall the event queue
+            return float(value)
+        raise InputError(f"{where}: Invalid value: {value!r}: must be a duration such as 90s, 15m, 2h30m, 1d")
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -27,7 +30,11 @@ def parse_duration(value: object, where: str) -> float:
         else:
             if v < 0:
                 raise InputError(f"{where}: Invalid value: {value!r}: must not be negative")
-            return v
+            if math.isfinite(v):
+                return v
+            raise InputError(
+                f"{where}: Invalid value: {value!r}: must be a duration such as 90s, 15m, 2h30m, 1d"
+            )
         pos = 0
         total = 0.0
         for m in _PART.finditer(text):
@@ -35,7 +42,7 @@ def parse_duration(value: object, where: str) -> float:
                 break
             total += float(m.group(1)) * _UNITS[m.group(2)]
             pos = m.end()
-        if pos == len(text) and text:
+        if pos == len(text) and text and math.isfinite(total):
             return total
     raise InputError(f"{where}: Invalid value: {value!r}: must be a duration such as 90s, 15m, 2h30m, 1d")
 
