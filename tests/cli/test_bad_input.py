@@ -341,7 +341,7 @@ CASES = [
         "generator-duration-inf",
         ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
         2,
-        ["WorkloadGenerator g", "spec.duration", "inf", "duration"],
+        ["WorkloadGenerator g", "spec.duration", "inf", "at most 1000 years"],
         workload=generator("{name: s, type: training, arrivals: {count: 1}}").replace("365d", ".inf"),
     ),
     Case(
@@ -351,6 +351,32 @@ CASES = [
         ["PodGroup ml/g", "spec.scheduleTimeout", "'1e999'", "duration"],
         workload="apiVersion: kdra.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\n"
         "spec: {minMember: 2, scheduleTimeout: '1e999'}\n",
+    ),
+    Case(
+        "generator-duration-past-year-9999",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["WorkloadGenerator g", "spec.duration", "100000000000000000000", "at most 1000 years"],
+        workload=generator("{name: s, type: training, arrivals: {count: 1}}").replace(
+            "365d", "100000000000000000000"
+        ),
+    ),
+    # -- WorkloadGenerator fields of the wrong type or shape: named once, not per generated object --------
+    Case(
+        "generator-type-is-a-list",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["WorkloadGenerator g", "spec.streams[0].type", "Unsupported value: ['training']"],
+        workload=generator("{name: s, type: [training], arrivals: {count: 1}}"),
+    ),
+    Case(
+        "generator-namespace-not-a-label",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["WorkloadGenerator g", "spec.namespace", "'1.5'", "DNS label"],
+        workload=generator("{name: s, type: training, arrivals: {count: 1}}").replace(
+            "  duration: 365d", '  duration: 365d\n  namespace: "1.5"'
+        ),
     ),
     # -- PCIe / NUMA layouts in Fleet files ---------------------------------------------------------------
     Case(

@@ -252,7 +252,13 @@ def expand_generator(
     duration = _dur(ctx)(spec["duration"], "spec.duration")
     if duration <= 0:
         raise ctx.err("spec.duration", "Invalid value: must be positive")
-    ns = str(spec.get("namespace") or "default")
+    ns = spec.get("namespace") or "default"
+    if not isinstance(ns, str) or not _DNS.match(ns) or len(ns) > 63:
+        # checked here, once: otherwise every generated object repeats it under a name built from it
+        raise ctx.err(
+            "spec.namespace",
+            f"Invalid value: {ns!r}: must be a DNS label (RFC 1123) of at most 63 characters",
+        )
     streams = spec.get("streams")
     if not isinstance(streams, list) or not streams:
         raise ctx.err("spec.streams", "Required value: at least one stream")
@@ -289,7 +295,7 @@ def expand_generator(
             raise ctx.err(f"{path}.name", f"Duplicate value: {sname!r}")
         names.add(sname)
         stype = st.get("type")
-        if stype not in TYPES:
+        if not isinstance(stype, str) or stype not in TYPES:  # a list or map is no type (and unhashable)
             raise ctx.err(
                 f"{path}.type",
                 f"Unsupported value: {stype!r}: supported values: " + ", ".join(f'"{t}"' for t in TYPES),
