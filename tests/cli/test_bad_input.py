@@ -183,6 +183,24 @@ CASES = [
             "{name: p, count: 1, accelerator: {model: H100-SXM-80GB, count: 8, pcie: {gpuPerRoot: 2}}}"
         ),
     ),
+    # -- a value of the wrong type is one error: the rules that would then read the field as absent are not
+    #    run (kube-apiserver fails to decode it and validates nothing) -------------------------------------
+    Case(
+        "slice-all-nodes-not-a-boolean",
+        ["allocate", "-f", "FILE"],
+        2,
+        ["ResourceSlice n1-gpus", "spec.allNodes", '"x"', "must be of type boolean"],
+        file=docs(CLASS, SLICE.replace("  nodeName: n1\n", "  allNodes: x\n"), claim()),
+    ),
+    Case(
+        "pod-resource-claims-not-a-list",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["Pod default/trainer", "spec.resourceClaims", "must be of type array"],
+        workload=pod("  resourceClaims: {name: gpu, resourceClaimName: train}\n").replace(
+            'resources: {requests: {cpu: "1"}}', 'resources: {requests: {cpu: "1"}, claims: [{name: gpu}]}'
+        ),
+    ),
     # -- empty input ----------------------------------------------------------------------------------
     Case("empty-file", ["allocate", "-f", "FILE"], 2, ["no objects in", "input.yaml"], file=""),
     Case("comments-only", ["allocate", "-f", "FILE"], 2, ["no objects in"], file="# nothing here\n---\n"),

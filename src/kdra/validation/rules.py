@@ -2128,7 +2128,16 @@ def validate(
             _check_admin_access(v, obj, namespace_labels)
     except RecursionError:
         v.add("<root>", INTERNAL, OMIT, "object nested too deeply")
-    return v.errs
+    return _decoding_first(v.errs)
+
+
+def _decoding_first(errs: list[FieldError]) -> list[FieldError]:
+    """Only the type errors when there are any. A value of the wrong type fails kube-apiserver's decoding
+    ("cannot unmarshal string into Go struct field"): nothing is validated after it, so the rules that
+    read the field as absent (a Required value, a reference "not found") would only report the same
+    mistake again."""
+    typed = [e for e in errs if e.type == INVALID and e.detail.startswith("must be of type ")]
+    return typed or errs
 
 
 ADMIN_ACCESS_LABEL: Final = "resource.kubernetes.io/admin-access"
@@ -2351,7 +2360,7 @@ def pod_spec_errors(spec: object, path: str = "spec") -> list[FieldError]:
         v.required(path, "a pod spec")
     else:
         v.pod_spec(spec, path)
-    return v.errs
+    return _decoding_first(v.errs)
 
 
 def format_errors(obj: object, errors: list[FieldError]) -> list[str]:
