@@ -184,7 +184,8 @@ def test_duplicate_node_replicated_job_is_invalid_input(
 ) -> None:
     """Two replicatedJobs named `node` both pinned numProcPerNode: overlapping edits, 'internal error'."""
     job = (
-        "  - name: node\n    template:\n      spec:\n        template:\n          spec:\n            containers:\n"
+        "  - name: node\n    template:\n      spec:\n        template:\n"
+        "          spec:\n            containers:\n"
         "            - {name: node, image: x, resources: {limits: {nvidia.com/gpu: GPUS}}}\n"
     )
     text = (
