@@ -119,8 +119,10 @@ def trainer(ctx: DocContext, where: Where, obj: Node, found: Found, containers: 
         # Kubeflow Trainer reads numProcPerNode from is undefined
         first = next(i for i, j in enumerate(jobs.value) if text_of(get(j, "name")) == "node")
         if jobs.value[first] is not job:
+            name = get(job, "name")
+            line = name.start_mark.line if name is not None else None
             ctx.invalid(
-                f"{where.at((*found.path[:-4], 'name'), job.start_mark.line)}: Duplicate value: 'node' "
+                f"{where.at((*found.path[:-4], 'name'), line)}: Duplicate value: 'node' "
                 f"(also replicatedJobs[{first}]; replicatedJobs names must be unique)"
             )
             return
