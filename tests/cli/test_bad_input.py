@@ -379,6 +379,14 @@ CASES = [
             "365d", "100000000000000000000"
         ),
     ),
+    Case(
+        "queue-bad-duration-is-refused-not-pending",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["Queue q", "spec.reclaimMinRuntime", "'1.5.3Gi'", "duration"],
+        workload="apiVersion: kdra.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\n"
+        "spec: {reclaimMinRuntime: 1.5.3Gi}\n---\n" + pod(),
+    ),
     # -- WorkloadGenerator fields of the wrong type or shape: named once, not per generated object --------
     Case(
         "generator-type-is-a-list",

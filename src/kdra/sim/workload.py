@@ -188,6 +188,12 @@ def build_workload(
             raise InputError(f"{_desc(obj)}: metadata.name: Duplicate value: {meta['name']!r}")
         seen.add(key)
         if kind in STATIC_KINDS or is_scheduling_object(obj):  # PodGroup, Workload, Queue, Topology
+            if kind == "Queue":
+                # a live scheduler records an invalid Queue and leaves its pods pending; a simulation's input
+                # is a file the user can fix, so it is refused here (exit 2) instead of a silent result
+                from kdra.scheduler.queuetree import parse_queue
+
+                parse_queue(obj)
             wl.static.append(obj)
             if kind == "ResourceClaimTemplate":
                 templates.add((key[1], key[2]))
