@@ -387,6 +387,14 @@ CASES = [
         workload="apiVersion: kdra.dev/v1alpha1\nkind: Queue\nmetadata: {name: q}\n"
         "spec: {reclaimMinRuntime: 1.5.3Gi}\n---\n" + pod(),
     ),
+    Case(
+        "podgroup-topology-constraint-not-a-map",
+        ["simulate", "--workload", "WORKLOAD", "--mode", "dra", "-o", "json"],
+        2,
+        ["PodGroup ml/g", "spec.topologyConstraint", "must be of type object"],
+        workload="apiVersion: kdra.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml}\n"
+        "spec: {minMember: 2, topologyConstraint: 9223372036854775808}\n",
+    ),
     # -- WorkloadGenerator fields of the wrong type or shape: named once, not per generated object --------
     Case(
         "generator-type-is-a-list",

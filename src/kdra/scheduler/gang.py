@@ -125,11 +125,15 @@ def _nonneg_int(v: Any, where: str) -> int:
     return v
 
 
-def _topology(spec: Mapping[str, Any], obj: Mapping[str, Any]) -> TopologyConstraint:
+def _topology(spec: Mapping[str, Any], obj: Mapping[str, Any], where: str) -> TopologyConstraint:
     tc = spec.get("topologyConstraint") or {}
+    if not isinstance(tc, Mapping):
+        raise InputError(f"{where}.topologyConstraint: Invalid value: {tc!r}: must be of type object")
     req = tc.get("requiredTopologyLevel") or _ann(obj, "kai.scheduler/topology-required-placement")
     pref = tc.get("preferredTopologyLevel") or _ann(obj, "kai.scheduler/topology-preferred-placement")
     nt = spec.get("networkTopology") or {}
+    if not isinstance(nt, Mapping):
+        raise InputError(f"{where}.networkTopology: Invalid value: {nt!r}: must be of type object")
     tier = nt.get("highestTierName")
     if tier:
         if nt.get("mode", "hard") == "hard":
@@ -159,7 +163,7 @@ def _common(spec: Mapping[str, Any], obj: Mapping[str, Any], where: str) -> dict
                 f'supported values: "{PREEMPTIBLE}", "{NON_PREEMPTIBLE}"'
             )
         out["preemptible"] = pre == PREEMPTIBLE
-    out["topology"] = _topology(spec, obj)
+    out["topology"] = _topology(spec, obj, where)
     timeout = spec.get("scheduleTimeout", _ann(obj, "kdra.dev/schedule-timeout"))
     if timeout is None and spec.get("scheduleTimeoutSeconds") is not None:
         timeout = spec["scheduleTimeoutSeconds"]
