@@ -429,7 +429,17 @@ def test_missing_f_is_usage_error(
 ) -> None:
     code, _, err = run([], capsys, monkeypatch)
     assert code == 2
-    assert "-f FILE" in err and "--kubeconfig" in err
+    assert "-f FILE" in err and "--kubeconfig" in err and "not both" not in err
+
+
+def test_f_and_kubeconfig_together_say_not_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "in.yaml"
+    path.write_text(docs(CLASS, SLICE))
+    code, _, err = run(["-f", str(path), "--kubeconfig", str(tmp_path / "kc")], capsys, monkeypatch)
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "not both" in err, err
 
 
 def test_expression_that_would_run_for_ever_fails_fast(

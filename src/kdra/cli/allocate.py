@@ -228,7 +228,10 @@ def _run(args: argparse.Namespace) -> int:
 
         preference = make_device_preference(args.device_preference)
     if bool(args.files) == bool(getattr(args, "kubeconfig", None)):
-        raise InputError("give the objects with -f FILE or read them from a cluster with --kubeconfig FILE")
+        both = ", not both" if args.files else ""
+        raise InputError(
+            f"give the objects with -f FILE or read them from a cluster with --kubeconfig FILE{both}"
+        )
     if args.files:
         loaded = _load(args.files)
         if only_ns:
