@@ -67,6 +67,8 @@ def test_unschedulable_pods_exit_1_and_say_why(tmp_path: Path) -> None:
         (["--price", "h100-8=cheap"], "is not a valid float"),
         (["--max", "nope=3"], "--max nope: Not found: fleet node-types has no pool 'nope'"),
         (["--node-types", "no-such-fleet"], "no such file, and not a bundled fleet"),
+        (["typo"], "POD typo: Not found: no pending pod 'typo' in the input"),
+        (["s", "other/s"], "POD other/s: Not found"),
     ],
 )
 def test_bad_flags_are_one_line_errors_exit_2(workload: Path, flag: list[str], message: str) -> None:

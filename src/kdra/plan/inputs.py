@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.api.types import Obj
+from kdra.errors import InputError
 from kdra.kube.store import SESSION_SOURCES
 from kdra.scheduler.cache import is_terminal
 from kdra.scheduler.gang import pod_group_ref, pod_queue
@@ -90,6 +91,10 @@ def select(
             if q != queue:
                 continue
         out.append(p)
+    for name in names:
+        if not any(meta.get("name") == name or f"{_ns(p)}/{meta.get('name')}" == name
+                   for p in pods for meta in [p.get("metadata") or {}]):  # fmt: skip
+            raise InputError(f"POD {name}: Not found: no pending pod {name!r} in the input")
     return out
 
 
