@@ -102,6 +102,12 @@ def test_describe_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_input_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "render", "-c", "no-such-fleet"]) == 2
     assert "not a bundled fleet" in capsys.readouterr().err
+    # An empty name and a folder name the fleet and the rule (an empty path read the current folder).
+    assert main(["cluster", "render", "-c", ""]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: fleet '': Required value: a bundled fleet name or a fleet file\n"
+    assert main(["cluster", "render", "-c", str(tmp_path)]) == 2
+    assert f"fleet '{tmp_path}': Is a directory: a fleet is one Fleet" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         "apiVersion: kdra.dev/v1alpha1\nkind: Fleet\nmetadata: {name: b}\nspec:\n  pools:\n"

@@ -80,6 +80,13 @@ def load_fleet(name_or_path: str | Path | Fleet, *, max_nodes: int = MAX_NODES) 
         return name_or_path
     text_name = str(name_or_path)
     path = Path(text_name)
+    if not text_name.strip():
+        raise InputError(f"fleet {text_name!r}: Required value: a bundled fleet name or a fleet file")
+    if path.is_dir():
+        raise InputError(
+            f"fleet {text_name!r}: Is a directory: a fleet is one Fleet YAML/JSON file or an openb "
+            "node-list CSV"
+        )
     if path.exists():
         if path.suffix == ".csv":
             from kdra.fleets import openb
