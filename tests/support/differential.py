@@ -486,6 +486,20 @@ def check_world(
     return compare(got, answer), answer, got
 
 
+def shows_in_case(sig: str, answer: Obj) -> bool:
+    """Whether a difference (compare's signature) shows in the corpus case written for the world: the case
+    expects upstream's outcome for all claims together, i.e. every group placed, or the first group not
+    placed (corpus_case). A difference in a later group than that is not in the case, which would pass."""
+    import re
+
+    m = re.match(r"group (\d+): ", sig)
+    if m is None:
+        return True  # a whole-world difference (fatal, stopped early)
+    outcomes = [g["outcome"] for g in answer.get("groups") or []]
+    first_unplaced = next((i for i, o in enumerate(outcomes) if o != "allocation"), len(outcomes))
+    return int(m.group(1)) <= first_unplaced
+
+
 def save_case(
     world: World,
     version: str,
@@ -495,24 +509,83 @@ def save_case(
     do_shrink: bool = True,
     log: Callable[[str], None] | None = None,
     timeout: float = ORACLE_TIMEOUT_SECONDS,
-) -> Path:
+) -> Path | None:
     """Shrink a disagreeing world (keeping the same class of difference) and write it to `folder` as a
-    scenario-corpus case whose expectation is the oracle's answer."""
+    scenario-corpus case whose expectation is the oracle's answer. None (and a log line) where the
+    difference cannot show in a case (see shows_in_case)."""
     cls = _signature(sig)
 
-    def still_fails(w: World) -> bool:
-        s, _, _ = check_world(w, version, oracle, timeout)
-        return s is not None and _signature(s) == cls
+    def still_fails(w: World, *, in_case: bool) -> bool:
+        s, answer, _ = check_world(w, version, oracle, timeout)
+        if s is None or _signature(s) != cls:
+            return False
+        return not in_case or shows_in_case(s, answer)
 
-    small = shrink(world, still_fails) if do_shrink else world
+    # Keep what the case can show if the world starts that way; otherwise shrink anyway and check after.
+    _, answer0, _ = check_world(world, version, oracle, timeout)
+    in_case = shows_in_case(sig, answer0)
+    small = shrink(world, lambda w: still_fails(w, in_case=in_case)) if do_shrink else world
     s, answer, _ = check_world(small, version, oracle, timeout)
-    case = corpus_case(small, version, answer, s or sig)
+    if s is None:
+        return None
+    if not shows_in_case(s, answer):
+        # A case records one outcome for the whole world: every claim allocated, or the first group that
+        # could not be placed. A difference in a later group (after a group neither placed) would be
+        # written as a case that passes, hiding the disagreement: save the world itself instead, with
+        # upstream's answer per group (tests/differential replays these, test_saved_worlds).
+        path = save_world(small, version, answer, s, folder)
+        if log:
+            log(f"  saved {path} (the difference lies after a group upstream could not place: no case)")
+        return path
+    case = corpus_case(small, version, answer, s)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{case['name']}.yaml"
     path.write_text(yaml.safe_dump(case, sort_keys=False, width=110))
     if log:
         log(f"  saved {path}")
     return path
+
+
+WORLD_SUFFIX = ".world.json"
+
+
+def save_world(world: World, version: str, answer: Obj, signature: str, folder: Path) -> Path:
+    """A disagreeing world as it is (groups and all), for differences a corpus case cannot hold; named
+    like a case, `<name>.world.json`, with upstream's outcome (and node) per group."""
+    data: Obj = {
+        "description": f"Found by the differential test (seed {world.seed}, Kubernetes {version}): "
+        f"{signature}. Replayed group by group against the oracle by tests/differential (test_saved_worlds).",
+        "version": version,
+        "upstream": [{k: g[k] for k in ("outcome", "node") if k in g} for g in answer.get("groups") or []],
+        "seed": world.seed,
+        "gate_overrides": world.gate_overrides,
+        "nodes": world.nodes,
+        "classes": world.classes,
+        "slices": world.slices,
+        "allocated": world.allocated,
+        "groups": world.groups,
+    }
+    body = {k: data[k] for k in ("gate_overrides", "nodes", "classes", "slices", "allocated", "groups")}
+    digest = hashlib.sha256(json.dumps([body, version], sort_keys=True).encode()).hexdigest()[:10]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"diff-{version.replace('.', '-')}-{digest}{WORLD_SUFFIX}"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def load_world(path: Path) -> tuple[World, str, list[Obj]]:
+    """(world, version, upstream's outcomes per group) from a file save_world wrote."""
+    data = json.loads(path.read_text())
+    world = World(
+        data["seed"],
+        data["nodes"],
+        data["classes"],
+        data["slices"],
+        data["allocated"],
+        data["groups"],
+        dict(data.get("gate_overrides") or {}),
+    )
+    return world, str(data["version"]), list(data["upstream"])
 
 
 def _outcomes(answer: Obj) -> list[tuple[str, str]]:

@@ -781,13 +781,23 @@ class Allocator:
             claim = {"metadata": {"name": f"#{ci}", "namespace": meta.get("namespace") or ""}}
         return deterministic_share_id(claim, request, dev.id, i)
 
+    def new_cycle(self) -> None:
+        """A new scheduling cycle: upstream builds a new Allocator (NewAllocator, in DynamicResources'
+        PreFilter once per pod, in the oracle once per group). What upstream keeps for an Allocator's
+        life must not outlive the cycle here: Kubernetes 1.36's available counters per pool name (see
+        available_counters), which a cycle that placed nothing (the state unchanged) would otherwise
+        hand to the next pod, whose first-looked-at pool may be another driver's."""
+        if self.features.v1_36:
+            self._available.clear()
+
     # -- counters ---------------------------------------------------------------------------------
     def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
         """(available counters per set, whether any is already negative) for a pool.
 
         Kubernetes 1.36 keys these by pool name alone: the first pool of a name whose counters are
         looked at decides them for every pool of that name (another driver's included), as long as the
-        state does not change (upstream: for the Allocator's life, one scheduling cycle)."""
+        state does not change and for one scheduling cycle at most (upstream: for the Allocator's life;
+        `new_cycle` starts the next)."""
         if self._available_version != self.state.version:
             self._available.clear()
             self._available_version = self.state.version

@@ -413,6 +413,11 @@ class DraState:
     def allocated_claims(self) -> list[Obj]:
         return list(self.allocated.values()) + list(self.assumed.values())
 
+    def new_cycle(self) -> None:
+        """A pod's scheduling cycle starts (upstream: PreFilter builds a new Allocator)."""
+        if self._allocator is not None:
+            self._allocator.new_cycle()
+
     def fit(self, node: Mapping[str, Any], claims: Sequence[Obj], demand: ClaimDemand) -> DeviceFit:
         """DynamicResources' Filter on one node for the claims to allocate there: the free-device bound
         first (`prefilter_ok`), then the allocator; an error is kept, not raised (the caller decides

@@ -150,6 +150,7 @@ class Placer:
         `allocated` claims on `nodes` (default: every node), score those that fit, and pick one."""
         pi = PodInfo(_with_uid(pod) if pod is not None else {"metadata": {"name": ""}})
         claims = list(claims)
+        self.dra.new_cycle()  # one scheduling cycle: upstream's Allocator lives this long
         out = Placement(dict(pod) if pod is not None else None, claims, [])
         state = CycleState()
         demand = ClaimDemand()

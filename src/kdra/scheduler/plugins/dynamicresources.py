@@ -155,6 +155,7 @@ class DynamicResources(
     # -- PreFilter -------------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pi: PodInfo) -> Status:
+        self.dra.new_cycle()
         pc = _PodClaims()
         state[STATE_KEY] = pc
         cache = self.dra.cache
