@@ -621,7 +621,8 @@ class _Result:
 
 class Allocator:
     """Allocates claims on one node at a time; reusable for many nodes, cycles and changes of its
-    `AllocatedState` (what it derives from the state is recomputed when `state.version` changes).
+    `AllocatedState` (what it derives from the state is recomputed when `state.version` changes; call
+    `new_cycle` when a pod's scheduling cycle starts, where upstream builds a new Allocator).
     Thread-compatible only per call: one `allocate` at a time.
 
     `share_id`: None (default) gives `deterministic_share_id`; otherwise a function without arguments
