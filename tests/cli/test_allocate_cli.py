@@ -813,6 +813,12 @@ def test_kubernetes_version_selects_the_allocator(
         ("1.37", "DRAPrioritizedList=false", "cannot set feature gate DRAPrioritizedList to false"),
         ("1.37", "DRAConsumableCapacity=false", "DRAFractionalCapacityRange is enabled, but depends on"),
         ("1.36", "DRADerivedAttributes=true", "unrecognized feature gate: DRADerivedAttributes"),
+        (
+            "1.37",
+            "DRAPartitionableDevices=yes",
+            "--feature-gates (Kubernetes 1.37): invalid value of DRAPartitionableDevices=yes, err: expected "
+            "true or false",
+        ),
     ],
 )
 def test_feature_gates_are_read_as_the_release_reads_them(
@@ -827,5 +833,5 @@ def test_feature_gates_are_read_as_the_release_reads_them(
         VERSIONED, tmp_path, capsys, monkeypatch, "--kubernetes-version", version, "--feature-gates", gates
     )
     assert code == 2
-    assert message in err
+    assert message in err and len(err.strip().splitlines()) == 1, err
     assert len(err.strip().splitlines()) == 1  # one line, no traceback

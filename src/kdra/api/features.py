@@ -203,6 +203,7 @@ class FeatureGates:
         specs = GATES[ver]
         values = dict(base.gates) if base is not None and base.version == ver else dict(DEFAULTS[ver])
         errors: list[str] = []
+        flag = f"--feature-gates (Kubernetes {ver}): "  # every refusal names the flag and the release
         for raw in text.split(","):
             item = raw.strip()
             if not item:
@@ -210,14 +211,14 @@ class FeatureGates:
             name, sep, value = item.partition("=")
             name = name.strip()
             if not sep:
-                raise InputError(f"invalid feature gate {item!r}: expected Name=true|false")
+                raise InputError(f"{flag}invalid feature gate {item!r}: expected Name=true|false")
             if name not in specs:
-                raise InputError(
-                    f"unrecognized feature gate: {name} (Kubernetes {ver} knows: {', '.join(sorted(specs))})"
-                )
+                known = ", ".join(sorted(specs))
+                raise InputError(f"{flag}unrecognized feature gate: {name} (known gates: {known})")
             lowered = value.strip().lower()
             if lowered not in ("true", "false"):
-                raise InputError(f"invalid value of {name}={value.strip()}, err: expected true or false")
+                bad = f"{name}={value.strip()}"
+                raise InputError(f"{flag}invalid value of {bad}, err: expected true or false")
             on = lowered == "true"
             spec = specs[name]
             if spec.locked and on != spec.default:
@@ -237,7 +238,7 @@ class FeatureGates:
                         f"{gate} is enabled, but depends on features that are disabled: [{' '.join(off)}]"
                     )
         if errors:
-            raise InputError(f"--feature-gates (Kubernetes {ver}): " + "; ".join(errors))
+            raise InputError(flag + "; ".join(errors))
         return cls(values, ver)
 
     @classmethod
