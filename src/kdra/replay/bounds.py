@@ -211,14 +211,13 @@ def _items_of(pods: Iterable[Any]) -> tuple[Counter[ShareItem], Counter[WholeIte
 def node_groups(nodes: Iterable[Any], resources: bool = True) -> list[NodeGroup]:
     """Trace nodes (kdra.replay.trace.TraceNode) with GPUs grouped by shape; `resources=False`: one group
     of all GPUs, no CPU, memory, model or pod-slot limit (the GPU-only relaxation)."""
-    from kdra.scheduler.gpupolicies import GpuNodeView
+    from kdra.scheduler.gpupolicies import MAX_PODS
 
-    slots = GpuNodeView("", "", 0, 0, 0, 0, []).max_pods
     gpu_nodes = [n for n in nodes if n.gpus]
     if not resources:
         return [NodeGroup(1, sum(n.gpus for n in gpu_nodes))]
     shapes = Counter((n.gpus, n.cpu, n.mem, n.model) for n in gpu_nodes)
-    return [NodeGroup(c, g, cpu, mem, model, slots) for (g, cpu, mem, model), c in sorted(shapes.items())]
+    return [NodeGroup(c, g, cpu, mem, model, MAX_PODS) for (g, cpu, mem, model), c in sorted(shapes.items())]
 
 
 def placement_bound(pods: Iterable[Any], groups: Sequence[NodeGroup], max_iterations: int = 400) -> Bound:
@@ -406,10 +405,9 @@ def exact_placement(
     share_count, whole_count = _items_of(pods)
     shares = sorted(share_count, key=lambda s: (-s.milli, s.cpu, s.mem, s.models))
     wholes = sorted(whole_count, key=lambda w: (-w.gpus, w.cpu, w.mem, w.models))
-    gpu_nodes = [n for n in nodes if n.gpus]
-    from kdra.scheduler.gpupolicies import GpuNodeView
+    from kdra.scheduler.gpupolicies import MAX_PODS
 
-    slots = GpuNodeView("", "", 0, 0, 0, 0, []).max_pods
+    gpu_nodes = [n for n in nodes if n.gpus]
     obj: list[float] = []
     ub: list[float] = []
     integral: list[int] = []
@@ -451,7 +449,7 @@ def exact_placement(
             per_whole[t][y] = 1.0
             gpus[y] = float(w.gpus)
             cpu[y], mem[y], cnt[y] = float(w.cpu), float(w.mem), 1.0
-        rows += [(gpus, float(n.gpus)), (cpu, float(n.cpu)), (mem, float(n.mem)), (cnt, float(slots))]
+        rows += [(gpus, float(n.gpus)), (cpu, float(n.cpu)), (mem, float(n.mem)), (cnt, float(MAX_PODS))]
     if upper is not None:
         rows.append(({j: o for j, o in enumerate(obj) if o}, float(math.floor(upper + 1e-6))))
     rows += [(r, float(share_count[s])) for r, s in zip(per_share, shares, strict=True) if r]

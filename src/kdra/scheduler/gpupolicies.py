@@ -86,6 +86,9 @@ class PodRequest:
         return f"{self.num_gpu}-gpu"
 
 
+MAX_PODS = 110  # pods per node: the rendered Node's status.allocatable.pods, kube's default
+
+
 @dataclass(slots=True)
 class GpuNodeView:
     """A node's free resources, kept up to date by the caller."""
@@ -98,7 +101,7 @@ class GpuNodeView:
     mem_free: int
     gpu_free: list[int]  # milli-GPU free per GPU, in device index order
     pods: int = 0
-    max_pods: int = 110
+    max_pods: int = MAX_PODS
     affinity: dict[str, int] = field(default_factory=dict)  # GPU affinity tag -> pods on the node
     version: int = 0  # bumped by place/remove (callers that edit fields directly bump it too)
 
