@@ -504,6 +504,12 @@ CASES = [
         ["--driver gpu.example.com", "Not found"],
     ),
     Case(
+        "attributes-empty-driver",  # '' once listed every driver with exit 0
+        ["cluster", "attributes", "-c", "mixed", "--driver", ""],
+        2,
+        ["--driver", "Required value"],
+    ),
+    Case(
         "export-o-is-a-format",
         ["export", "--kubeconfig", "/nonexistent/kubeconfig", "--output-file", "a.yaml", "-o", "b.yaml"],
         2,

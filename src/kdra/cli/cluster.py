@@ -276,11 +276,15 @@ def _attributes(args: argparse.Namespace) -> int:
     fleet = load_fleet(args.fleet, **limits(args))
     objs = [o for o in iter_render(fleet, nodes=False) if o["kind"] in ("DeviceClass", "ResourceSlice")]
     types = collect(objs)
-    if args.driver:
+    if args.driver is not None:
+        from kdra.errors import InputError
+
+        if not args.driver:
+            raise InputError(
+                "--driver: Required value: name a driver (e.g. gpu.nvidia.com) or leave the flag out"
+            )
         types = [t for t in types if t.driver == args.driver]
         if not types:
-            from kdra.errors import InputError
-
             raise InputError(
                 f"--driver {args.driver}: Not found: no device of fleet {fleet.name} has that driver"
             )
