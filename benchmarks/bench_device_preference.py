@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def scaled_workload(load: float) -> Any:
     import yaml
 
-    from kdra.sim.durations import format_duration, parse_duration
+    from kdra.api.durations import format_duration, parse_duration
     from kdra.sim.workload import build_workload
 
     docs = list(yaml.safe_load_all((ROOT / "examples/simulate/mig-heavy.yaml").read_text()))

@@ -74,7 +74,7 @@ class _Snapshot:
     """The exporter's text at the simulated moment --at names, taken while the simulation runs."""
 
     def __init__(self, state: Any, at: str) -> None:
-        from kdra.sim.durations import parse_duration
+        from kdra.api.durations import parse_duration
 
         self.state = state
         self.mode = at if at in ("peak", "end") else "time"
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             state, args.fleet, args.workload, args.seed, speed=0 if args.once else args.speed, **limits(args)
         )
         if snapshot is not None:
-            from kdra.sim.durations import format_duration
+            from kdra.api.durations import format_duration
 
             sim.on_instant = snapshot
             sim.run()

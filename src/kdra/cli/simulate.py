@@ -137,8 +137,8 @@ def print_tables(report: Any, *, wide: bool = False) -> None:
     """The report's tables; the placements and pending pods are cut to the first ones unless `wide`."""
     from rich.table import Table
 
+    from kdra.api.durations import format_duration
     from kdra.cli.output import console as make_console
-    from kdra.sim.durations import format_duration
     from kdra.sim.report import (
         METRIC_ROWS,
         MODE_TITLES,

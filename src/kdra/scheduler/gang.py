@@ -29,12 +29,11 @@ A pod that names a group which does not exist (yet) waits, as upstream's GangSch
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.durations import parse_duration
 from kdra.api.types import Obj
 from kdra.cluster.store import Store, WatchEvent
 from kdra.errors import InputError
@@ -57,32 +56,6 @@ DEFAULT_QUEUE = "default"
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
 SCHEDULING_KINDS = frozenset({"PodGroup", "Workload", "Queue", "Topology", "SchedulingShard"})
-
-_DUR = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(value: object, where: str) -> float:
-    """Seconds of `90`, `90s`, `5m`, `1h30m` (Go durations plus `d`); InputError naming `where`."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e300:
-        return float(value)  # not NaN or infinity (`.nan`, "inf", 1e999): they would stall the event queue
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            v = float(text)
-            if 0 <= v < math.inf:
-                return v
-        except ValueError:
-            pass
-        pos, total = 0, 0.0
-        for m in _DUR.finditer(text):
-            if m.start() != pos:
-                break
-            total += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if text and pos == len(text) and total < math.inf:
-            return total
-    raise InputError(f"{where}: Invalid value: {value!r}: must be a duration such as 90s, 5m, 1h30m")
 
 
 def is_scheduling_object(obj: Mapping[str, Any]) -> bool:

@@ -86,8 +86,8 @@ def options_from_shard(obj: Mapping[str, Any], base: GangQueueOptions | None = N
     `staleGangGrace`, `reclaim`, `preempt`, `reclaimStrategies`, `fragmentationShapes` ({"1": 3, "8": 1}:
     GPUs -> how often), `gangDeviceSearch` (true: kdra.scheduler.gangsearch) and `devicePreference`
     (fragmentation | binpack | spread | topology: kdra.scheduler.devicepref)."""
+    from kdra.api.durations import parse_duration
     from kdra.scheduler.fragmentation import PLACEMENT_POLICIES
-    from kdra.scheduler.gang import parse_duration
     from kdra.scheduler.preemption import STRATEGIES
 
     opts = dataclasses.replace(base or GangQueueOptions())

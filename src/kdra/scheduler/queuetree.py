@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kdra.allocator.preference import SortKey
+from kdra.api.durations import parse_duration
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.wellknown import NVIDIA_GPU_CLASS
 from kdra.errors import InputError
-from kdra.scheduler.gang import DEFAULT_QUEUE, parse_duration
+from kdra.scheduler.gang import DEFAULT_QUEUE
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -34,11 +34,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kdra.api.durations import format_duration, parse_duration
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
 from kdra.api.wellknown import AMD_GPU_CLASS, NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER, NVIDIA_MIG_CLASS, TPU_CLASS
 from kdra.errors import InputError
-from kdra.sim.durations import format_duration, parse_duration
 from kdra.sim.workload import ARRIVAL_TIME, GPU_MEMORY, RUN_TIME, WORKLOAD_LABEL
 
 API_VERSION = "kdra.dev/v1alpha1"

@@ -6,7 +6,7 @@ import json
 from html import escape
 from typing import Any
 
-from kdra.sim.durations import format_duration
+from kdra.api.durations import format_duration
 from kdra.sim.engine import DEVICE_PLUGIN, DRA
 from kdra.sim.runner import ModeReport, SimulationReport
 from kdra.sim.svg import PALETTE, bar_chart, step_chart

@@ -21,12 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.durations import parse_duration
 from kdra.api.features import FeatureGates
 from kdra.api.load import check_object_meta
 from kdra.api.quantity import parse_quantity_any
 from kdra.api.types import Obj
 from kdra.errors import InputError
-from kdra.sim.durations import parse_duration
 
 ARRIVAL_TIME = "kdra.dev/arrival-time"
 RUN_TIME = "kdra.dev/run-time"

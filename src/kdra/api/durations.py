@@ -1,12 +1,14 @@
-"""Durations as users write them in workloads: `90`, `90s`, `15m`, `2h30m`, `1d`, `1w` (seconds out)."""
+"""Durations as users write them, in workloads and in scheduling objects: `90`, `90s`, `500ms`, `15m`,
+`2h30m`, `1d`, `1w` (Go's time.ParseDuration forms down to ms, plus days and weeks; seconds out). One parser
+for the simulator's arrivals and run times and the scheduler's gang timeouts and queue periods."""
 
 from __future__ import annotations
 
 import math
 import re
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")  # ms before m
 
 
 # The longest duration accepted: simulated time is stamped as dates from 2026 (kdra.cluster.clock), and
@@ -43,7 +45,9 @@ def parse_duration(value: object, where: str) -> float:
     if seconds < 0:
         raise InputError(f"{where}: Invalid value: {value!r}: must not be negative")
     if seconds > MAX_SECONDS:
-        raise InputError(f"{where}: Invalid value: {value!r}: must be at most 1000 years (365000d)")
+        raise InputError(
+            f"{where}: Invalid value: {value!r}: must be a duration of at most 1000 years (365000d)"
+        )
     return seconds
 
 
