@@ -68,6 +68,12 @@ class DocContext:
     shared: dict[int, str] = field(default_factory=dict)  # id() of a resources node -> name of its container
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order
     templates: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
+    walk: bool = False  # the body may spell a vendor's name with escapes: scan.requests walks every node
+
+    @property
+    def scan_body(self) -> str | None:
+        """The body for scan.requests to follow the marks in, or None to walk the nodes."""
+        return None if self.walk else self.body
 
     def take(self, name: str) -> None:
         self.taken.names.add(name)

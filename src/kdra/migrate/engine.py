@@ -179,7 +179,8 @@ class StreamMigration:
         if not body.strip():
             return chunk.text
         marks = res.vendor_mentions(body)
-        relevant = bool(marks) or any(word in body for word in KAI_SHARING)
+        escaped = res.may_escape(body)  # a name the text search cannot see: walk the nodes instead
+        relevant = bool(marks) or escaped or any(word in body for word in KAI_SHARING)
         helm = helm_syntax(body)
         templated = helm is not None
         if helm is not None and relevant:
@@ -202,12 +203,13 @@ class StreamMigration:
             hint = f"\n  hint: {HELM_HINT}" if templated else ""
             self.report.invalid.append(self._problem(chunk, err) + hint)
             return chunk.text
-        return self._migrate(chunk, root, marks)
+        return self._migrate(chunk, root, marks, escaped)
 
-    def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int]) -> str:
+    def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int], escaped: bool = False) -> str:
         body = chunk.body
         style = guess_style(body, root)
         ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, self.picked, marks)
+        ctx.walk = escaped
         objects = _objects(root)
         is_list = bool(objects and objects[0][1])
         done: set[int] = set()
@@ -294,7 +296,7 @@ class StreamMigration:
                     done.add(id(found.node))
                     self._pod_spec(ctx, where, found, obj)
         caps = places_for(kind, api_version or None, CAPACITY) if kind else ()
-        for request in requests(obj, (), ctx.body, ctx.marks, ctx.consumed_at):
+        for request in requests(obj, (), ctx.scan_body, ctx.marks, ctx.consumed_at):
             if id(request.key) in ctx.consumed:
                 continue
             ctx.consume(request.key)
@@ -336,7 +338,7 @@ class StreamMigration:
             )
             ok = False
         if not ok:
-            for request in requests(obj, (), ctx.body, ctx.marks):
+            for request in requests(obj, (), ctx.scan_body, ctx.marks):
                 ctx.consume(request.key)
         del name_key
         return ok

@@ -84,6 +84,19 @@ def vendor_mentions(text: str) -> list[int]:
     return out
 
 
+# An escape in a double-quoted YAML or JSON string that can spell a character of a vendor's prefix (a-z, `.`,
+# `/`), or a line folded with `\` inside such a prefix (`nvidia\` at a line's end; a shell continuation has a
+# space before it): `"nvidia.com\/gpu"` (JSON writers that escape the slash), `"nvidia\u002ecom/gpu"`. The
+# parsed key names the vendor while the text does not, so vendor_mentions misses it.
+_NAME_ESCAPE = re.compile(r"\\(?:/|(?:x|u00|U000000)(?:2[eEfF]|[67][0-9a-fA-F]))|[a-z.]\\\r?\n")
+
+
+def may_escape(text: str) -> bool:
+    """Whether a vendor's name may be spelled with escapes in `text`, out of vendor_mentions' sight (then the
+    document's nodes are walked instead). Cheap: most documents have no backslash at all."""
+    return "\\" in text and _NAME_ESCAPE.search(text) is not None
+
+
 @dataclass(frozen=True)
 class Legacy:
     """What a device-plugin resource name stands for."""
