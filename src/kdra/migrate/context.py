@@ -69,6 +69,7 @@ class DocContext:
     notes: dict[str, list[str]] = field(default_factory=dict)  # object -> semantic changes, in order
     templates: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
     walk: bool = False  # the body may spell a vendor's name with escapes: scan.requests walks every node
+    others: bool = False  # the body names an accelerator kdra cannot convert (res.OTHER_ACCELERATOR)
 
     @property
     def scan_body(self) -> str | None:

@@ -26,7 +26,7 @@ from kdra.migrate.kinds import CAPACITY, LIST_SUFFIX, Found, Place, matches_pref
 from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
-from kdra.migrate.scan import reason, requests, value_text
+from kdra.migrate.scan import other_accelerators, reason, requests, value_text
 
 CLASSES_BANNER = (
     "# ---------------------------------------------------------------------------------------------\n"
@@ -180,7 +180,8 @@ class StreamMigration:
             return chunk.text
         marks = res.vendor_mentions(body)
         escaped = res.may_escape(body)  # a name the text search cannot see: walk the nodes instead
-        relevant = bool(marks) or escaped or any(word in body for word in KAI_SHARING)
+        others = res.OTHER_ACCELERATOR.search(body) is not None  # left as is, but never in silence
+        relevant = bool(marks) or escaped or others or any(word in body for word in KAI_SHARING)
         helm = helm_syntax(body)
         templated = helm is not None
         if helm is not None and relevant:
@@ -203,13 +204,16 @@ class StreamMigration:
             hint = f"\n  hint: {HELM_HINT}" if templated else ""
             self.report.invalid.append(self._problem(chunk, err) + hint)
             return chunk.text
-        return self._migrate(chunk, root, marks, escaped)
+        return self._migrate(chunk, root, marks, escaped, others)
 
-    def _migrate(self, chunk: Chunk, root: Node | None, marks: list[int], escaped: bool = False) -> str:
+    def _migrate(
+        self, chunk: Chunk, root: Node | None, marks: list[int], escaped: bool = False, others: bool = False
+    ) -> str:
         body = chunk.body
         style = guess_style(body, root)
         ctx = DocContext(body, Editor(body, style), self.options, Report(), self.taken, self.picked, marks)
         ctx.walk = escaped
+        ctx.others = others
         objects = _objects(root)
         is_list = bool(objects and objects[0][1])
         done: set[int] = set()
@@ -315,6 +319,14 @@ class StreamMigration:
                 )
             else:
                 self._extended(ctx, where, request)
+        if ctx.others and self.options.mode == CLAIMS:
+            names = sorted({request.name for request in other_accelerators(obj)})
+            if names:
+                ctx.report.warnings.append(
+                    f"{where.describe()}: {', '.join(names)} left as is: kdra knows no DRA driver for "
+                    f"{'it' if len(names) == 1 else 'them'}, so these pods keep asking the device plugin for "
+                    f"{'it' if len(names) == 1 else 'them'} (keep the plugin where they run)"
+                )
 
     def _names_ok(self, ctx: DocContext, where: Where, meta: Node | None, obj: Node) -> bool:
         ok = True

@@ -66,6 +66,20 @@ QUOTA_PREFIX = re.compile(r"^(requests|limits)\.(.+)$")
 LEGACY_PATTERN = re.compile(r"nvidia\.com/|amd\.com/|google\.com/tpu|gpu\.intel\.com/")
 
 
+# Accelerators whose device plugins kdra has no DRA conversion for (no DRA driver kdra knows publishes them):
+# AWS Neuron, Intel Gaudi (Habana), Huawei Ascend, Cambricon MLU, Hygon DCU, MetaX, Iluvatar, Moore Threads,
+# Volcano's vGPU, Qualcomm Cloud AI, Xilinx FPGAs. Their requests stay as they are, with a warning naming them:
+# the workload keeps needing that device plugin, so a migration must not pass them in silence.
+OTHER_ACCELERATOR = re.compile(
+    r"aws\.amazon\.com/neuron|habana\.ai/|huawei\.com/Ascend|cambricon\.com/|hygon\.com/|metax-tech\.com/|"
+    r"iluvatar\.ai/|mthreads\.com/|volcano\.sh/vgpu|qualcomm\.com/qaic|xilinx\.com/"
+)
+
+
+def is_other_accelerator(name: str) -> bool:
+    return "/" in name and OTHER_ACCELERATOR.match(name) is not None
+
+
 def vendor_mentions(text: str) -> list[int]:
     """Offsets where a vendor's resource names start (`nvidia.com/`, `amd.com/`, `gpu.intel.com/`,
     `google.com/tpu`): a substring search for `.com/`, far cheaper than a regex alternation over the text."""

@@ -10,7 +10,7 @@ once per node (aliases are not walked twice), so a document of aliases costs its
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -131,7 +131,21 @@ def _request_name(key_text: str, parent_key: str) -> str | None:
     return None
 
 
-def _walk(root: Node, base: Path) -> Iterator[Request]:
+def other_accelerators(root: Node) -> Iterator[Request]:
+    """The requests of accelerators kdra cannot convert and leaves as they are (res.OTHER_ACCELERATOR): keys
+    under `limits`/`requests`, also through aliases."""
+    yield from _walk(root, (), _other_name)
+
+
+def _other_name(key_text: str, parent_key: str) -> str | None:
+    if parent_key in ("limits", "requests") and res.is_other_accelerator(key_text):
+        return key_text
+    return None
+
+
+def _walk(
+    root: Node, base: Path, name_of: Callable[[str, str], str | None] | None = None
+) -> Iterator[Request]:
     """Every request, also through aliases and merge keys (`limits: *gpus`, `limits: {<<: *gpus}`): a node is
     visited once per key it stands under, since that key decides whether its entries are requests; a request
     key reached twice is reported once, at the first place in document order."""
@@ -151,14 +165,14 @@ def _walk(root: Node, base: Path) -> Iterator[Request]:
                     children += [(m, path, parent_key) for m in merged if isinstance(m, MappingNode)]
                     continue
                 key_text = str(key.value) if isinstance(key, ScalarNode) else ""
-                name = _request_name(key_text, parent_key)
+                name = (name_of or _request_name)(key_text, parent_key)
                 if name is not None:
                     if id(key) not in reported:
                         reported.add(id(key))
                         yield Request(key, value, name, (*path, key_text))
                 elif not isinstance(value, ScalarNode):
                     children.append((value, (*path, key_text), key_text))
-                else:
+                elif name_of is None:
                     amount = _named_amount(node, key_text, value)
                     if amount is not None and id(value) not in reported:
                         reported.add(id(value))
