@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kdra.migrate import resources as res
-from kdra.migrate.kinds import Place, matches_prefix
+from kdra.migrate.kinds import POD, Place, matches_prefix
 from kdra.migrate.nodes import MERGE_TAG, Path, may_alias, text_of
 
 
@@ -184,6 +184,27 @@ def _walk(
                 for index, item in reversed(list(enumerate(node.value)))
                 if not isinstance(item, ScalarNode)
             )
+
+
+POD_LEVEL_HINT = (
+    "ask for the device in the resources of the container that uses it; kdra migrate turns that request "
+    "into a claim"
+)
+
+
+def pod_level(places: tuple[Place, ...], path: Path) -> bool:
+    """Whether `path` is a request in a pod spec's own `resources` (pod-level resources), which Kubernetes
+    accepts only for cpu, memory and hugepages-* (Unsupported value): invalid input, not a place to convert."""
+    return (
+        len(path) >= 3
+        and path[-3] == "resources"
+        and path[-2] in ("limits", "requests")
+        and any(
+            place.shape is POD and len(path) == len(place.segments()) + 3 and matches_prefix(place, path)
+            for place in places
+            if not place.refuse
+        )
+    )
 
 
 def reason(
