@@ -20,6 +20,7 @@ from kdra.migrate.resources import classify, product_expression, whole_number
 # A whole GPU is never a share (kdra.api.whole).
 EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
 
+
 def _migrate(text: str, **options: Any) -> tuple[str, list[dict[str, Any]], Any]:
     result = migrate_text(text, "t.yaml", Options(**options))
     assert not result.report.failed, result.report.invalid + result.report.blocked
@@ -451,6 +452,26 @@ def test_resources_shared_through_an_alias_are_refused() -> None:
     assert result.text == text
     (error,) = result.report.blocked
     assert "spec.containers[1].resources (line 13): shares its resources with container 'a'" in error
+
+
+@pytest.mark.parametrize(
+    "containers",
+    [
+        # the name is an alias of a string elsewhere: its node lies at the anchor, so an edit there broke
+        # the document ('internal error: the edited document does not parse')
+        "  - name: a\n    image: x\n    env: [{name: R, value: &r nvidia.com/gpu}]\n"
+        "    resources:\n      limits:\n        *r : 2\n",
+        # the name carries the anchor another container's key uses
+        "  - name: a\n    image: x\n    resources:\n      limits:\n        &r nvidia.com/gpu: 1\n"
+        "  - name: b\n    image: x\n    resources:\n      limits:\n        *r : 1\n",
+    ],
+)
+def test_a_resource_name_written_through_an_anchor_is_refused(containers: str) -> None:
+    text = _pod("  containers:\n" + containers)
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text and not result.report.invalid
+    assert result.report.blocked
+    assert all("is a YAML anchor or alias" in error for error in result.report.blocked)
 
 
 def test_templates_shared_through_an_alias_share_the_claim_template() -> None:

@@ -206,6 +206,17 @@ class PodSpecConverter:
                 )
                 self.ctx.consume(*[k for _, k, _ in own_entries(table)])
                 return None
+            named = next((k for k in vendor if _named_through_alias(self.ctx.body, table, k)), None)
+            if named is not None:
+                self._blocked(
+                    (*where_path, str(named.value)),
+                    key_node,
+                    f"the resource name {named.value} is a YAML anchor or alias, so removing it here would "
+                    "break or change the other places that use it",
+                    "write the name out in this container",
+                )
+                self.ctx.consume(*[k for _, k, _ in own_entries(table)])
+                return None
             if has_duplicates(table):
                 dup = _duplicates(table)[0]
                 self._invalid((*where_path, str(dup.value)), dup, f"duplicate key {dup.value!r}", "keep one")
@@ -994,6 +1005,14 @@ def _yaml_block(data: dict[str, Any]) -> str:
     from kdra.migrate.edits import Style, document_text
 
     return document_text(data, Style())
+
+
+def _named_through_alias(body: str, table: MappingNode, key: ScalarNode) -> bool:
+    """Whether a key of `table` is an alias (`*name: 1`: its node lies at its anchor, outside the table) or
+    carries an anchor (`&name nvidia.com/gpu: 1`) that an alias elsewhere may use."""
+    start = key.start_mark.index
+    inside = table.start_mark.index <= start < table.end_mark.index
+    return not inside or body.startswith("&", start)
 
 
 def _merged_vendor(table: MappingNode) -> bool:
