@@ -474,6 +474,33 @@ def test_a_resource_name_written_through_an_anchor_is_refused(containers: str) -
     assert all("is a YAML anchor or alias" in error for error in result.report.blocked)
 
 
+def test_a_count_carrying_an_anchor_is_refused() -> None:
+    # removing `nvidia.com/gpu: &n "2"` removed the anchor `value: *n` uses: the output did not parse
+    text = _pod(
+        "  containers:\n  - name: a\n    image: x\n    resources:\n      limits:\n"
+        '        nvidia.com/gpu: &n "2"\n'
+        "    env:\n    - name: WORLD\n      value: *n\n"
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text
+    (error,) = result.report.blocked
+    assert "the count of nvidia.com/gpu is a YAML anchor" in error
+
+
+def test_an_anchor_on_a_moved_node_selector_is_not_lost() -> None:
+    # the product label moves into the claim and its nodeSelector goes, with the anchor an env entry aliases:
+    # the output had an undefined alias (exit 0)
+    text = _pod(
+        "  containers:\n  - name: c\n    image: x\n    env: [{name: PRODUCT, value: *p}]\n"
+        "    resources: {limits: {nvidia.com/gpu: 1}}\n",
+        spec_extra="  nodeSelector:\n    nvidia.com/gpu.product: &p NVIDIA-H100-80GB-HBM3\n",
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text
+    (error,) = result.report.blocked
+    assert "t.yaml:7: document 1: the YAML anchor &p is on a request or node selection" in error
+
+
 def test_templates_shared_through_an_alias_share_the_claim_template() -> None:
     text = (
         "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\nspec:\n  pytorchReplicaSpecs:\n"

@@ -185,7 +185,8 @@ class PodSpecConverter:
             key_node, table, owned = lookup(resources, section)
             if not isinstance(table, MappingNode):
                 continue
-            vendor = [k for _, k, _ in own_entries(table) if res.is_vendor_resource(str(k.value))]
+            own_vendor = [(k, v) for _, k, v in own_entries(table) if res.is_vendor_resource(str(k.value))]
+            vendor = [k for k, _ in own_vendor]
             merged_vendor = has_merges(table) and _merged_vendor(table)
             if not vendor and not merged_vendor:
                 continue
@@ -206,14 +207,17 @@ class PodSpecConverter:
                 )
                 self.ctx.consume(*[k for _, k, _ in own_entries(table)])
                 return None
-            named = next((k for k in vendor if _named_through_alias(self.ctx.body, table, k)), None)
-            if named is not None:
+            anchored = next(
+                ((k, what) for k, v in own_vendor if (what := _anchored(self.ctx.body, table, k, v))), None
+            )
+            if anchored is not None:
+                named, what = anchored
                 self._blocked(
                     (*where_path, str(named.value)),
                     key_node,
-                    f"the resource name {named.value} is a YAML anchor or alias, so removing it here would "
-                    "break or change the other places that use it",
-                    "write the name out in this container",
+                    f"the {what} of {named.value} is a YAML anchor or alias, so removing it here would break "
+                    "or change the other places that use it",
+                    f"write the {what} out in this container",
                 )
                 self.ctx.consume(*[k for _, k, _ in own_entries(table)])
                 return None
@@ -1007,12 +1011,18 @@ def _yaml_block(data: dict[str, Any]) -> str:
     return document_text(data, Style())
 
 
-def _named_through_alias(body: str, table: MappingNode, key: ScalarNode) -> bool:
-    """Whether a key of `table` is an alias (`*name: 1`: its node lies at its anchor, outside the table) or
-    carries an anchor (`&name nvidia.com/gpu: 1`) that an alias elsewhere may use."""
+def _anchored(body: str, table: MappingNode, key: ScalarNode, value: Node) -> str:
+    """What of a request entry of `table` removing it would break: "name" when its key is an alias (`*r: 1`:
+    the node lies at its anchor, outside the table) or carries an anchor (`&r nvidia.com/gpu: 1`) an alias
+    elsewhere may use, "count" when its value carries one (`nvidia.com/gpu: &n 2`, `value: *n` in an env
+    entry); "" when neither (a count that is an alias, `nvidia.com/gpu: *n`, goes with no harm)."""
     start = key.start_mark.index
-    inside = table.start_mark.index <= start < table.end_mark.index
-    return not inside or body.startswith("&", start)
+    if not table.start_mark.index <= start < table.end_mark.index or body.startswith("&", start):
+        return "name"
+    at = value.start_mark.index
+    if start < at and body.startswith("&", at):
+        return "count"
+    return ""
 
 
 def _merged_vendor(table: MappingNode) -> bool:

@@ -24,7 +24,7 @@ from kdra.migrate.documents import Chunk, bodies_mentioning, split_documents
 from kdra.migrate.edits import EditError, Editor, Style, document_text, guess_style, sequence_offset
 from kdra.migrate.kinds import CAPACITY, LIST_SUFFIX, Found, Place, matches_prefix, places_for, pod_specs
 from kdra.migrate.messages import Spool
-from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, text_of
+from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, may_alias, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
 from kdra.migrate.scan import POD_LEVEL_HINT, other_accelerators, pod_level, reason, requests, value_text
 
@@ -97,6 +97,34 @@ def names_in_use(pieces: Iterable[str]) -> tuple[set[str], set[str]]:
             elif name and kind == "DeviceClass":
                 classes.add(name)
     return templates, classes
+
+
+_ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
+
+
+def _lost_anchor(body: str, new_body: str) -> tuple[str, int] | None:
+    """(message, line in `body`) when the edits removed a YAML anchor an alias left in the document still uses
+    (`nodeSelector: {nvidia.com/gpu.product: &p X}` moved into the claim, `value: *p` elsewhere): the output
+    would not parse (undefined alias). None when nothing was lost; only documents with anchors are checked."""
+    if not may_alias(body):
+        return None
+    try:
+        compose(new_body)
+    except YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        found = _ALIAS.match(new_body, mark.index) if mark is not None else None
+        if found is None:
+            raise
+        name = found.group(1)
+        at = body.find(f"&{name}")
+        line = body.count("\n", 0, at) if at >= 0 else 0
+        return (
+            f"the YAML anchor &{name} is on a request or node selection the migration removes, and *{name} "
+            "still uses it elsewhere in the document; nothing was changed\n  hint: write the value out where "
+            f"*{name} is (or put the anchor on a value that stays)",
+            line,
+        )
+    return None
 
 
 def _objects(root: Node | None) -> list[tuple[Node, tuple[str | int, ...]]]:
@@ -246,6 +274,12 @@ class StreamMigration:
                 f"({err}); nothing was written"
             )
             return chunk.text
+        lost = _lost_anchor(body, new_body)
+        if lost:
+            self.report.blocked.append(
+                f"{self.source}:{chunk.line + lost[1]}: document {chunk.number}: {lost[0]}"
+            )
+            return chunk.text
         self.changed = True
         if not is_list and style.json and ctx.templates:
             # A JSON document holds one object: the object and its new templates become a v1 List (which
@@ -313,8 +347,8 @@ class StreamMigration:
             elif self.options.mode == CLAIMS and pod_level(places, request.path):
                 ctx.invalid(
                     f"{where.at(request.path, request.key.start_mark.line)}: {request.name}: "
-                    f"{value_text(request.value)} is a pod-level resource: Kubernetes accepts only cpu, memory "
-                    "and hugepages-* in a pod spec's resources (Unsupported value)",
+                    f"{value_text(request.value)} is a pod-level resource: Kubernetes accepts only cpu, "
+                    "memory and hugepages-* in a pod spec's resources (Unsupported value)",
                     POD_LEVEL_HINT,
                 )
             elif self.options.mode == CLAIMS:

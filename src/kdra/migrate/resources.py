@@ -68,8 +68,8 @@ LEGACY_PATTERN = re.compile(r"nvidia\.com/|amd\.com/|google\.com/tpu|gpu\.intel\
 
 # Accelerators whose device plugins kdra has no DRA conversion for (no DRA driver kdra knows publishes them):
 # AWS Neuron, Intel Gaudi (Habana), Huawei Ascend, Cambricon MLU, Hygon DCU, MetaX, Iluvatar, Moore Threads,
-# Volcano's vGPU, Qualcomm Cloud AI, Xilinx FPGAs. Their requests stay as they are, with a warning naming them:
-# the workload keeps needing that device plugin, so a migration must not pass them in silence.
+# Volcano's vGPU, Qualcomm Cloud AI, Xilinx FPGAs. Their requests stay as they are, with a warning naming
+# them: the workload keeps needing that device plugin, so a migration must not pass them in silence.
 OTHER_ACCELERATOR = re.compile(
     r"aws\.amazon\.com/neuron|habana\.ai/|huawei\.com/Ascend|cambricon\.com/|hygon\.com/|metax-tech\.com/|"
     r"iluvatar\.ai/|mthreads\.com/|volcano\.sh/vgpu|qualcomm\.com/qaic|xilinx\.com/"

@@ -194,7 +194,7 @@ POD_LEVEL_HINT = (
 
 def pod_level(places: tuple[Place, ...], path: Path) -> bool:
     """Whether `path` is a request in a pod spec's own `resources` (pod-level resources), which Kubernetes
-    accepts only for cpu, memory and hugepages-* (Unsupported value): invalid input, not a place to convert."""
+    accepts only for cpu, memory and hugepages-* (Unsupported value): invalid input, no place to convert."""
     return (
         len(path) >= 3
         and path[-3] == "resources"
