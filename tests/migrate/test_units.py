@@ -501,6 +501,19 @@ def test_an_anchor_on_a_moved_node_selector_is_not_lost() -> None:
     assert "t.yaml:7: document 1: the YAML anchor &p is on a request or node selection" in error
 
 
+def test_a_device_in_an_ephemeral_container_is_invalid() -> None:
+    # was "not in a pod spec kdra knows for Pod" with a hint to add --kind Pod=<path>
+    text = _pod(
+        "  containers:\n  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+        "  ephemeralContainers:\n  - {name: debug, image: x, resources: {limits: {nvidia.com/gpu: 1}}}\n"
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text
+    (error,) = result.report.invalid
+    assert 'spec.ephemeralContainers[0].resources.limits["nvidia.com/gpu"] (line 9)' in error
+    assert "cannot be set for an Ephemeral Container" in error
+
+
 def test_templates_shared_through_an_alias_share_the_claim_template() -> None:
     text = (
         "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\nspec:\n  pytorchReplicaSpecs:\n"

@@ -26,7 +26,7 @@ from kdra.migrate.kinds import CAPACITY, LIST_SUFFIX, Found, Place, matches_pref
 from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, may_alias, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
-from kdra.migrate.scan import POD_LEVEL_HINT, other_accelerators, pod_level, reason, requests, value_text
+from kdra.migrate.scan import other_accelerators, reason, rejected, requests, value_text
 
 CLASSES_BANNER = (
     "# ---------------------------------------------------------------------------------------------\n"
@@ -344,13 +344,9 @@ class StreamMigration:
                     f"{where.at(request.path, request.key.start_mark.line)}: {request.name}: "
                     f"{value_text(request.value)} left as is: {cap.refuse}"
                 )
-            elif self.options.mode == CLAIMS and pod_level(places, request.path):
-                ctx.invalid(
-                    f"{where.at(request.path, request.key.start_mark.line)}: {request.name}: "
-                    f"{value_text(request.value)} is a pod-level resource: Kubernetes accepts only cpu, "
-                    "memory and hugepages-* in a pod spec's resources (Unsupported value)",
-                    POD_LEVEL_HINT,
-                )
+            elif self.options.mode == CLAIMS and (bad := rejected(places, request.path)) is not None:
+                at = where.at(request.path, request.key.start_mark.line)
+                ctx.invalid(f"{at}: {request.name}: {value_text(request.value)} {bad[0]}", bad[1])
             elif self.options.mode == CLAIMS:
                 what, hint = reason(kind, api_version, places, request.path, bool(places))
                 ctx.blocked(

@@ -186,25 +186,34 @@ def _walk(
             )
 
 
-POD_LEVEL_HINT = (
+_IN_CONTAINER = (
     "ask for the device in the resources of the container that uses it; kdra migrate turns that request "
     "into a claim"
 )
 
 
-def pod_level(places: tuple[Place, ...], path: Path) -> bool:
-    """Whether `path` is a request in a pod spec's own `resources` (pod-level resources), which Kubernetes
-    accepts only for cpu, memory and hugepages-* (Unsupported value): invalid input, no place to convert."""
-    return (
-        len(path) >= 3
-        and path[-3] == "resources"
-        and path[-2] in ("limits", "requests")
-        and any(
-            place.shape is POD and len(path) == len(place.segments()) + 3 and matches_prefix(place, path)
-            for place in places
-            if not place.refuse
-        )
-    )
+def rejected(places: tuple[Place, ...], path: Path) -> tuple[str, str] | None:
+    """(what, hint) when `path` is a request where Kubernetes rejects any device (invalid input, no place to
+    convert): a pod spec's own `resources` (pod-level resources take only cpu, memory and hugepages-*), or an
+    ephemeral container's (`kubectl debug` containers take no resources)."""
+    for place in places:
+        if place.refuse or place.shape is not POD or not matches_prefix(place, path):
+            continue
+        rest = path[len(place.segments()) :]
+        if len(rest) == 3 and rest[0] == "resources" and rest[1] in ("limits", "requests"):
+            return (
+                "is a pod-level resource: Kubernetes accepts only cpu, memory and hugepages-* in a pod "
+                "spec's resources (Unsupported value)",
+                _IN_CONTAINER,
+            )
+        if len(rest) == 5 and rest[0] == "ephemeralContainers" and rest[2] == "resources":
+            return (
+                "is in an ephemeral container, whose resources Kubernetes forbids (Forbidden: cannot be set "
+                "for an Ephemeral Container)",
+                "remove it: ephemeral containers (kubectl debug) get no resources, and no claim can name "
+                "them either",
+            )
+    return None
 
 
 def reason(
