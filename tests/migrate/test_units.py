@@ -16,6 +16,7 @@ from kdra.migrate.documents import bodies_mentioning, iter_chunks, split_documen
 from kdra.migrate.edits import Editor, Style, guess_style
 from kdra.migrate.nodes import compose, get, get_path
 from kdra.migrate.resources import classify, product_expression, whole_number
+from kdra.migrate.scan import patch_requests
 
 # A whole GPU is never a share (kdra.api.whole).
 EXCLUSIVE = {"cel": {"expression": "!device.allowMultipleAllocations"}}
@@ -512,6 +513,25 @@ def test_a_device_in_an_ephemeral_container_is_invalid() -> None:
     (error,) = result.report.invalid
     assert 'spec.ephemeralContainers[0].resources.limits["nvidia.com/gpu"] (line 9)' in error
     assert "cannot be set for an Ephemeral Container" in error
+
+
+@pytest.mark.parametrize(
+    ("patch", "names"),
+    [
+        (
+            '{"containers":[{"name":"main","resources":{"limits":{"nvidia.com/gpu":"{{x}}"}}}]}',
+            ["nvidia.com/gpu"],
+        ),
+        (
+            "containers:\n- name: main\n  resources: {limits: {amd.com/gpu: {{inputs.parameters.n}}}}\n",
+            ["amd.com/gpu"],
+        ),
+        ("nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n", []),
+        ('{"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t-gpu"}]}', []),
+    ],
+)
+def test_requests_in_an_argo_pod_spec_patch_are_found(patch: str, names: list[str]) -> None:
+    assert patch_requests(patch) == names
 
 
 def test_templates_shared_through_an_alias_share_the_claim_template() -> None:

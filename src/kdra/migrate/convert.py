@@ -272,6 +272,16 @@ class PodSpecConverter:
                 nodes[section] = key_node or value_node
                 raw = scalar(value_node)
                 text = text_of(value_node) or ""
+                if "{{" in text and self.shape.claims == "podSpecPatch":  # Argo's own tags, filled per run
+                    self._blocked(
+                        (*path, "resources", section, key),
+                        value_node,
+                        f"{text!r} is an Argo parameter, not a count: a claim template's count is fixed "
+                        "when the workflow is written",
+                        "write the number (one template per GPU count), or use --mode extended-resource "
+                        "(KEP-5004) to keep the parameterised request",
+                    )
+                    return None
                 if "{{" in text:
                     self._blocked(
                         (*path, "resources", section, key),

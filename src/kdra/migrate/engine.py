@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
 
 from kdra.migrate import consumers
@@ -26,7 +26,7 @@ from kdra.migrate.kinds import CAPACITY, LIST_SUFFIX, Found, Place, matches_pref
 from kdra.migrate.messages import Spool
 from kdra.migrate.nodes import YAMLError, check, compose, get, get_path, lookup, may_alias, text_of
 from kdra.migrate.report import CLAIMS, Options, Report, Where
-from kdra.migrate.scan import other_accelerators, reason, rejected, requests, value_text
+from kdra.migrate.scan import other_accelerators, patch_requests, reason, rejected, requests, value_text
 
 CLASSES_BANNER = (
     "# ---------------------------------------------------------------------------------------------\n"
@@ -356,6 +356,21 @@ class StreamMigration:
                 )
             else:
                 self._extended(ctx, where, request)
+        if self.options.mode == CLAIMS:
+            for found in found_specs:
+                if found.place.shape.claims != "podSpecPatch":
+                    continue
+                patch = get(found.node, "podSpecPatch")
+                names = patch_requests(text_of(patch) or "") if isinstance(patch, ScalarNode) else []
+                if names and patch is not None:
+                    ctx.blocked(
+                        f"{where.at((*found.path, 'podSpecPatch'), patch.start_mark.line)}: the "
+                        f"podSpecPatch requests {', '.join(names)}: Argo merges it into the pod, which would "
+                        "still ask the device plugin (kdra does not rewrite a patch)",
+                        "move the request into the template's container resources, which kdra migrate "
+                        "converts (a claim's count is fixed: write the number, not a {{...}} parameter), "
+                        "or use --mode extended-resource (KEP-5004)",
+                    )
         if ctx.others and self.options.mode == CLAIMS:
             names = sorted({request.name for request in other_accelerators(obj)})
             if names:

@@ -10,8 +10,10 @@ once per node (aliases are not walked twice), so a document of aliases costs its
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -184,6 +186,38 @@ def _walk(
                 for index, item in reversed(list(enumerate(node.value)))
                 if not isinstance(item, ScalarNode)
             )
+
+
+def patch_requests(text: str) -> list[str]:
+    """The accelerator requests an Argo podSpecPatch (a YAML or JSON string merged into the pod) makes: vendor
+    keys under `limits`/`requests` anywhere in it. Argo's `{{...}}` inside a quoted value parses as text; a
+    patch that does not parse is read for `limits`/`requests` and vendor keys in its text."""
+    if not res.LEGACY_PATTERN.search(text) and not res.may_escape(text):
+        return []
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if data is None or isinstance(data, str):
+        if not re.search(r"\b(limits|requests)\b", text):
+            return []
+        keys = re.findall(r"[\"']?([a-z0-9.-]+/[A-Za-z0-9._-]+)[\"']?\s*:", text)
+        return sorted({k for k in keys if res.is_vendor_resource(k)})
+    found: set[str] = set()
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        item, parent = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if parent in ("limits", "requests") and isinstance(key, str) and res.is_vendor_resource(key):
+                    found.add(key)
+                else:
+                    stack.append((value, str(key)))
+        elif isinstance(item, list):
+            stack.extend((x, "") for x in item)
+    return sorted(found)
 
 
 _IN_CONTAINER = (
