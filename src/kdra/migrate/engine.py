@@ -358,19 +358,8 @@ class StreamMigration:
                 self._extended(ctx, where, request)
         if self.options.mode == CLAIMS:
             for found in found_specs:
-                if found.place.shape.claims != "podSpecPatch":
-                    continue
-                patch = get(found.node, "podSpecPatch")
-                names = patch_requests(text_of(patch) or "") if isinstance(patch, ScalarNode) else []
-                if names and patch is not None:
-                    ctx.blocked(
-                        f"{where.at((*found.path, 'podSpecPatch'), patch.start_mark.line)}: the "
-                        f"podSpecPatch requests {', '.join(names)}: Argo merges it into the pod, which would "
-                        "still ask the device plugin (kdra does not rewrite a patch)",
-                        "move the request into the template's container resources, which kdra migrate "
-                        "converts (a claim's count is fixed: write the number, not a {{...}} parameter), "
-                        "or use --mode extended-resource (KEP-5004)",
-                    )
+                if found.place.shape.claims == "podSpecPatch":  # Argo: requests inside strings
+                    self._argo_strings(ctx, where, found)
         if ctx.others and self.options.mode == CLAIMS:
             names = sorted({request.name for request in other_accelerators(obj)})
             if names:
@@ -379,6 +368,34 @@ class StreamMigration:
                     f"{'it' if len(names) == 1 else 'them'}, so these pods keep asking the device plugin for "
                     f"{'it' if len(names) == 1 else 'them'} (keep the plugin where they run)"
                 )
+
+    def _argo_strings(self, ctx: DocContext, where: Where, found: Found) -> None:
+        """Refuse device requests an Argo template keeps in strings kdra does not rewrite: its podSpecPatch
+        (merged into the pod after kdra's conversion) and a resource template's manifest (an object Argo
+        creates as it is). They passed in silence before."""
+        for path, what, hint in (
+            (
+                ("podSpecPatch",),
+                "the podSpecPatch requests {}: Argo merges it into the pod, which would still ask the device "
+                "plugin (kdra does not rewrite a patch)",
+                "move the request into the template's container resources, which kdra migrate converts (a "
+                "claim's count is fixed: write the number, not a {{...}} parameter), or use --mode "
+                "extended-resource (KEP-5004)",
+            ),
+            (
+                ("resource", "manifest"),
+                "the manifest of this resource template requests {}: Argo creates that object as it is "
+                "(kdra does not rewrite an embedded manifest)",
+                "migrate the manifest on its own (kdra migrate -) and embed the result, with its "
+                "ResourceClaimTemplate created by a step before it; or use --mode extended-resource "
+                "(KEP-5004)",
+            ),
+        ):
+            node = get_path(found.node, *path)
+            names = patch_requests(text_of(node) or "") if isinstance(node, ScalarNode) else []
+            if names and node is not None:
+                at = where.at((*found.path, *path), node.start_mark.line)
+                ctx.blocked(f"{at}: {what.format(', '.join(names))}", hint)
 
     def _names_ok(self, ctx: DocContext, where: Where, meta: Node | None, obj: Node) -> bool:
         ok = True

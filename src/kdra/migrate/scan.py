@@ -189,9 +189,10 @@ def _walk(
 
 
 def patch_requests(text: str) -> list[str]:
-    """The accelerator requests an Argo podSpecPatch (a YAML or JSON string merged into the pod) makes: vendor
-    keys under `limits`/`requests` anywhere in it. Argo's `{{...}}` inside a quoted value parses as text; a
-    patch that does not parse is read for `limits`/`requests` and vendor keys in its text."""
+    """The accelerator requests in a YAML or JSON string (an Argo podSpecPatch merged into the pod, a
+    resource template's manifest): vendor keys under `limits`/`requests` anywhere in it. Argo's `{{...}}`
+    inside a quoted value parses as text; a string that does not parse is read for `limits`/`requests` and
+    vendor keys in its text."""
     if not res.LEGACY_PATTERN.search(text) and not res.may_escape(text):
         return []
     import yaml
