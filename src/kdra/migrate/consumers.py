@@ -247,3 +247,45 @@ def kueue_queue(ctx: DocContext, where: Where, obj: Node) -> None:
             "under a resource name its Configuration maps their DeviceClass to (DRA support, alpha); cover "
             "that name, or the quota stops holding them"
         )
+
+
+_VOLCANO_QUEUE_FIELDS = (("spec", "capability"), ("spec", "deserved"), ("spec", "guarantee", "resource"))
+
+
+def volcano_queue(ctx: DocContext, where: Where, obj: Node) -> None:
+    """Volcano Queue capping a device-plugin resource (capability, deserved, guarantee): its share stops
+    counting migrated pods, which ask through claims instead."""
+    found: list[str] = []
+    for path in _VOLCANO_QUEUE_FIELDS:
+        table = get_path(obj, *path)
+        if isinstance(table, MappingNode):
+            names = [str(k.value) for _, k, _ in own_entries(table) if res.is_vendor_resource(str(k.value))]
+            found += [f"{'.'.join(path[1:])}[{name}]" for name in names]
+    if found:
+        ctx.report.warnings.append(
+            f"{where.describe()}: queue share on {', '.join(found)} left as is: Volcano counts it from the "
+            "pods' requests, and migrated pods ask through ResourceClaims instead, so the share stops "
+            "holding them; bound the queue by cpu or memory, or keep those workloads on the device plugin"
+        )
+
+
+def min_resources(ctx: DocContext, where: Where, obj: Node) -> None:
+    """A gang's `spec.minResources` (Volcano Job and PodGroup, scheduler-plugins' PodGroup) naming a
+    device-plugin resource: the gang is admitted only when the cluster has that much of it idle, which nodes
+    whose devices a DRA driver publishes never report, so the migrated gang would wait forever."""
+    table = get_path(obj, "spec", "minResources")
+    if not isinstance(table, MappingNode):
+        return
+    for _, key, value in own_entries(table):
+        name = str(key.value)
+        if not res.is_vendor_resource(name):
+            continue
+        ctx.consume(key)
+        ctx.blocked(
+            f"{where.at(('spec', 'minResources', name), key.start_mark.line)}: {name}: {text_of(value)} in "
+            "minResources: the gang is admitted only when the cluster's idle "
+            f"{name} covers it (Volcano's enqueue, coscheduling's PreFilter), and nodes whose devices a DRA "
+            "driver publishes report none, so the migrated gang would stay pending",
+            "remove the key (the pods' claims hold their devices; minMember or minAvailable still gates the "
+            "gang), or use --mode extended-resource (KEP-5004)",
+        )

@@ -326,6 +326,13 @@ class StreamMigration:
                 consumers.limit_range(ctx, where, obj)
             elif kind == "ClusterQueue" and api_version.startswith("kueue.x-k8s.io/"):
                 consumers.kueue_queue(ctx, where, obj)
+            elif kind == "Queue" and api_version.startswith("scheduling.volcano.sh/"):
+                consumers.volcano_queue(ctx, where, obj)
+            if (kind == "Job" and api_version.startswith("batch.volcano.sh/")) or (
+                kind == "PodGroup"
+                and api_version.startswith(("scheduling.volcano.sh/", "scheduling.x-k8s.io/"))
+            ):
+                consumers.min_resources(ctx, where, obj)
             convertible = [f for f in found_specs if not f.place.refuse]
             if convertible and self._names_ok(ctx, where, meta, obj):
                 for found in convertible:
