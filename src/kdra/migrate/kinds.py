@@ -102,6 +102,8 @@ KINDS: dict[str, tuple[Place, ...]] = {
     # extensions/v1beta1, as old GPU examples still write them (Kubernetes stopped serving it in 1.16): the
     # same pod template; the engine warns that the apiVersion must become apps/v1.
     **{f"{k}.extensions": (Place("spec.template.spec"),) for k in ("Deployment", "DaemonSet", "ReplicaSet")},
+    # OpenShift's DeploymentConfig (deprecated in 4.14, still common with OpenShift AI): a core pod template.
+    "DeploymentConfig.apps.openshift.io": (Place("spec.template.spec"),),
     "Job.batch": (Place("spec.template.spec"),),
     "CronJob.batch": (Place("spec.jobTemplate.spec.template.spec"),),
     **{f"{k}.kubeflow.org": (Place(f"spec.{field}.*.template.spec"),) for k, field in _KUBEFLOW.items()},
