@@ -342,7 +342,9 @@ class StreamMigration:
                     self._pod_spec(ctx, where, found, obj)
         caps = places_for(kind, api_version or None, CAPACITY) if kind else ()
         for request in requests(obj, (), ctx.scan_body, ctx.marks, ctx.consumed_at):
-            if id(request.key) in ctx.consumed:
+            if id(request.key) in ctx.consumed or request.path[:1] == ("status",):
+                # status (a `kubectl get -o yaml` dump: a pod's containerStatuses[].resources, a quota's
+                # used) is what controllers observed; the API server ignores it on create and apply
                 continue
             ctx.consume(request.key)
             cap = next((c for c in caps if matches_prefix(c, request.path)), None)
