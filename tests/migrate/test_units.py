@@ -534,6 +534,18 @@ def test_requests_in_an_argo_pod_spec_patch_are_found(patch: str, names: list[st
     assert patch_requests(patch) == names
 
 
+def test_a_duplicate_request_key_is_reported_once() -> None:
+    # the duplicate was followed by both keys again as requests "not in a pod spec kdra knows for Pod"
+    text = _pod(
+        "  containers:\n  - name: c\n    image: x\n    resources:\n      limits:\n"
+        "        nvidia.com/gpu: 1\n        nvidia.com/gpu: 2\n      requests:\n        nvidia.com/gpu: 1\n"
+    )
+    result = migrate_text(text, "t.yaml", Options())
+    assert result.text == text and not result.report.blocked
+    (error,) = result.report.invalid
+    assert "duplicate key 'nvidia.com/gpu'" in error
+
+
 def test_templates_shared_through_an_alias_share_the_claim_template() -> None:
     text = (
         "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\nspec:\n  pytorchReplicaSpecs:\n"

@@ -224,6 +224,8 @@ class PodSpecConverter:
             if has_duplicates(table):
                 dup = _duplicates(table)[0]
                 self._invalid((*where_path, str(dup.value)), dup, f"duplicate key {dup.value!r}", "keep one")
+                # reported: not also as requests "not in a pod spec kdra knows"
+                self.ctx.consume(*_section_keys(resources))
                 return None
         if not legacy:
             return None
@@ -1019,6 +1021,16 @@ def _yaml_block(data: dict[str, Any]) -> str:
     from kdra.migrate.edits import Style, document_text
 
     return document_text(data, Style())
+
+
+def _section_keys(resources: MappingNode) -> list[ScalarNode]:
+    """Every key of a container's `limits` and `requests`."""
+    out: list[ScalarNode] = []
+    for section in ("limits", "requests"):
+        table = get(resources, section)
+        if isinstance(table, MappingNode):
+            out += [k for _, k, _ in own_entries(table)]
+    return out
 
 
 def _anchored(body: str, table: MappingNode, key: ScalarNode, value: Node) -> str:
