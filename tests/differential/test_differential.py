@@ -170,3 +170,26 @@ def test_invalid_pool_nodes_where_kdra_gave_up_are_inconclusive() -> None:
     assert differential._gave_up_first(gave_up, oracle)  # counted as kdra's budget, not as agreement
     finished = [{"outcome": "unschedulable", "gaveUp": ["node-1"]}]
     assert differential.compare(finished, oracle) == "group 0: invalid-pool nodes kdra=[] upstream=['node-0']"
+
+
+def test_budget_on_a_node_of_a_group_placed_elsewhere_is_inconclusive_there_only() -> None:
+    """Seed 95080075 (1.36): the group fit node-1 on both sides; on node-0 kdra's search stopped at its
+    budget where upstream went on and reported invalid pools. kdra's gave-up nodes were recorded only
+    for groups it could not place, so this was reported as a disagreement. A placement upstream did not
+    find stays one, whatever kdra's budget did elsewhere."""
+    invalid = {"node-0": "invalid resource pools were encountered"}
+    oracle = {
+        "version": "1.36",
+        "variant": "incubating",
+        "groups": [{"outcome": "allocation", "node": "node-1", "allocations": [], "nodeErrors": invalid}],
+    }
+    placed = [{"outcome": "allocation", "node": "node-1", "allocations": [], "gaveUp": ["node-0"]}]
+    assert differential.compare(placed, oracle) is None
+    assert differential._gave_up_first(placed, oracle)
+    upstream_fit_there = {
+        **oracle,
+        "groups": [{"outcome": "allocation", "node": "node-0", "allocations": []}],
+    }
+    assert differential.compare(placed, upstream_fit_there) is None  # kdra never finished node-0
+    nowhere = {**oracle, "groups": [{"outcome": "unschedulable"}]}
+    assert differential.compare(placed, nowhere) == "group 0: outcome kdra=allocation upstream=unschedulable"

@@ -95,7 +95,7 @@ def run_kdra(world: World, features: FeatureGates) -> list[Obj]:
         node_errors = {f.node: f.message for f in placement.findings if f.message}
         if node_errors:
             ans["nodeErrors"] = node_errors
-        if placement.gave_up and not placement.placed:
+        if placement.gave_up:  # also where the group fit elsewhere: those nodes' verdicts are unknown
             ans["gaveUp"] = placement.gave_up
         answers.append(ans)
     return answers
@@ -114,13 +114,23 @@ def _norm_allocation(alloc: Obj) -> Obj:
     return json.loads(json.dumps(out, sort_keys=True))
 
 
+def _budget_explains(got: Obj, want: Obj) -> bool:
+    """Whether kdra's step budget, spent on some nodes of this group, can explain an outcome or node
+    different from upstream's: kdra placed nothing, or upstream's answer (a node that fit, an error) came
+    from a node where kdra stopped searching. A group kdra placed while upstream found no node is a real
+    difference whatever the budget did."""
+    unsure = got.get("gaveUp") or []
+    return bool(unsure) and (got["outcome"] != "allocation" or want.get("node") in unsure)
+
+
 def _gave_up_first(kdra: Sequence[Obj], oracle: Obj) -> bool:
     """kdra's search budget ran out in a group where upstream answered otherwise (compare's inconclusive
     case on kdra's side)."""
     return any(
         got.get("gaveUp")
         and (
-            got["outcome"] != want["outcome"]
+            (got["outcome"] != want["outcome"] and _budget_explains(got, want))
+            or (got.get("node") != want.get("node") and _budget_explains(got, want))
             or sorted(got.get("nodeErrors") or {}) != sorted(want.get("nodeErrors") or {})
         )
         for got, want in zip(kdra, oracle.get("groups") or [], strict=False)
@@ -144,7 +154,7 @@ def compare(kdra: Sequence[Obj], oracle: Obj) -> str | None:
             # Later groups depend on which devices the stable allocator happened to pick, and whether a
             # selector error is reached on which device is first in its (Go map) order.
             return None
-        if wo != go and got.get("gaveUp"):
+        if wo != go and _budget_explains(got, want):
             # Inconclusive too: kdra's search stopped at its step budget (deterministic, far below
             # kube-scheduler's 10 s filter timeout) where upstream went on; whether upstream answered
             # within the oracle's timeout depends on how fast the machine is, so comparing would make
@@ -168,6 +178,8 @@ def compare(kdra: Sequence[Obj], oracle: Obj) -> str | None:
                 f"upstream={sorted(want.get('nodeErrors') or {})}"
             )
         if wo == "allocation" and deterministic:
+            if got.get("node") != want.get("node") and _budget_explains(got, want):
+                return None  # upstream's node is one where kdra's search stopped at its budget
             if got.get("node") != want.get("node"):
                 return f"group {i}: node kdra={got.get('node')} upstream={want.get('node')}"
             ka = [_norm_allocation(a) for a in got.get("allocations") or []]
