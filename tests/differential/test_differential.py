@@ -193,3 +193,13 @@ def test_budget_on_a_node_of_a_group_placed_elsewhere_is_inconclusive_there_only
     assert differential.compare(placed, upstream_fit_there) is None  # kdra never finished node-0
     nowhere = {**oracle, "groups": [{"outcome": "unschedulable"}]}
     assert differential.compare(placed, nowhere) == "group 0: outcome kdra=allocation upstream=unschedulable"
+
+
+def test_invalid_pool_node_differences_are_saved_as_worlds() -> None:
+    """A corpus case records one outcome for all claims and names no node, so a difference in which nodes
+    found invalid pools would be written as a case that passes (seed 95080075's first save did)."""
+    placed = {"groups": [{"outcome": "allocation"}]}
+    sig = "group 0: invalid-pool nodes kdra=[] upstream=['node-0']"
+    assert not differential.shows_in_case(sig, placed)
+    assert not differential.shows_in_case(sig, {"groups": [{"outcome": "unschedulable"}]})
+    assert differential.shows_in_case("group 0: outcome kdra=allocation upstream=unschedulable", placed)
