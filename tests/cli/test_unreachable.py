@@ -104,6 +104,74 @@ def test_top_against_a_server_that_never_answers_ends_within_the_timeout(
     assert err.count("cannot reach") == 1, err
 
 
+@pytest.fixture
+def untrusted(tmp_path: Path) -> Iterator[str]:
+    """A TLS server whose certificate the kubeconfig's CA did not sign (a kubeconfig of another cluster,
+    a CA file not updated after a rotation): every handshake fails the same way."""
+    import ssl
+    import threading
+
+    from support.controlplane import generate_certs
+
+    certs = generate_certs(tmp_path / "server-pki")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(certs.server_cert), str(certs.server_key))
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    s.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                continue
+            conn.settimeout(2)
+            try:
+                with ctx.wrap_socket(conn, server_side=True):
+                    pass
+            except OSError:
+                conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"https://127.0.0.1:{s.getsockname()[1]}"
+    done.set()
+    t.join(2)
+    s.close()
+
+
+@pytest.mark.parametrize("argv", [["top"], ["exporter", "--once"], ["export"]], ids=lambda a: a[0])
+def test_an_untrusted_server_certificate_fails_at_once(
+    argv: list[str],
+    untrusted: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CA that did not sign the API server's certificate never starts working: `kdra top` and `kdra
+    exporter --once` retried it until their 60/120 s timeout in silence; now every command stops at once,
+    in one line naming the server and the kubeconfig, exit 1 as for an unreachable server."""
+    from support.controlplane import generate_certs
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    other_ca = generate_certs(tmp_path / "other-pki").ca_cert
+    kc = tmp_path / "kc"
+    _kubeconfig(kc, untrusted)
+    cfg = json.loads(kc.read_text())
+    cfg["clusters"][0]["cluster"] = {"server": untrusted, "certificate-authority": str(other_ca)}
+    kc.write_text(json.dumps(cfg))
+    started = time.monotonic()
+    code = main([*argv, "--kubeconfig", str(kc)])
+    err = capsys.readouterr().err
+    assert time.monotonic() - started < 8, err
+    assert code == 1, err
+    assert f"the API server's certificate at {untrusted} is not trusted" in err and str(kc) in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_expensive_selectors_report_progress(tmp_path: Path) -> None:
     """A selector within the cost limit can still run for minutes on a large fleet (a 300 x 300
     comprehension on alibaba-openb took 88 s with no output): `kdra allocate` prints a line per period."""

@@ -101,8 +101,8 @@ class ExpiredError(StoreError):
 class UnavailableError(StoreError):
     """The API server could not be reached, or answered 5xx/429: retry later. `maybe_applied`: the
     request was sent before the connection failed, so a write may have been applied; `unreachable`: no
-    connection could be made within CONNECT_TIMEOUT (the message names the address). The input was valid:
-    a command that ends on it exits 1, not 2."""
+    connection could be made within CONNECT_TIMEOUT, or TLS refused the server's certificate (the message
+    names the address). The input was valid: a command that ends on it exits 1, not 2."""
 
     reason = "ServiceUnavailable"
     exit_code = 1
@@ -368,6 +368,19 @@ class KubeClient:
         err.unreachable = True
         return err
 
+    def untrusted(self, what: str, exc: ssl.SSLCertVerificationError) -> UnavailableError:
+        """The error of a request whose TLS handshake refused the API server's certificate (a wrong CA, a
+        name the certificate does not carry). Retrying cannot help, so it is `unreachable` too: `kdra top`
+        and `kdra exporter --once` stop at once instead of retrying until their timeout, as for a refused
+        connection; worded the same for every request, so a command reading several kinds says it once."""
+        request_log.debug("%s: certificate refused: %s", what, exc)
+        err = UnavailableError(
+            f"the API server's certificate at {self.config.server} is not trusted "
+            f"({exc.verify_message}; {self.config.describe()})"
+        )
+        err.unreachable = True
+        return err
+
     def _pooled(self) -> tuple[HTTPConnection, bool]:
         """This thread's kept-alive connection and whether it is being reused; a connection the server
         closed, idle for `idle_timeout`, or made with an older client certificate is replaced."""
@@ -480,10 +493,7 @@ class KubeClient:
                 raise
             except ssl.SSLCertVerificationError as e:
                 self._close(conn, own)
-                raise UnavailableError(
-                    f"{method} {path}: the API server's certificate is not trusted "
-                    f"({e.verify_message}; {self.config.describe()})"
-                ) from None
+                raise self.untrusted(f"{method} {path}", e) from None
             except (OSError, http.client.HTTPException) as e:
                 self._close(conn, own)
                 attempt += 1
@@ -563,10 +573,7 @@ class KubeClient:
                     pool.append(conn)  # nothing of the request was sent
                 raise
             except ssl.SSLCertVerificationError as e:
-                raise UnavailableError(
-                    f"{method} {path}: the API server's certificate is not trusted "
-                    f"({e.verify_message}; {self.config.describe()})"
-                ) from None
+                raise self.untrusted(f"{method} {path}", e) from None
             except (OSError, http.client.HTTPException, EOFError, ValueError) as e:
                 if conn is not None:
                     conn.close()
@@ -1012,9 +1019,7 @@ class KubeClient:
                 resp = conn.getresponse()
             except ssl.SSLCertVerificationError as e:
                 conn.close()
-                raise UnavailableError(
-                    f"watch {path}: the API server's certificate is not trusted ({e.verify_message})"
-                ) from None
+                raise self.untrusted(f"watch {path}", e) from None
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 raise UnavailableError(f"watch {path}: {type(e).__name__}: {e}") from None
