@@ -173,6 +173,110 @@ def test_errors_name_file_context_and_field(tmp_path: Path) -> None:
     assert msg == f"kubeconfig {path}: no current-context (give --context NAME; contexts: x)"
 
 
+@pytest.mark.parametrize(
+    ("cluster", "user", "context", "expected"),
+    [
+        # Server URLs urllib cannot take were internal errors (ValueError), or a strange address.
+        (
+            {"server": "https://127.0.0.1:99999"},
+            {},
+            {},
+            "clusters[c].cluster.server: Invalid value: Port out of range",
+        ),
+        ({"server": "http://[::1"}, {}, {}, "clusters[c].cluster.server: Invalid value: Invalid IPv6 URL"),
+        ({"server": "https://"}, {}, {}, "clusters[c].cluster.server: Invalid value: no host"),
+        ({"server": "https://h:0"}, {}, {}, "clusters[c].cluster.server: Invalid value: port 0"),
+        (
+            {"server": 6443},
+            {},
+            {},
+            "clusters[c].cluster.server: Invalid value: must be a string, not a number",
+        ),
+        (
+            {"server": "https://h", "proxy-url": "http://p:123456"},
+            {},
+            {},
+            "clusters[c].cluster.proxy-url: Invalid",
+        ),
+        # A quoted "false" read as true turned certificate verification off.
+        (
+            {"server": "https://h", "insecure-skip-tls-verify": "false"},
+            {},
+            {},
+            "clusters[c].cluster.insecure-skip-tls-verify: Invalid value: must be true or false, not a string",
+        ),
+        # A string of groups was sent as one Impersonate-Group per letter.
+        (
+            {"server": "https://h"},
+            {"as-groups": "admins"},
+            {},
+            "users[u].user.as-groups: Invalid value: must be a list",
+        ),
+        (
+            {"server": "https://h"},
+            {"token": 12345},
+            {},
+            "users[u].user.token: Invalid value: must be a string",
+        ),
+        (
+            {"server": "https://h"},
+            {
+                "exec": {
+                    "command": "x",
+                    "apiVersion": "client.authentication.k8s.io/v1beta1",
+                    "args": "get-token",
+                }
+            },
+            {},
+            "users[u].user.exec.args: Invalid value: must be a list of strings",
+        ),
+        (
+            {"server": "https://h"},
+            {},
+            {"namespace": "Team_A"},
+            "contexts[x].context.namespace: Invalid value: 'Team_A'",
+        ),
+    ],
+)
+def test_fields_of_the_wrong_shape_are_errors_naming_them(
+    tmp_path: Path, cluster: Any, user: Any, context: Any, expected: str
+) -> None:
+    path = tmp_path / "kc"
+    path.write_text(
+        kubeconfig({"c": cluster}, {"u": user}, {"x": {"cluster": "c", "user": "u", **context}}, "x")
+    )
+    with pytest.raises(InputError) as e:
+        KubeConfig.load(path)
+    assert str(e.value).startswith(f"kubeconfig {path}, context x: {expected}"), str(e.value)
+    assert "12345" not in str(e.value)
+
+
+def test_a_missing_client_certificate_file_is_named(tmp_path: Path) -> None:
+    """load_cert_chain's FileNotFoundError carries no file name: the error read 'client certificate: None'."""
+    pki = make_pki()
+    (tmp_path / "client.pem").write_bytes(pki["client"])
+    (tmp_path / "client-key.pem").write_bytes(pki["client_key"])
+    path = tmp_path / "kc"
+    for cert, key, missing in (
+        (str(tmp_path / "no-cert.pem"), str(tmp_path / "client-key.pem"), "client-certificate"),
+        (str(tmp_path / "client.pem"), str(tmp_path / "no-key.pem"), "client-key"),
+    ):
+        user = {"client-certificate": cert, "client-key": key}
+        path.write_text(
+            kubeconfig({"c": {"server": "https://h"}}, {"u": user}, {"x": {"cluster": "c", "user": "u"}}, "x")
+        )
+        with pytest.raises(InputError) as e:
+            KubeClient(KubeConfig.load(path))._ssl_context()
+        name = cert if missing == "client-certificate" else key
+        assert str(e.value) == f"kubeconfig {path}, context x: {missing} {name}: No such file or directory"
+    # The scheduler's metrics endpoint: '--metrics-tls-cert-file/--metrics-tls-key-file: None: not found'.
+    from kdra.kube.tls import server_context
+
+    with pytest.raises(InputError) as e:
+        server_context(str(tmp_path / "client.pem"), str(tmp_path / "no-key.pem"))
+    assert str(e.value) == f"--metrics-tls-key-file {tmp_path / 'no-key.pem'}: No such file or directory"
+
+
 def test_a_yaml_error_never_prints_the_token(tmp_path: Path) -> None:
     path = tmp_path / "kc"
     text = kubeconfig(

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,6 +244,43 @@ class _Merged:
             self.current = (str(cur), path)
 
 
+def _kind(value: object) -> str:
+    """How a wrong-typed value reads in an error (never the value: it may be a credential)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _url(value: str, default_scheme: str, bad: Callable[[str], InputError]) -> str:
+    """A server (or proxy) URL as client-go accepts it: the scheme defaults to `default_scheme`; http or
+    https, a host, and a port in 1-65535 when one is given; a trailing / dropped. The URL itself is not
+    quoted in errors (it may carry a user and password)."""
+    url = value if "://" in value else f"{default_scheme}://{value}"
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        raise bad(f"Unsupported value: {scheme!r}: must be https or http")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as e:  # "Port out of range 0-65535", "Invalid IPv6 URL", a port that is not a number
+        raise bad(f"Invalid value: {e}") from None
+    if not parts.hostname:
+        raise bad("Invalid value: no host (expected https://HOST[:PORT])")
+    if port == 0:
+        raise bad("Invalid value: port 0: must be 1-65535")
+    if any(c.isspace() for c in url):
+        raise bad("Invalid value: must not contain spaces")
+    return url.rstrip("/")
+
+
 def _from_files(paths: list[Path], context: str | None, *, explicit: bool, origin: str = "") -> KubeConfig:
     merged = _Merged()
     for p in paths:
@@ -279,7 +317,16 @@ def _from_files(paths: list[Path], context: str | None, *, explicit: bool, origi
             raise InputError(f"{at}: contexts[{ctx_name}].context.user: user {user_name!r} not found")
         user, user_path = merged.users[user_name]
     return _build(
-        cluster, cluster_path, str(cluster_name), user, user_path, str(user_name or ""), ctx, ctx_name, at
+        cluster,
+        cluster_path,
+        str(cluster_name),
+        user,
+        user_path,
+        str(user_name or ""),
+        ctx,
+        ctx_path,
+        ctx_name,
+        at,
     )
 
 
@@ -291,6 +338,7 @@ def _build(
     user_path: Path,
     user_name: str,
     ctx: Obj,
+    ctx_path: Path,
     ctx_name: str,
     at: str,
 ) -> KubeConfig:
@@ -304,30 +352,59 @@ def _build(
         f = Path(os.path.expanduser(str(value)))
         return str(f if f.is_absolute() else base.parent / f)
 
-    def data(section: Obj, key: str, fieldpath: str, path: Path) -> bytes | None:
+    # Field types as client-go decodes them (a kubeconfig of the wrong type is an error there too): a
+    # quoted "false" must never read as true, nor a string of groups as a list of letters.
+    def text(section: Obj, key: str, fieldpath: str, path: Path) -> str | None:
         value = section.get(key)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise bad(f"{fieldpath}.{key}", f"Invalid value: must be a string, not {_kind(value)}", path)
+        return value
+
+    def flag(section: Obj, key: str, fieldpath: str, path: Path) -> bool:
+        value = section.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise bad(f"{fieldpath}.{key}", f"Invalid value: must be true or false, not {_kind(value)}", path)
+        return value
+
+    def texts(section: Obj, key: str, fieldpath: str, path: Path) -> list[str]:
+        value = section.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise bad(f"{fieldpath}.{key}", "Invalid value: must be a list of strings", path)
+        return value
+
+    def data(section: Obj, key: str, fieldpath: str, path: Path) -> bytes | None:
+        value = text(section, key, fieldpath, path)
         if not value:
             return None
         try:
-            return base64.b64decode(str(value), validate=False)
+            return base64.b64decode(value, validate=False)
         except (binascii.Error, ValueError):
             raise bad(f"{fieldpath}.{key}", "Invalid value: not base64", path) from None
 
-    server = cluster.get("server")
+    server = text(cluster, "server", cfield, cluster_path)
     if not server:
         raise bad(f"{cfield}.server", "Required value: the cluster has no server", cluster_path)
-    server = str(server).rstrip("/")
-    if "://" not in server:
-        server = "https://" + server
-    scheme = server.split("://", 1)[0].lower()
-    if scheme not in ("http", "https"):
-        raise bad(f"{cfield}.server", f"Unsupported value: {scheme!r}: must be https or http", cluster_path)
-    cfg = KubeConfig(server=server, namespace=str(ctx.get("namespace") or "default"), context=ctx_name)
+    server = _url(server, "https", lambda msg: bad(f"{cfield}.server", msg, cluster_path))
+    namespace = text(ctx, "namespace", f"contexts[{ctx_name}].context", ctx_path) or "default"
+    from kdra.validation.rules import is_dns1123_label
+
+    for problem in is_dns1123_label(namespace):
+        raise bad(
+            f"contexts[{ctx_name}].context.namespace", f"Invalid value: {namespace!r}: {problem}", ctx_path
+        )
+    cfg = KubeConfig(server=server, namespace=namespace, context=ctx_name)
     cfg.source = at
-    if cluster.get("certificate-authority"):
-        cfg.ca_file = file_path(cluster["certificate-authority"], cluster_path)
+    ca_file = text(cluster, "certificate-authority", cfield, cluster_path)
+    if ca_file:
+        cfg.ca_file = file_path(ca_file, cluster_path)
     cfg.ca_data = data(cluster, "certificate-authority-data", cfield, cluster_path)
-    cfg.insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    cfg.insecure = flag(cluster, "insecure-skip-tls-verify", cfield, cluster_path)
     if cfg.insecure and (cfg.ca_file or cfg.ca_data):
         # client-go: "specifying a root certificates file with the insecure flag is not allowed"
         raise bad(
@@ -335,15 +412,16 @@ def _build(
             "Invalid value: true: not allowed together with a certificate authority",
             cluster_path,
         )
-    cfg.tls_server_name = str(cluster["tls-server-name"]) if cluster.get("tls-server-name") else None
-    if cluster.get("proxy-url"):
-        proxy = str(cluster["proxy-url"])
-        if proxy.split("://", 1)[0].lower() not in ("http", "https"):
+    cfg.tls_server_name = text(cluster, "tls-server-name", cfield, cluster_path)
+    proxy = text(cluster, "proxy-url", cfield, cluster_path)
+    if proxy:
+        if "://" in proxy and proxy.split("://", 1)[0].lower() not in ("http", "https"):
             raise bad(
                 f"{cfield}.proxy-url",
                 f"Unsupported value: {proxy.split('://', 1)[0]!r}: kdra supports http and https proxies",
                 cluster_path,
             )
+        _url(proxy, "http", lambda msg: bad(f"{cfield}.proxy-url", msg, cluster_path))
         cfg.proxy_url = proxy
 
     if user.get("auth-provider"):
@@ -354,13 +432,15 @@ def _build(
             "plugin (gke-gcloud-auth-plugin, kubelogin, aws eks get-token)",
             user_path,
         )
-    cfg.token = str(user["token"]) if user.get("token") else None
-    if user.get("tokenFile"):
-        cfg.token_file = file_path(user["tokenFile"], user_path)
-    if user.get("client-certificate"):
-        cfg.cert_file = file_path(user["client-certificate"], user_path)
-    if user.get("client-key"):
-        cfg.key_file = file_path(user["client-key"], user_path)
+    cfg.token = text(user, "token", ufield, user_path)
+    for key, attr in (
+        ("tokenFile", "token_file"),
+        ("client-certificate", "cert_file"),
+        ("client-key", "key_file"),
+    ):
+        value = text(user, key, ufield, user_path)
+        if value:
+            setattr(cfg, attr, file_path(value, user_path))
     cfg.cert_data = data(user, "client-certificate-data", ufield, user_path)
     cfg.key_data = data(user, "client-key-data", ufield, user_path)
     has_cert = bool(cfg.cert_file or cfg.cert_data)
@@ -372,14 +452,18 @@ def _build(
             "Required value: a client certificate needs both certificate and key",
             user_path,
         )
-    if user.get("username") or user.get("password"):
-        cfg.username = str(user.get("username") or "")
-        cfg.password = str(user.get("password") or "")
+    username = text(user, "username", ufield, user_path)
+    password = text(user, "password", ufield, user_path)
+    if username or password:
+        cfg.username = username or ""
+        cfg.password = password or ""
     for key, header in (("as", "Impersonate-User"), ("as-uid", "Impersonate-Uid")):
-        if user.get(key):
-            cfg.impersonate[header] = [str(user[key])]
-    if user.get("as-groups"):
-        cfg.impersonate["Impersonate-Group"] = [str(g) for g in user["as-groups"]]
+        value = text(user, key, ufield, user_path)
+        if value:
+            cfg.impersonate[header] = [value]
+    groups = texts(user, "as-groups", ufield, user_path)
+    if groups:
+        cfg.impersonate["Impersonate-Group"] = groups
     if user.get("exec"):
         cfg.exec = _exec_config(user["exec"], f"{ufield}.exec", user_path, cfg, cluster, bad)
     return cfg
@@ -398,6 +482,20 @@ def _exec_config(
     command = raw.get("command")
     if not command:
         raise bad(f"{fieldpath}.command", "Required value", path)
+    if not isinstance(command, str):
+        raise bad(f"{fieldpath}.command", f"Invalid value: must be a string, not {_kind(command)}", path)
+    args = raw.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise bad(f"{fieldpath}.args", "Invalid value: must be a list of strings", path)
+    if not isinstance(raw.get("env") or [], list):
+        raise bad(f"{fieldpath}.env", "Invalid value: must be a list of {name, value}", path)
+    provide = raw.get("provideClusterInfo")
+    if provide is not None and not isinstance(provide, bool):
+        raise bad(
+            f"{fieldpath}.provideClusterInfo",
+            f"Invalid value: must be true or false, not {_kind(provide)}",
+            path,
+        )
     api_version = str(raw.get("apiVersion") or "")
     if api_version not in EXEC_API_VERSIONS:
         raise bad(
@@ -441,12 +539,12 @@ def _exec_config(
         info["config"] = ext["client.authentication.k8s.io/exec"]
     return ExecConfig(
         command=command,
-        args=[str(a) for a in raw.get("args") or []],
+        args=list(args),
         env=env,
         api_version=api_version,
         interactive_mode=str(mode),
         install_hint=str(raw.get("installHint") or ""),
-        provide_cluster_info=bool(raw.get("provideClusterInfo")),
+        provide_cluster_info=bool(provide),
         cluster_info=json.loads(json.dumps(info)),
         source=f"kubeconfig {path}, {fieldpath}",
     )

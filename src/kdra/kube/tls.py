@@ -43,6 +43,16 @@ def load_pem_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _must_exist(files: tuple[tuple[str, str], ...]) -> None:
+    """`load_cert_chain` says neither which of its two files is missing nor its name (its
+    FileNotFoundError has no filename): check each first, naming the field or flag that gave it."""
+    for what, path in files:
+        if not os.path.exists(path):
+            raise InputError(f"{what} {path}: No such file or directory")
+        if os.path.isdir(path):
+            raise InputError(f"{what} {path}: Is a directory")
+
+
 def client_context(
     *,
     ca_file: str | None = None,
@@ -78,6 +88,8 @@ def client_context(
         ctx.verify_mode = ssl.CERT_NONE
     if cert is not None:
         c, k = cert
+        if not isinstance(c, bytes):
+            _must_exist(((f"{where}client-certificate", str(c)), (f"{where}client-key", str(k))))
         try:
             if isinstance(c, bytes) and isinstance(k, bytes):
                 load_pem_chain(ctx, c, k)
@@ -97,6 +109,7 @@ def server_context(cert_file: str, key_file: str, client_ca_file: str | None = N
     certificate signed by it (checked per request: /metrics needs one, the probes do not)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    _must_exist((("--metrics-tls-cert-file", cert_file), ("--metrics-tls-key-file", key_file)))
     try:
         ctx.load_cert_chain(cert_file, key_file)
     except FileNotFoundError as e:
