@@ -253,6 +253,7 @@ def _scheduler(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     gates = feature_gates(args)
+    _check_scheduler_flags(args)
     partition = Partition.parse(args.owned_nodes, args.owned_device_classes)
     config = SchedulerConfig(
         scoring=ScoringStrategy(type=args.scoring),
@@ -282,26 +283,15 @@ def _scheduler(args: argparse.Namespace) -> int:
         # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
         # binding workers in the rate limiter.
         lease_client = make_client(args, f"scheduler/{identity}; leader-election")
-        try:
-            elector = LeaderElector(
-                lease_client,
-                args.leader_elect_resource_name or args.scheduler_name,
-                args.leader_elect_resource_namespace,
-                identity,
-                lease_duration=args.leader_elect_lease_duration,
-                renew_deadline=args.leader_elect_renew_deadline,
-                retry_period=args.leader_elect_retry_period,
-            )
-        except ValueError as e:
-            raise InputError(f"--leader-elect-renew-deadline: {e}") from None
-    if args.bind_workers < 0:
-        raise InputError("--bind-workers must not be negative")
-    for flag, value in (
-        ("--stale-gang-grace", args.stale_gang_grace),
-        ("--preemption-wait", args.preemption_wait),
-    ):
-        if value < 0:
-            raise InputError(f"{flag} must not be negative")
+        elector = LeaderElector(
+            lease_client,
+            args.leader_elect_resource_name or args.scheduler_name,
+            args.leader_elect_resource_namespace,
+            identity,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
     session_options = GangQueueOptions(
         placement=args.placement,
         gang_timeout=args.gang_timeout,
@@ -322,6 +312,69 @@ def _scheduler(args: argparse.Namespace) -> int:
         elector=elector,
         endpoint=endpoint,
     )
+
+
+def _check_scheduler_flags(args: argparse.Namespace) -> None:
+    """Every flag of `kdra scheduler` whose value no run can use, refused before anything starts (exit 2,
+    naming the flag and the rule): a negative --resync or budget, a --gang-timeout below zero and a
+    --leader-elect-retry-period of 0 were taken (the last re-read the Lease in a busy loop), a Lease name
+    the API server refuses left the replica "waiting for the leader lease" for ever."""
+    import math
+
+    from kdra.kube.leader import check_timing
+    from kdra.validation.rules import is_dns1123_label, is_dns1123_subdomain
+
+    def bad(flag: str, value: object, rule: str) -> InputError:
+        return InputError(f"{flag}: Invalid value: {value!r}: {rule}")
+
+    name = args.scheduler_name
+    # Pods name it in spec.schedulerName (a DNS subdomain) and kdra writes it as a label and taint value
+    # (kdra.dev/quarantined-by, kdra.dev/scheduler: at most 63 characters).
+    for problem in (
+        *is_dns1123_subdomain(name),
+        *(("must be no more than 63 characters",) if len(name) > 63 else ()),
+    ):
+        raise bad("--scheduler-name", name, f"{problem} (pods name it in spec.schedulerName)")
+    if name == "default-scheduler":
+        print(
+            "warning: --scheduler-name default-scheduler: kube-scheduler serves this name too; unless it is "
+            "not running, both will place the same pods",
+            file=sys.stderr,
+        )
+    for flag, value in (
+        ("--resync", args.resync),
+        ("--stale-gang-grace", args.stale_gang_grace),
+        ("--preemption-wait", args.preemption_wait),
+        ("--gang-timeout", 0.0 if args.gang_timeout is None else args.gang_timeout),
+    ):
+        if not (math.isfinite(value) and value >= 0):
+            raise bad(flag, value, "must be a number of seconds, 0 or more")
+    for flag, count in (
+        ("--bind-workers", args.bind_workers),
+        ("--cel-attempt-budget", args.cel_attempt_budget),
+        ("--cel-run-budget", args.cel_run_budget),
+    ):
+        if count < 0:
+            raise bad(flag, count, "must not be negative")
+    if args.leader_elect:
+        try:
+            check_timing(
+                args.leader_elect_lease_duration,
+                args.leader_elect_renew_deadline,
+                args.leader_elect_retry_period,
+                (
+                    "--leader-elect-lease-duration",
+                    "--leader-elect-renew-deadline",
+                    "--leader-elect-retry-period",
+                ),
+            )
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        lease = args.leader_elect_resource_name or args.scheduler_name
+        for problem in is_dns1123_subdomain(lease):
+            raise bad("--leader-elect-resource-name", lease, problem)
+        for problem in is_dns1123_label(args.leader_elect_resource_namespace):
+            raise bad("--leader-elect-resource-namespace", args.leader_elect_resource_namespace, problem)
 
 
 # -- explain --------------------------------------------------------------------------------------------

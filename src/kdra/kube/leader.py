@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,35 @@ def micro_time(t: float | None = None) -> str:
     return d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# client-go's leaderelection.JitterFactor: a renewal may be retried up to retry_period x 1.2 apart.
+JITTER_FACTOR = 1.2
+
+
+def check_timing(
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    names: tuple[str, str, str] = ("lease duration", "renew deadline", "retry period"),
+) -> None:
+    """client-go's NewLeaderElector rules, raising ValueError naming the setting (`names`: what the caller
+    calls them, e.g. its flags): all positive and finite, the renew deadline below the lease duration and
+    above retry_period x JITTER_FACTOR. A retry period of 0 made the elector GET and PUT its Lease in a
+    busy loop."""
+    lease, renew, retry = names
+    for name, value in ((lease, lease_duration), (renew, renew_deadline), (retry, retry_period)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}: Invalid value: {value:g}: must be a positive number of seconds")
+    if renew_deadline >= lease_duration:
+        raise ValueError(
+            f"{renew}: Invalid value: {renew_deadline:g}: must be below {lease} ({lease_duration:g})"
+        )
+    if renew_deadline <= JITTER_FACTOR * retry_period:
+        raise ValueError(
+            f"{renew}: Invalid value: {renew_deadline:g}: must be above {retry} x {JITTER_FACTOR:g} "
+            f"({JITTER_FACTOR * retry_period:g})"
+        )
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -68,8 +98,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
     ) -> None:
-        if not 0 < renew_deadline < lease_duration:
-            raise ValueError("leader election: renew deadline must be positive and below the lease duration")
+        check_timing(lease_duration, renew_deadline, retry_period)
         self.client = client
         self.name = name
         self.namespace = namespace
@@ -78,6 +107,7 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self._valid_until = 0.0
+        self._last_error = ""
         self._observed: tuple[str, str, str] | None = None
         self._observed_at = 0.0
         self._stop = threading.Event()
@@ -210,8 +240,17 @@ class LeaderElector:
         try:
             ok = self._try()
         except StoreError as e:
-            log.info("leader election: %s", e)
+            # Said once per problem at warning level: a Lease namespace that does not exist, RBAC that does
+            # not allow the Lease, an invalid name kept a standby "waiting for the leader lease" in silence.
+            message = f"leader election: Lease {self.namespace}/{self.name}: {e}"
+            if message != self._last_error:
+                self._last_error = message
+                log.warning("%s (retrying every %g s)", message, self.retry_period)
+            else:
+                log.info("%s", message)
             ok = False
+        else:
+            self._last_error = ""
         if ok:
             if not self.ever_led:
                 log.info(

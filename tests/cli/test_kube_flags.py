@@ -1,0 +1,107 @@
+"""`kdra scheduler`'s flags (and the other cluster commands'): a value no run can use is refused before
+anything starts, in one line naming the flag and the rule, exit 2; never taken in silence (a busy loop, a
+replica waiting for a Lease it can never create, a scheduler serving a name no pod can carry)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from pathlib import Path
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.cluster.store import NotFoundError
+from kdra.kube.leader import LeaderElector
+
+
+def _kubeconfig(tmp_path: Path) -> str:
+    """A cluster at a closed port: a flag error must come before any connection."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kc"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        # Named the wrong flag ('--leader-elect-renew-deadline: ...' for a bad lease duration).
+        (
+            ["--leader-elect", "--leader-elect-lease-duration", "0"],
+            "--leader-elect-lease-duration: Invalid value: 0",
+        ),
+        # Taken: a retry period of 0 re-read and re-wrote the Lease in a busy loop.
+        (
+            ["--leader-elect", "--leader-elect-retry-period", "0"],
+            "--leader-elect-retry-period: Invalid value: 0",
+        ),
+        (
+            ["--leader-elect", "--leader-elect-retry-period", "9"],
+            "--leader-elect-renew-deadline: Invalid value: 10",
+        ),
+        # Taken: the replica waited for the Lease for ever (the API server refuses the name).
+        (
+            ["--leader-elect", "--leader-elect-resource-namespace", "Kube_System"],
+            "--leader-elect-resource-namespace",
+        ),
+        (["--leader-elect", "--leader-elect-resource-name", "my lease"], "--leader-elect-resource-name"),
+        # Taken: served a name no pod can carry (and broke the quarantine's label selector).
+        (["--scheduler-name", ""], "--scheduler-name: Invalid value: ''"),
+        (["--scheduler-name", "GPU Batch"], "--scheduler-name: Invalid value: 'GPU Batch'"),
+        (
+            ["--scheduler-name", "x" * 64],
+            f"--scheduler-name: Invalid value: '{'x' * 64}': must be no more than 63",
+        ),
+        # Taken in silence.
+        (["--resync", "-5"], "--resync: Invalid value: -5.0"),
+        (["--gang-timeout", "-1"], "--gang-timeout: Invalid value: -1.0"),
+        (["--stale-gang-grace", "nan"], "--stale-gang-grace: Invalid value: nan"),
+        (["--cel-attempt-budget", "-1"], "--cel-attempt-budget: Invalid value: -1"),
+        (["--cel-run-budget", "-1"], "--cel-run-budget: Invalid value: -1"),
+    ],
+)
+def test_scheduler_flags_no_run_can_use_are_refused_first(
+    flags: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["scheduler", "--kubeconfig", _kubeconfig(tmp_path), *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: {expected}"), err
+    assert len(err.strip().splitlines()) == 1 and "cannot reach" not in err
+
+
+class _NoNamespace:
+    """A client whose Lease namespace does not exist."""
+
+    def get(self, kind: str, name: str, namespace: str) -> None:
+        raise NotFoundError(f'leases "{name}" not found')
+
+    def create(self, obj: object) -> None:
+        raise NotFoundError('POST .../namespaces/team-a/leases: 404 NotFound: namespaces "team-a" not found')
+
+
+def test_a_lease_that_cannot_be_created_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The error was logged at INFO, which `kdra scheduler` does not show without -v: the replica printed
+    'waiting for the leader lease' and nothing more, for ever."""
+    elector = LeaderElector(_NoNamespace(), "kdra", "team-a", "a")  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="kdra.kube.leader"):
+        for _ in range(3):
+            assert not elector.try_acquire_or_renew()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert (
+        'Lease team-a/kdra: POST .../namespaces/team-a/leases: 404 NotFound: namespaces "team-a"'
+        in warnings[0]
+    )
