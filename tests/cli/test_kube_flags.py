@@ -105,3 +105,32 @@ def test_a_lease_that_cannot_be_created_is_said_once(caplog: pytest.LogCaptureFi
         'Lease team-a/kdra: POST .../namespaces/team-a/leases: 404 NotFound: namespaces "team-a"'
         in warnings[0]
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # Matched nothing in silence, or went into the request path unescaped ('x?y=1' a query string).
+        (["top", "-n", "Team_A"], "-n/--namespace: Invalid value: 'Team_A'"),
+        (["explain", "-n", "x?y=1"], "-n/--namespace: Invalid value: 'x?y=1'"),
+        (["export", "-n", "a/b"], "-n/--namespace: Invalid value: 'a/b'"),
+        (["allocate", "-n", "../.."], "-n/--namespace: Invalid value: '../..'"),
+        # 0 re-published the fleet in a busy loop; -1 was 'internal error: ValueError'.
+        (["driver", "sim", "-c", "mixed", "--watch", "--interval", "0"], "--interval: Invalid value: 0"),
+        (["driver", "sim", "-c", "mixed", "--watch", "--interval", "-1"], "--interval: Invalid value: -1"),
+    ],
+)
+def test_cluster_command_flags_are_checked_before_the_cluster_is_read(
+    argv: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main([*argv, "--kubeconfig", _kubeconfig(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: {expected}"), err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_namespace_is_escaped_in_request_paths() -> None:
+    from kdra.kube.resources import resource_path
+
+    assert resource_path("Pod", "x?y=1", "p") == "/api/v1/namespaces/x%3Fy%3D1/pods/p"

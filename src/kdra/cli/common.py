@@ -48,6 +48,14 @@ def namespace_filter(args: argparse.Namespace) -> str | None:
     ns = getattr(args, "namespace", None)
     if ns is not None and not ns:
         raise InputError("-n/--namespace: Invalid value: '': must not be empty")
+    if ns is not None:
+        # A namespace is a DNS label: anything else matched nothing in silence (`kdra top -n Team_A` showed
+        # an empty table, `kdra explain -n nosuch` "no pending pods"), or went into the request path
+        # unescaped ('x?y=1' became a query string, 'a/b' another path).
+        from kdra.validation.rules import is_dns1123_label
+
+        for problem in is_dns1123_label(ns):
+            raise InputError(f"-n/--namespace: Invalid value: {ns!r}: {problem}")
     return None if getattr(args, "all_namespaces", False) else ns
 
 

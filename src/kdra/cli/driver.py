@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import socket
 import sys
 from pathlib import Path
@@ -117,6 +118,11 @@ def _sim(args: argparse.Namespace) -> int:
     from kdra.cli.kube import make_client
     from kdra.kube.driver import run_driver_sim
 
+    if not (math.isfinite(args.interval) and args.interval > 0):
+        # 0 re-published the fleet in a busy loop against the API server; below 0 was an internal error.
+        raise InputError(
+            f"--interval: Invalid value: {args.interval:g}: must be a positive number of seconds"
+        )
     client = make_client(args)
     try:
         run_driver_sim(

@@ -75,7 +75,7 @@ def resource_path(
     gv, plural, namespaced = resource_info(kind, api_version)
     base = "/api/v1" if gv == "v1" else f"/apis/{gv}"
     if namespaced and namespace:
-        base += f"/namespaces/{namespace}"
+        base += f"/namespaces/{urllib.parse.quote(namespace, safe='')}"
     path = f"{base}/{plural}"
     if name is not None:
         path += f"/{urllib.parse.quote(name, safe='')}"
