@@ -224,3 +224,49 @@ def test_expensive_selectors_report_progress(tmp_path: Path) -> None:
     lines = out.getvalue().splitlines()
     assert lines and lines[0].startswith("kdra allocate: still evaluating CEL selectors after ")
     assert "device evaluations" in lines[-1] and "cost units" in lines[-1]
+
+
+@pytest.fixture
+def refusing() -> Iterator[str]:
+    """An API server (plain http) that answers every request 401, as one does to a revoked token."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401})
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("argv", [["top"], ["exporter", "--once"]], ids=lambda a: a[0])
+def test_refused_credentials_are_one_line_naming_the_kubeconfig(
+    argv: list[str],
+    refusing: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kdra top` printed the API server's bare 'Unauthorized' once per kind before its error, which named
+    neither the kubeconfig nor the context; `exporter --once` logged each too."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    kc = _kubeconfig(tmp_path / "kc", refusing)
+    assert main([*argv, "--kubeconfig", kc]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 or (len(lines) == 2 and "cleartext" in lines[0]), err
+    assert lines[-1].startswith("error: could not read the cluster: ") and lines[-1].endswith(
+        f"401 Unauthorized: the credentials were refused (kubeconfig {kc}, context x)"
+    ), err

@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.from_simulation:
         from kdra.observe.kube import KubeSource, client_for, wait_ready
 
-        source = KubeSource(client_for(args.kubeconfig, args.context), state).start()
+        source = KubeSource(
+            client_for(args.kubeconfig, args.context), state, log_denials=not args.once
+        ).start()
         stop.append(source.stop)
         ready = source.ready
         if args.once:

@@ -113,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
 
         state = FleetState()
         kinds = ("Node", "ResourceSlice", "ResourceClaim", "Pod")
-        source = KubeSource(client_for(args.kubeconfig, args.context), state, kinds).start()
+        source = KubeSource(
+            client_for(args.kubeconfig, args.context), state, kinds, log_denials=False
+        ).start()
         if not wait_ready(source, 60):
             source.stop()
             print(f"error: could not read the cluster: {source.problem()}", file=sys.stderr)

@@ -38,8 +38,13 @@ def client_for(kubeconfig: str | None, context: str | None = None) -> KubeClient
 class KubeSource:
     """Follows the kinds the exporter needs; `ready` is set once every kind has been listed."""
 
-    def __init__(self, client: KubeClient, state: FleetState, kinds: Iterable[str] = KINDS) -> None:
+    def __init__(
+        self, client: KubeClient, state: FleetState, kinds: Iterable[str] = KINDS, *, log_denials: bool = True
+    ) -> None:
         self.client = client
+        # False for the one-shot commands (`kdra top`, `exporter --once`), whose one error line says it all:
+        # logged as well, each denial was a line of its own before it ('Unauthorized' four times).
+        self.log_denials = log_denials
         self.state = state
         self.kinds = list(kinds)
         self.ready = threading.Event()
@@ -131,10 +136,13 @@ class KubeSource:
 
     def _denied(self, kind: str, exc: Exception) -> None:
         status = getattr(exc, "status", None) or {}
-        message = str(status.get("message") or exc)
+        if isinstance(exc, UnauthorizedError):  # the API server says only "Unauthorized": say whose
+            message = f"401 Unauthorized: the credentials were refused ({self.client.config.describe()})"
+        else:
+            message = str(status.get("message") or exc)
         self._denied_kinds.add(kind)
         self.errors[kind] = message
-        if self._logged.get(kind) != message:
+        if self.log_denials and self._logged.get(kind) != message:
             self._logged[kind] = message
             if kind in OPTIONAL_KINDS:
                 log.warning("%s; going on without %s metrics", message, kind)
