@@ -270,3 +270,16 @@ def test_refused_credentials_are_one_line_naming_the_kubeconfig(
     assert lines[-1].startswith("error: could not read the cluster: ") and lines[-1].endswith(
         f"401 Unauthorized: the credentials were refused (kubeconfig {kc}, context x)"
     ), err
+
+
+def test_refused_credentials_exit_1_in_every_command(
+    refusing: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 401 (or 403) was exit 2, 'invalid input', from export, explain, allocate and the scheduler, and
+    exit 1 from top and exporter --once: the command is valid and cannot be carried out (exit 1)."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    kc = _kubeconfig(tmp_path / "kc", refusing)
+    for argv in (["export"], ["explain", "p"], ["allocate"]):
+        assert main([*argv, "--kubeconfig", kc]) == 1, argv
+        err = capsys.readouterr().err
+        assert "401 Unauthorized" in err and f"kubeconfig {kc}, context x: the credentials were refused" in err

@@ -89,7 +89,8 @@ EXIT_BUG: Final = 4
 EXIT_CODES: Final[dict[int, str]] = {
     EXIT_OK: "success",
     EXIT_UNSATISFIED: "valid but does not fit, or cannot be carried out: an API server that cannot be "
-    "reached, output that cannot be written (the message says which)",
+    "reached or refuses the credentials or the permission (401, 403), output that cannot be written (the "
+    "message says which)",
     EXIT_INVALID: "invalid input or usage",
     EXIT_ALLOCATION: "an allocation error in upstream's sense",
     EXIT_BUG: "an internal error (a bug: one line; KDRA_DEBUG=1 prints the traceback)",

@@ -124,15 +124,19 @@ class ApiError(StoreError):
 
 class UnauthorizedError(ApiError):
     """401: the API server did not accept the credentials (after one refresh of a token file or exec
-    plugin credential)."""
+    plugin credential). The command was valid but cannot be carried out: exit 1, as `kdra top` and
+    `exporter --once` always did (every other command exited 2, "invalid input")."""
 
     reason = "Unauthorized"
+    exit_code = 1
 
 
 class ForbiddenError(ApiError):
-    """403: RBAC (or an admission plugin) refused; the message says which verb on which resource."""
+    """403: RBAC (or an admission plugin) refused; the message says which verb on which resource. Exit 1,
+    as for a 401."""
 
     reason = "Forbidden"
+    exit_code = 1
 
 
 def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
