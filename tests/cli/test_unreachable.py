@@ -282,4 +282,59 @@ def test_refused_credentials_exit_1_in_every_command(
     for argv in (["export"], ["explain", "p"], ["allocate"]):
         assert main([*argv, "--kubeconfig", kc]) == 1, argv
         err = capsys.readouterr().err
-        assert "401 Unauthorized" in err and f"kubeconfig {kc}, context x: the credentials were refused" in err
+        assert (
+            "401 Unauthorized" in err and f"kubeconfig {kc}, context x: the credentials were refused" in err
+        )
+
+
+@pytest.fixture
+def without_dra() -> Iterator[str]:
+    """An API server that does not serve resource.k8s.io/v1 (before Kubernetes 1.34): its mux answers
+    such paths '404 page not found' in plain text; everything else is an empty list."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.startswith("/apis/"):
+                body, code, ctype = b"404 page not found\n", 404, "text/plain"
+            else:
+                empty = {
+                    "kind": "List",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "1"},
+                    "items": [],
+                }
+                body, code, ctype = json.dumps(empty).encode(), 200, "application/json"
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("argv", [["top"], ["exporter", "--once"], ["export"]], ids=lambda a: a[0])
+def test_a_cluster_without_dra_v1_is_said_at_once(
+    argv: list[str],
+    without_dra: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kdra top` and `exporter --once` retried the 404s until their 60/120 s timeout, in silence; the
+    others said 'GET /apis/resource.k8s.io/v1/deviceclasses: 404 : 404 page not found' (exit 2)."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    started = time.monotonic()
+    assert main([*argv, "--kubeconfig", _kubeconfig(tmp_path / "kc", without_dra)]) == 1
+    assert time.monotonic() - started < 8
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: ") and "the API server does not serve resource.k8s.io/v1" in err, err

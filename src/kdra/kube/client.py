@@ -39,6 +39,7 @@ import http.client
 import json
 import logging
 import os
+import re
 import socket
 import ssl
 import threading
@@ -139,9 +140,18 @@ class ForbiddenError(ApiError):
     exit_code = 1
 
 
+_API_PATH = re.compile(r"^/apis/([^/]+/[^/]+)/(?:namespaces/[^/]+/)?([^/?]+)")
+
+
 def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
     reason = str(status.get("reason") or "")
     msg = f"{method} {path}: {code} {reason}: {status.get('message') or status}"
+    served = _API_PATH.match(path.split("?", 1)[0]) if code == 404 and not reason else None
+    if served is not None:
+        # Not a Status: the API server's mux ("404 page not found"), so the group/version itself is not
+        # served (DRA's resource.k8s.io/v1 before Kubernetes 1.34, a CRD not installed). It read
+        # "404 : 404 page not found".
+        msg = f"{method} {path}: 404 NotFound: the API server does not serve {served[1]} {served[2]}"
     cls: type[StoreError]
     if code == 404:
         cls = NotFoundError
@@ -164,6 +174,9 @@ def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
     err = cls(msg)
     err.code = code
     err.status = status
+    if served is not None:
+        err.not_served = served[1]  # type: ignore[attr-defined]
+        err.exit_code = 1  # valid, but this cluster cannot carry it out
     return err
 
 

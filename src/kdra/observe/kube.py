@@ -107,13 +107,17 @@ class KubeSource:
                 backoff = 0.2
             except ExpiredError:
                 rv = ""
-            except NotFoundError:
+            except NotFoundError as exc:
                 if kind in OPTIONAL_KINDS:
                     self._mark_listed(kind)  # not served here: nothing to follow
                     return
-                self.errors[kind] = "not served by this API server"
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                # A required kind this API server does not serve (DRA's resource.k8s.io/v1 before 1.34):
+                # `kdra top` and `exporter --once` stop at once, as on a 403, instead of retrying until
+                # their timeout in silence; the serving exporter keeps trying, slowly.
+                served = getattr(exc, "not_served", None)
+                self._denied(kind, exc, f"the API server does not serve {served}" if served else None)
+                self._stop.wait(max(backoff, 5.0))
+                backoff = min(backoff * 2, 30.0)
             except (ForbiddenError, UnauthorizedError) as exc:
                 self._denied(kind, exc)
                 if kind in OPTIONAL_KINDS:
@@ -134,11 +138,11 @@ class KubeSource:
         if not self._denied_kinds - OPTIONAL_KINDS:
             self.failed.clear()
 
-    def _denied(self, kind: str, exc: Exception) -> None:
+    def _denied(self, kind: str, exc: Exception, message: str | None = None) -> None:
         status = getattr(exc, "status", None) or {}
-        if isinstance(exc, UnauthorizedError):  # the API server says only "Unauthorized": say whose
+        if message is None and isinstance(exc, UnauthorizedError):  # the server says only "Unauthorized"
             message = f"401 Unauthorized: the credentials were refused ({self.client.config.describe()})"
-        else:
+        if message is None:
             message = str(status.get("message") or exc)
         self._denied_kinds.add(kind)
         self.errors[kind] = message
