@@ -203,7 +203,8 @@ def test_errors_name_file_context_and_field(tmp_path: Path) -> None:
             {"server": "https://h", "insecure-skip-tls-verify": "false"},
             {},
             {},
-            "clusters[c].cluster.insecure-skip-tls-verify: Invalid value: must be true or false, not a string",
+            "clusters[c].cluster.insecure-skip-tls-verify: Invalid value: must be true or false, "
+            "not a string",
         ),
         # A string of groups was sent as one Impersonate-Group per letter.
         (

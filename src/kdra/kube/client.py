@@ -175,7 +175,7 @@ def _error_for(code: int, status: Obj, method: str, path: str) -> StoreError:
     err.code = code
     err.status = status
     if served is not None:
-        err.not_served = served[1]  # type: ignore[attr-defined]
+        setattr(err, "not_served", served[1])  # noqa: B010 (an attribute of this error only: a NotFoundError)
         err.exit_code = 1  # valid, but this cluster cannot carry it out
     return err
 
