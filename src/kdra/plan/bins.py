@@ -83,6 +83,12 @@ class Bin:
                 )
         if not unit.claims:
             return []
+        # Each check is a scheduling cycle of its own (upstream builds an Allocator per pod, in PreFilter):
+        # the allocator is shared by the cluster's bins and kept across units, and Kubernetes 1.36's
+        # counters per pool name, kept while the state is unchanged, must not pass from a unit that fit
+        # nowhere to the next (kdra.allocator.Allocator.new_cycle). Pool names are a node's own in every
+        # fleet kdra renders, so a cycle per node is a cycle per unit.
+        self.allocator.new_cycle()
         try:
             outcome: AllocationOutcome = self.allocator.allocate(self.node, unit.claims)
         except AllocationError as err:
