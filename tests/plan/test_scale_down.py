@@ -82,3 +82,27 @@ def test_a_gang_moves_whole_or_its_node_stays() -> None:
     assert sorted(p for p, _ in d.moved) == [f"{NS}/g-0", f"{NS}/g-1"]
     assert all(n == "l40s-1" for _, n in d.moved)
     assert ref(objs[-1]) == f"{NS}/x"
+
+
+def test_a_node_drained_after_taking_pods_moves_them_along() -> None:
+    # a (1 GPU) leaves l40s-0 for l40s-1, whose own b (1 GPU) then fits on l40s-2 beside c (2 GPUs): the
+    # plan drains l40s-1 too only if a goes along, and a must be placed on a node that stays.
+    objs = _cluster()
+    objs += _running("a", "l40s-0", objs, 1)
+    objs += _running("b", "l40s-1", objs, 1)
+    objs += _running("c", "l40s-2", objs, 2)
+    plan = plan_scale_down(inputs(objs), types_of([L40S]), GATES)
+    assert [d.node for d in plan.drains] == ["l40s-0", "l40s-1"], (plan.drains, plan.kept)
+    assert plan.drains[0].moved == [(f"{NS}/a", "l40s-1")]
+    assert sorted(plan.drains[1].moved) == [(f"{NS}/a", "l40s-2"), (f"{NS}/b", "l40s-2")]
+
+
+def test_a_node_that_took_pods_is_not_drained_when_they_do_not_fit_elsewhere() -> None:
+    # As above with c holding 3 GPUs: b alone would fit on l40s-2, but not with a, so l40s-1 stays.
+    objs = _cluster()
+    objs += _running("a", "l40s-0", objs, 1)
+    objs += _running("b", "l40s-1", objs, 1)
+    objs += _running("c", "l40s-2", objs, 3)
+    plan = plan_scale_down(inputs(objs), types_of([L40S]), GATES)
+    assert [d.node for d in plan.drains] == ["l40s-0"], (plan.drains, plan.kept)
+    assert "l40s-1" in plan.kept

@@ -105,13 +105,16 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
     cluster = Cluster.from_inputs(inputs, features)
     search = Search(cluster, [], features, TopologyLevels.from_objects(inputs.scheduling))
     gpus = FleetGpus([*inputs.nodes, *inputs.slices])
+    # The cluster as the plan so far leaves it: a pod moved off a drained node runs where it went (its
+    # claims allocated there), so that a node drained later takes along what earlier drains put on it.
     claims = {ref(c): c for c in inputs.claims}
+    running = [copy.deepcopy(p) for p in inputs.running]
     gangs = gang_specs(inputs.scheduling)
     by_node: dict[str, list[Obj]] = {}
-    for p in inputs.running:
+    for p in running:
         by_node.setdefault(p["spec"]["nodeName"], []).append(p)
     members: dict[str, list[Obj]] = {}
-    for p in inputs.running:
+    for p in running:
         g = pod_group_ref(p)
         if g is not None and g[1] in gangs:
             members.setdefault(g[1], []).append(p)
@@ -161,7 +164,7 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
         while changed:
             changed = False
             names = {f"{ref(p).split('/')[0]}/{n}" for p in moving.values() for n in pod_claim_names(p)}
-            for p in inputs.running:
+            for p in running:
                 if ref(p) in moving:
                     continue
                 ns = ref(p).split("/")[0]
@@ -178,6 +181,11 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
             out.kept[b.name] = "its pods do not all fit on the other nodes"
             continue
         drained.add(b.name)
+        for key, to in moved:
+            p = moving[key]
+            by_node[p["spec"]["nodeName"]].remove(p)
+            p["spec"]["nodeName"] = to
+            by_node.setdefault(to, []).append(p)
         if pool:
             pools[pool] -= 1
         out.drains.append(
@@ -191,12 +199,13 @@ def _try_move(
     bins: Mapping[str, Bin],
     node: Bin,
     pods: list[Obj],
-    claims: Mapping[str, Obj],
+    claims: dict[str, Obj],
     inputs: Inputs,
     gangs: Mapping[str, Any],
     drained: set[str],
 ) -> list[tuple[str, str]] | None:
-    """Take the pods off their nodes and place them again on the nodes that stay; all or nothing."""
+    """Take the pods off their nodes and place them again on the nodes that stay; all or nothing. On
+    success `claims` holds the moved claims as allocated again (where a later drain finds them)."""
     features = search.features
     removed: list[tuple[Bin, Obj, list[Obj]]] = []
     for p in pods:
@@ -223,7 +232,7 @@ def _try_move(
         q["spec"].pop("nodeName", None)
         q.pop("status", None)
         pending.append(q)
-    others = [c for c in inputs.claims if ref(c) not in released]
+    others = [c for c in claims.values() if ref(c) not in released]
     demand = build_demand(pending, [*others, *fresh_claims], inputs.templates, gangs)
     search.excluded = {*drained, node.name}
     targets = search.existing()
@@ -237,6 +246,9 @@ def _try_move(
         done_all.extend(done)
     search.excluded = set(drained)
     if ok:
+        for _, pl in done_all:
+            for claim, allocation in pl.allocations:
+                claims[ref(claim)] = {**claim, "status": {"allocation": allocation}}
         return [(pd.key, b.name) for b, pl in done_all for pd in pl.unit.pods]
     for b, pl in reversed(done_all):
         b.undo(pl)
