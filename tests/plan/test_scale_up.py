@@ -192,3 +192,28 @@ def test_devices_a_device_taint_rule_takes_out_of_service_need_a_new_node() -> N
     assert plan_scale_up(inputs(objs), types_of([L40S]), GATES).added == []
     plan = plan_scale_up(inputs([*objs, rule]), types_of([L40S]), GATES)
     assert plan.added and plan.unplaced == [] and "l40s-0" not in plan.where
+
+
+def test_a_claim_a_gang_member_shares_with_another_pod_is_placed_once_with_both() -> None:
+    """g-0 (a gang member) and x share the claim `shared`: they are one unit in the gang's job, on one node;
+    the gang's other member and x no longer fit one 48-cpu node together. Before, the gang's units and the
+    other pods' were formed apart, and `shared` was allocated twice: once with g-0, once with x on a node
+    of its own."""
+    from kdra.plan.demand import build_demand, gang_specs, ref
+
+    objs = [claim("shared", gpus(1)), template("one", gpus(1)), pod_group("g", 2)]
+    objs += [pod("g-0", claims=("shared",), cpu="20", group="g")]
+    objs += [pod("g-1", templates=("one",), cpu="20", group="g")]
+    objs += [pod("x", claims=("shared",), cpu="20")]
+    ins = inputs(objs)
+    demand = build_demand(ins.pending, ins.claims, ins.templates, gang_specs(ins.scheduling))
+    units = [u for j in demand.jobs for u in j.units]
+    assert sorted(ref(c) for u in units for c in u.claims).count("ml/shared") == 1
+    (job,) = demand.jobs
+    assert job.gang is not None and sorted(pd.key for pd in job.pods) == ["ml/g-0", "ml/g-1", "ml/x"]
+    plan = plan_scale_up(ins, types_of([L40S]), GATES)
+    placed = {pd.key: b.name for done in plan.placed.values() for b, p in done for pd in p.unit.pods}
+    assert placed["ml/g-0"] == placed["ml/x"] != placed["ml/g-1"]
+    assert plan.left == [] and not plan.unplaced
+    node_of = {p: n for n, pods in plan.where.items() for p in pods}
+    assert node_of["ml/g-0"] == node_of["ml/x"]

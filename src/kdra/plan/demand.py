@@ -224,27 +224,50 @@ def build_demand(
     for pod in pods:
         pod_claims = resolver.resolve(pod)
         demands.append(PodDemand(pod, pod_info(pod), pod_claims, _shape(pod, pod_claims)))
-    by_gang: dict[str, list[PodDemand]] = {}
-    loose: list[PodDemand] = []
-    for d in demands:
+
+    # Units over all the pods at once: a claim shared by a gang member and a pod outside the gang (or by
+    # two gangs' members) is allocated once, on one node, so its pods are one unit, and that unit is in the
+    # gang's job (gangs joined by a unit are one job, under the first gang's spec).
+    def gang_of(d: PodDemand) -> str | None:
         g = pod_group_ref(d.pod)
-        if g is not None and g[1] in gangs and gangs[g[1]].min_count > 1:
-            by_gang.setdefault(g[1], []).append(d)
+        return g[1] if g is not None and g[1] in gangs and gangs[g[1]].min_count > 1 else None
+
+    joined: dict[str, str] = {}  # gang -> the gang whose job holds it
+
+    def root(g: str) -> str:
+        while joined.get(g, g) != g:
+            g = joined[g]
+        return g
+
+    units = _units(demands)
+    for unit in units:
+        keys = [root(g) for d in unit.pods if (g := gang_of(d)) is not None]
+        for g in keys:
+            joined.setdefault(g, g)
+            if root(g) != root(keys[0]):
+                joined[root(g)] = root(keys[0])
+    by_gang: dict[str, list[Unit]] = {}
+    loose: list[Unit] = []
+    for unit in units:
+        keys = [g for d in unit.pods if (g := gang_of(d)) is not None]
+        if keys:
+            by_gang.setdefault(root(keys[0]), []).append(unit)
         else:
-            loose.append(d)
+            loose.append(unit)
     jobs: list[Job] = []
     for key, members in by_gang.items():
         spec = gangs[key]
+        first = next(d for u in members for d in u.pods if gang_of(d) is not None)
         jobs.append(
             Job(
                 key,
-                _units(members),
+                members,
                 gang=spec,
-                queue=spec.queue or pod_queue(members[0].pod),
-                priority=spec.priority if spec.priority is not None else members[0].info.priority,
+                queue=spec.queue or pod_queue(first.pod),
+                priority=spec.priority if spec.priority is not None else first.info.priority,
             )
         )
-    for unit in _units(loose):
+    for unit in loose:
         first = unit.pods[0]
         jobs.append(Job(first.key, [unit], queue=pod_queue(first.pod), priority=first.info.priority))
     return Demand(jobs, resolver.claims)
