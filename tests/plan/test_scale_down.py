@@ -106,3 +106,17 @@ def test_a_node_that_took_pods_is_not_drained_when_they_do_not_fit_elsewhere() -
     plan = plan_scale_down(inputs(objs), types_of([L40S]), GATES)
     assert [d.node for d in plan.drains] == ["l40s-0"], (plan.drains, plan.kept)
     assert "l40s-1" in plan.kept
+
+
+def test_a_gang_member_that_may_not_be_evicted_keeps_its_mates_nodes() -> None:
+    # g-1 (on l40s-1) is annotated safe-to-evict "false": draining l40s-0 would evict it along with g-0,
+    # so l40s-0 stays as l40s-1 does.
+    objs = [*_cluster(3), pod_group("g", 2)]
+    objs += _running("g-0", "l40s-0", objs, 2, group="g")
+    objs += _running("g-1", "l40s-1", objs, 2, group="g")
+    objs[-1]["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+    objs += _running("x", "l40s-2", objs, 4)
+    plan = plan_scale_down(inputs(objs), types_of([L40S]), GATES)
+    assert plan.drains == [], plan.drains
+    assert "safe-to-evict" in plan.kept["l40s-0"] and "ml/g-1, which would move along" in plan.kept["l40s-0"]
+    assert "safe-to-evict" in plan.kept["l40s-1"]

@@ -151,9 +151,6 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
         if pool and pools.get(pool, 0) <= mins.get(pool, 0):
             out.kept[b.name] = f"pool {pool} is at its minCount ({mins.get(pool, 0)})"
             continue
-        if any((p["metadata"].get("annotations") or {}).get(SAFE_TO_EVICT) == "false" for p in pods):
-            out.kept[b.name] = f'a pod is annotated {SAFE_TO_EVICT}: "false"'
-            continue
         moving: dict[str, Obj] = {ref(p): p for p in pods}
         for p in pods:
             g = pod_group_ref(p)
@@ -171,6 +168,18 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
                 if any(f"{ns}/{n}" in names for n in pod_claim_names(p)):
                     moving[ref(p)] = p
                     changed = True
+        # Every pod the drain evicts, its gang's members and its claims' other pods on other nodes
+        # included: one that may not be evicted keeps the node.
+        unsafe = sorted(
+            ref(p)
+            for p in moving.values()
+            if (p["metadata"].get("annotations") or {}).get(SAFE_TO_EVICT) == "false"
+        )
+        if unsafe:
+            mine = {ref(p) for p in pods}
+            on = "" if any(r in mine for r in unsafe) else f" ({unsafe[0]}, which would move along)"
+            out.kept[b.name] = f'a pod is annotated {SAFE_TO_EVICT}: "false"{on}'
+            continue
         refused = budgets.take(list(moving.values()))
         if refused is not None:
             out.kept[b.name] = f"PodDisruptionBudget {refused} allows no more evictions"
