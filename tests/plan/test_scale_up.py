@@ -217,3 +217,35 @@ def test_a_claim_a_gang_member_shares_with_another_pod_is_placed_once_with_both(
     assert plan.left == [] and not plan.unplaced
     node_of = {p: n for n, pods in plan.where.items() for p in pods}
     assert node_of["ml/g-0"] == node_of["ml/x"]
+
+
+def test_units_a_failed_move_put_back_are_still_found_where_a_later_move_takes_them() -> None:
+    """The local search first fails to empty a100-new-1 (p1 and p2, sharing c1) into the others' room, puts
+    its units back, then moves them to a cheaper l40s node. The put-back made new placements the plan's
+    record did not follow, so it still expected p1 and p2 on a100-new-1, a node no longer in the plan:
+    the scheduler, told to look there, bound p1 beside p0 and left p2 (40 cpu, pinned by c1) pending, and
+    the l40s node was added for nothing."""
+    big = {
+        "exactly": {
+            "deviceClassName": "gpu.nvidia.com",
+            "count": 2,
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
+                    }
+                }
+            ],
+        }
+    }
+    objs = [claim("c0", big), claim("c1", gpus(1)), claim("c3", gpus(1))]
+    objs += [pod("p0", claims=("c0",), cpu="4"), pod("p1", claims=("c1",), cpu="4")]
+    objs += [pod("p2", claims=("c1",), cpu="40"), pod("p3", claims=("c3",), cpu="40")]
+    objs += [pod("p4", claims=("c3",), cpu="16")]
+    plan = plan_scale_up(inputs(objs), types_of([{**A100, "price": 55.0}, {**L40S, "price": 34.0}]), GATES)
+    (search,) = plan.searches
+    names = {b.name for b in search.added}
+    assert all(b.name in names for done in search.placed.values() for b, _ in done), search.placed
+    assert plan.left == [] and not plan.unplaced
+    node_of = {p: n for n, pods in plan.where.items() for p in pods}
+    assert node_of["ml/p1"] == node_of["ml/p2"] == "l40s-new-2"

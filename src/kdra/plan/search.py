@@ -322,9 +322,14 @@ class Search:
             if ok is None:
                 for t, q in reversed(moved):
                     t.undo(q)
+                back: list[tuple[Bin, Placement]] = []
                 for q in mine:
                     again = b.place(q.unit)
                     assert isinstance(again, Placement), "a node's own pods fit on it again"
+                    back.append((b, again))
+                # The units are placed anew (new Placements): `placed` must name these, or a later move
+                # of this node would leave the plan's record of them on a node that was closed.
+                self._rehome(mine, back)
                 return False
             moved.append(ok)
         self._rehome(mine, moved)
