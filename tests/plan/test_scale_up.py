@@ -249,3 +249,17 @@ def test_units_a_failed_move_put_back_are_still_found_where_a_later_move_takes_t
     assert plan.left == [] and not plan.unplaced
     node_of = {p: n for n, pods in plan.where.items() for p in pods}
     assert node_of["ml/p1"] == node_of["ml/p2"] == "l40s-new-2"
+
+
+def test_a_gang_the_scheduler_left_pending_in_the_room_found_gets_nodes_of_its_own() -> None:
+    """Three l40s nodes hold p0 (1 GPU), p1 (4) and the gang g-0 (1), g-1 (4), g-2 (1) as the search packs
+    them, but the scheduler spreads the gang's first member onto the empty node (LeastAllocated) and g-1
+    then finds no node with 4 free GPUs. The next round found the same room again, added nothing, and the
+    plan gave up with the gang unschedulable although a node more runs it; it now plans what the scheduler
+    left pending on nodes of its own."""
+    objs = [template("one", gpus(1)), template("four", gpus(4)), pod_group("g", 3)]
+    objs += [pod("p0", templates=("one",), cpu="4"), pod("p1", templates=("four",), cpu="4")]
+    objs += [pod(f"g-{i}", templates=(t,), group="g") for i, t in enumerate(("one", "four", "one"))]
+    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
+    assert plan.left == [] and not plan.unplaced, plan.left
+    assert sum(len(p) for p in plan.where.values()) == 5

@@ -85,8 +85,10 @@ def _search(
     serial: int,
     exact: bool,
     bounded: bool = True,
+    excluded: frozenset[str] = frozenset(),
 ) -> tuple[Search, float, bool]:
-    """One round: (the search, its lower bound (0 unless `bounded`), proven optimal)."""
+    """One round: (the search, its lower bound (0 unless `bounded`), proven optimal); `excluded`: nodes of
+    the cluster not to place on."""
     levels = TopologyLevels.from_objects(inputs.scheduling)
     taken = {n["metadata"]["name"] for n in inputs.nodes}
 
@@ -101,6 +103,7 @@ def _search(
     def fresh() -> Search:
         s = Search(Cluster.from_inputs(inputs, features), types, features, levels, prober, name=name)
         s.serial = serial
+        s.excluded = set(excluded)
         return s
 
     search = fresh()
@@ -186,9 +189,16 @@ def plan_scale_up(
             left = set(verdict.unbound)
             todo = [p for p in after.pending if ref(p) in left]
             again = build_demand(todo, after.claims, after.templates, gangs)
-            nxt, _, _ = _search(
-                after, again, _less_room(types, plan.added), features, len(plan.added), False, bounded=False
-            )
+            room = _less_room(types, plan.added)
+            nxt, _, _ = _search(after, again, room, features, len(plan.added), False, bounded=False)
+            if not nxt.added and not nxt.unplaced:
+                # The search found room for them on the nodes there, which the scheduler just did not use
+                # (its own order and scores: a gang's members spread by LeastAllocated, none left with room
+                # for the largest): plan them on nodes of their own instead of giving up.
+                every = frozenset(n["metadata"]["name"] for n in after.nodes)
+                nxt, _, _ = _search(
+                    after, again, room, features, len(plan.added), False, bounded=False, excluded=every
+                )
             if not nxt.added:
                 break
             plan.searches.append(nxt)
