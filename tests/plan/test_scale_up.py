@@ -225,17 +225,12 @@ def test_units_a_failed_move_put_back_are_still_found_where_a_later_move_takes_t
     record did not follow, so it still expected p1 and p2 on a100-new-1, a node no longer in the plan:
     the scheduler, told to look there, bound p1 beside p0 and left p2 (40 cpu, pinned by c1) pending, and
     the l40s node was added for nothing."""
+    sel = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
     big = {
         "exactly": {
             "deviceClassName": "gpu.nvidia.com",
             "count": 2,
-            "selectors": [
-                {
-                    "cel": {
-                        "expression": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
-                    }
-                }
-            ],
+            "selectors": [{"cel": {"expression": sel}}],
         }
     }
     objs = [claim("c0", big), claim("c1", gpus(1)), claim("c3", gpus(1))]
