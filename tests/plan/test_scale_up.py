@@ -258,3 +258,21 @@ def test_a_gang_the_scheduler_left_pending_in_the_room_found_gets_nodes_of_its_o
     plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
     assert plan.left == [] and not plan.unplaced, plan.left
     assert sum(len(p) for p in plan.where.values()) == 5
+
+
+def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan() -> None:
+    """Seed 386 of a checker that acts on plans: the gang g (4, 1 and 4 GPUs) did not bind in the first
+    round's room, the second round added three nodes for it, and the scheduler used one of them: the plan
+    bought six l40s nodes of which two ran nothing (18.0/h). Dropped after a check with the rest, which
+    still binds every pod: four nodes, 12.0/h."""
+    objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
+    objs += [pod_group("g", 3)]
+    objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
+    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
+    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
+    assert plan.left == [] and not plan.unplaced
+    assert sum(len(p) for p in plan.where.values()) == 6
+    assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
+    assert plan.cost == 12.0 and len(plan.added) == 4
+    doc = plan_document(plan)["status"]
+    assert doc["costPerHour"] == 12.0 and all(a["pods"] for a in doc["add"])

@@ -204,8 +204,39 @@ def plan_scale_up(
             plan.searches.append(nxt)
             new_nodes = nxt.added
             t0, c0 = time.perf_counter(), time.process_time()
+        if not plan.left:
+            _drop_idle(plan, inputs, want, config)
     plan.seconds = time.perf_counter() - start
     return plan
+
+
+def _drop_idle(plan: ScaleUp, inputs: Inputs, want: list[Obj], config: Any) -> None:
+    """Added nodes the scheduler left empty (it spread pods into room planned for others) are dropped when
+    the scheduler, given the rest all at once, binds every planned pod: a plan must not buy a node that
+    runs nothing. Kept as they are when that check leaves a pod pending. The searches' `placed` keep their
+    packing (what the plan's rounds nominated); the plan's output reads `where`, the scheduler's."""
+    from kdra.plan.verify import Check
+
+    idle = {b.name for b in plan.added if b.name not in plan.where}
+    if not idle:
+        return
+    kept = [b for b in plan.added if b.name not in idle]
+    nominated: dict[str, str] = {}
+    for search in plan.searches:
+        nominated.update(_expected_nodes(search, plan.demand.jobs))
+    t0, c0 = time.perf_counter(), time.process_time()
+    verdict = Check(
+        inputs, want, config, nominated={k: v for k, v in nominated.items() if v not in idle}
+    ).add(rendered(kept, config.features))
+    plan.check_seconds += time.perf_counter() - t0
+    plan.check_cpu_seconds += time.process_time() - c0
+    if verdict.unbound:
+        return
+    for search in plan.searches:
+        search.added = [b for b in search.added if b.name not in idle]
+    plan.optimal = plan.cost <= plan.lower_bound  # the search's proof counted the dropped nodes
+    after = split(verdict.objects)
+    _record(plan, after, {ref(p) for p in want})
 
 
 def _expected_nodes(search: Search, jobs: Sequence[Job]) -> dict[str, str]:
