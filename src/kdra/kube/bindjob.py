@@ -25,11 +25,53 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.types import Obj
-from kdra.cluster.store import ConflictError, NotFoundError, StoreError, copy_for_update
+from kdra.cluster.store import ConflictError, NotFoundError, Store, StoreError, copy_for_update
 from kdra.kube.client import KubeClient, UnavailableError
 from kdra.scheduler.dra import DELETE_PROTECTION_FINALIZER, claim_status_for_pod
 from kdra.scheduler.podinfo import PodInfo
+
+
+def drop_stray_finalizers(store: Store, scheduler_name: str) -> list[str]:
+    """A binding cycle writes a claim's delete-protection finalizer first, then its status.allocation
+    (two requests: the API has no transactions). A kdra killed between the two leaves a claim that holds
+    the finalizer but is neither allocated nor reserved; no rollback ran, the pod's next binding cycle may
+    never come (it stays pending, other pods took the room while kdra was down) and kube-controller-manager
+    drops the finalizer only once the claim is deleted. At start-up, before any binding cycle of this
+    process (so none of its own is half-way), the finalizer is taken off such claims of the unbound pods
+    this scheduler serves, as a rollback would have. Returns "namespace/name" of the claims repaired."""
+    out = []
+    for pod in store.list("Pod"):
+        spec = pod.get("spec") or {}
+        if spec.get("schedulerName", "default-scheduler") != scheduler_name or spec.get("nodeName"):
+            continue
+        ns = pod["metadata"].get("namespace") or "default"
+        for name in pod_claim_names(pod):
+            claim = store.try_get("ResourceClaim", name, ns)
+            if claim is None or not _stray(claim):
+                continue
+
+            def drop(c: Obj) -> None:
+                if _stray(c):
+                    c["metadata"]["finalizers"] = [
+                        f for f in c["metadata"]["finalizers"] if f != DELETE_PROTECTION_FINALIZER
+                    ]
+
+            try:
+                store.update_with_retry("ResourceClaim", name, ns, drop)
+            except NotFoundError:
+                continue
+            out.append(f"{ns}/{name}")
+    return out
+
+
+def _stray(claim: Obj) -> bool:
+    return (
+        DELETE_PROTECTION_FINALIZER in (claim["metadata"].get("finalizers") or [])
+        and not (claim.get("status") or {}).get("allocation")
+        and not reserved_for(claim)
+    )
 
 
 @dataclass

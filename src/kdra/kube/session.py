@@ -565,5 +565,12 @@ def start_session_scheduler(
         store, gq.config(config), identity=identity, bind_workers=bind_workers, partition=partition
     )
     writer.use(sched.binder)  # PodGroup and Queue status, and their Events, off the scheduling loop
+    # Claims a killed predecessor left half-written (finalizer, no allocation): before any binding cycle.
+    from kdra.kube.bindjob import drop_stray_finalizers
+
+    for name in drop_stray_finalizers(store, config.scheduler_name):
+        log.info(
+            "dropped the delete-protection finalizer of unallocated claim %s (a binding cut short)", name
+        )
     sched.binder.victim_wait = preemption_wait
     return store, gq, sched
