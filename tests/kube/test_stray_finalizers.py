@@ -48,14 +48,17 @@ def finalizers(store: MemoryStore, name: str) -> list[str]:
 
 def test_killed_between_finalizer_and_allocation_the_restart_drops_the_finalizer() -> None:
     store = MemoryStore()
-    for c in (claim("cut"), claim("held", allocated=True), claim("theirs"), claim("bound")):
+    for c in (claim("cut"), claim("held", allocated=True), claim("theirs"), claim("bound"), claim("shared")):
         store.create(c)
     store.create(pod("pending", "cut"))  # its binding wrote the finalizer, then kdra was killed
     store.create(pod("running", "held"))  # allocated: the finalizer protects it
     store.create(pod("other", "theirs", scheduler="default-scheduler"))  # not this scheduler's
     store.create(pod("placed", "bound", node="n"))  # bound: not this repair's business
+    # Shared with kube-scheduler's pod: its own finalizer-then-status writes may be half-way.
+    store.create(pod("mine", "shared"))
+    store.create(pod("upstream", "shared", scheduler="default-scheduler"))
     assert drop_stray_finalizers(store, "kdra") == ["ns/cut"]
     assert finalizers(store, "cut") == ["other/keep"]
-    for kept in ("held", "theirs", "bound"):
+    for kept in ("held", "theirs", "bound", "shared"):
         assert DELETE_PROTECTION_FINALIZER in finalizers(store, kept)
     assert drop_stray_finalizers(store, "kdra") == []  # idempotent

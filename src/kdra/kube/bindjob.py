@@ -40,14 +40,25 @@ def drop_stray_finalizers(store: Store, scheduler_name: str) -> list[str]:
     never come (it stays pending, other pods took the room while kdra was down) and kube-controller-manager
     drops the finalizer only once the claim is deleted. At start-up, before any binding cycle of this
     process (so none of its own is half-way), the finalizer is taken off such claims of the unbound pods
-    this scheduler serves, as a rollback would have. Returns "namespace/name" of the claims repaired."""
+    this scheduler serves, as a rollback would have (not of claims another scheduler's pod also uses).
+    Returns "namespace/name" of the claims repaired."""
     out = []
-    for pod in store.list("Pod"):
+    pods = store.list("Pod")
+    # A claim another scheduler's pod also uses may be half-way through that scheduler's own two writes.
+    theirs = {
+        ((p["metadata"].get("namespace") or "default"), name)
+        for p in pods
+        if (p.get("spec") or {}).get("schedulerName", "default-scheduler") != scheduler_name
+        for name in pod_claim_names(p)
+    }
+    for pod in pods:
         spec = pod.get("spec") or {}
         if spec.get("schedulerName", "default-scheduler") != scheduler_name or spec.get("nodeName"):
             continue
         ns = pod["metadata"].get("namespace") or "default"
         for name in pod_claim_names(pod):
+            if (ns, name) in theirs:
+                continue
             claim = store.try_get("ResourceClaim", name, ns)
             if claim is None or not _stray(claim):
                 continue
