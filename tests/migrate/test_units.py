@@ -635,3 +635,30 @@ def test_a_limit_range_item_reached_through_an_alias_is_reported_once() -> None:
     result = migrate_text(text, "t.yaml", Options())
     assert len(result.report.warnings) == 1 and "max" in result.report.warnings[0]
     assert len(result.report.blocked) == 1 and "default" in result.report.blocked[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "left_as_is"),
+    [
+        ("nvidia.com/hostdev", True),  # the network operator's host-device plugin
+        ("nvidia.com/rdma_shared_device_a", True),
+        ("nvidia.com/mlnx_sriov_rdma", True),  # an SR-IOV pool, named by the cluster
+        ("nvidia.com/shared-a100", False),  # may be a GPU renamed by the device plugin's sharing config
+        ("nvidia.com/gpu-nic", False),  # says gpu: never taken for a NIC
+    ],
+)
+def test_nvidia_nics_stay_with_their_plugins_and_unknown_names_stay_refused(
+    name: str, left_as_is: bool
+) -> None:
+    """A training Job asking for the network operator's NICs beside its GPUs was refused whole ("no DRA
+    DeviceClass is known for nvidia.com/hostdev"): the GPUs now convert and the NICs stay, with a warning."""
+    limits = f"        nvidia.com/gpu: 1\n        {name}: 1\n"
+    text = _pod(f"  containers:\n  - name: c\n    image: i\n    resources:\n      limits:\n{limits}")
+    result = migrate_text(text, "t.yaml", Options())
+    if left_as_is:
+        assert not result.report.failed
+        assert any(name in w and "left as is" in w for w in result.report.warnings)
+        (pod,) = [o for o in yaml.safe_load_all(io.StringIO(result.text)) if o and o["kind"] == "Pod"]
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {name: 1}
+    else:
+        assert any(f"no DRA DeviceClass is known for {name}" in b for b in result.report.blocked)

@@ -86,13 +86,39 @@ _OTHER_WORDS = (
 OTHER_ACCELERATOR = re.compile("|".join(re.escape(word) for word in _OTHER_WORDS))
 
 
+# NVIDIA's network operator publishes NICs under nvidia.com/ with names the cluster chooses: the host-device
+# plugin's nvidia.com/hostdev, RDMA shared devices, SR-IOV pools (nvidia.com/mlnx_sriov_rdma ...). A training
+# Job asks for them beside its GPUs; they are no GPU, and the operator's plugins keep serving them, so they
+# are left as they are with a warning, like the accelerators above. Any other unknown nvidia.com/ name stays
+# refused: it may be a GPU renamed by the device plugin's sharing config.
+_NVIDIA_NIC_WORDS = ("hostdev", "rdma", "sriov", "mlnx", "nic", "roce", "infiniband")
+
+
+def is_nvidia_nic(name: str) -> bool:
+    if not name.startswith("nvidia.com/"):
+        return False
+    rest = name[len("nvidia.com/") :].lower()
+    return "gpu" not in rest and any(word in rest for word in _NVIDIA_NIC_WORDS)
+
+
 def is_other_accelerator(name: str) -> bool:
-    return "/" in name and OTHER_ACCELERATOR.match(name) is not None
+    return "/" in name and (OTHER_ACCELERATOR.match(name) is not None or is_nvidia_nic(name))
 
 
 def mentions_other_accelerator(text: str) -> bool:
-    """Whether `text` may name one of OTHER_ACCELERATOR (substring tests: half the time of the regex)."""
-    return any(word in text for word in _OTHER_WORDS)
+    """Whether `text` may name one of OTHER_ACCELERATOR or an NVIDIA NIC (substring tests: half the time of
+    the regex; the NIC test reads only the names after each `nvidia.com/`)."""
+    if any(word in text for word in _OTHER_WORDS):
+        return True
+    at = text.find("nvidia.com/")
+    while at >= 0:
+        end = at + len("nvidia.com/")
+        while end < len(text) and (text[end].isalnum() or text[end] in "._-"):
+            end += 1
+        if is_nvidia_nic(text[at:end]):
+            return True
+        at = text.find("nvidia.com/", end)
+    return False
 
 
 def vendor_mentions(text: str) -> list[int]:
@@ -160,7 +186,7 @@ def classify(name: str) -> Legacy | None:
 
 
 def is_vendor_resource(name: str) -> bool:
-    return "/" in name and bool(VENDOR_RESOURCE.match(name))
+    return "/" in name and bool(VENDOR_RESOURCE.match(name)) and not is_nvidia_nic(name)
 
 
 INT64_MAX = 2**63 - 1
