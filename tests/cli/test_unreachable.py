@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -226,20 +226,19 @@ def test_expensive_selectors_report_progress(tmp_path: Path) -> None:
     assert "device evaluations" in lines[-1] and "cost units" in lines[-1]
 
 
-@pytest.fixture
-def refusing() -> Iterator[str]:
-    """An API server (plain http) that answers every request 401, as one does to a revoked token."""
+def _serve(answer: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A plain-http API server whose every GET is `answer(path)`: (status, content type, body)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = json.dumps({"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401})
-            self.send_response(401)
-            self.send_header("Content-Type", "application/json")
+            code, ctype, body = answer(self.path)
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body.encode())
+            self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -249,6 +248,13 @@ def refusing() -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def refusing() -> Iterator[str]:
+    """An API server that answers every request 401, as one does to a revoked token."""
+    status = {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401}
+    yield from _serve(lambda _path: (401, "application/json", json.dumps(status).encode()))
 
 
 @pytest.mark.parametrize("argv", [["top"], ["exporter", "--once"]], ids=lambda a: a[0])
@@ -291,35 +297,14 @@ def test_refused_credentials_exit_1_in_every_command(
 def without_dra() -> Iterator[str]:
     """An API server that does not serve resource.k8s.io/v1 (before Kubernetes 1.34): its mux answers
     such paths '404 page not found' in plain text; everything else is an empty list."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    empty = {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": []}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.startswith("/apis/"):
-                body, code, ctype = b"404 page not found\n", 404, "text/plain"
-            else:
-                empty = {
-                    "kind": "List",
-                    "apiVersion": "v1",
-                    "metadata": {"resourceVersion": "1"},
-                    "items": [],
-                }
-                body, code, ctype = json.dumps(empty).encode(), 200, "application/json"
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, str, bytes]:
+        if path.startswith("/apis/"):
+            return 404, "text/plain", b"404 page not found\n"
+        return 200, "application/json", json.dumps(empty).encode()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    yield from _serve(answer)
 
 
 @pytest.mark.parametrize("argv", [["top"], ["exporter", "--once"], ["export"]], ids=lambda a: a[0])

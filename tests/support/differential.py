@@ -129,8 +129,10 @@ def _gave_up_first(kdra: Sequence[Obj], oracle: Obj) -> bool:
     return any(
         got.get("gaveUp")
         and (
-            (got["outcome"] != want["outcome"] and _budget_explains(got, want))
-            or (got.get("node") != want.get("node") and _budget_explains(got, want))
+            (
+                (got["outcome"] != want["outcome"] or got.get("node") != want.get("node"))
+                and _budget_explains(got, want)
+            )
             or sorted(got.get("nodeErrors") or {}) != sorted(want.get("nodeErrors") or {})
         )
         for got, want in zip(kdra, oracle.get("groups") or [], strict=False)

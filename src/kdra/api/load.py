@@ -160,7 +160,7 @@ def _doc_start_lines(text: str) -> list[int]:
     return starts or [1]
 
 
-def _type_name(value: object) -> str:
+def type_name(value: object) -> str:
     """JSON's name for a Python value's type, for messages."""
     if value is None:
         return "null"
@@ -180,13 +180,13 @@ def _type_name(value: object) -> str:
 def _check_object(obj: object, where: str) -> dict[str, Any]:
     """A document must be a mapping with apiVersion and kind (strings), as the API server requires."""
     if not isinstance(obj, dict):
-        raise InputError(f"{where}: expected a Kubernetes object (a mapping), got a {_type_name(obj)}")
+        raise InputError(f"{where}: expected a Kubernetes object (a mapping), got a {type_name(obj)}")
     missing = [k for k in ("apiVersion", "kind") if not obj.get(k)]
     if missing:
         raise InputError(f"{where}: missing {' and '.join(missing)} (every object needs apiVersion and kind)")
     for key in ("apiVersion", "kind"):
         if not isinstance(obj[key], str):
-            raise InputError(f"{where}: {key} must be a string, got a {_type_name(obj[key])}")
+            raise InputError(f"{where}: {key} must be a string, got a {type_name(obj[key])}")
     check_object_meta(obj.get("metadata"), where)
     return obj
 
@@ -198,20 +198,20 @@ def check_object_meta(meta: object, where: str, path: str = "metadata") -> None:
     if meta is None:
         return
     if not isinstance(meta, dict):
-        raise InputError(f"{where}: {path} must be a mapping, got a {_type_name(meta)}")
+        raise InputError(f"{where}: {path} must be a mapping, got a {type_name(meta)}")
     for key in ("name", "namespace", "generateName", "uid", "resourceVersion"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise InputError(f"{where}: {path}.{key} must be a string, got a {_type_name(meta[key])}")
+            raise InputError(f"{where}: {path}.{key} must be a string, got a {type_name(meta[key])}")
     for key in ("labels", "annotations"):
         m = meta.get(key)
         if m is None:
             continue
         if not isinstance(m, dict):
-            raise InputError(f"{where}: {path}.{key} must be a mapping, got a {_type_name(m)}")
+            raise InputError(f"{where}: {path}.{key} must be a mapping, got a {type_name(m)}")
         for k, v in m.items():
             if not isinstance(v, str):
                 raise InputError(
-                    f"{where}: {path}.{key}[{k!r}] must be a string, got a {_type_name(v)} (quote it)"
+                    f"{where}: {path}.{key}[{k!r}] must be a string, got a {type_name(v)} (quote it)"
                 )
 
 
@@ -226,7 +226,7 @@ def _flatten(obj: dict[str, Any], where: str) -> Iterator[dict[str, Any]]:
     if items is None:
         return
     if not isinstance(items, list):
-        raise InputError(f"{where}: items must be a list, got a {_type_name(items)}")
+        raise InputError(f"{where}: items must be a list, got a {type_name(items)}")
     item_kind = "" if kind == "List" else kind[: -len("List")]
     for i, item in enumerate(items):
         item_where = f"{where}, items[{i}]"

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from kdra.api.load import type_name
 from kdra.api.types import Obj
 from kdra.errors import InputError
 
@@ -244,21 +245,6 @@ class _Merged:
             self.current = (str(cur), path)
 
 
-def _kind(value: object) -> str:
-    """How a wrong-typed value reads in an error (never the value: it may be a credential)."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 def _url(value: str, default_scheme: str, bad: Callable[[str], InputError]) -> str:
     """A server (or proxy) URL as client-go accepts it: the scheme defaults to `default_scheme`; http or
     https, a host, and a port in 1-65535 when one is given; a trailing / dropped. The URL itself is not
@@ -359,7 +345,9 @@ def _build(
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            raise bad(f"{fieldpath}.{key}", f"Invalid value: must be a string, not {_kind(value)}", path)
+            raise bad(
+                f"{fieldpath}.{key}", f"Invalid value: must be a string, not a {type_name(value)}", path
+            )
         return value
 
     def flag(section: Obj, key: str, fieldpath: str, path: Path) -> bool:
@@ -367,7 +355,9 @@ def _build(
         if value is None:
             return False
         if not isinstance(value, bool):
-            raise bad(f"{fieldpath}.{key}", f"Invalid value: must be true or false, not {_kind(value)}", path)
+            raise bad(
+                f"{fieldpath}.{key}", f"Invalid value: must be true or false, not a {type_name(value)}", path
+            )
         return value
 
     def texts(section: Obj, key: str, fieldpath: str, path: Path) -> list[str]:
@@ -483,7 +473,9 @@ def _exec_config(
     if not command:
         raise bad(f"{fieldpath}.command", "Required value", path)
     if not isinstance(command, str):
-        raise bad(f"{fieldpath}.command", f"Invalid value: must be a string, not {_kind(command)}", path)
+        raise bad(
+            f"{fieldpath}.command", f"Invalid value: must be a string, not a {type_name(command)}", path
+        )
     args = raw.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise bad(f"{fieldpath}.args", "Invalid value: must be a list of strings", path)
@@ -493,7 +485,7 @@ def _exec_config(
     if provide is not None and not isinstance(provide, bool):
         raise bad(
             f"{fieldpath}.provideClusterInfo",
-            f"Invalid value: must be true or false, not {_kind(provide)}",
+            f"Invalid value: must be true or false, not a {type_name(provide)}",
             path,
         )
     api_version = str(raw.get("apiVersion") or "")

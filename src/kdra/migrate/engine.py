@@ -208,7 +208,7 @@ class StreamMigration:
             return chunk.text
         marks = res.vendor_mentions(body)
         escaped = res.may_escape(body)  # a name the text search cannot see: walk the nodes instead
-        others = res.mentions_other_accelerator(body)  # left as is, but never in silence
+        others = res.mentions_other_accelerator(body, marks)  # left as is, but never in silence
         relevant = bool(marks) or escaped or others or any(word in body for word in KAI_SHARING)
         helm = helm_syntax(body)
         templated = helm is not None

@@ -105,19 +105,17 @@ def is_other_accelerator(name: str) -> bool:
     return "/" in name and (OTHER_ACCELERATOR.match(name) is not None or is_nvidia_nic(name))
 
 
-def mentions_other_accelerator(text: str) -> bool:
-    """Whether `text` may name one of OTHER_ACCELERATOR or an NVIDIA NIC (substring tests: half the time of
-    the regex; the NIC test reads only the names after each `nvidia.com/`)."""
+def mentions_other_accelerator(text: str, marks: list[int]) -> bool:
+    """Whether `text` may name one of OTHER_ACCELERATOR (substring tests: half the time of the regex) or an
+    NVIDIA NIC, read at `marks` (vendor_mentions' offsets: no second search of the text)."""
     if any(word in text for word in _OTHER_WORDS):
         return True
-    at = text.find("nvidia.com/")
-    while at >= 0:
-        end = at + len("nvidia.com/")
-        while end < len(text) and (text[end].isalnum() or text[end] in "._-"):
+    for at in marks:
+        end = at
+        while end < len(text) and (text[end].isalnum() or text[end] in "._-/"):
             end += 1
         if is_nvidia_nic(text[at:end]):
             return True
-        at = text.find("nvidia.com/", end)
     return False
 
 

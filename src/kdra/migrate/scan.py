@@ -13,13 +13,13 @@ import bisect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from yaml import YAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kdra.migrate import resources as res
 from kdra.migrate.kinds import POD, Place, matches_prefix
-from kdra.migrate.nodes import MERGE_TAG, Path, may_alias, text_of
+from kdra.migrate.nodes import MERGE_TAG, Path, compose, may_alias, text_of
 
 
 @dataclass
@@ -190,35 +190,21 @@ def _walk(
 
 def patch_requests(text: str) -> list[str]:
     """The accelerator requests in a YAML or JSON string (an Argo podSpecPatch merged into the pod, a
-    resource template's manifest): vendor keys under `limits`/`requests` anywhere in it. Argo's `{{...}}`
-    inside a quoted value parses as text; a string that does not parse is read for `limits`/`requests` and
+    resource template's manifest): what `requests` finds anywhere in it, walked as a document of its own.
+    Argo's `{{...}}` composes as a node; a string that does not parse is read for `limits`/`requests` and
     vendor keys in its text."""
     if not res.LEGACY_PATTERN.search(text) and not res.may_escape(text):
         return []
-    import yaml
-
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
-    if data is None or isinstance(data, str):
+        root = compose(text)
+    except YAMLError:
+        root = None
+    if root is None or isinstance(root, ScalarNode):
         if not re.search(r"\b(limits|requests)\b", text):
             return []
         keys = re.findall(r"[\"']?([a-z0-9.-]+/[A-Za-z0-9._-]+)[\"']?\s*:", text)
         return sorted({k for k in keys if res.is_vendor_resource(k)})
-    found: set[str] = set()
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        item, parent = stack.pop()
-        if isinstance(item, dict):
-            for key, value in item.items():
-                if parent in ("limits", "requests") and isinstance(key, str) and res.is_vendor_resource(key):
-                    found.add(key)
-                else:
-                    stack.append((value, str(key)))
-        elif isinstance(item, list):
-            stack.extend((x, "") for x in item)
-    return sorted(found)
+    return sorted({r.name for r in _walk(root, ())})
 
 
 _IN_CONTAINER = (
