@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kdra.api.types import Obj
 from kdra.kube.client import KubeClient
 from support.controlplane import ControlPlane
 from support.invariants import check_cluster, devices_of, preemption_outcome
@@ -67,51 +68,66 @@ def restart(control_plane: ControlPlane, proc: KdraProcess, log: Path, *extra: s
     return session_scheduler(control_plane, log, *SLOW, *extra)
 
 
-def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_no_intruder_in(
-    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
-) -> None:
-    """Four low-priority pods fill a 4-GPU node; two high-priority pods (2 GPUs and 1 GPU) preempt three
-    of them while low-priority intruders of the same shapes arrive (one before the kill, one while kdra
-    is down). kdra is killed at a random point and restarted."""
-    rng = random.Random(27)
-    low = priority_class(kube, "kdra-e2e-low", 10)
-    high = priority_class(kube, "kdra-e2e-high", 1000)
+def kill_rounds(
+    control_plane: ControlPlane,
+    kube: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+    rng: random.Random,
+    victim: str,
+    preemptor: str,
+    names: tuple[str, str, str],
+    by_queue: bool = False,
+) -> dict[str, int]:
+    """KILLS rounds: four victims (of the priority class `victim`, or with `by_queue` its queue) fill the
+    fleet's 4-GPU node; two preemptors (2 GPUs and 1 GPU) take three of them while intruders of the
+    victims' kind arrive (one before the kill, one while kdra is down); kdra is killed at a random point
+    and restarted. Each round's outcome is checked; returns where the kills landed."""
+    victims_of, preemptors_of, intruders_of = names
     with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
+
+        def pod(name: str, template: str, side: str, annotations: dict[str, str] | None = None) -> Obj:
+            in_queue, priority = (side, None) if by_queue else (None, side)
+            return gpu_pod(
+                name,
+                namespace,
+                template,
+                fleet.prefix,
+                queue=in_queue,
+                priority_class=priority,
+                annotations=annotations,
+            )
+
         kube.create(gpu_template("one", namespace, 1))
         kube.create(gpu_template("two", namespace, 2))
         proc = session_scheduler(control_plane, tmp_path / "kdra-0.log", *SLOW)
         landed: dict[str, int] = {"before the eviction": 0, "victims going": 0, "after the binds": 0}
         try:
             for i in range(KILLS):
-                lows = [f"low{i}-{k}" for k in range(4)]
+                victims = [f"{victims_of}{i}-{k}" for k in range(4)]
                 create_all(
                     kube,
-                    [
-                        gpu_pod(
-                            n, namespace, "one", fleet.prefix, priority_class=low, annotations=TERMINATE_IN_1S
-                        )
-                        for n in lows
-                    ],
+                    [pod(n, "one", victim, TERMINATE_IN_1S) for n in victims],
                 )
                 wait(
-                    lambda lows=lows: set(lows) <= set(bound(kube, namespace)),
+                    lambda victims=victims: set(victims) <= set(bound(kube, namespace)),
                     60,
-                    f"round {i}: the low pods bound",
+                    f"round {i}: the victims-to-be bound",
                 )
-                freed = devices_of(kube, namespace, lows)
-                preemptors = [f"hi{i}-two", f"hi{i}-one"]
-                intruders = [f"in{i}-two", f"in{i}-one"]
+                freed = devices_of(kube, namespace, victims)
+                preemptors = [f"{preemptors_of}{i}-two", f"{preemptors_of}{i}-one"]
+                intruders = [f"{intruders_of}{i}-two", f"{intruders_of}{i}-one"]
                 create_all(
                     kube,
                     [
-                        gpu_pod(preemptors[0], namespace, "two", fleet.prefix, priority_class=high),
-                        gpu_pod(preemptors[1], namespace, "one", fleet.prefix, priority_class=high),
-                        gpu_pod(intruders[0], namespace, "two", fleet.prefix, priority_class=low),
+                        pod(preemptors[0], "two", preemptor),
+                        pod(preemptors[1], "one", preemptor),
+                        pod(intruders[0], "two", victim),
                     ],
                 )
                 if i % 2:  # inside the eviction: a victim's deletion is never undone, so these count surely
                     wait(
-                        lambda lows=lows: len(live(kube, namespace, lows)) < 4,
+                        lambda victims=victims: len(live(kube, namespace, victims)) < 4,
                         30,
                         f"round {i}: the first victim going",
                         0.02,
@@ -120,12 +136,12 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
                 else:  # anywhere: before the choice, while the victims are marked, while they go
                     time.sleep(rng.uniform(0.0, 2.0))
                 proc.kill()
-                going = 4 - len(live(kube, namespace, lows))
+                going = 4 - len(live(kube, namespace, victims))
                 placed = set(preemptors) <= set(bound(kube, namespace))
                 landed[
                     "after the binds" if placed else "victims going" if going else "before the eviction"
                 ] += 1
-                kube.create(gpu_pod(intruders[1], namespace, "one", fleet.prefix, priority_class=low))
+                kube.create(pod(intruders[1], "one", victim))
                 proc = session_scheduler(control_plane, tmp_path / f"kdra-{i + 1}.log", *SLOW)
                 wait(
                     lambda preemptors=preemptors: set(preemptors) <= set(bound(kube, namespace)),
@@ -141,7 +157,7 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
                     kube,
                     namespace,
                     preemptors=preemptors,
-                    preemptible=lows,
+                    preemptible=victims,
                     minimum=3,
                     intruders=intruders,
                     freed=freed,
@@ -152,8 +168,29 @@ def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_
         finally:
             proc.stop()
             cleanup(kube, namespace)
-        print(f"\npreemption kills: {KILLS}, landed {landed}, violations 0")
-        assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
+    return landed
+
+
+def test_sigkill_during_preemption_forgets_no_preemptor_adds_no_victim_and_lets_no_intruder_in(
+    control_plane: ControlPlane, kube: KubeClient, kdra_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """Four low-priority pods fill a 4-GPU node; two high-priority pods (2 GPUs and 1 GPU) preempt three
+    of them while low-priority intruders of the same shapes arrive (one before the kill, one while kdra
+    is down). kdra is killed at a random point and restarted."""
+    low = priority_class(kube, "kdra-e2e-low", 10)
+    high = priority_class(kube, "kdra-e2e-high", 1000)
+    landed = kill_rounds(
+        control_plane,
+        kube,
+        namespace,
+        tmp_path,
+        random.Random(27),
+        victim=low,
+        preemptor=high,
+        names=("low", "hi", "in"),
+    )
+    print(f"\npreemption kills: {KILLS}, landed {landed}, violations 0")
+    assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
 
 
 def test_sigkill_during_a_gangs_eviction_leaves_no_member_running_alone(
@@ -273,86 +310,24 @@ def test_sigkill_during_a_reclaim_forgets_no_reclaimer_adds_no_victim_and_lets_n
     pods (2 GPUs and 1 GPU) reclaim three of b's, while b's pods of the same shapes arrive (one before the
     kill, one while kdra is down). kdra is killed at a random point and restarted: a's pods bind on what
     b's victims freed, no fourth victim is taken, no pod of b gets the freed devices."""
-    rng = random.Random(31)
     gpus = "deviceclass/gpu.nvidia.com"
     qa, qb = f"{namespace}-a", f"{namespace}-b"
     kube.create(queue(qa, resources={gpus: {"quota": 3}}))
     kube.create(queue(qb, resources={gpus: {"quota": 1}}))
-    with gpu_fleet(kube, [{"name": "a", "count": 1, "accelerator": {"model": H100, "count": 4}}]) as fleet:
-        kube.create(gpu_template("one", namespace, 1))
-        kube.create(gpu_template("two", namespace, 2))
-        proc = session_scheduler(control_plane, tmp_path / "kdra-0.log", *SLOW)
-        landed: dict[str, int] = {"before the eviction": 0, "victims going": 0, "after the binds": 0}
-        try:
-            for i in range(KILLS):
-                borrowers = [f"b{i}-{k}" for k in range(4)]
-                create_all(
-                    kube,
-                    [
-                        gpu_pod(n, namespace, "one", fleet.prefix, queue=qb, annotations=TERMINATE_IN_1S)
-                        for n in borrowers
-                    ],
-                )
-                wait(
-                    lambda borrowers=borrowers: set(borrowers) <= set(bound(kube, namespace)),
-                    60,
-                    f"round {i}: b's pods bound",
-                )
-                freed = devices_of(kube, namespace, borrowers)
-                reclaimers = [f"a{i}-two", f"a{i}-one"]
-                intruders = [f"in{i}-two", f"in{i}-one"]
-                create_all(
-                    kube,
-                    [
-                        gpu_pod(reclaimers[0], namespace, "two", fleet.prefix, queue=qa),
-                        gpu_pod(reclaimers[1], namespace, "one", fleet.prefix, queue=qa),
-                        gpu_pod(intruders[0], namespace, "two", fleet.prefix, queue=qb),
-                    ],
-                )
-                if i % 2:  # inside the eviction: a victim's deletion is never undone, so these count surely
-                    wait(
-                        lambda borrowers=borrowers: len(live(kube, namespace, borrowers)) < 4,
-                        30,
-                        f"round {i}: the first victim going",
-                        0.02,
-                    )
-                    time.sleep(rng.uniform(0.0, 0.3))
-                else:  # anywhere: before the choice, while the victims are marked, while they go
-                    time.sleep(rng.uniform(0.0, 2.0))
-                proc.kill()
-                going = 4 - len(live(kube, namespace, borrowers))
-                placed = set(reclaimers) <= set(bound(kube, namespace))
-                landed[
-                    "after the binds" if placed else "victims going" if going else "before the eviction"
-                ] += 1
-                kube.create(gpu_pod(intruders[1], namespace, "one", fleet.prefix, queue=qb))
-                proc = session_scheduler(control_plane, tmp_path / f"kdra-{i + 1}.log", *SLOW)
-                wait(
-                    lambda reclaimers=reclaimers: set(reclaimers) <= set(bound(kube, namespace)),
-                    60,
-                    f"round {i}: the reclaimers bound",
-                )
-                wait(
-                    lambda intruders=intruders: all(scheduled_message(kube, namespace, n) for n in intruders),
-                    30,
-                    f"round {i}: the intruders explained",
-                )
-                problems = preemption_outcome(
-                    kube,
-                    namespace,
-                    preemptors=reclaimers,
-                    preemptible=borrowers,
-                    minimum=3,
-                    intruders=intruders,
-                    freed=freed,
-                )
-                problems += settled(kube, namespace, timeout=30)
-                assert not problems, (i, [str(p) for p in problems])
-                reset(kube, namespace)
-        finally:
-            proc.stop()
-            cleanup(kube, namespace)
-            for q in (qa, qb):
-                kube.delete("Queue", q, missing_ok=True)
-        print(f"\nreclaim kills: {KILLS}, landed {landed}, violations 0")
-        assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
+    try:
+        landed = kill_rounds(
+            control_plane,
+            kube,
+            namespace,
+            tmp_path,
+            random.Random(31),
+            victim=qb,
+            preemptor=qa,
+            names=("b", "a", "in"),
+            by_queue=True,
+        )
+    finally:
+        for q in (qa, qb):
+            kube.delete("Queue", q, missing_ok=True)
+    print(f"\nreclaim kills: {KILLS}, landed {landed}, violations 0")
+    assert landed["victims going"] + landed["after the binds"] >= KILLS // 2, landed
