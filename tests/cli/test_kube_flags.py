@@ -134,3 +134,31 @@ def test_a_namespace_is_escaped_in_request_paths() -> None:
     from kdra.kube.resources import resource_path
 
     assert resource_path("Pod", "x?y=1", "p") == "/api/v1/namespaces/x%3Fy%3D1/pods/p"
+
+
+@pytest.mark.parametrize("command", ["scheduler", "exporter"])
+def test_a_listen_address_in_use_is_one_line_exit_1(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port another process holds is the machine's state, not bad input: exit 1 (was 2), and one line
+    naming the flag and the address (was Python's "(while attempting to bind on address ('127.0.0.1',
+    N))" appended)."""
+    flag = "--metrics-listen" if command == "scheduler" else "--listen"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        address = f"127.0.0.1:{held.getsockname()[1]}"
+        extra = ["--kubeconfig", _kubeconfig(tmp_path)] if command == "scheduler" else ["--from-simulation"]
+        assert main([command, flag, address, *extra]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {flag} {address}: cannot listen there: Address already in use\n"
+
+
+def test_a_listen_host_that_does_not_resolve_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["scheduler", "--metrics-listen", "nosuch.invalid:9", "--kubeconfig", _kubeconfig(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --metrics-listen nosuch.invalid:9: cannot resolve the host: ")
+    assert "while attempting" not in err and err.count("\n") == 1

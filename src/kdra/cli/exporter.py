@@ -104,7 +104,7 @@ class _Snapshot:
 def run(args: argparse.Namespace) -> int:
     from kdra.cli.serving import serving_options
     from kdra.observe.model import FleetState
-    from kdra.observe.server import MetricsServer, parse_listen
+    from kdra.observe.server import MetricsServer, listen_error, parse_listen
 
     address = parse_listen(args.listen)
     options = serving_options(args)
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         for s in stop:
             s()
-        raise InputError(f"--listen {args.listen}: {exc.strerror or exc}") from None
+        raise listen_error("--listen", args.listen, exc) from None
     server.health_detail = "waiting for the initial list"
     if source is not None:
         kube_source = source

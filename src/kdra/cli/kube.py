@@ -267,7 +267,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     endpoint = None
     if args.metrics_listen:
         from kdra.cli.serving import serving_options
-        from kdra.observe.server import parse_listen
+        from kdra.observe.server import listen_error, parse_listen
         from kdra.observe.sources import SchedulerEndpoint
 
         address = parse_listen(args.metrics_listen, "--metrics-listen")
@@ -275,7 +275,7 @@ def _scheduler(args: argparse.Namespace) -> int:
         try:  # before the lease: probes of a standby are answered too
             endpoint = SchedulerEndpoint(address, options)
         except OSError as exc:
-            raise InputError(f"--metrics-listen {args.metrics_listen}: {exc.strerror or exc}") from None
+            raise listen_error("--metrics-listen", args.metrics_listen, exc) from None
     identity = args.identity or default_identity()
     client = make_client(args, f"scheduler/{identity}")
     elector = None

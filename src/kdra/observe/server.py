@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from kdra.errors import InputError
+from kdra.errors import InputError, KdraError
 from kdra.observe.exposition import CONTENT_TYPE
 from kdra.observe.model import FleetState
 
@@ -47,6 +47,24 @@ def parse_listen(value: str, flag: str = "--listen") -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise InputError(f"{flag}: Invalid value: {value!r}: must be HOST:PORT (e.g. 127.0.0.1:9405)")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class ListenError(KdraError):
+    """A well-formed HOST:PORT that cannot be listened on (in use, not an address of this host, a port the
+    process may not bind): the machine, not the input, so exit 1 (kdra.cli.conventions.EXIT_CODES)."""
+
+    exit_code = 1
+
+
+def listen_error(flag: str, value: str, exc: OSError) -> KdraError:
+    """One line naming the flag and the address for a failed bind. socket.create_server re-raises the bind
+    error with "(while attempting to bind on address (...))" appended; the original is its __context__. A
+    host name that does not resolve is the input's mistake (exit 2)."""
+    cause = exc.__context__ if isinstance(exc.__context__, OSError) else exc
+    reason = cause.strerror or str(cause)
+    if isinstance(cause, socket.gaierror):
+        return InputError(f"{flag} {value}: cannot resolve the host: {reason}")
+    return ListenError(f"{flag} {value}: cannot listen there: {reason}")
 
 
 def gzip_member(data: bytes) -> bytes:
