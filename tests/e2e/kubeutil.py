@@ -153,6 +153,11 @@ class KdraProcess:
     """A `kdra` subcommand in its own process group; stopped (or killed) by its own pid only."""
 
     def __init__(self, cp: ControlPlane, args: list[str], log: Path) -> None:
+        if args[0] == "scheduler" and "--leader-elect" not in args and "--identity" not in args:
+            # Without --leader-elect a scheduler claims its name's Lease and a second one exits. One
+            # identity per test process, as the chart's --identity=$(POD_NAME) stays across a container's
+            # restarts: a kdra restarted after a SIGKILL takes its own Lease back at once.
+            args = [*args, "--identity", f"e2e-{os.getpid()}"]
         self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         diagnose(f"kdra {args[0]} ({log.name})", self.log)  # every timed-out wait prints its tail

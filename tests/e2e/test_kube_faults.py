@@ -172,3 +172,51 @@ def test_standby_replica_stays_passive_until_the_leader_dies(
         if standby is not None:
             standby.stop()
     assert len(assert_consistent(kube, namespace)) == 20
+
+
+def test_a_second_scheduler_of_the_same_name_without_leader_election_exits(
+    control_plane: ControlPlane, kube: KubeClient, namespace: str, fleet: DeviceFleet, tmp_path: Path
+) -> None:
+    """Two `kdra scheduler` processes serving one name without --leader-elect both bound the same pods
+    (kube-scheduler does not detect it either). The first claims the name's Lease; the second sees it
+    renewed and exits 1 with one line naming the name and the holder, having read and written nothing
+    else; the first goes on alone. A scheduler with --leader-elect beside it stands by."""
+    name = f"kdra-{uuid.uuid4().hex[:6]}"
+    timing = ["--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3"]
+    timing += ["--leader-elect-retry-period", "0.5", "--scheduler-name", name]
+    first = KdraProcess(control_plane, ["scheduler", *timing, "--identity", "one"], tmp_path / "one.log")
+    second: KdraProcess | None = None
+    try:
+        wait_until(lambda: f"serving schedulerName {name}" in first.log(), 60, "the first to serve")
+        lease = kube.get("Lease", name, "kube-system")
+        assert lease["spec"]["holderIdentity"] == "one"
+        second = KdraProcess(control_plane, ["scheduler", *timing, "--identity", "two"], tmp_path / "two.log")
+        assert second.proc.wait(30) == 1
+        assert second.log().strip().splitlines()[-1] == (
+            f"error: another scheduler serves schedulerName {name}: one holds the Lease kube-system/{name}; "
+            "stop it, or run every replica with --leader-elect"
+        )
+        assert "Traceback" not in second.log() and "serving schedulerName" not in second.log()
+        elected = KdraProcess(
+            control_plane, ["scheduler", *timing, "--leader-elect", "--identity", "three"], tmp_path / "e.log"
+        )
+        try:
+            wait_until(lambda: "waiting for the leader lease" in elected.log(), 30, "the elected one to wait")
+            stays(
+                lambda: "leading" not in elected.log().replace("waiting for the leader lease", ""),
+                2,
+                "it stands by",
+            )
+        finally:
+            elected.stop()
+        assert first.running() and kube.get("Lease", name, "kube-system")["spec"]["holderIdentity"] == "one"
+        kube.create(claim_template("one", namespace, fleet.device_class))
+        pods = [template_pod(f"p{i}", namespace, "one", scheduler=name) for i in range(3)]
+        create_pods(kube, pods, workers=2)
+        wait_until(lambda: len(bound_pods(kube, namespace)) == 3, 60, "the first one to bind")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    # SIGTERM released the Lease: the next one serves at once.
+    assert kube.get("Lease", name, "kube-system")["spec"]["holderIdentity"] == ""

@@ -677,6 +677,94 @@ def test_leader_release_hands_over_at_once(server: FakeServer) -> None:
     assert b.try_acquire_or_renew()
 
 
+def test_claim_without_leader_election_finds_a_second_scheduler_of_the_same_name(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kdra scheduler` without --leader-elect claims the same Lease: a second process serving the same
+    name sees the first renew it and records it as `rival` (it then exits) instead of serving too; a Lease
+    left by a process that died is taken once it has not changed for the lease duration, as an elector
+    takes it; a claim is not lost to its own renewals failing (nothing is fenced), only to another
+    holder."""
+    clock = LeaseClock(monkeypatch)
+    leases = FakeLeases(server)
+    kw = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1, "claim": True}
+    a = LeaderElector(client_for(server), "kdra", "kube-system", "a", **kw)
+    b = LeaderElector(client_for(server), "kdra", "kube-system", "b", **kw)
+    assert a.try_acquire_or_renew() and a.is_leader
+    assert not b.try_acquire_or_renew() and b.holder == "a" and b.rival == ""  # one look proves nothing
+    clock.sleep(0.3)
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew() and b.rival == "a"  # a renewed: it is alive
+    # An elector with --leader-elect also counts a claimant as the holder (it stands by, never serves).
+    e = LeaderElector(client_for(server), "kdra", "kube-system", "e", **dict(kw, claim=False))
+    assert not e.try_acquire_or_renew()
+    # a cannot renew for a while: it keeps its claim (no deadline, nothing fenced) ...
+    clock.sleep(5)
+    assert a.is_leader and not a.lost
+    # ... until another process took the expired Lease: then a has lost it to that one.
+    c = LeaderElector(client_for(server), "kdra", "kube-system", "c", **kw)
+    assert not c.try_acquire_or_renew()
+    clock.sleep(1.1)
+    assert c.try_acquire_or_renew() and leases.lease is not None
+    assert leases.lease["spec"]["holderIdentity"] == "c"
+    assert not a.try_acquire_or_renew() and a.lost and a.rival == "c"
+
+
+def test_a_second_scheduler_without_leader_election_exits_naming_the_first(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_scheduler in claim mode: a Lease another process keeps renewing ends the start-up with one
+    line naming the scheduler name, the holder and the Lease, exit 1, before any pod is read."""
+    from kdra.kube.partition import Partition
+    from kdra.kube.run import DuplicateSchedulerError, run_scheduler
+    from kdra.scheduler.gangqueues import GangQueueOptions
+    from kdra.scheduler.scheduler import SchedulerConfig
+
+    leases = FakeLeases(server)
+    first = LeaderElector(client_for(server), "kdra", "kube-system", "host-1_77", claim=True)
+    assert first.try_acquire_or_renew()
+    renewing = threading.Event()
+
+    def renew() -> None:  # the first scheduler, still running
+        while not renewing.wait(0.05):
+            first.try_acquire_or_renew()
+
+    threading.Thread(target=renew, daemon=True).start()
+    said: list[str] = []
+    second = LeaderElector(
+        client_for(server),
+        "kdra",
+        "kube-system",
+        "host-2_88",
+        retry_period=0.05,
+        renew_deadline=0.5,
+        claim=True,
+    )
+    try:
+        with pytest.raises(DuplicateSchedulerError) as err:
+            run_scheduler(
+                client_for(server),
+                SchedulerConfig(scheduler_name="kdra"),
+                GangQueueOptions(),
+                identity="host-2_88",
+                partition=Partition.parse(None, None),
+                bind_workers=0,
+                resync=0,
+                preemption_wait=0,
+                elector=second,
+                say=said.append,
+            )
+    finally:
+        renewing.set()
+    assert str(err.value) == (
+        "another scheduler serves schedulerName kdra: host-1_77 holds the Lease kube-system/kdra; stop it, "
+        "or run every replica with --leader-elect"
+    )
+    assert err.value.exit_code == 1
+    assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "host-1_77"
+    assert not [p for _m, p, _q, _b in server.log if "/leases" not in p]  # no pod, claim or node was read
+
+
 def test_fence_refuses_every_write_once_the_lease_deadline_passed(
     server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

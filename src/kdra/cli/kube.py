@@ -278,20 +278,20 @@ def _scheduler(args: argparse.Namespace) -> int:
             raise listen_error("--metrics-listen", args.metrics_listen, exc) from None
     identity = args.identity or default_identity()
     client = make_client(args, f"scheduler/{identity}")
-    elector = None
-    if args.leader_elect:
-        # Its own client, as kube-scheduler's leader election has: renewals never wait behind the
-        # binding workers in the rate limiter.
-        lease_client = make_client(args, f"scheduler/{identity}; leader-election")
-        elector = LeaderElector(
-            lease_client,
-            args.leader_elect_resource_name or args.scheduler_name,
-            args.leader_elect_resource_namespace,
-            identity,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        )
+    # Its own client, as kube-scheduler's leader election has: renewals never wait behind the binding
+    # workers in the rate limiter. Without --leader-elect the same Lease is claimed (not fenced) so that a
+    # second scheduler serving the same name exits instead of binding the same pods (kdra.kube.leader).
+    lease_client = make_client(args, f"scheduler/{identity}; leader-election")
+    elector = LeaderElector(
+        lease_client,
+        args.leader_elect_resource_name or args.scheduler_name,
+        args.leader_elect_resource_namespace,
+        identity,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        claim=not args.leader_elect,
+    )
     session_options = GangQueueOptions(
         placement=args.placement,
         gang_timeout=args.gang_timeout,
@@ -356,25 +356,25 @@ def _check_scheduler_flags(args: argparse.Namespace) -> None:
     ):
         if count < 0:
             raise bad(flag, count, "must not be negative")
-    if args.leader_elect:
-        try:
-            check_timing(
-                args.leader_elect_lease_duration,
-                args.leader_elect_renew_deadline,
-                args.leader_elect_retry_period,
-                (
-                    "--leader-elect-lease-duration",
-                    "--leader-elect-renew-deadline",
-                    "--leader-elect-retry-period",
-                ),
-            )
-        except ValueError as e:
-            raise InputError(str(e)) from None
-        lease = args.leader_elect_resource_name or args.scheduler_name
-        for problem in is_dns1123_subdomain(lease):
-            raise bad("--leader-elect-resource-name", lease, problem)
-        for problem in is_dns1123_label(args.leader_elect_resource_namespace):
-            raise bad("--leader-elect-resource-namespace", args.leader_elect_resource_namespace, problem)
+    # With or without --leader-elect: without it the Lease is still claimed (kdra.kube.leader's claim mode).
+    try:
+        check_timing(
+            args.leader_elect_lease_duration,
+            args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period,
+            (
+                "--leader-elect-lease-duration",
+                "--leader-elect-renew-deadline",
+                "--leader-elect-retry-period",
+            ),
+        )
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    lease = args.leader_elect_resource_name or args.scheduler_name
+    for problem in is_dns1123_subdomain(lease):
+        raise bad("--leader-elect-resource-name", lease, problem)
+    for problem in is_dns1123_label(args.leader_elect_resource_namespace):
+        raise bad("--leader-elect-resource-namespace", args.leader_elect_resource_namespace, problem)
 
 
 # -- explain --------------------------------------------------------------------------------------------

@@ -22,6 +22,14 @@ out meanwhile (counted in `raced_writes`; a write conditional on a resourceVersi
 is refused by the API server), and the process waits for those reports before it exits (`wait_sent`).
 Leadership, once lost, is never regained by this process (as kube-scheduler exits): `on_lost` callbacks
 run once, from whichever thread notices first.
+
+Claim mode (`claim=True`, `kdra scheduler` without --leader-elect): the same Lease, taken and renewed the
+same way, but only to tell a second process serving the same scheduler name that one already runs, which
+kube-scheduler does not detect (two of them bind the same pods twice). A claimant does not stand by: once
+it sees another holder renew the Lease (proof that it is alive, on this process's clock only) it records
+that holder in `rival`, and a claimant that held the Lease and finds another holder has lost it. Nothing is
+fenced and a renewal that fails ends nothing: without --leader-elect an API server outage must not stop
+the scheduler, as it does not stop kube-scheduler.
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        claim: bool = False,
     ) -> None:
         check_timing(lease_duration, renew_deadline, retry_period)
         self.client = client
@@ -106,6 +115,9 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.claim = claim
+        self.rival = ""  # another holder seen renewing the Lease (claim mode acts on it)
+        self._what = "single-scheduler Lease" if claim else "leader election"
         self._valid_until = 0.0
         self._last_error = ""
         self._observed: tuple[str, str, str] | None = None
@@ -132,6 +144,8 @@ class LeaderElector:
     def is_leader(self) -> bool:
         if self._lost:
             return False
+        if self.claim:
+            return self.ever_led  # no deadline: a claim is lost only to another holder
         if lease_clock() < self._valid_until:
             return True
         if self.ever_led:
@@ -149,7 +163,7 @@ class LeaderElector:
                 return
             self._lost = True
             self._valid_until = 0.0
-        log.warning("leader election: %s lost the lease %s/%s", self.identity, self.namespace, self.name)
+        log.warning("%s: %s lost the lease %s/%s", self._what, self.identity, self.namespace, self.name)
         for callback in self.on_lost:
             try:
                 callback()
@@ -233,6 +247,17 @@ class LeaderElector:
         if release and self.is_leader:
             self.release()
 
+    @property
+    def holder(self) -> str:
+        """The Lease's holder as last read ("" before the first read, or when nobody holds it)."""
+        return self._observed[0] if self._observed is not None else ""
+
+    @property
+    def problem(self) -> str:
+        """The last Lease request's error ("" when it succeeded): a claimant that cannot read or write the
+        Lease (no RBAC for it, no namespace) cannot tell whether another scheduler runs."""
+        return self._last_error
+
     def try_acquire_or_renew(self) -> bool:
         if self._lost:
             return False
@@ -242,7 +267,7 @@ class LeaderElector:
         except StoreError as e:
             # Said once per problem at warning level: a Lease namespace that does not exist, RBAC that does
             # not allow the Lease, an invalid name kept a standby "waiting for the leader lease" in silence.
-            message = f"leader election: Lease {self.namespace}/{self.name}: {e}"
+            message = f"{self._what}: Lease {self.namespace}/{self.name}: {e}"
             if message != self._last_error:
                 self._last_error = message
                 log.warning("%s (retrying every %g s)", message, self.retry_period)
@@ -253,9 +278,7 @@ class LeaderElector:
             self._last_error = ""
         if ok:
             if not self.ever_led:
-                log.info(
-                    "leader election: %s became leader of %s/%s", self.identity, self.namespace, self.name
-                )
+                log.info("%s: %s holds %s/%s", self._what, self.identity, self.namespace, self.name)
             self.ever_led = True
             with self._lost_lock:
                 if not self._lost:
@@ -290,10 +313,18 @@ class LeaderElector:
         holder = str(spec.get("holderIdentity") or "")
         record = (holder, str(spec.get("renewTime") or ""), str(spec.get("leaseDurationSeconds") or ""))
         if record != self._observed:
+            if self._observed is not None and holder and holder != self.identity:
+                self.rival = holder  # its record changed while this process watched: it is alive
             # Observed when the answer arrived, not when it was asked for (client-go's observedTime): the
             # record may have changed while the GET was under way.
             self._observed = record
             self._observed_at = lease_clock()
+        if self.claim and self.ever_led and holder != self.identity:
+            # Taken over while this claimant could not renew (or released by someone else): whoever holds
+            # the Lease serves the name.
+            self.rival = self.rival or holder or "(released by another process)"
+            self._mark_lost()
+            return False
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         if holder and holder != self.identity and lease_clock() < self._observed_at + duration:
             return False  # someone else holds a lease that has not expired
@@ -325,4 +356,4 @@ class LeaderElector:
             )
             self.client.update(lease)
         except StoreError as e:
-            log.info("leader election: release: %s", e)
+            log.info("%s: release: %s", self._what, e)

@@ -4,6 +4,11 @@ binding cycles finish and step down.
 
 A lost lease ends the process at once with status 1, as kube-scheduler does: the lease's fence already
 refuses every write, and the binding pool was stopped from the elector's thread.
+
+Without leader election the same Lease is claimed (kdra.kube.leader's claim mode): a second scheduler with
+the same name, started by hand, from a second Deployment or as a second replica without --leader-elect,
+exits 1 naming the one that runs, instead of binding the same pods a second time. kube-scheduler does not
+detect this; a platform engineer is better served by one clear error than by pods bound twice.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
+from kdra.errors import KdraError
 from kdra.kube import memory
 from kdra.kube.client import KubeClient
 from kdra.kube.leader import LeaderElector
@@ -48,6 +54,19 @@ class Endpoint(Protocol):
     def shutdown(self) -> None: ...
 
     def server_close(self) -> None: ...
+
+
+class DuplicateSchedulerError(KdraError):
+    """Another process serves the same scheduler name (it renews the Lease): exit 1, the cluster's state."""
+
+    exit_code = 1
+
+
+def _duplicate(elector: LeaderElector, scheduler_name: str) -> str:
+    return (
+        f"another scheduler serves schedulerName {scheduler_name}: {elector.rival} holds the Lease "
+        f"{elector.namespace}/{elector.name}; stop it, or run every replica with --leader-elect"
+    )
 
 
 def _stderr(line: str) -> None:
@@ -79,7 +98,35 @@ def run_scheduler(
     signal.signal(signal.SIGINT, on_signal)
 
     sched: KubeScheduler | None = None
-    if elector is not None:
+    if elector is not None and elector.claim:
+        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+        elector.start()
+        told = False
+        while not elector.is_leader:
+            if elector.rival:
+                elector.stop(release=False)
+                raise DuplicateSchedulerError(_duplicate(elector, config.scheduler_name))
+            if elector.problem:  # no RBAC for the Lease, no namespace: the elector warned; serve anyway
+                say(
+                    f"kdra scheduler {identity}: warning: cannot tell whether another scheduler serves "
+                    f"schedulerName {config.scheduler_name} (without --leader-elect it claims the Lease "
+                    f"{elector.namespace}/{elector.name}): {elector.problem}"
+                )
+                break
+            if stopping.is_set():
+                elector.stop(release=False)
+                return 0
+            if not told and elector.holder and elector.holder != identity:
+                # A holder that has not renewed yet: alive (then this one exits) or gone without releasing
+                # the Lease (then it expires): only its next renewal, or none, tells, on this host's clock.
+                told = True
+                say(
+                    f"kdra scheduler {identity}: the Lease {elector.namespace}/{elector.name} is held by "
+                    f"{elector.holder}; waiting up to {elector.lease_duration:g} s to see whether it "
+                    f"still serves schedulerName {config.scheduler_name}"
+                )
+            time.sleep(0.1)
+    elif elector is not None:
         # Every write of this process (scheduling loop, binding workers, status patches, Events) is
         # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
         # binding pool at once, from the elector's thread, while the loop may still be asleep.
@@ -134,6 +181,10 @@ def run_scheduler(
         if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
             endpoint.attach(store, sched)
         while not stopping.is_set():
+            if elector is not None and elector.claim and elector.rival:
+                sched.stop_binding()
+                say(f"kdra scheduler {identity}: {_duplicate(elector, config.scheduler_name)}; exiting")
+                os._exit(1)
             if elector is not None and elector.lost:
                 # Exit at once, as kube-scheduler does (the fence already refuses every write).
                 sched.stop_binding()
