@@ -170,10 +170,13 @@ def test_chart_lints_and_renders_defaults_and_options(helm_bin: Path) -> None:
         for args in (c["args"], default_args)
     ]
     assert parsed[0].device_preference == "topology" and parsed[1].device_preference is None
-    assert ("PodDisruptionBudget", "demo-kdra-scheduler") not in objs and (
-        "Role",
-        "demo-kdra-scheduler-leader-election",
-    ) not in objs
+    assert ("PodDisruptionBudget", "demo-kdra-scheduler") not in objs
+    # Without leader election the scheduler still claims its name's Lease (a second one exits): the Role
+    # stays, and an old and a new pod never run at once.
+    assert ("Role", "demo-kdra-scheduler-leader-election") in objs
+    assert "--leader-elect-resource-name=gpu-batch" in c["args"]
+    assert objs[("Deployment", "demo-kdra-scheduler")]["spec"]["strategy"] == {"type": "Recreate"}
+    assert "strategy" not in dep["spec"]
     assert objs[("Service", "demo-kdra-exporter")]["spec"]["ports"][0]["port"] == 9405
     assert objs[("ServiceMonitor", "demo-kdra-exporter")]["spec"]["endpoints"][0]["port"] == "metrics"
     assert objs[("ClusterRole", "demo-kdra-exporter")]["rules"] == source["kdra-reader"]
@@ -186,6 +189,33 @@ def test_chart_lints_and_renders_defaults_and_options(helm_bin: Path) -> None:
     assert bad.returncode != 0 and "/scheduler/scoring" in bad.stderr
     bad = helm(helm_bin, "template", "x", str(chart_dir()), "--set", "scheduler.replica=3", check=False)
     assert bad.returncode != 0 and "'replica' not allowed" in bad.stderr
+    for value, says in (
+        # two replicas without leader election: the second would exit (the first holds the Lease)
+        (
+            "scheduler.replicas=2,scheduler.leaderElection.enabled=false",
+            "at '/scheduler/leaderElection/enabled': value must be true",
+        ),
+        ("scheduler.resources.requests.cpu=lots", "at '/scheduler/resources/requests/cpu': 'lots'"),
+        ("exporter.resources.limits.memory=1GB", "at '/exporter/resources/limits/memory': '1GB'"),
+        ("scheduler.leaderElection.leaseDuration=abc", "at '/scheduler/leaderElection/leaseDuration'"),
+        ("scheduler.metrics.port=70000", "at '/scheduler/metrics/port'"),
+        ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
+        # across values, which a schema cannot compare: the template refuses them (client-go's rules)
+        (
+            "scheduler.leaderElection.renewDeadline=15",
+            "scheduler.leaderElection.renewDeadline: Invalid value: 15: must be below "
+            "scheduler.leaderElection.leaseDuration (15)",
+        ),
+        (
+            "scheduler.leaderElection.retryPeriod=9",
+            "scheduler.leaderElection.renewDeadline: Invalid value: 10: must be above "
+            "scheduler.leaderElection.retryPeriod x 1.2 (10.8)",
+        ),
+    ):
+        bad = helm(helm_bin, "template", "x", str(chart_dir()), "--set", value, check=False)
+        assert bad.returncode != 0 and says in bad.stderr, (value, bad.stderr)
+    fine = {"scheduler.resources.requests.cpu": 1.5, "scheduler.resources.limits.memory": "2Gi"}
+    assert render(helm_bin, "x", "ns", fine)
 
 
 class HostPod:
