@@ -155,7 +155,7 @@ def test_kubeconfig_errors_name_the_file(tmp_path: Path) -> None:
 
     path = tmp_path / "kc"
     path.write_text("clusters: []\ncontexts: []\n")
-    with pytest.raises(InputError, match="no current-context"):
+    with pytest.raises(InputError, match=f"kubeconfig {path}: no contexts"):
         KubeConfig.load(path)
     with pytest.raises(InputError, match="missing: No such file"):
         KubeConfig.load(tmp_path / "missing")

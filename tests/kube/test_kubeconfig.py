@@ -173,6 +173,25 @@ def test_errors_name_file_context_and_field(tmp_path: Path) -> None:
     assert msg == f"kubeconfig {path}: no current-context (give --context NAME; contexts: x)"
 
 
+def test_an_empty_kubeconfig_says_it_is_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty file (or one of comments only) was reported as "no current-context", which sent people
+    looking for a context in a file with nothing in it."""
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    comments = tmp_path / "comments"
+    comments.write_text("# to be filled in\n\n")
+    for path in (empty, comments):
+        with pytest.raises(InputError) as e:
+            KubeConfig.load(path)
+        assert str(e.value) == f"kubeconfig {path}: the file is empty"
+    with pytest.raises(InputError, match=f"kubeconfig {empty}: the file is empty"):
+        KubeConfig.load(empty, context="prod")
+    header = tmp_path / "header"
+    header.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(InputError, match=f"kubeconfig {header}: no contexts"):
+        KubeConfig.load(header)
+
+
 @pytest.mark.parametrize(
     ("cluster", "user", "context", "expected"),
     [

@@ -222,9 +222,11 @@ class _Merged:
     contexts: dict[str, tuple[Obj, Path]] = field(default_factory=dict)
     current: tuple[str, Path] | None = None
     files: list[Path] = field(default_factory=list)
+    read: dict[Path, Obj] = field(default_factory=dict)
 
     def add(self, path: Path, data: Obj) -> None:
         self.files.append(path)
+        self.read[path] = data
         for section, key, table in (
             ("clusters", "cluster", self.clusters),
             ("users", "user", self.users),
@@ -276,6 +278,16 @@ def _from_files(paths: list[Path], context: str | None, *, explicit: bool, origi
     where = origin + " " if origin else ""
     names = ", ".join(str(p) for p in merged.files) or ", ".join(str(p) for p in paths)
     label = f"{where}kubeconfig {names}" if where else f"kubeconfig {names}"
+    if merged.files and not merged.contexts and merged.current is None:
+        # Said as such: "no current-context" sent people looking for a context in a file with nothing in it.
+        empty = [p for p in merged.files if not merged.read.get(p)]
+        if len(empty) == len(merged.files):
+            raise InputError(
+                f"{label}: the file is empty" if len(empty) == 1 else f"{label}: the files are empty"
+            )
+        raise InputError(
+            f"{label}: no contexts (a kubeconfig needs clusters, users, contexts and a current-context)"
+        )
     if context:
         ctx_name = context
         if ctx_name not in merged.contexts:
