@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import sys
 import threading
 import time
@@ -763,6 +764,54 @@ def test_a_second_scheduler_without_leader_election_exits_naming_the_first(
     assert err.value.exit_code == 1
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "host-1_77"
     assert not [p for _m, p, _q, _b in server.log if "/leases" not in p]  # no pod, claim or node was read
+
+
+def test_a_scheduler_that_cannot_claim_its_lease_says_so_once_and_serves(
+    server: FakeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No RBAC for the Lease (here: 403 on every Lease request): a scheduler without --leader-elect cannot
+    tell whether another one serves its name; it says so in one warning line, and goes on to serve (the
+    fake server then has no pods to list, which ends this test)."""
+    from kdra.kube.partition import Partition
+    from kdra.kube.run import run_scheduler
+    from kdra.scheduler.gangqueues import GangQueueOptions
+    from kdra.scheduler.scheduler import SchedulerConfig
+
+    def forbidden(h: Handler, q: Any, body: Any) -> None:
+        h.reply(403, {"kind": "Status", "reason": "Forbidden", "message": "leases is forbidden"})
+
+    base = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    server.routes[("GET", base + "/kdra")] = forbidden
+    said: list[str] = []
+
+    class Serving(Exception):
+        pass
+
+    def session(*a: Any, **kw: Any) -> Any:
+        raise Serving
+
+    elector = LeaderElector(client_for(server), "kdra", "kube-system", "a", retry_period=0.05, claim=True)
+    with caplog.at_level(logging.WARNING), pytest.MonkeyPatch.context() as mp:
+        mp.setattr("kdra.kube.run.start_session_scheduler", session)
+        with pytest.raises(Serving):
+            run_scheduler(
+                client_for(server),
+                SchedulerConfig(scheduler_name="kdra"),
+                GangQueueOptions(),
+                identity="a",
+                partition=Partition.parse(None, None),
+                bind_workers=0,
+                resync=0,
+                preemption_wait=0,
+                elector=elector,
+                say=said.append,
+            )
+    elector.stop(release=False)
+    assert len(said) == 1 and said[0].startswith(
+        "kdra scheduler a: warning: cannot tell whether another scheduler serves schedulerName kdra "
+        "(without --leader-elect it claims the Lease kube-system/kdra): GET "
+    )
+    assert "403" in said[0] and not [r for r in caplog.records if r.name == "kdra.kube.leader"]
 
 
 def test_fence_refuses_every_write_once_the_lease_deadline_passed(

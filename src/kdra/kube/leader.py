@@ -120,6 +120,7 @@ class LeaderElector:
         self._what = "single-scheduler Lease" if claim else "leader election"
         self._valid_until = 0.0
         self._last_error = ""
+        self._problem = ""
         self._observed: tuple[str, str, str] | None = None
         self._observed_at = 0.0
         self._stop = threading.Event()
@@ -256,7 +257,7 @@ class LeaderElector:
     def problem(self) -> str:
         """The last Lease request's error ("" when it succeeded): a claimant that cannot read or write the
         Lease (no RBAC for it, no namespace) cannot tell whether another scheduler runs."""
-        return self._last_error
+        return self._problem
 
     def try_acquire_or_renew(self) -> bool:
         if self._lost:
@@ -268,14 +269,21 @@ class LeaderElector:
             # Said once per problem at warning level: a Lease namespace that does not exist, RBAC that does
             # not allow the Lease, an invalid name kept a standby "waiting for the leader lease" in silence.
             message = f"{self._what}: Lease {self.namespace}/{self.name}: {e}"
+            self._problem = str(e)
             if message != self._last_error:
                 self._last_error = message
-                log.warning("%s (retrying every %g s)", message, self.retry_period)
+                # A claimant's caller says it once, with what it means (kdra.kube.run).
+                log.log(
+                    logging.INFO if self.claim else logging.WARNING,
+                    "%s (retrying every %g s)",
+                    message,
+                    self.retry_period,
+                )
             else:
                 log.info("%s", message)
             ok = False
         else:
-            self._last_error = ""
+            self._last_error = self._problem = ""
         if ok:
             if not self.ever_led:
                 log.info("%s: %s holds %s/%s", self._what, self.identity, self.namespace, self.name)
