@@ -106,7 +106,7 @@ def run_scheduler(
             if elector.rival:
                 elector.stop(release=False)
                 raise DuplicateSchedulerError(_duplicate(elector, config.scheduler_name))
-            if elector.problem:  # no RBAC for the Lease, no namespace: the elector warned; serve anyway
+            if elector.problem:  # no RBAC for the Lease, no namespace: said here, once; serve anyway
                 say(
                     f"kdra scheduler {identity}: warning: cannot tell whether another scheduler serves "
                     f"schedulerName {config.scheduler_name} (without --leader-elect it claims the Lease "
