@@ -65,6 +65,9 @@ class Place:
     shape: Shape = POD
     consumer: str = ""  # who else reads the GPU limits: "ray" (KubeRay), "trainer" (Kubeflow Trainer)
     refuse: str = ""  # why GPU requests here cannot become claims, and what to do instead
+    # The operator that builds the pods from this field (a CRD's own resources, not a pod spec): a request
+    # there is refused as that operator's, since no claim can be given in the field.
+    owner: str = ""
 
     def segments(self) -> list[str]:
         return _segments(self.path)
@@ -167,6 +170,41 @@ KINDS: dict[str, tuple[Place, ...]] = {
     },
     "CronWorkflow.argoproj.io": (Place("spec.workflowSpec.templates[]", shape=ARGO),),
     "Job.batch.volcano.sh": (Place("spec.tasks[].template.spec"),),
+    # Operators that build the pods from a field of their own: no claim can be given there.
+    "NIMService.apps.nvidia.com": (
+        Place(
+            "spec.resources",
+            owner="the NIM operator",
+            refuse="give the GPU to the NIMService as a claim in spec.draResources (NIM operator releases "
+            "with DRA support: a resourceClaimTemplateName, or a claimSpec with deviceClassName "
+            "gpu.nvidia.com) and drop it from spec.resources, which takes no claims; or " + _NO_CLAIMS,
+        ),
+    ),
+    **{
+        f"{k}.nvidia.com": (
+            Place(
+                path,
+                owner="the Dynamo operator",
+                refuse="Dynamo's v1alpha1 component resources (its `gpu` count or nvidia.com/gpu) become the "
+                "main container's device-plugin request in the operator; write the component as v1beta1, "
+                "whose podTemplate is a native pod template that can take the claim, or " + _NO_CLAIMS,
+            ),
+        )
+        for k, path in (
+            ("DynamoGraphDeployment", "spec.services.*.resources"),
+            ("DynamoComponentDeployment", "spec.resources"),
+        )
+    },
+    "NodeSet.slinky.slurm.net": (
+        Place(
+            "spec.slurmd.resources",
+            owner="the Slurm operator (Slinky)",
+            refuse="spec.slurmd is a container kept outside the pod template (spec.template.spec), which "
+            "kdra migrate does not pair; write the claim by hand (a ResourceClaimTemplate, "
+            "spec.template.spec.resourceClaims naming it, spec.slurmd.resources.claims naming that entry), "
+            "or " + _NO_CLAIMS,
+        ),
+    ),
     **{
         f"{k}.serving.knative.dev": (
             Place(

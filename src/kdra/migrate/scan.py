@@ -19,7 +19,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kdra.migrate import resources as res
 from kdra.migrate.kinds import POD, Place, matches_prefix
-from kdra.migrate.nodes import MERGE_TAG, Path, compose, may_alias, text_of
+from kdra.migrate.nodes import MERGE_TAG, Path, compose, may_alias, path_text, text_of
 
 
 @dataclass
@@ -243,6 +243,13 @@ def reason(
     """(what, hint) for a request that was not converted."""
     for place in places:
         if place.refuse and matches_prefix(place, path):
+            if place.owner:
+                owned = path_text(path[: len(place.segments())])
+                return (
+                    f"is in {owned}, a field {place.owner} owns (it builds the pods from it): kdra migrate "
+                    "cannot give a claim there",
+                    place.refuse,
+                )
             return "cannot become a ResourceClaim here", place.refuse
     if not kind:
         return (
