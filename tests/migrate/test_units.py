@@ -213,6 +213,33 @@ def test_classify_ignores_the_rest(name: str) -> None:
     assert classify(name) is None
 
 
+@pytest.mark.parametrize(
+    ("name", "instance"),
+    [
+        ("nvidia.com/mig-1c.3g.40gb", "nvidia.com/mig-3g.40gb"),
+        ("nvidia.com/mig-2c.4g.20gb", "nvidia.com/mig-4g.20gb"),
+        ("nvidia.com/mig-1c.7g.80gb.me", "nvidia.com/mig-7g.80gb.me"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["claims", "extended-resource"])
+def test_a_mig_compute_instance_is_refused_with_its_gpu_instance_named(
+    name: str, instance: str, mode: str
+) -> None:
+    """NVIDIA's DRA driver publishes no MIG device whose compute instance is smaller than its GPU instance
+    (nvlib.go skips C != G profiles): neither a claim nor a KEP-5004 class can serve it. It was 'no DRA
+    DeviceClass is known', with a hint to write a claim by hand, which cannot exist either."""
+    text = _pod(
+        f"  containers:\n  - name: c\n    image: x\n    resources:\n      limits:\n        {name}: 1\n"
+    )
+    result = migrate_text(text, "t.yaml", Options(mode=mode))
+    (message,) = list(result.report.blocked)
+    assert result.text == text
+    assert f"{name} is a MIG compute instance" in message
+    assert "no DRA DeviceClass" not in message
+    assert f"request the whole GPU instance ({instance}," in message
+    assert classify(name) is None
+
+
 def test_product_expression_rewrites_the_attribute_not_the_label() -> None:
     # GFD turns 'NVIDIA A100-SXM4-80GB' into 'NVIDIA-A100-SXM4-80GB', not invertible: rewrite the attribute.
     expr = product_expression(

@@ -348,13 +348,9 @@ class PodSpecConverter:
                 )
                 ok = False
                 continue
-            if key in res.REFUSED:
-                self._blocked(
-                    (*path, "resources", "limits", key),
-                    nodes.get("limits"),
-                    f"{key} cannot be migrated",
-                    res.REFUSED[key],
-                )
+            refused = res.refusal(key)
+            if refused is not None:
+                self._blocked((*path, "resources", "limits", key), nodes.get("limits"), *refused)
                 ok = False
                 continue
             if res.classify(key) is None:

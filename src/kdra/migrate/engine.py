@@ -471,6 +471,10 @@ class StreamMigration:
     def _extended(self, ctx: DocContext, where: Where, request: Any) -> None:
         if res.QUOTA_PREFIX.match(str(request.key.value)):
             return  # KEP-5004: quota on the extended resource keeps counting
+        refused = res.compute_instance_refusal(request.name)
+        if refused is not None:
+            ctx.blocked(f"{where.at(request.path, request.key.start_mark.line)}: {refused[0]}", refused[1])
+            return
         legacy = res.classify(request.name)
         device_class = res.extended_resource_class(request.name, legacy) if legacy else None
         if device_class is None:

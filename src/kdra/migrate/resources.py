@@ -57,6 +57,37 @@ REFUSED: dict[str, str] = {
     "gpu.intel.com/tiles": "Intel's GPU tiles are not published as DRA devices; request whole GPUs",
 }
 
+# A MIG compute instance smaller than its GPU instance (`1c.3g.40gb`: 1 of the 3 compute slices of a 3g.40gb
+# GPU instance), as the device plugin's mixed strategy names go-nvlib's profile string. NVIDIA's DRA driver
+# publishes only MIG devices whose compute instance spans the GPU instance (nvlib.go getGpuInfo skips every
+# profile with C != G), so no DRA device is such a slice, and no claim can ask for one.
+_MIG_COMPUTE_INSTANCE = re.compile(r"^nvidia\.com/mig-(\d+)c\.(\d+)g\.(\d+gb)((?:[.+][a-z]+)*)$")
+
+
+def refusal(name: str) -> tuple[str, str] | None:
+    """(what, hint) for a device-plugin name kdra knows and refuses to convert to a claim; None for any other
+    name."""
+    if name in REFUSED:
+        return f"{name} cannot be migrated", REFUSED[name]
+    return compute_instance_refusal(name)
+
+
+def compute_instance_refusal(name: str) -> tuple[str, str] | None:
+    """(what, hint) for a MIG compute-instance profile (no DRA device in either mode); None otherwise."""
+    match = _MIG_COMPUTE_INSTANCE.match(name)
+    if match is None:
+        return None
+    cis, gis, memory, suffix = match.groups()
+    instance = f"{gis}g.{memory}{suffix.replace('+', '.')}"
+    return (
+        f"{name} is a MIG compute instance ({cis} of the {gis} compute slices of a {gis}g.{memory} GPU "
+        "instance), and NVIDIA's DRA driver publishes only MIG devices whose compute instance spans the "
+        "whole GPU instance: no claim can ask for it",
+        f"request the whole GPU instance (nvidia.com/mig-{instance}, which kdra migrate converts; it has "
+        f"{gis} compute slices, not {cis}), or keep the device plugin for this workload",
+    )
+
+
 # Any accelerator request kdra must account for: a key under `limits`/`requests` (or a quota key) that
 # names one of these vendors.
 VENDOR_RESOURCE = re.compile(r"^(?:nvidia\.com/.+|amd\.com/.+|gpu\.intel\.com/.+|google\.com/tpu)$")
