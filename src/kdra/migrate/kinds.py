@@ -170,6 +170,20 @@ KINDS: dict[str, tuple[Place, ...]] = {
     },
     "CronWorkflow.argoproj.io": (Place("spec.workflowSpec.templates[]", shape=ARGO),),
     "Job.batch.volcano.sh": (Place("spec.tasks[].template.spec"),),
+    # Kueue's Workload (what Kueue admits; one written by hand): a pod template per pod set.
+    "Workload.kueue.x-k8s.io": (Place("spec.podSets[].template.spec"),),
+    # Seldon Core v1: a v1.PodSpec per componentSpecs item, but the schema of every release up to 1.18.2 (the
+    # Helm chart's CRD, k8s.io/api 0.28 types) has no resourceClaims nor containers' resources.claims: the
+    # API server prunes them and the pods start without GPUs. 1.19.0-rc.1's schema is the first with them.
+    "SeldonDeployment.machinelearning.seldon.io": (
+        Place(
+            "spec.predictors[].componentSpecs[].spec",
+            refuse="Seldon Core's SeldonDeployment schema has no resourceClaims up to 1.18.2 (its CRD prunes "
+            "them, and the pods would start without GPUs); with Seldon Core 1.19 or later convert it with "
+            "--kind SeldonDeployment.machinelearning.seldon.io=spec.predictors[].componentSpecs[].spec, or "
+            + _NO_CLAIMS,
+        ),
+    ),
     # Operators that build the pods from a field of their own: no claim can be given there.
     "NIMService.apps.nvidia.com": (
         Place(
