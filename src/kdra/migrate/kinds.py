@@ -184,6 +184,19 @@ KINDS: dict[str, tuple[Place, ...]] = {
             + _NO_CLAIMS,
         ),
     ),
+    # Tekton builds each step's container from its computeResources, and its pod template (a TaskRun's
+    # podTemplate, a PipelineRun's taskRunTemplate.podTemplate: tektoncd/pipeline pod.Template) has no
+    # resourceClaims, so no claim can reach a step.
+    **{
+        f"{k}.tekton.dev": (
+            Place(
+                "spec",
+                refuse="Tekton's pod template (podTemplate, taskRunTemplate.podTemplate) takes no "
+                "resourceClaims, so a step's pod cannot get a claim; " + _NO_CLAIMS,
+            ),
+        )
+        for k in ("Task", "ClusterTask", "TaskRun", "Pipeline", "PipelineRun")
+    },
     # Operators that build the pods from a field of their own: no claim can be given there.
     "NIMService.apps.nvidia.com": (
         Place(
