@@ -184,6 +184,34 @@ KINDS: dict[str, tuple[Place, ...]] = {
             + _NO_CLAIMS,
         ),
     ),
+    # RoleBasedGroup (sgl-project/rbg): native pod templates per role, in v1alpha1 (`template`) and v1alpha2
+    # (a pattern per role: standalone, leader/worker, custom components), and reusable `roleTemplates`. A
+    # role's patches (strategic merge onto a roleTemplate or the leader/worker template) are not pod specs.
+    "RoleBasedGroup.workloads.x-k8s.io": (
+        Place("spec.roles[].template.spec"),
+        Place("spec.roles[].standalonePattern.template.spec"),
+        Place("spec.roles[].leaderWorkerPattern.template.spec"),
+        Place("spec.roles[].customComponentsPattern.components[].template.spec"),
+        Place("spec.roleTemplates[].template.spec"),
+        *(
+            Place(
+                path,
+                refuse="RoleBasedGroup merges this patch into a pod template (strategic merge), and kdra "
+                "migrate does not rewrite patches: move the GPU request into the template it patches "
+                "(spec.roleTemplates[].template or the role's template, which kdra migrate converts), or "
+                + _NO_CLAIMS,
+            )
+            for path in (
+                "spec.roles[].templateRef.patch",
+                "spec.roles[].templatePatch",
+                "spec.roles[].leaderWorkerSet",
+                "spec.roles[].standalonePattern.templateRef.patch",
+                "spec.roles[].leaderWorkerPattern.templateRef.patch",
+                "spec.roles[].leaderWorkerPattern.leaderTemplatePatch",
+                "spec.roles[].leaderWorkerPattern.workerTemplatePatch",
+            )
+        ),
+    ),
     # Tekton builds each step's container from its computeResources, and its pod template (a TaskRun's
     # podTemplate, a PipelineRun's taskRunTemplate.podTemplate: tektoncd/pipeline pod.Template) has no
     # resourceClaims, so no claim can reach a step.
