@@ -139,6 +139,11 @@ KINDS: dict[str, tuple[Place, ...]] = {
         Place("spec.leaderWorkerTemplate.leaderTemplate.spec", role="leader"),
         Place("spec.leaderWorkerTemplate.workerTemplate.spec", role="worker"),
     ),
+    # LWS's DisaggregatedSet: a LeaderWorkerSet spec per role (prefill, decode), templates named after it.
+    "DisaggregatedSet.disaggregatedset.x-k8s.io": (
+        Place("spec.roles[].spec.leaderWorkerTemplate.leaderTemplate.spec"),
+        Place("spec.roles[].spec.leaderWorkerTemplate.workerTemplate.spec"),
+    ),
     "InferenceService.serving.kserve.io": (
         Place(
             "spec.predictor.workerSpec",
