@@ -55,7 +55,7 @@ def _pods(case: str, namespace: str) -> tuple[list[dict[str, Any]], list[tuple[s
             template["metadata"]["namespace"] = namespace
             templates.append(template)
     pods = []
-    for obj in objs:
+    for number, obj in enumerate(objs):
         for index, (_, role, spec) in enumerate(pod_specs(obj)):
             claims = _podspec_claims(spec)
             if not claims:
@@ -69,7 +69,8 @@ def _pods(case: str, namespace: str) -> tuple[list[dict[str, Any]], list[tuple[s
                 for c in containers(spec)
                 if (c.get("resources") or {}).get("claims")
             ]
-            name = f"{obj['kind'].lower()}-{index}-{role or 'pod'}"[:63].strip("-")
+            # the object's number too: two objects of a kind in one case have the same roles
+            name = f"{obj['kind'].lower()}-{number}-{index}-{role or 'pod'}"[:63].strip("-")
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",

@@ -156,6 +156,19 @@ KINDS: dict[str, tuple[Place, ...]] = {
         Place("spec.transformer", role="transformer", shape=KSERVE),
         Place("spec.explainer", role="explainer", shape=KSERVE),
     ),
+    # KServe's LLMInferenceService (and the LLMInferenceServiceConfig its baseRefs merge in): native pod specs
+    # for the main (decode) workload, its multi-node workers, the prefill workload and the scheduler. The
+    # controller takes parallelism from spec.parallelism, not from the GPU limits.
+    **{
+        f"{k}.serving.kserve.io": (
+            Place("spec.template", role="main"),
+            Place("spec.worker", role="worker"),
+            Place("spec.prefill.template", role="prefill"),
+            Place("spec.prefill.worker", role="prefill-worker"),
+            Place("spec.router.scheduler.template", role="scheduler"),
+        )
+        for k in ("LLMInferenceService", "LLMInferenceServiceConfig")
+    },
     **{
         f"{k}.serving.kserve.io": (
             Place(
