@@ -256,16 +256,27 @@ KINDS: dict[str, tuple[Place, ...]] = {
     **{
         f"{k}.nvidia.com": (
             Place(
-                path,
+                owned,
                 owner="the Dynamo operator",
                 refuse="Dynamo's v1alpha1 component resources (its `gpu` count or nvidia.com/gpu) become the "
                 "main container's device-plugin request in the operator; write the component as v1beta1, "
-                "whose podTemplate is a native pod template that can take the claim, or " + _NO_CLAIMS,
+                "whose podTemplate is a native pod template that can take the claim (see its refusal for "
+                "multi-node components), or " + _NO_CLAIMS,
+            ),
+            # v1beta1 (the storage version): a native pod template per component, but for multi-node
+            # components the operator picks vLLM's mode and sets --data-parallel-size-local from the main
+            # container's GPU limit (GPUs per node), which a claim does not show it.
+            Place(
+                template,
+                refuse="the Dynamo operator sizes multi-node components (`multinode`) from the main "
+                "container's GPU limit (GPUs per node: vLLM's Ray or data-parallel mode, "
+                "--data-parallel-size-local), which a claim does not show it; when no component is "
+                f"multi-node, convert with --kind {k}.nvidia.com={template}, or " + _NO_CLAIMS,
             ),
         )
-        for k, path in (
-            ("DynamoGraphDeployment", "spec.services.*.resources"),
-            ("DynamoComponentDeployment", "spec.resources"),
+        for k, owned, template in (
+            ("DynamoGraphDeployment", "spec.services.*.resources", "spec.components[].podTemplate.spec"),
+            ("DynamoComponentDeployment", "spec.resources", "spec.podTemplate.spec"),
         )
     },
     "NodeSet.slinky.slurm.net": (
