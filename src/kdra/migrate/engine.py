@@ -41,6 +41,12 @@ _TEMPLATE_SYNTAX = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 # keyword. Argo is a kind kdra migrates: its tags are values, not a chart to render first.
 _ARGO_TAG = re.compile(r"\{\{\s*(?:=[^{}]*|[A-Za-z_][\w-]*(?:\.[\w-]+|\[[^\]{}]*\])*)\s*\}\}")
 _GO_TEMPLATE_WORDS = frozenset({"end", "else", "break", "continue", "nil", "true", "false"})
+# Kinds whose controller renders Go templates in their own spec: KServe's LLMInferenceService and
+# LLMInferenceServiceConfig (config_merge.go executes the spec as a text/template, with `ChildName` and the
+# service as data: `{{ ChildName .ObjectMeta.Name "-epp-service" }}`). Their tags are values, not a chart.
+_CONTROLLER_TEMPLATED = re.compile(
+    r"^kind:[ \t]*[\"']?LLMInferenceService(?:Config)?[\"']?[ \t]*(?:#.*)?$", re.M
+)
 
 
 def helm_syntax(body: str) -> re.Match[str] | None:
@@ -212,6 +218,8 @@ class StreamMigration:
         relevant = bool(marks) or escaped or others or any(word in body for word in KAI_SHARING)
         helm = helm_syntax(body)
         templated = helm is not None
+        if helm is not None and _CONTROLLER_TEMPLATED.search(body):
+            helm = None  # the kind's controller renders these tags: values, as long as the document parses
         if helm is not None and relevant:
             line = chunk.line + body[: helm.start()].count("\n")
             self.report.blocked.append(
