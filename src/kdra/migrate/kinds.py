@@ -202,6 +202,18 @@ KINDS: dict[str, tuple[Place, ...]] = {
             + _NO_CLAIMS,
         ),
     ),
+    # Grove's PodCliqueSet (what Dynamo v1beta1 renders to): a pod spec per clique, but Grove puts a clique
+    # into its multi-node NVLink ComputeDomain (grove.io/mnnvl-group) only when a container requests
+    # nvidia.com/gpu (mnnvl.HasGPUInPodSpec counts no claims): a migrated clique would lose that domain.
+    "PodCliqueSet.grove.io": (
+        Place(
+            "spec.template.cliques[].spec.podSpec",
+            refuse="Grove enrolls a clique in its multi-node NVLink ComputeDomain (grove.io/mnnvl-group) "
+            "only when a container requests nvidia.com/gpu (claims are not counted), so a migrated clique "
+            "would run without its NVLink domain; without MNNVL, convert with --kind "
+            "PodCliqueSet.grove.io=spec.template.cliques[].spec.podSpec, or " + _NO_CLAIMS,
+        ),
+    ),
     # RoleBasedGroup (sgl-project/rbg): native pod templates per role, in v1alpha1 (`template`) and v1alpha2
     # (a pattern per role: standalone, leader/worker, custom components), and reusable `roleTemplates`. A
     # role's patches (strategic merge onto a roleTemplate or the leader/worker template) are not pod specs.
