@@ -100,3 +100,37 @@ def test_malformed_node_rows(tmp_path: Path) -> None:
         read_nodes(q)
     with pytest.raises(InputError, match=r"(?i)no such file"):
         read_nodes(tmp_path / "missing.csv")
+
+
+def test_errors_name_the_files_own_line_after_blank_lines_and_multiline_fields(tmp_path: Path) -> None:
+    # csv's DictReader skips blank lines and a quoted field may span lines: a count of records named
+    # line 3 for both of these rows (the file's lines 5 and 4).
+    p = write(tmp_path, "pods.csv", POD_HEADER + "ok,1000,1,0,0,,LS,Running,1,2,1\n\n\nx,abc,1,0,0,,,,,,\n")
+    with pytest.raises(InputError, match=r"pods.csv: line 5: column cpu_milli: 'abc' is not an integer"):
+        read_pods(p)
+    q = write(tmp_path, "q.csv", POD_HEADER + '"a\nb",1000,1,0,0,,,,,,\nx,1000,1,1,1200,,,,,,\n')
+    with pytest.raises(InputError, match=r"q.csv: line 4: column gpu_milli: 1200 exceeds 1000"):
+        read_pods(q)
+
+
+def test_cpu_only_nodes_in_the_node_list_replay(tmp_path: Path) -> None:
+    """The openb all-node list has CPU-only nodes (gpu 0, no model): read_nodes keeps them, and the fleet
+    built from them refused them ("unknown GPU model code ''"), so no replay of such a list ran."""
+    from kdra.replay.engine import run_placement
+    from kdra.replay.trace import Trace, TracePod
+    from kdra.scheduler.gpupolicies import make_policy
+
+    nodes = read_nodes(
+        write(
+            tmp_path,
+            "nodes.csv",
+            "sn,cpu_milli,memory_mib,gpu,model\ng1,32000,65536,2,T4\nc1,64000,65536,0,\n",
+        )
+    )
+    assert nodes[1].gpus == 0 and nodes[1].model == ""
+    pods = [
+        TracePod("cpu-big", PodRequest(48000, 1024)),
+        TracePod("gpu", PodRequest(1000, 1024, 1, 500)),
+    ]
+    run = run_placement(Trace(nodes, pods), make_policy("fgd"), 1, inflate_ratio=0)
+    assert dict(run.nodes) == {"cpu-big": "c1", "gpu": "g1"}

@@ -57,9 +57,11 @@ def fleet_from_rows(
                 f"{source or name}: node {node}: gpu {gpus}, cpu_milli {cpu_milli}, memory_mib {mem_mib}: "
                 f"must not be negative, and at most {MAX_ACCELERATORS_PER_NODE} GPUs per node"
             )
+        if not gpus:
+            code = ""  # a CPU-only node (the openb all-node list's CPU nodes): no GPU model
         key = (cpu_milli, mem_mib, gpus, code)
         if key not in pools:
-            if code not in MODEL_MAP:
+            if gpus and code not in MODEL_MAP:
                 raise InputError(
                     f"{source or name}: node {node}: unknown GPU model code {code!r} "
                     f"(known: {', '.join(MODEL_MAP)})"
@@ -67,7 +69,7 @@ def fleet_from_rows(
             cpu = f"{cpu_milli // 1000}" if cpu_milli % 1000 == 0 else f"{cpu_milli}m"
             acc = Accelerator(lookup(MODEL_MAP[code]), gpus) if gpus > 0 else None
             pools[key] = Pool(
-                name=f"{code.lower()}-{gpus}gpu-{cpu_milli // 1000}c-{mem_mib // 1024}g",
+                name=f"{code.lower() or 'cpu'}-{gpus}gpu-{cpu_milli // 1000}c-{mem_mib // 1024}g",
                 count=0,
                 cpu=cpu,
                 memory=binary_quantity(mem_mib << 20),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import random
 from dataclasses import dataclass
 from importlib import resources
@@ -132,15 +133,19 @@ def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, st
         raise InputError(f"{path}: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text file") from None
-    reader = csv.DictReader(text.splitlines())
+    # The file's own lines (csv's line_num), not a count of records: DictReader skips blank lines, and a
+    # quoted field may span lines, so a record count named the wrong line after either.
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     header = reader.fieldnames or []
     missing = [c for c in required if c not in header]
     if missing:
         raise InputError(
-            f"{path}: line 1: missing column(s) {', '.join(missing)} (expected {','.join(required)})"
+            f"{path}: line {reader.reader.line_num or 1}: missing column(s) {', '.join(missing)} "
+            f"(expected {','.join(required)})"
         )
     out = []
-    for i, row in enumerate(reader, start=2):
+    for row in reader:
+        i = reader.line_num
         if None in row:
             extra = len(row[None])
             raise InputError(f"{path}: line {i}: {len(header) + extra} fields, the header has {len(header)}")
