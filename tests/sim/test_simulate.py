@@ -238,3 +238,51 @@ def test_a_pod_group_claim_is_allocated_once_for_the_gang_in_simulation_kep_5729
     placed = {p["pod"]: p for p in json.loads(out.out)["modes"]["dra"]["placements"]}
     devices = [set(p["devices"]) for p in placed.values()]
     assert len(devices) == 3 and len(set.union(*devices)) == 6, devices
+
+
+SHARED_CLAIM_SHORT_THEN_LONG = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared-l40s, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        selectors:
+        - cel: {expression: 'device.attributes["gpu.nvidia.com"].productName.contains("L40S")'}
+""" + "".join(
+    f"""---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  annotations: {{kdra.dev/arrival-time: "0", kdra.dev/run-time: {hours}h}}
+spec:
+  containers:
+  - name: c
+    image: x
+    resources: {{claims: [{{name: gpu}}]}}
+  resourceClaims:
+  - {{name: gpu, resourceClaimName: shared-l40s}}
+"""
+    for name, hours in (("a-short", 1), ("b-long", 10))
+)
+
+
+def test_a_shared_claims_hours_after_its_first_user_ends_count_in_the_headline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two pods share one GPU claim; the first bound ends after 1 h, the other runs 10 h. DRA holds one GPU
+    for 10 h (metrics say 10.0) but the headline and per-workload figures counted only the first user's
+    hour: "gpu_hours_dra 1.0 ... saved 10.0 (90.9%)" against the device plugin's 11.0."""
+    f = tmp_path / "shared.yaml"
+    f.write_text(SHARED_CLAIM_SHORT_THEN_LONG)
+    report = simulate("mixed", str(f))
+    dra = report.modes["dra"]
+    assert dra.metrics["gpu_hours_allocated"] == 10.0
+    assert sum(w["gpu_hours"] for w in dra.workloads.values()) == pytest.approx(10.0)
+    h = report.headline
+    assert h is not None
+    assert (h["gpu_hours_dra"], h["gpu_hours_device_plugin"], h["gpu_hours_saved"]) == (10.0, 11.0, 1.0)
+    assert h["gpus_allocated_peak_dra"] == 1.0

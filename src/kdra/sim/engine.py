@@ -59,6 +59,22 @@ class PodRecord:
     needed_memory: int | None = None
     withdrawn: bool = False
     preempted: bool = False
+    # A shared claim's cost this pod took over when the user that carried it stopped while this pod still
+    # used the claim: (since, GPU-equivalents, memory). Per-pod figures count it from `since`.
+    carried: list[tuple[float, float, int]] = field(default_factory=list)
+
+    def gpu_segments(self, until: float) -> list[tuple[float, float, float]]:
+        """(from, to, GPU-equivalents) this pod held, cut at `until`: its own devices from its start, and
+        each shared claim's cost it carried from the moment it took it over."""
+        if self.start is None:
+            return []
+        end = min(self.end if self.end is not None else until, until)
+        out = [(self.start, end, self.gpu_equiv)] if end > self.start else []
+        out.extend((since, end, equiv) for since, equiv, _mem in self.carried if end > since)
+        return out
+
+    def gpu_seconds(self, until: float) -> float:
+        return sum(v * (b - a) for a, b, v in self.gpu_segments(until))
 
     @property
     def stranded(self) -> int:
@@ -151,9 +167,8 @@ class Simulation:
         self._equiv = 0.0
         self._charged: dict[str, tuple[float, int, int]] = {}
         self._pod_claims: dict[str, list[str]] = {}
-        self._claim_users: dict[str, int] = {}
-        self._claim_cost: dict[str, tuple[float, int, PodRecord | None]] = {}
-        self._carried: dict[str, tuple[float, int, PodRecord | None]] = {}
+        self._claim_users: dict[str, list[str]] = {}  # claim uid -> its running users, in binding order
+        self._claim_cost: dict[str, tuple[float, int, PodRecord]] = {}  # uid -> cost and who carries it
         self._mem = 0
         self._stranded = 0
         for g in workload.groups:
@@ -168,9 +183,9 @@ class Simulation:
         if rec is not None:
             rec.end = self.clock.now
             rec.preempted = True
-            self._equiv -= rec.gpu_equiv
-            self._mem -= rec.gpu_memory
-            self._stranded -= rec.stranded
+            # As a pod that finished: a shared claim it carried moves to its other users (taking the pod's
+            # charge off alone took the claim's cost off the fleet while they still held it).
+            self._release(rec)
 
     def _push(self, t: float, kind: str, data: Any) -> None:
         self._seq += 1
@@ -228,29 +243,31 @@ class Simulation:
 
     def _release(self, rec: PodRecord) -> None:
         """Take a finished pod's cost off the fleet totals; a shared claim's cost stays while it has users,
-        moving to the next user."""
+        moving to the next user, who carries it in per-pod figures from now (PodRecord.carried). Until
+        then it stayed in the fleet totals but left every pod's, so the headline and per-workload GPU-hours
+        missed a shared claim's hours after its first user ended."""
         equiv, mem, stranded = self._charged.pop(rec.key, (0.0, 0, 0))
         self._equiv -= equiv
         self._mem -= mem
         self._stranded -= stranded
         for uid in self._pod_claims.pop(rec.key, []):
-            users = self._claim_users.get(uid, 0) - 1
-            if users > 0:
-                self._claim_users[uid] = users
-                owner = self._claim_cost.get(uid)
-                if owner is not None and owner[2] is rec:
-                    # The claim's devices are still held by its other users.
-                    self._equiv += owner[0]
-                    self._mem += owner[1]
-                    self._carried[uid] = owner
-                    self._claim_cost[uid] = (owner[0], owner[1], None)
-            else:
+            users = self._claim_users.get(uid, [])
+            if rec.key in users:
+                users.remove(rec.key)
+            owner = self._claim_cost.get(uid)
+            if not users:
                 self._claim_users.pop(uid, None)
-                carried = self._carried.pop(uid, None)
-                if carried is not None:
-                    self._equiv -= carried[0]
-                    self._mem -= carried[1]
                 self._claim_cost.pop(uid, None)
+                continue
+            if owner is not None and owner[2] is rec:
+                # The claim's devices are still held by its other users: the next one carries them.
+                nxt = self.pods[users[0]]
+                nxt.carried.append((self.clock.now, owner[0], owner[1]))
+                e, m, st = self._charged.get(nxt.key, (0.0, 0, 0))
+                self._charged[nxt.key] = (e + owner[0], m + owner[1], st)
+                self._equiv += owner[0]
+                self._mem += owner[1]
+                self._claim_cost[uid] = (owner[0], owner[1], nxt)
 
     def _bound(self, key: str, node: str, now: float) -> None:
         rec = self.pods[key]
@@ -291,9 +308,9 @@ class Simulation:
             results = (alloc.get("devices") or {}).get("results") or []
             rec.devices.extend(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
             self._pod_claims.setdefault(rec.key, []).append(uid)
-            users = self._claim_users.get(uid, 0)
-            self._claim_users[uid] = users + 1
-            if users:
+            users = self._claim_users.setdefault(uid, [])
+            users.append(rec.key)
+            if len(users) > 1:
                 continue
             equiv, mem = 0.0, 0
             for r in results:

@@ -84,7 +84,7 @@ def per_workload(r: ModeResult) -> dict[str, dict[str, float]]:
             w["scheduled"] += 1
             end = rec.end if rec.end is not None else r.end
             hours = max(0.0, min(end, r.end) - rec.start) / 3600
-            w["gpu_hours"] += rec.gpu_equiv * hours
+            w["gpu_hours"] += rec.gpu_seconds(r.end) / 3600
             w["stranded_gib_hours"] += rec.stranded / (1 << 30) * hours
     for w in out.values():
         w["gpu_hours"] = round(w["gpu_hours"], 1)
@@ -97,25 +97,26 @@ def _gpu_hours_by_pod(r: ModeResult) -> dict[str, float]:
     for rec in r.pods.values():
         if rec.start is None:
             continue
-        end = rec.end if rec.end is not None else r.end
-        out[rec.key] = rec.gpu_equiv * max(0.0, min(end, r.end) - rec.start) / 3600
+        out[rec.key] = rec.gpu_seconds(r.end) / 3600
     return out
 
 
-def _peak(r: ModeResult, keys: set[str], value: Any) -> float:
+def _peak(r: ModeResult, keys: set[str], value: Any = None) -> float:
     """The highest total of `value(pod)` over the pods `keys` while they run (what the fleet held for
-    them at its fullest)."""
+    them at its fullest); without `value`, their GPU-equivalents, shared claims' cost carried on
+    included (PodRecord.gpu_segments)."""
     events: list[tuple[float, int, float]] = []
     for key in keys:
         rec = r.pods[key]
         if rec.start is None:
             continue
         end = min(rec.end if rec.end is not None else r.end, r.end)
-        if end <= rec.start:
-            continue
-        v = float(value(rec))
-        events.append((rec.start, 1, v))
-        events.append((end, 0, -v))  # ends before starts at the same instant
+        segments = rec.gpu_segments(r.end) if value is None else [(rec.start, end, float(value(rec)))]
+        for a, b, v in segments:
+            if b <= a:
+                continue
+            events.append((a, 1, v))
+            events.append((b, 0, -v))  # ends before starts at the same instant
     top = total = 0.0
     for _t, _order, v in sorted(events):
         total += v
@@ -132,8 +133,8 @@ def headline(dra_r: ModeResult, dp_r: ModeResult, dra: dict[str, Any], dp: dict[
     ha = sum(a[k] for k in common)
     hb = sum(b[k] for k in common)
     hours = max(dra_r.end, dp_r.end) / 3600 or 1.0
-    peak_dra = _peak(dra_r, common, lambda p: p.gpu_equiv)
-    peak_dp = _peak(dp_r, common, lambda p: p.gpu_equiv)
+    peak_dra = _peak(dra_r, common)
+    peak_dp = _peak(dp_r, common)
     stranded_dra = int(_peak(dra_r, common, lambda p: p.stranded))
     stranded_dp = int(_peak(dp_r, common, lambda p: p.stranded))
     return {
