@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -126,6 +127,9 @@ def _usage(p: argparse.ArgumentParser) -> int:
     return 2
 
 
+MAX_SEEDS = 10_000  # each seed is a whole replay per policy
+
+
 def parse_seeds(text: str) -> list[int]:
     out: list[int] = []
     try:
@@ -138,6 +142,10 @@ def parse_seeds(text: str) -> list[int]:
                 a, b = int(lo), int(hi)
                 if b < a:
                     raise ValueError
+                if b - a >= MAX_SEEDS:  # before the list is built (1-10000000000 ran out of memory)
+                    raise InputError(
+                        f"--seeds: Invalid value: {text!r}: {b - a + 1:,} seeds, at most {MAX_SEEDS:,}"
+                    )
                 out.extend(range(a, b + 1))
             else:
                 out.append(int(part))
@@ -147,6 +155,8 @@ def parse_seeds(text: str) -> list[int]:
         raise InputError(f"--seeds: Invalid value: {text!r}: no seeds")
     if any(s < 0 for s in out):
         raise InputError(f"--seeds: Invalid value: {text!r}: seeds must not be negative")
+    if len(out) > MAX_SEEDS:
+        raise InputError(f"--seeds: Invalid value: {text!r}: {len(out):,} seeds, at most {MAX_SEEDS:,}")
     return out
 
 
@@ -184,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     policies = resolve_policies(args.policy or ["kdra"])
     if not 0 <= args.inflate <= 10:
         raise InputError(f"--inflate: Invalid value: {args.inflate}: must be between 0 and 10")
-    if args.time_compress < 1:
+    if not (1 <= args.time_compress < math.inf):  # nan and inf too: every pod was silently skipped
         raise InputError(f"--time-compress: Invalid value: {args.time_compress}: must be at least 1")
     if args.processes is not None and args.processes < 1:
         raise InputError(f"-j/--jobs: Invalid value: {args.processes}: must be at least 1")
@@ -265,7 +275,11 @@ def run(args: argparse.Namespace) -> int:
         if timed_docs:
             _print_timed(timed_docs)
         if legacy_doc:
-            _print_legacy(policies[0], legacy_doc)
+            _print_legacy(
+                policies[0],
+                legacy_doc,
+                "default pod list" if args.pods is None and not args.variant else "this pod list",
+            )
         if args.report:
             print(f"\nHTML report written to {args.report}")
     return 0
@@ -312,14 +326,21 @@ def _print_timed(docs: dict[str, Any]) -> None:
             f"{d['meanGpuAllocationPct']:.1f}",
         )
     Console(highlight=False).print(t)
+    d = next(iter(docs.values()))
+    if d.get("skipped"):
+        # Said, not only in the JSON: a pod list without times showed a table of zeros and nothing else.
+        print(
+            f"{d['skipped']} of {d['pods']} pods left out of the time replay: no creation_time or "
+            "deletion_time, or a zero lifetime"
+        )
 
 
-def _print_legacy(policy: str, docs: dict[str, Any]) -> None:
+def _print_legacy(policy: str, docs: dict[str, Any], pods: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     t = Table(
-        title=f"Device-plugin integer GPUs vs DRA shares (policy {policy}, default pod list)",
+        title=f"Device-plugin integer GPUs vs DRA shares (policy {policy}, {pods})",
         title_justify="left",
     )
     for c in (

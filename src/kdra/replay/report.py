@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from collections.abc import Sequence
 from html import escape
@@ -96,7 +97,10 @@ def print_table(exp: Experiment, file: Any = None, *, wide: bool = False, consol
     if console is None:
         console = Console(file=file, highlight=False, soft_wrap=True)
     seeds = exp.seeds
-    seed_text = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
+    # (Checked pairwise: a list of the range from the first to the last seed was built for any seeds,
+    # 100 million entries for `--seeds 1,100000000`.)
+    consecutive = all(b == a + 1 for a, b in itertools.pairwise(seeds))
+    seed_text = f"{seeds[0]}-{seeds[-1]}" if consecutive and len(seeds) > 1 else ",".join(map(str, seeds))
     t = Table(
         title=f"Unallocated GPU % at 100% arrived workload (mean over seeds {seed_text}; "
         f"{exp.nodes} nodes, {exp.gpus} GPUs, inflated to {exp.inflate:.0%})",
@@ -128,7 +132,12 @@ def print_table(exp: Experiment, file: Any = None, *, wide: bool = False, consol
         )
     console.print(t)
     missing = [n for n in PUBLISHED_UNALLOCATED_AT_100 if n not in exp.policies]
-    if missing:
+    if not exp.reference:
+        console.print(
+            "published figures not shown: they are of the bundled fleet and the default pod list at 130% "
+            "inflation, not of this run"
+        )
+    elif missing:
         console.print(
             "published, not run here: "
             + ", ".join(f"{label(n)} {PUBLISHED_UNALLOCATED_AT_100[n]:.2f}" for n in missing)

@@ -40,6 +40,7 @@ TRACE_DIR_CANDIDATES = (
 )
 DEFAULT_NODES = "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"
+BUNDLED_NODES = "bundled:alibaba-openb"  # the nodes_source of the bundled node list
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +290,7 @@ def load_trace(nodes: str | Path | None = None, pods: str | Path | None = None) 
     fleet) and the shared trace's default pod list."""
     if nodes is None:
         node_list = bundled_nodes()
-        nodes_source = "bundled:alibaba-openb"
+        nodes_source = BUNDLED_NODES
     else:
         node_list = read_nodes(nodes)
         nodes_source = str(nodes)

@@ -1,0 +1,67 @@
+"""`kdra replay alibaba` outputs on a user's own node and pod lists, and flag values (h35)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kdra.cli.main import main
+from kdra.errors import InputError
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\nn1,32000,65536,2,T4\nn2,64000,131072,8,G2\n"
+PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,1024,1,500\nb,2000,1024,1,1000\nc,1000,100,0,0\n"
+
+
+@pytest.fixture
+def lists(tmp_path: Path) -> list[str]:
+    (tmp_path / "n.csv").write_text(NODES)
+    (tmp_path / "p.csv").write_text(PODS)
+    return ["replay", "alibaba", "-c", str(tmp_path / "n.csv"), "--pods", str(tmp_path / "p.csv")]
+
+
+def test_published_figures_are_not_set_beside_a_users_own_pod_list(lists, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The published FGD figures are of the bundled fleet and default pod list at 130%: beside a user's own
+    list the table printed FGD's 4.77 and a `gap` to it, as if the two were comparable."""
+    assert main([*lists, "--policy", "fgd", "--seeds", "1", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["policies"]["fgd"]["published"] is None
+    assert main([*lists, "--policy", "fgd", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "4.77" not in out and "published figures not shown" in out
+
+
+def test_the_reference_experiment_is_the_bundled_fleet_default_list_at_130() -> None:
+    from kdra.replay.experiment import is_reference
+    from kdra.replay.trace import BUNDLED_NODES, Trace
+
+    default = Trace([], [], BUNDLED_NODES, "/x/traces/openb_pod_list_default.csv")
+    assert is_reference(default, 1.3)
+    assert not is_reference(default, 1.0)
+    assert not is_reference(Trace([], [], BUNDLED_NODES, default.pods_source + " (fractional:1)"), 1.3)
+    assert not is_reference(Trace([], [], "nodes.csv", default.pods_source), 1.3)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_time_compress_nan_and_inf_are_refused(lists, capsys, value: str) -> None:  # type: ignore[no-untyped-def]
+    # They were taken: every pod's start became nan (or inf) and the table said 0 scheduled.
+    assert main([*lists, "--seeds", "1", "--time-replay", "--time-compress", value]) == 2
+    assert "--time-compress: Invalid value" in capsys.readouterr().err
+
+
+def test_time_replay_says_how_many_pods_had_no_times(lists, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main([*lists, "--seeds", "1", "--time-replay"]) == 0
+    assert "3 of 3 pods left out of the time replay" in capsys.readouterr().out
+
+
+def test_far_apart_seeds_title_and_a_huge_seed_range(lists, capsys) -> None:  # type: ignore[no-untyped-def]
+    from kdra.cli.replay import parse_seeds
+
+    # The title built list(range(first, last + 1)) to see whether the seeds were consecutive: an internal
+    # error (OverflowError) here, 100 million entries for --seeds 1,100000000.
+    assert main([*lists, "--seeds", "1,99999999999999999999"]) == 0
+    assert "seeds 1,99999999999999999999" in capsys.readouterr().out
+    with pytest.raises(InputError, match="20,000 seeds, at most 10,000"):
+        parse_seeds("1-20000")
+    assert parse_seeds("42-51") == list(range(42, 52))
