@@ -286,3 +286,35 @@ def test_a_shared_claims_hours_after_its_first_user_ends_count_in_the_headline(t
     assert h is not None
     assert (h["gpu_hours_dra"], h["gpu_hours_device_plugin"], h["gpu_hours_saved"]) == (10.0, 11.0, 1.0)
     assert h["gpus_allocated_peak_dra"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Each was taken by the fleets' CSV loader: an empty fleet (every pod pending, exit 0), a duplicate
+        # that reached the store ("nodes "n1" already exists", no file or line), an extra field ignored, a
+        # node of 0 CPU, and int()'s own words.
+        ("", "line 1: missing column(s) sn, cpu_milli"),
+        ("n1,32000,65536,2,T4\nn1,32000,65536,2,T4\n", "line 3: column sn: duplicate node 'n1'"),
+        ("n1,32000,65536,2,T4,x\n", "line 2: 6 fields, the header has 5"),
+        ("n1,0,65536,2,T4\n", "line 2: column cpu_milli: 0 must be at least 1"),
+        ("n1,32000.5,65536,2,T4\n", "line 2: column cpu_milli: '32000.5' is not an integer"),
+    ],
+)
+def test_simulate_node_list_csv_rows_are_checked_as_replays_are(
+    tmp_path, capsys, text: str, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(("sn,cpu_milli,memory_mib,gpu,model\n" + text) if text else "")
+    assert main(["simulate", "-c", str(nodes), "--workload", "mixed-day", "-o", "json"]) == 2
+    err = capsys.readouterr().err
+    assert f"{nodes}: {message}" in err and "Traceback" not in err
+
+
+def test_simulate_node_list_csv_names_are_stripped_and_cpu_nodes_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kdra.fleets import load_fleet
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n n1 ,32000,65536,2,T4\nc1,64000,65536,0,\n")
+    fleet = load_fleet(str(nodes))
+    assert sorted(n for p in fleet.pools for n in p.names) == ["c1", "n1"]

@@ -17,6 +17,7 @@ The package ships only the run-length-encoded node shapes (data/alibaba-openb-sh
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -90,29 +91,103 @@ def fleet_from_rows(
     )
 
 
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+
+def csv_int(
+    path: str, line: int, row: dict[str, str], col: str, lo: int = 0, optional: bool = False
+) -> int | None:
+    raw = row.get(col)
+    if raw is None:
+        if optional:
+            return None
+        raise InputError(f"{path}: line {line}: column {col!r} is missing")
+    raw = raw.strip()
+    if raw == "" or raw.lower() == "nan":
+        if optional:
+            return None
+        raise InputError(f"{path}: line {line}: column {col}: empty, expected an integer")
+    try:
+        v = int(raw)
+    except ValueError:
+        try:
+            f = float(raw)
+        except ValueError:
+            raise InputError(f"{path}: line {line}: column {col}: {raw!r} is not an integer") from None
+        if not f.is_integer():
+            raise InputError(f"{path}: line {line}: column {col}: {raw!r} is not an integer") from None
+        v = int(f)
+    if v < lo:
+        raise InputError(f"{path}: line {line}: column {col}: {v} must be at least {lo}")
+    return v
+
+
+def csv_rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+    # The file's own lines (csv's line_num), not a count of records: DictReader skips blank lines, and a
+    # quoted field may span lines, so a record count named the wrong line after either.
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = reader.fieldnames or []
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}: line {reader.reader.line_num or 1}: missing column(s) {', '.join(missing)} "
+            f"(expected {','.join(required)})"
+        )
+    out = []
+    for row in reader:
+        i = reader.line_num
+        if None in row:
+            extra = len(row[None])
+            raise InputError(f"{path}: line {i}: {len(header) + extra} fields, the header has {len(header)}")
+        if all(not (v or "").strip() for v in row.values()):
+            continue
+        out.append((i, row))
+    return out
+
+
+def read_node_rows(path: str | Path) -> list[tuple[int, Row]]:
+    """(line, row) of a node list in the openb columns; a malformed row is an InputError naming the file,
+    the line and the column. CPU-only nodes (gpu 0) have model "". Both `kdra replay -c` and the fleets'
+    CSV loader (`kdra simulate -c`, which took any row int() took: duplicates reached the store as "nodes
+    'n1' already exists", names kept their spaces, an empty file was an empty fleet) read node lists so."""
+    p = Path(path)
+    out: list[tuple[int, Row]] = []
+    seen: set[str] = set()
+    for line, row in csv_rows(p, NODE_COLUMNS):
+        name = (row.get("sn") or "").strip()
+        if not name:
+            raise InputError(f"{p}: line {line}: column sn: empty node name")
+        if name in seen:
+            raise InputError(f"{p}: line {line}: column sn: duplicate node {name!r}")
+        seen.add(name)
+        cpu = csv_int(str(p), line, row, "cpu_milli", 1)
+        mem = csv_int(str(p), line, row, "memory_mib", 0)
+        gpus = csv_int(str(p), line, row, "gpu", 0)
+        model = (row.get("model") or "").strip()
+        if gpus and model not in MODEL_MAP:
+            raise InputError(
+                f"{p}: line {line}: column model: unknown GPU model {model!r} (known: {', '.join(MODEL_MAP)})"
+            )
+        assert cpu is not None and mem is not None and gpus is not None
+        out.append((line, (name, cpu, mem, gpus, model if gpus else "")))
+    if not out:
+        raise InputError(f"{p}: no nodes")
+    return out
+
+
 def read_csv(path: str | Path, max_nodes: int = MAX_NODES) -> Fleet:
     """A fleet from any node list in the openb columns (sn, cpu_milli, memory_mib, gpu, model)."""
     p = Path(path)
-    try:
-        with p.open(newline="") as f:
-            reader = csv.DictReader(f)
-            rows: list[Row] = []
-            for i, r in enumerate(reader, start=2):
-                if i - 2 >= max_nodes:
-                    raise InputError(f"{p}: more than {max_nodes:,} nodes (--max-nodes N lifts the limit)")
-                try:
-                    rows.append(
-                        (r["sn"], int(r["cpu_milli"]), int(r["memory_mib"]), int(r["gpu"]), r["model"])
-                    )
-                except (KeyError, TypeError, ValueError) as e:
-                    raise InputError(
-                        f"{p}: line {i}: expected columns sn,cpu_milli,memory_mib,gpu,model: {e}"
-                    ) from None
-    except OSError as e:
-        raise InputError(f"{p}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{p}: not UTF-8 text (byte {e.start})") from None
-    return fleet_from_rows(rows, name=p.stem, source=str(p), max_nodes=max_nodes)
+    rows = read_node_rows(p)
+    if len(rows) > max_nodes:
+        raise InputError(f"{p}: more than {max_nodes:,} nodes (--max-nodes N lifts the limit)")
+    return fleet_from_rows((r for _line, r in rows), name=p.stem, source=str(p), max_nodes=max_nodes)
 
 
 def bundled() -> Fleet:

@@ -13,9 +13,7 @@ device's productName. Data terms: research or study use only, attribute Alibaba,
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import random
 from dataclasses import dataclass
 from importlib import resources
@@ -24,14 +22,13 @@ from typing import Any
 
 from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER
 from kdra.errors import InputError
-from kdra.fleets.openb import MODEL_MAP, TRACE_LABEL, fleet_from_rows
+from kdra.fleets.openb import MODEL_MAP, TRACE_LABEL, csv_int, csv_rows, fleet_from_rows, read_node_rows
 from kdra.fleets.spec import Fleet
 from kdra.scheduler.gpupolicies import MILLI, PodRequest
 
 GPU_CLASS = NVIDIA_GPU_CLASS
 DRIVER = NVIDIA_GPU_DRIVER
 SHARES_PER_GPU = MILLI
-NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TRACE_DIR_CANDIDATES = (
     Path(__file__).resolve().parents[3] / "shared" / "traces" / "alibaba-gpu-2023",  # <repo>/shared
@@ -99,94 +96,17 @@ def default_trace_dir() -> Path | None:
     return None
 
 
-def _int(
-    path: str, line: int, row: dict[str, str], col: str, lo: int = 0, optional: bool = False
-) -> int | None:
-    raw = row.get(col)
-    if raw is None:
-        if optional:
-            return None
-        raise InputError(f"{path}: line {line}: column {col!r} is missing")
-    raw = raw.strip()
-    if raw == "" or raw.lower() == "nan":
-        if optional:
-            return None
-        raise InputError(f"{path}: line {line}: column {col}: empty, expected an integer")
-    try:
-        v = int(raw)
-    except ValueError:
-        try:
-            f = float(raw)
-        except ValueError:
-            raise InputError(f"{path}: line {line}: column {col}: {raw!r} is not an integer") from None
-        if not f.is_integer():
-            raise InputError(f"{path}: line {line}: column {col}: {raw!r} is not an integer") from None
-        v = int(f)
-    if v < lo:
-        raise InputError(f"{path}: line {line}: column {col}: {v} must be at least {lo}")
-    return v
-
-
-def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
-    # The file's own lines (csv's line_num), not a count of records: DictReader skips blank lines, and a
-    # quoted field may span lines, so a record count named the wrong line after either.
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = reader.fieldnames or []
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise InputError(
-            f"{path}: line {reader.reader.line_num or 1}: missing column(s) {', '.join(missing)} "
-            f"(expected {','.join(required)})"
-        )
-    out = []
-    for row in reader:
-        i = reader.line_num
-        if None in row:
-            extra = len(row[None])
-            raise InputError(f"{path}: line {i}: {len(header) + extra} fields, the header has {len(header)}")
-        if all(not (v or "").strip() for v in row.values()):
-            continue
-        out.append((i, row))
-    return out
-
-
 def read_nodes(path: str | Path) -> list[TraceNode]:
-    p = Path(path)
-    nodes = []
-    seen: set[str] = set()
-    for line, row in _rows(p, NODE_COLUMNS):
-        name = (row.get("sn") or "").strip()
-        if not name:
-            raise InputError(f"{p}: line {line}: column sn: empty node name")
-        if name in seen:
-            raise InputError(f"{p}: line {line}: column sn: duplicate node {name!r}")
-        seen.add(name)
-        cpu = _int(str(p), line, row, "cpu_milli", 1)
-        mem = _int(str(p), line, row, "memory_mib", 0)
-        gpus = _int(str(p), line, row, "gpu", 0)
-        model = (row.get("model") or "").strip()
-        if gpus and model not in MODEL_MAP:
-            raise InputError(
-                f"{p}: line {line}: column model: unknown GPU model {model!r} (known: {', '.join(MODEL_MAP)})"
-            )
-        assert cpu is not None and mem is not None and gpus is not None
-        nodes.append(TraceNode(name, cpu, mem, gpus, model if gpus else ""))
-    if not nodes:
-        raise InputError(f"{p}: no nodes")
-    return nodes
+    """The node list of a CSV in the openb columns (kdra.fleets.openb.read_node_rows: a malformed row is an
+    error naming the file, the line and the column)."""
+    return [TraceNode(*row) for _line, row in read_node_rows(path)]
 
 
 def read_pods(path: str | Path) -> list[TracePod]:
     p = Path(path)
     pods = []
     seen: set[str] = set()
-    for line, row in _rows(p, POD_COLUMNS):
+    for line, row in csv_rows(p, POD_COLUMNS):
         src = str(p)
         name = (row.get("name") or "").strip()
         if not name:
@@ -194,10 +114,10 @@ def read_pods(path: str | Path) -> list[TracePod]:
         if name in seen:
             raise InputError(f"{p}: line {line}: column name: duplicate pod {name!r}")
         seen.add(name)
-        cpu = _int(src, line, row, "cpu_milli", 0)
-        mem = _int(src, line, row, "memory_mib", 0)
-        num_gpu = _int(src, line, row, "num_gpu", 0)
-        milli = _int(src, line, row, "gpu_milli", 0)
+        cpu = csv_int(src, line, row, "cpu_milli", 0)
+        mem = csv_int(src, line, row, "memory_mib", 0)
+        num_gpu = csv_int(src, line, row, "num_gpu", 0)
+        milli = csv_int(src, line, row, "gpu_milli", 0)
         assert cpu is not None and mem is not None and num_gpu is not None and milli is not None
         if milli > MILLI:
             raise InputError(f"{p}: line {line}: column gpu_milli: {milli} exceeds {MILLI} (one whole GPU)")
@@ -219,9 +139,9 @@ def read_pods(path: str | Path) -> list[TracePod]:
                     f"{p}: line {line}: column gpu_spec: unknown GPU model {unknown[0]!r} "
                     f"(known: {', '.join(MODEL_MAP)})"
                 )
-        creation = _int(src, line, row, "creation_time", 0, optional=True)
-        deletion = _int(src, line, row, "deletion_time", 0, optional=True)
-        scheduled = _int(src, line, row, "scheduled_time", 0, optional=True)
+        creation = csv_int(src, line, row, "creation_time", 0, optional=True)
+        deletion = csv_int(src, line, row, "deletion_time", 0, optional=True)
+        scheduled = csv_int(src, line, row, "scheduled_time", 0, optional=True)
         if creation is not None and deletion is not None and deletion < creation:
             raise InputError(
                 f"{p}: line {line}: column deletion_time: {deletion} is before creation_time {creation}"
