@@ -65,3 +65,41 @@ def test_far_apart_seeds_title_and_a_huge_seed_range(lists, capsys) -> None:  # 
     with pytest.raises(InputError, match="20,000 seeds, at most 10,000"):
         parse_seeds("1-20000")
     assert parse_seeds("42-51") == list(range(42, 52))
+
+
+def test_a_fleet_without_gpus_is_an_input_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "n.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nc1,64000,65536,0,\n")
+    (tmp_path / "p.csv").write_text(PODS)
+    args = [
+        "replay",
+        "alibaba",
+        "-c",
+        str(tmp_path / "n.csv"),
+        "--pods",
+        str(tmp_path / "p.csv"),
+        "--seeds",
+        "1",
+    ]
+    assert main(args) == 2  # was an internal error (ZeroDivisionError)
+    assert "no node has a GPU" in capsys.readouterr().err
+
+
+def test_inflating_a_pod_list_without_gpu_pods_ends() -> None:
+    """Sampling pods that ask for no GPU never takes the request to 130% of capacity: it looped forever."""
+    import signal
+
+    from kdra.replay.engine import inflate
+    from kdra.replay.trace import TracePod
+    from kdra.scheduler.gpupolicies import PodRequest
+
+    def stuck(*_: object) -> None:
+        raise TimeoutError("inflate did not end")
+
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(5)
+    try:
+        out = inflate([TracePod("a", PodRequest(1000, 1)), TracePod("b", PodRequest(2000, 1))], 8000, 1.3, 1)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert sorted(p.name for p in out) == ["a", "b"]

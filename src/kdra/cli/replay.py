@@ -205,6 +205,9 @@ def run(args: argparse.Namespace) -> int:
 
         kind, vseed = parse_variant(args.variant)
         trace = make_variant(trace, kind, vseed)
+    if trace.gpu_capacity_milli == 0:
+        # Every figure is a share of the fleet's GPUs (it was a ZeroDivisionError, an internal error).
+        raise InputError(f"-c/--fleet {args.fleet}: no node has a GPU: a replay measures GPU allocation")
     from kdra.cli.common import Progress
 
     with Progress(["replay"]) as bar:

@@ -64,6 +64,8 @@ def inflate(pods: Sequence[TracePod], capacity_milli: int, ratio: float, seed: i
             total -= victim.request.total_milli
         return order
     n = len(workload)
+    if not any(p.request.gpu_milli for p in workload):
+        return order  # no pod asks for a GPU: sampling more never reaches the target (it looped forever)
     i = 0
     while True:
         src = workload[rng.randrange(n)]
