@@ -318,3 +318,8 @@ def test_simulate_node_list_csv_names_are_stripped_and_cpu_nodes_kept(tmp_path) 
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n n1 ,32000,65536,2,T4\nc1,64000,65536,0,\n")
     fleet = load_fleet(str(nodes))
     assert sorted(n for p in fleet.pools for n in p.names) == ["c1", "n1"]
+
+
+def test_an_empty_workload_name_is_refused_not_read_as_the_current_folder(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["simulate", "--workload", "", "-o", "json"]) == 2
+    assert "workload '': Required value" in capsys.readouterr().err

@@ -37,6 +37,11 @@ def load_workload(
     `features`: the release and gates the objects are admitted with (kdra.sim.workload.build_workload)."""
     from kdra.api.load import load_paths, load_text
 
+    if not name_or_path.strip():
+        # Path("") is the current folder: every YAML and JSON file under it was read as the workload.
+        raise InputError(
+            "workload '': Required value: a bundled workload name or a file or folder of objects"
+        )
     path = Path(name_or_path)
     if (
         path.exists()
