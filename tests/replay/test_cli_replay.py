@@ -103,3 +103,19 @@ def test_inflating_a_pod_list_without_gpu_pods_ends() -> None:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert sorted(p.name for p in out) == ["a", "b"]
+
+
+def test_gpus_needed_to_host_all_counts_every_pod_or_says_which_fit_nowhere() -> None:
+    """30 whole-GPU pods on a fleet of 10 GPUs: hosting them all needs 30 GPUs, but only the fleet doubled
+    (20 GPUs) was tried and "GPUs needed to host all" said 20. A pod pinned to a model the fleet lacks fits
+    no node however large the fleet: it is counted apart."""
+    from kdra.replay.deviceplugin import compare
+    from kdra.replay.trace import Trace, TraceNode, TracePod
+    from kdra.scheduler.gpupolicies import PodRequest
+
+    nodes = [TraceNode("n1", 32000, 65536, 2, "T4"), TraceNode("n2", 64000, 131072, 8, "G2")]
+    pods = [TracePod(f"p{i}", PodRequest(1000, 1024, 1, 1000)) for i in range(30)]
+    pods.append(TracePod("pinned", PodRequest(1000, 1024, 1, 1000, ("V100M32",))))
+    figs = compare(Trace(nodes, pods), "fgd", 1, use_allocator=False)
+    for f in figs.values():
+        assert (f.gpus_needed, f.unhostable) == (30, 1)

@@ -362,7 +362,7 @@ def _print_legacy(policy: str, docs: dict[str, Any], pods: str) -> None:
             f"{d['placed']}/{d['pods']}",
             str(d["share_pods_placed"]),
             f"{d['gpus_allocated']:.0f}",
-            str(d["gpus_needed"]),
+            str(d["gpus_needed"]) + (f" ({d['unhostable']} pods fit no node)" if d.get("unhostable") else ""),
             f"{d['stranded_gib']:.0f}",
             f"{d['idle_on_shared_gib']:.0f}",
         )
