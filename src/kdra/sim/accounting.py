@@ -47,6 +47,9 @@ class FleetGpus:
         self.devices: dict[
             tuple[str, str, str], tuple[str, DeviceCost, GpuDevice]
         ] = {}  # key -> (node, cost, device)
+        # (node, MIG profile) -> the published MIG device's memory and its GPU's: what a static partition of
+        # that profile on that node holds (device-plugin `nvidia.com/mig-<profile>`).
+        self.mig_memory: dict[tuple[str, str], tuple[int, int]] = {}
         slices = []
         for obj in dra_objects:
             if obj.get("kind") == "Node":
@@ -70,6 +73,11 @@ class FleetGpus:
                     label = self.node_gpu_memory.get(node, 0)
                     gmem = physical_memory(dev, label) or dev.memory or 1
                     cost = DeviceCost(gpu_equivalents(dev, label), dev.memory, gmem)
+                    profile = (
+                        ((dev.attributes.get("profile") or {}).get("string")) if dev.dtype == "mig" else None
+                    )
+                    if profile and dev.memory:
+                        self.mig_memory.setdefault((node, profile), (dev.memory, gmem))
                 elif driver == AMD_GPU_DRIVER:
                     cost = DeviceCost(gpu_equivalents(dev), dev.memory, dev.memory)
                     amd_counts[node] = amd_counts.get(node, 0) + 1
@@ -105,6 +113,13 @@ class FleetGpus:
         if resource in (NVIDIA_GPU_RESOURCE, AMD_GPU_RESOURCE):
             return DeviceCost(1.0, gmem, gmem)
         if resource.startswith("nvidia.com/mig-"):
+            # The memory of that profile as the node's GPUs publish it (the DRA side's figure for the same
+            # device): the profile name's nominal decimal GB (10e9 for 1g.10gb; published: 9,984 MiB) made
+            # every static MIG device 5-7% cheaper than the same device under DRA.
+            known = self.mig_memory.get((node, resource.removeprefix("nvidia.com/mig-")))
+            if known is not None:
+                mem, gpu_mem = known
+                return DeviceCost(mem / gpu_mem if gpu_mem else 0.0, mem, gpu_mem)
             m = _MIG_MEM.search(resource)
             mem = int(m.group(1)) * 1000 * 1000 * 1000 if m else 0
             mem = min(mem, gmem) if gmem else mem
