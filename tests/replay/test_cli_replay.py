@@ -119,3 +119,15 @@ def test_gpus_needed_to_host_all_counts_every_pod_or_says_which_fit_nowhere() ->
     figs = compare(Trace(nodes, pods), "fgd", 1, use_allocator=False)
     for f in figs.values():
         assert (f.gpus_needed, f.unhostable) == (30, 1)
+
+
+def test_a_list_that_asks_for_part_of_the_fleet_says_so(lists, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Not inflated, the list asks for 1.5 of 10 GPUs: 85% "unallocated" is capacity nobody asked for, and
+    nothing in the output said so (it read as a policy wasting 85% of the fleet)."""
+    assert main([*lists, "--seeds", "1", "--inflate", "0", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    kdra = doc["policies"]["kdra"]
+    assert kdra["arrived_gpu_pct_at_100"] == {"1": 15.0}
+    assert kdra["unallocated_gpu_pct_at_100"] == pytest.approx(85.0)
+    assert main([*lists, "--seeds", "1", "--inflate", "0"]) == 0
+    assert "reaches only 15.0% of capacity" in capsys.readouterr().out

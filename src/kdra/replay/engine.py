@@ -384,6 +384,18 @@ class PlacementRun:
             alloc = b
         return 100 * alloc / self.capacity_milli
 
+    def arrived_at(self, x: float = 100) -> float:
+        """The GPU request arrived, in % of capacity, at the pod where `allocation_at(x)` is read: below x
+        when the list (not inflated, or a small fleet) stops short, and the gap is unallocated whatever the
+        placement."""
+        limit = x * self.capacity_milli / 100
+        got = 0
+        for a in self.arrived:
+            if a > limit:
+                break
+            got = a
+        return 100 * got / self.capacity_milli
+
     def unallocated_at(self, x: float = 100) -> float:
         """Unallocated GPU % of capacity when the arrived workload reached x% of capacity."""
         return 100 - self.allocation_at(x)

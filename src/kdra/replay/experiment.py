@@ -31,6 +31,7 @@ class PolicyResult:
     cpu_seconds: dict[int, float] = field(default_factory=dict)
     placed: dict[int, int] = field(default_factory=dict)
     pods: dict[int, int] = field(default_factory=dict)
+    arrived: dict[int, float] = field(default_factory=dict)  # GPU request arrived at the 100% point, %
     allocator_calls: int = 0
     allocator_seconds: float = 0.0
     # Whether the published figures are of this experiment (the bundled fleet, the default pod list, 130%):
@@ -60,6 +61,7 @@ class PolicyResult:
         self.cpu_seconds[run.seed] = round(run.cpu_seconds, 3)
         self.placed[run.seed] = run.placed
         self.pods[run.seed] = run.pods
+        self.arrived[run.seed] = round(run.arrived_at(100), 4)
         self.allocator_calls += run.allocator_calls
         self.allocator_seconds += run.allocator_seconds
 
@@ -100,6 +102,7 @@ class Experiment:
                 "cpu_seconds_per_seed": {str(s): v for s, v in sorted(pr.cpu_seconds.items())},
                 "pods": {str(s): v for s, v in sorted(pr.pods.items())},
                 "placed": {str(s): v for s, v in sorted(pr.placed.items())},
+                "arrived_gpu_pct_at_100": {str(s): v for s, v in sorted(pr.arrived.items())},
                 "allocator_calls": pr.allocator_calls,
                 "allocator_seconds": round(pr.allocator_seconds, 3),
             }
