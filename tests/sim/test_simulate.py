@@ -343,3 +343,42 @@ def test_a_static_mig_device_costs_what_the_same_dra_mig_device_costs() -> None:
         assert legacy.gpu_equiv == pytest.approx(cost.gpu_equiv) and legacy.memory == cost.memory, profile
         checked += 1
     assert checked
+
+
+def test_headline_sentence_says_more_where_dra_held_more() -> None:
+    from types import SimpleNamespace
+
+    from kdra.sim.report import headline_sentence
+
+    h = {
+        "pods_compared": 3,
+        "gpu_hours_dra": 9.0,
+        "gpu_hours_device_plugin": 8.0,
+        "gpu_hours_saved_percent": -12.5,
+        "gpus_saved_mean": -0.5,
+        "stranded_gpu_memory_bytes_peak_device_plugin": 0,
+        "stranded_gpu_memory_bytes_peak_dra": 10 << 30,
+        "pods_not_placed_dra": 0,
+        "pods_not_placed_device_plugin": 0,
+    }
+    text = headline_sentence(SimpleNamespace(headline=h))  # type: ignore[arg-type]
+    # It said "-12.5% less, -0.5 GPUs freed on average" and that stranded memory "fell from 0 GiB to 10 GiB".
+    assert "12.5% more, 0.5 GPUs more held on average" in text
+    assert "rose from 0 GiB to 10 GiB" in text and "less" not in text and "fell" not in text
+
+
+def test_html_cards_say_more_where_dra_held_more(small_report, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from kdra.sim.runner import SimulationReport
+
+    h = dict(small_report.headline)
+    h.update(
+        gpu_hours_saved_percent=-12.5,
+        gpus_saved_mean=-0.5,
+        stranded_gpu_memory_bytes_peak_avoided=-(10 << 30),
+    )
+    monkeypatch.setattr(SimulationReport, "headline", property(lambda self: h))
+    html = to_html(small_report)
+    # The cards read "-12.5% fewer GPU-hours", "-0.5 GPUs freed", "-10 GiB stranded GPU memory avoided".
+    assert "12.5%</div><div class='l'>more GPU-hours" in html
+    assert "GPUs more held on average" in html and "more stranded GPU memory at peak" in html
+    assert "fewer GPU-hours" not in html and "-12.5" not in html

@@ -83,13 +83,26 @@ def headline_sentence(report: SimulationReport) -> str:
     h = report.headline
     if h is None:
         return ""
+    # Worded by the figures' signs: where DRA held more, this said "-12.5% less, -0.5 GPUs freed" and
+    # stranded memory "fell" from the smaller figure to the larger.
+    pct, freed = h["gpu_hours_saved_percent"], h["gpus_saved_mean"]
+    change = (
+        f"{pct:g}% less, {freed:g} GPUs freed on average"
+        if pct >= 0
+        else (f"{-pct:g}% more, {-freed:g} GPUs more held on average")
+    )
+    before, after = h["stranded_gpu_memory_bytes_peak_device_plugin"], h["stranded_gpu_memory_bytes_peak_dra"]
+    moved = "fell" if after < before else "rose" if after > before else "stayed"
+    stranded = (
+        f"{moved} from {before / GIB:,.0f} GiB to {after / GIB:,.0f} GiB"
+        if moved != "stayed"
+        else f"stayed at {after / GIB:,.0f} GiB"
+    )
     text = (
         f"For the same {h['pods_compared']:,} pods (those both models placed), DRA allocated "
         f"{h['gpu_hours_dra']:,.0f} GPU-hours against "
-        f"{h['gpu_hours_device_plugin']:,.0f} with device plugins: {h['gpu_hours_saved_percent']:g}% less, "
-        f"{h['gpus_saved_mean']:g} GPUs freed on average. Their peak stranded GPU memory fell from "
-        f"{h['stranded_gpu_memory_bytes_peak_device_plugin'] / GIB:,.0f} GiB to "
-        f"{h['stranded_gpu_memory_bytes_peak_dra'] / GIB:,.0f} GiB"
+        f"{h['gpu_hours_device_plugin']:,.0f} with device plugins: {change}. Their peak stranded GPU memory "
+        f"{stranded}"
     )
     missed_dra, missed_dp = h["pods_not_placed_dra"], h["pods_not_placed_device_plugin"]
     if missed_dra or missed_dp:
@@ -172,15 +185,20 @@ def to_html(report: SimulationReport) -> str:
         dp = report.modes[DEVICE_PLUGIN].metrics
         dra = report.modes[DRA].metrics
         out.append(f"<p class='lead'>{escape(headline_sentence(report))}</p><div class='cards'>")
+        pct, freed, avoided = (
+            h["gpu_hours_saved_percent"],
+            h["gpus_saved_mean"],
+            h["stranded_gpu_memory_bytes_peak_avoided"],
+        )
         for value, label in (
             (
-                f"{h['gpu_hours_saved_percent']:g}%",
-                f"fewer GPU-hours for the same {h['pods_compared']:,} pods",
+                f"{abs(pct):g}%",
+                f"{'fewer' if pct >= 0 else 'more'} GPU-hours for the same {h['pods_compared']:,} pods",
             ),
-            (f"{h['gpus_saved_mean']:g}", "GPUs freed on average"),
+            (f"{abs(freed):g}", "GPUs freed on average" if freed >= 0 else "GPUs more held on average"),
             (
-                f"{h['stranded_gpu_memory_bytes_peak_avoided'] / GIB:,.0f} GiB",
-                "stranded GPU memory avoided at peak",
+                f"{abs(avoided) / GIB:,.0f} GiB",
+                "stranded GPU memory avoided at peak" if avoided >= 0 else "more stranded GPU memory at peak",
             ),
             (
                 f"{dra['gpu_allocation_ratio_mean']:.0%} vs {dp['gpu_allocation_ratio_mean']:.0%}",
