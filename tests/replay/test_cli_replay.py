@@ -131,3 +131,20 @@ def test_a_list_that_asks_for_part_of_the_fleet_says_so(lists, capsys) -> None: 
     assert kdra["unallocated_gpu_pct_at_100"] == pytest.approx(85.0)
     assert main([*lists, "--seeds", "1", "--inflate", "0"]) == 0
     assert "reaches only 15.0% of capacity" in capsys.readouterr().out
+
+
+def test_max_nodes_bounds_a_users_node_list_and_not_replays_own_copies(lists, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The node-list limit said "--max-nodes N lifts the limit", a flag `kdra replay` did not have; and it
+    was checked where fleets are built, so the device-plugin comparison's copies of a fleet (up to 64 of
+    it) hit it too. It is the user's node list that is bounded, and --max-nodes lifts it."""
+    assert main([*lists, "--max-nodes", "1", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("n.csv: more than 1 nodes (--max-nodes N lifts the limit)"), err
+    assert main([*lists, "--max-nodes", "2", "--seeds", "1"]) == 0
+    capsys.readouterr()
+
+    from kdra.fleets.spec import MAX_NODES
+    from kdra.replay.trace import Trace, TraceNode
+
+    copies = Trace([TraceNode(f"n{i}", 32000, 65536, 2, "T4") for i in range(MAX_NODES + 1)], [])
+    assert copies.fleet().node_count == MAX_NODES + 1

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from kdra.cli.common import add_gates_arg, feature_gates
+from kdra.cli.common import add_gates_arg, add_limit_args, feature_gates, limits
 from kdra.cli.conventions import add_flag, add_output
 from kdra.errors import InputError
 
@@ -118,6 +118,7 @@ def register(subparsers: Any) -> None:
         help="skip kdra's DRA allocator (placement view only; for quick what-ifs)",
     )
     add_gates_arg(a)
+    add_limit_args(a)
     a.set_defaults(func=run)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     if args.processes is not None and args.processes < 1:
         raise InputError(f"-j/--jobs: Invalid value: {args.processes}: must be at least 1")
     features = feature_gates(args)
-    trace = load_trace(_node_list(args.fleet), args.pods)
+    trace = load_trace(_node_list(args.fleet), args.pods, **limits(args))
     if args.variant:
         from kdra.replay.variants import make_variant, parse_variant
 

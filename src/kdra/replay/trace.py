@@ -23,7 +23,7 @@ from typing import Any
 from kdra.api.wellknown import NVIDIA_GPU_CLASS, NVIDIA_GPU_DRIVER
 from kdra.errors import InputError
 from kdra.fleets.openb import MODEL_MAP, TRACE_LABEL, csv_int, csv_rows, fleet_from_rows, read_node_rows
-from kdra.fleets.spec import Fleet
+from kdra.fleets.spec import MAX_NODES, Fleet
 from kdra.scheduler.gpupolicies import MILLI, PodRequest
 
 GPU_CLASS = NVIDIA_GPU_CLASS
@@ -75,8 +75,12 @@ class Trace:
     def fleet(self, shares: int | None = SHARES_PER_GPU) -> Fleet:
         """The fleet of the node list (kdra.fleets.openb), GPUs in consumable-shares mode (`shares`
         per GPU) or, with shares=None, exclusive devices (the device-plugin comparison)."""
+        # No node limit here: load_trace applied the user's (--max-nodes); the fleets replay builds itself
+        # (the device-plugin comparison's copies of the fleet) may be larger.
         fleet = fleet_from_rows(
-            ((n.name, n.cpu, n.mem, n.gpus, n.model) for n in self.nodes), source=self.nodes_source
+            ((n.name, n.cpu, n.mem, n.gpus, n.model) for n in self.nodes),
+            source=self.nodes_source,
+            max_nodes=len(self.nodes),
         )
         if shares is None:
             return fleet
@@ -205,15 +209,19 @@ def sample(trace: Trace, nodes: int, seed: int = 0) -> Trace:
     return Trace(kept, pods, f"{trace.nodes_source} ({nodes} sampled, seed {seed})", trace.pods_source)
 
 
-def load_trace(nodes: str | Path | None = None, pods: str | Path | None = None) -> Trace:
+def load_trace(
+    nodes: str | Path | None = None, pods: str | Path | None = None, max_nodes: int = MAX_NODES
+) -> Trace:
     """The trace: `nodes`/`pods` CSV paths, defaulting to the bundled node list (the `alibaba-openb`
-    fleet) and the shared trace's default pod list."""
+    fleet) and the shared trace's default pod list; a node list of more than `max_nodes` is refused."""
     if nodes is None:
         node_list = bundled_nodes()
         nodes_source = BUNDLED_NODES
     else:
         node_list = read_nodes(nodes)
         nodes_source = str(nodes)
+        if len(node_list) > max_nodes:
+            raise InputError(f"{nodes}: more than {max_nodes:,} nodes (--max-nodes N lifts the limit)")
     if pods is None:
         d = default_trace_dir()
         if d is None:
