@@ -106,3 +106,22 @@ def test_fragmentation_aware_leaves_fewer_idle_fragments_than_first_fit() -> Non
     print(f"\nidle fragments for 8-GPU jobs: upstream {upstream}, fragmentation {frag}, binpack {binpack}")
     assert frag["placed"] >= upstream["placed"]
     assert frag["fragmented_units"] < upstream["fragmented_units"]
+
+
+def test_a_gang_of_unlike_members_is_tried_on_a_domain_that_hosts_it() -> None:
+    """A rack-bound gang of one 4-GPU and two 1-GPU pods fits a one-node rack of 8 GPUs, but the room
+    estimate counted every member as the first (4 GPUs: "fits about 2" of 3), so no rack was ever tried
+    and the gang stayed pending on an empty fleet (found by kdra plan's checker buying a node per round)."""
+    s = MemoryStore()
+    fleet(s, 2, gpus=8, nodes_per_rack=1)
+    sched, _gq = scheduler(s)
+    s.create(pod_group("mixed", 3, topologyConstraint={"requiredTopologyLevel": "kdra.dev/rack"}))
+    for name, gpus in (("mixed-000", 4), ("mixed-001", 1), ("mixed-002", 1)):
+        if s.try_get("ResourceClaimTemplate", f"t{gpus}", "default") is None:
+            s.create(template(f"t{gpus}", count=gpus))
+        p = pod(name, cpu="1", template_name=f"t{gpus}")
+        p["metadata"]["annotations"] = {"kdra.dev/pod-group": "mixed"}
+        s.create(p)
+    sched.run(0)
+    got = bound(s, "mixed")
+    assert len(got) == 3 and len(racks(s, got)) == 1, condition(s, "mixed-000")

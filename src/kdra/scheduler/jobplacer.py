@@ -140,7 +140,7 @@ class JobPlacer:
         if not job.members:
             return False
         plan, topo_note = self.planner.plan(
-            gang.topology if gang is not None else None, job.members[0], job.needed, self.dynres
+            gang.topology if gang is not None else None, job.members, job.needed, self.dynres
         )
         failure: str | None = None
         # A PodGroup matchAttribute across members: the values to try, most free devices first.

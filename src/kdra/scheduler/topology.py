@@ -54,6 +54,8 @@ LABEL_NVLINK = "kdra.dev/nvlink-domain"
 LABEL_HOST = "kubernetes.io/hostname"
 DEFAULT_LEVELS = (LABEL_ZONE, LABEL_BLOCK, LABEL_RACK, LABEL_HOST)
 STATE_KEY = "kdra/topology"
+# A gang of more member shapes than this gets no room estimate (every domain tried): a PreFilter each.
+MAX_SHAPES = 8
 
 
 class TopologyLevels:
@@ -186,7 +188,7 @@ class GangTopology(PreFilterPlugin, FilterPlugin):
 
 class TopologyPlanner:
     """The topology domains a gang tries, in order: those whose nodes can host the members it still needs
-    (a cheap estimate per node: free devices of the member's classes, cpu and memory), roomiest first, at
+    (a cheap estimate per node: free devices of the lightest member's classes, cpu and memory), roomiest first, at
     most `max_trials` per level; and a note on levels that are too full."""
 
     def __init__(self, sched: Scheduler, levels: Callable[[], TopologyLevels], max_trials: int) -> None:
@@ -198,28 +200,53 @@ class TopologyPlanner:
         self._domains: dict[Any, dict[str, list[Any]]] = {}
 
     def member_capacity(
-        self, dynres: DynamicResources | None, first: PodInfo
+        self, dynres: DynamicResources | None, members: Sequence[PodInfo]
     ) -> tuple[Hashable, Callable[[NodeInfo], int] | None]:
-        """A cheap estimate of how many members like `first` a node can still host, and the key it is
-        memoised under (None, None: no estimate)."""
+        """A cheap upper bound on how many of `members` a node can still host, and the key it is memoised
+        under (None, None: no estimate). Members of different shapes (a gang of one 4-GPU and two 1-GPU
+        pods) are counted as the lightest of each resource: estimated as the first member, a node that
+        hosts the gang was said to fit "about 2" of 3 and the domain was never tried."""
         if dynres is None:
             return None, None
-        state = CycleState()
-        if not dynres.pre_filter(state, first).ok:
-            return None, None
-        pc = state["DynamicResources"]
         sched = self.sched
         dra = sched.dra
-        # What each member takes on its node: not its PodGroup's claims (one for the whole gang, KEP-5729),
-        # not classes with network-attached devices (node-local counts bound nothing there).
-        own = ClaimDemand()
-        for c in pc.to_allocate:
-            if not is_pod_group_ref(pc.bind_to.get(c["metadata"].get("uid", ""), {})):
-                own.add_claim(c)
-        demand = {k: n for k, n in own.exact.items() if not dra.has_shared_devices(k[0])}
-        req = first.requests
+        demand: dict[Any, int] | None = None
+        cpu = memory = 0
+        seen: set[Hashable] = set()
+        for pi in members:
+            # Members of one template (pod requests, claim sources) take the same: one PreFilter per shape.
+            shape = (
+                tuple(sorted(pi.requests.items())),
+                tuple(
+                    (r.get("resourceClaimTemplateName"), r.get("resourceClaimName")) for r in pi.claim_refs
+                ),
+            )
+            if shape in seen:
+                continue
+            if len(seen) == MAX_SHAPES:
+                return None, None
+            seen.add(shape)
+            state = CycleState()
+            if not dynres.pre_filter(state, pi).ok:
+                return None, None
+            pc = state["DynamicResources"]
+            # What a member takes on its node: not its PodGroup's claims (one for the whole gang,
+            # KEP-5729), not classes with network-attached devices (node-local counts bound nothing there).
+            own = ClaimDemand()
+            for c in pc.to_allocate:
+                if not is_pod_group_ref(pc.bind_to.get(c["metadata"].get("uid", ""), {})):
+                    own.add_claim(c)
+            mine = {k: n for k, n in own.exact.items() if not dra.has_shared_devices(k[0])}
+            if demand is None:
+                demand, cpu, memory = mine, pi.requests.get("cpu", 0), pi.requests.get("memory", 0)
+            else:  # the lightest of every resource: never below what a node can really host
+                demand = {k: min(n, mine[k]) for k, n in demand.items() if k in mine}
+                cpu, memory = min(cpu, pi.requests.get("cpu", 0)), min(memory, pi.requests.get("memory", 0))
+        if demand is None:
+            return None, None
+        req = {"cpu": cpu, "memory": memory}
         # Per node, cached by node generation (it changes with every pod and claim the node gets or loses).
-        key = (tuple(sorted(demand.items())), req.get("cpu", 0), req.get("memory", 0), sched.cache.epoch)
+        key = (tuple(sorted(demand.items())), cpu, memory, sched.cache.epoch)
         memo = self._fits_memo.get(key)
         if memo is None:
             if len(self._fits_memo) > 64:
@@ -247,7 +274,7 @@ class TopologyPlanner:
     def plan(
         self,
         constraint: TopologyConstraint | None,
-        first: PodInfo,
+        members: Sequence[PodInfo],
         needed: int,
         dynres: DynamicResources | None,
     ) -> tuple[list[tuple[str, str] | None], str]:
@@ -261,7 +288,7 @@ class TopologyPlanner:
         labels = ([pref, *levels.coarser(pref, up_to=req)] if pref else []) or ([req] if req else [])
         if req and req not in labels:
             labels.append(req)
-        fits_key, fits = self.member_capacity(dynres, first)
+        fits_key, fits = self.member_capacity(dynres, members)
         need = max(1, needed)
         out: list[tuple[str, str] | None] = []
         notes = []
