@@ -120,3 +120,58 @@ def test_a_gang_member_that_may_not_be_evicted_keeps_its_mates_nodes() -> None:
     assert plan.drains == [], plan.drains
     assert "safe-to-evict" in plan.kept["l40s-0"] and "ml/g-1, which would move along" in plan.kept["l40s-0"]
     assert "safe-to-evict" in plan.kept["l40s-1"]
+
+
+def _fabric() -> list[dict[str, Any]]:
+    """A device every node reaches (allNodes): a claim on it can be shared by pods on different nodes."""
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "fabric.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'fabric.example.com'"}}]},
+    }
+    sl = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "fabric"},
+        "spec": {
+            "driver": "fabric.example.com",
+            "allNodes": True,
+            "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "link-0"}],
+        },
+    }
+    c = claim("link", gpus(1, "fabric.example.com"))
+    c["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": "fabric.example.com", "pool": "fabric", "device": "link-0"}
+                ]
+            }
+        }
+    }
+    return [cls, sl, c]
+
+
+def test_a_claim_sharer_pulled_in_brings_its_gang() -> None:
+    # a (l40s-0) shares the fabric claim with b (l40s-1); b is in gang g with c (l40s-2). Draining l40s-0
+    # evicts b, so c goes too: with c safe-to-evict "false" the node stays, else all three move.
+    def world(unsafe: bool) -> list[dict[str, Any]]:
+        objs = [*_cluster(3), *_fabric(), pod_group("g", 2)]
+        objs += _running("a", "l40s-0", objs, 1)
+        objs[-1]["spec"]["resourceClaims"].append({"name": "f", "resourceClaimName": "link"})
+        objs += _running("b", "l40s-1", objs, 1, group="g")
+        objs[-1]["spec"]["resourceClaims"].append({"name": "f", "resourceClaimName": "link"})
+        objs += _running("c", "l40s-2", objs, 2, group="g")
+        if unsafe:
+            objs[-1]["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+        return objs
+
+    plan = plan_scale_down(inputs(world(True)), types_of([L40S]), GATES)
+    assert plan.drains == [], plan.drains
+    assert "ml/c, which would move along" in plan.kept["l40s-0"], plan.kept
+    plan = plan_scale_down(inputs(world(False)), types_of([L40S]), GATES)
+    first = plan.drains[0]
+    assert first.node == "l40s-0"
+    assert sorted(p for p, _ in first.moved) == [f"{NS}/a", f"{NS}/b", f"{NS}/c"], first.moved

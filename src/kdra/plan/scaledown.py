@@ -118,6 +118,10 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
         g = pod_group_ref(p)
         if g is not None and g[1] in gangs:
             members.setdefault(g[1], []).append(p)
+    sharers: dict[str, list[Obj]] = {}  # claim -> the running pods that use it
+    for p in running:
+        for n in pod_claim_names(p):
+            sharers.setdefault(f"{ref(p).split('/')[0]}/{n}", []).append(p)
     budgets = _Budgets(inputs.pdbs)
     pools: dict[str, int] = {}
     for node in inputs.nodes:
@@ -151,23 +155,7 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
         if pool and pools.get(pool, 0) <= mins.get(pool, 0):
             out.kept[b.name] = f"pool {pool} is at its minCount ({mins.get(pool, 0)})"
             continue
-        moving: dict[str, Obj] = {ref(p): p for p in pods}
-        for p in pods:
-            g = pod_group_ref(p)
-            if g is not None and g[1] in members:
-                moving.update({ref(m): m for m in members[g[1]]})
-        # Pods sharing a claim with a moving pod move along.
-        changed = True
-        while changed:
-            changed = False
-            names = {f"{ref(p).split('/')[0]}/{n}" for p in moving.values() for n in pod_claim_names(p)}
-            for p in running:
-                if ref(p) in moving:
-                    continue
-                ns = ref(p).split("/")[0]
-                if any(f"{ns}/{n}" in names for n in pod_claim_names(p)):
-                    moving[ref(p)] = p
-                    changed = True
+        moving = _closure(pods, sharers, members)
         # Every pod the drain evicts, its gang's members and its claims' other pods on other nodes
         # included: one that may not be evicted keeps the node.
         unsafe = sorted(
@@ -201,6 +189,27 @@ def plan_scale_down(inputs: Inputs, types: Sequence[NodeType], features: Feature
             Drain(b.name, pool, prices.get(pool or "", 0.0), gpus.node_gpus.get(b.name, 0), moved)
         )
     return out
+
+
+def _closure(
+    pods: Sequence[Obj], sharers: Mapping[str, list[Obj]], members: Mapping[str, list[Obj]]
+) -> dict[str, Obj]:
+    """The pods a drain moves: the node's own, every member of their gangs and every pod sharing a claim with
+    a moving pod, until nothing more joins (a sharer pulled in through a claim usable on several nodes
+    brings its gang, whose members bring their claims' sharers)."""
+    moving: dict[str, Obj] = {}
+    todo = list(pods)
+    for p in todo:  # grows as it goes: breadth first, the node's own pods first
+        if ref(p) in moving:
+            continue
+        moving[ref(p)] = p
+        g = pod_group_ref(p)
+        if g is not None:
+            todo.extend(members.get(g[1], ()))
+        ns = ref(p).split("/")[0]
+        for n in pod_claim_names(p):
+            todo.extend(sharers[f"{ns}/{n}"])
+    return moving
 
 
 def _try_move(
