@@ -8,6 +8,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kdra.cli.main import main
@@ -260,11 +261,48 @@ def test_a_gang_the_scheduler_left_pending_in_the_room_found_gets_nodes_of_its_o
     assert sum(len(p) for p in plan.where.values()) == 5
 
 
-def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan() -> None:
-    """Seed 386 of a checker that acts on plans: the gang g (4, 1 and 4 GPUs) did not bind in the first
-    round's room, the second round added three nodes for it, and the scheduler used one of them: the plan
-    bought six l40s nodes of which two ran nothing (18.0/h). Dropped after a check with the rest, which
-    still binds every pod: four nodes, 12.0/h."""
+def test_a_gang_packed_by_the_plan_is_not_spread_by_the_check_into_nodes_more() -> None:
+    """Seed 386 of a checker that acts on plans: the gang g (4, 1 and 4 GPUs) was left to the scheduler's
+    own search, which spread it (LeastAllocated) into room planned for others; two more rounds bought nodes
+    for it, six l40s nodes (18.0/h) of which two ran nothing, then four (12.0/h) once the empty ones were
+    dropped. With the gang's members nominated where the plan packs them the scheduler binds every pod on
+    three nodes, the fewest: 11 GPUs and 48 CPUs need three 4-GPU, 48-CPU nodes."""
+    objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
+    objs += [pod_group("g", 3)]
+    objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
+    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
+    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
+    assert plan.left == [] and not plan.unplaced
+    assert sum(len(p) for p in plan.where.values()) == 6
+    assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
+    assert plan.cost == 9.0 and len(plan.added) == 3 and len(plan.searches) == 1
+    doc = plan_document(plan)["status"]
+    assert doc["costPerHour"] == 9.0 and all(a["pods"] for a in doc["add"])
+
+
+def test_gang_members_land_beside_the_pods_the_plan_packed_them_with() -> None:
+    """Checker seed 20258: p0 (1 GPU) and the gang g0 (1), g1 (1), g2 (4) fit two l40s nodes; the
+    scheduler's LeastAllocated scoring put g0 and g1 each on an empty node, g2 then found no 4 free GPUs and
+    a second round bought two nodes more (four in all, optimal: false)."""
+    objs = [claim("c0", gpus(1)), claim("g0", gpus(1)), claim("g1", gpus(1)), claim("g2", gpus(4))]
+    objs += [pod_group("g", 3), pod("p0", claims=("c0",))]
+    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
+    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 8.0}]), GATES)
+    assert plan.left == [] and not plan.unplaced
+    assert len(plan.added) == 2 and plan.optimal, (plan.where, plan.optimal)
+    assert sum(len(p) for p in plan.where.values()) == 4
+
+
+def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case above with the gang left to the scheduler's own search (as a gang with a required level
+    is): it spreads the gang and a second round adds three nodes of which it uses one. The two it leaves
+    empty are dropped after a check with the rest, which still binds every pod: four nodes, 12.0/h."""
+    import kdra.plan.scaleup as scaleup
+
+    plain = scaleup._expected_nodes
+    monkeypatch.setattr(
+        scaleup, "_expected_nodes", lambda s, jobs: plain(s, [j for j in jobs if j.gang is None])
+    )
     objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
     objs += [pod_group("g", 3)]
     objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
@@ -274,5 +312,3 @@ def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan() -> None:
     assert sum(len(p) for p in plan.where.values()) == 6
     assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
     assert plan.cost == 12.0 and len(plan.added) == 4
-    doc = plan_document(plan)["status"]
-    assert doc["costPerHour"] == 12.0 and all(a["pods"] for a in doc["add"])
