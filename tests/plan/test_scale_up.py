@@ -293,10 +293,25 @@ def test_gang_members_land_beside_the_pods_the_plan_packed_them_with() -> None:
     assert sum(len(p) for p in plan.where.values()) == 4
 
 
+def test_a_rack_gang_lands_on_the_node_the_plan_packed_it_on() -> None:
+    """Checker seed 20086 (racks of two h100 nodes): p0, p1 (one shared claim) and p2 take 2 GPUs, the
+    rack gang g0 (4) and g1 (1) five more; one node holds them all. Left to the scheduler's domain search
+    the gang went to a node of its own, which a second round added."""
+    objs = [claim("c0", gpus(1)), claim("c2", gpus(1)), claim("g0", gpus(4)), claim("g1", gpus(1))]
+    objs += [pod_group("g", 2, required=LABEL_RACK)]
+    objs += [pod("p0", claims=("c0",)), pod("p1", claims=("c0",)), pod("p2", claims=("c2",))]
+    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(2)]
+    racked = {**H100, "price": 34.0, "topology": {"nodesPerRack": 2}}
+    plan = plan_scale_up(inputs(objs), types_of([racked]), GATES)
+    assert plan.left == [] and not plan.unplaced
+    assert len(plan.added) == 1 and len(plan.searches) == 1, plan.where
+    assert sum(len(p) for p in plan.where.values()) == 5
+
+
 def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The case above with the gang left to the scheduler's own search (as a gang with a required level
-    is): it spreads the gang and a second round adds three nodes of which it uses one. The two it leaves
-    empty are dropped after a check with the rest, which still binds every pod: four nodes, 12.0/h."""
+    """The seed-386 case with the gang left to the scheduler's own search: it spreads the gang and a second
+    round adds three nodes of which it uses one. The two it leaves empty are dropped after a check with the
+    rest, which still binds every pod: four nodes, 12.0/h."""
     import kdra.plan.scaleup as scaleup
 
     plain = scaleup._expected_nodes

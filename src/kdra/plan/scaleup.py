@@ -242,14 +242,12 @@ def _drop_idle(plan: ScaleUp, inputs: Inputs, want: list[Obj], config: Any) -> N
 def _expected_nodes(search: Search, jobs: Sequence[Job]) -> dict[str, str]:
     """Pod -> the node the search placed it on: the scheduler is told where pods are expected
     (kdra.plan.verify), so that pods the plan put together (those sharing a claim, a gang's members packed
-    beside other pods) land together. Without it the scheduler's LeastAllocated scoring spreads a gang's
-    members into room planned for others and a later member needs a node more (the checker's seeds: 8 nodes
-    more over 400 cases). Gangs with a required topology level are left to the scheduler's session, whose
-    domain search answers to the level."""
+    beside other pods) land together. Without it for gangs the scheduler's LeastAllocated scoring spread a
+    gang's members into room planned for others, and its domain search put a gang with a required level on
+    a node of its own, so a later round bought nodes more (the checker's seeds: 8 nodes more over 400
+    cases; 17 over 200 with rack gangs). The plan's nodes of a gang lie in one domain of its level."""
     out: dict[str, str] = {}
     for job in jobs:
-        if job.gang is not None and job.gang.topology.required:
-            continue
         for b, placement in search.placed.get(job.key, ()):
             for pd in placement.unit.pods:
                 out[pd.key] = b.name
