@@ -327,3 +327,19 @@ def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan(monkeypatch:
     assert sum(len(p) for p in plan.where.values()) == 6
     assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
     assert plan.cost == 12.0 and len(plan.added) == 4
+
+
+def test_nodes_bought_for_pods_the_scheduler_still_leaves_pending_are_not_in_the_plan() -> None:
+    """Checker seed 20173 with rack gangs: the scheduler's domain estimate counts members like the first
+    (4 GPUs: two per h100 node) and refused the rack gang g0 (4), g1 (1), g2 (1) on the node the plan packed
+    it on; every round bought one more h100 node for it, five at 13.0/h that ran nothing. A round whose nodes
+    bind none of what they were bought for ends the rounds, and nodes left empty are dropped."""
+    objs = [claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(1))]
+    objs += [pod_group("g", 3, required=LABEL_RACK)]
+    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
+    racked = {**H100, "price": 13.0, "topology": {"nodesPerRack": 2}}
+    plan = plan_scale_up(inputs(objs), types_of([racked]), GATES)
+    bound = {p for ps in plan.where.values() for p in ps}
+    assert bound | set(plan.left) == {"ml/g0", "ml/g1", "ml/g2"}, (bound, plan.left)
+    assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
+    assert plan.cost == 13.0 * len(plan.added) <= 13.0

@@ -182,8 +182,9 @@ def plan_scale_up(
             after = split(verdict.objects)
             after.pdbs = inputs.pdbs
             _record(plan, after, {ref(p) for p in want})
+            stuck = verdict.unbound == plan.left  # the last round's nodes bound none of what they were for
             plan.left = verdict.unbound
-            if not verdict.unbound:
+            if not verdict.unbound or stuck:
                 break
             plan.optimal = False
             left = set(verdict.unbound)
@@ -204,16 +205,16 @@ def plan_scale_up(
             plan.searches.append(nxt)
             new_nodes = nxt.added
             t0, c0 = time.perf_counter(), time.process_time()
-        if not plan.left:
-            _drop_idle(plan, inputs, want, config)
+        _drop_idle(plan, inputs, want, config)
     plan.seconds = time.perf_counter() - start
     return plan
 
 
 def _drop_idle(plan: ScaleUp, inputs: Inputs, want: list[Obj], config: Any) -> None:
-    """Added nodes the scheduler left empty (it spread pods into room planned for others) are dropped when
-    the scheduler, given the rest all at once, binds every planned pod: a plan must not buy a node that
-    runs nothing. Kept as they are when that check leaves a pod pending. The searches' `placed` keep their
+    """Added nodes the scheduler left empty (it spread pods into room planned for others, or left pending
+    the pods a round bought them for) are dropped when the scheduler, given the rest all at once, binds every
+    planned pod it bound before: a plan must not buy a node that runs nothing. Kept as they are when that
+    check leaves another pod pending. The searches' `placed` keep their
     packing (what the plan's rounds nominated); the plan's output reads `where`, the scheduler's."""
     from kdra.plan.verify import Check
 
@@ -230,8 +231,9 @@ def _drop_idle(plan: ScaleUp, inputs: Inputs, want: list[Obj], config: Any) -> N
     ).add(rendered(kept, config.features))
     plan.check_seconds += time.perf_counter() - t0
     plan.check_cpu_seconds += time.process_time() - c0
-    if verdict.unbound:
+    if not set(verdict.unbound) <= set(plan.left):
         return
+    plan.left = verdict.unbound
     for search in plan.searches:
         search.added = [b for b in search.added if b.name not in idle]
     plan.optimal = plan.cost <= plan.lower_bound  # the search's proof counted the dropped nodes
