@@ -22,6 +22,7 @@ from .helpers import (
     GATES,
     H100,
     L40S,
+    Obj,
     claim,
     cluster,
     gpus,
@@ -329,17 +330,34 @@ def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan(monkeypatch:
     assert plan.cost == 12.0 and len(plan.added) == 4
 
 
-def test_nodes_bought_for_pods_the_scheduler_still_leaves_pending_are_not_in_the_plan() -> None:
-    """Checker seed 20173 with rack gangs: the scheduler's domain estimate counts members like the first
+def test_a_rack_gang_of_unlike_members_gets_one_node() -> None:
+    """Checker seed 20173 with rack gangs: the scheduler's domain estimate counted members like the first
     (4 GPUs: two per h100 node) and refused the rack gang g0 (4), g1 (1), g2 (1) on the node the plan packed
-    it on; every round bought one more h100 node for it, five at 13.0/h that ran nothing. A round whose nodes
-    bind none of what they were bought for ends the rounds, and nodes left empty are dropped."""
+    it on; every round bought one more h100 node for it, five at 13.0/h that ran nothing. The estimate now
+    takes the lightest member: one node, the gang on it."""
+    plan = plan_scale_up(inputs(rack_gang()), types_of([RACKED]), GATES)
+    assert plan.left == [] and [len(plan.where[b.name]) for b in plan.added] == [3]
+    assert plan.cost == 13.0
+
+
+def test_nodes_bought_for_pods_the_scheduler_still_leaves_pending_are_not_in_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the scheduler refuses what the plan packed (here every topology domain refused, as the old
+    estimate did for the gang above), a round whose nodes bind none of what they were bought for ends the
+    rounds, and nodes left empty are dropped: the gang is reported pending, not five nodes running nothing."""
+    from kdra.scheduler.topology import TopologyPlanner
+
+    monkeypatch.setattr(TopologyPlanner, "plan", lambda self, *a: ([], "topology: refused"))
+    plan = plan_scale_up(inputs(rack_gang()), types_of([RACKED]), GATES)
+    assert sorted(plan.left) == ["ml/g0", "ml/g1", "ml/g2"] and plan.added == [], (plan.left, plan.added)
+    assert plan.cost == 0
+
+
+RACKED = {**H100, "price": 13.0, "topology": {"nodesPerRack": 2}}
+
+
+def rack_gang() -> list[Obj]:
     objs = [claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(1))]
     objs += [pod_group("g", 3, required=LABEL_RACK)]
-    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
-    racked = {**H100, "price": 13.0, "topology": {"nodesPerRack": 2}}
-    plan = plan_scale_up(inputs(objs), types_of([racked]), GATES)
-    bound = {p for ps in plan.where.values() for p in ps}
-    assert bound | set(plan.left) == {"ml/g0", "ml/g1", "ml/g2"}, (bound, plan.left)
-    assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
-    assert plan.cost == 13.0 * len(plan.added) <= 13.0
+    return objs + [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
