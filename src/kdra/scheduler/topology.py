@@ -188,8 +188,8 @@ class GangTopology(PreFilterPlugin, FilterPlugin):
 
 class TopologyPlanner:
     """The topology domains a gang tries, in order: those whose nodes can host the members it still needs
-    (a cheap estimate per node: free devices of the lightest member's classes, cpu and memory), roomiest first, at
-    most `max_trials` per level; and a note on levels that are too full."""
+    (a cheap estimate per node: free devices of the lightest member's classes, cpu and memory), roomiest
+    first, at most `max_trials` per level; and a note on levels that are too full."""
 
     def __init__(self, sched: Scheduler, levels: Callable[[], TopologyLevels], max_trials: int) -> None:
         self.sched = sched
