@@ -268,11 +268,7 @@ def test_a_gang_packed_by_the_plan_is_not_spread_by_the_check_into_nodes_more() 
     for it, six l40s nodes (18.0/h) of which two ran nothing, then four (12.0/h) once the empty ones were
     dropped. With the gang's members nominated where the plan packs them the scheduler binds every pod on
     three nodes, the fewest: 11 GPUs and 48 CPUs need three 4-GPU, 48-CPU nodes."""
-    objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
-    objs += [pod_group("g", 3)]
-    objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
-    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
-    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
+    plan = plan_scale_up(inputs(seed_386()), types_of([{**L40S, "price": 3.0}]), GATES)
     assert plan.left == [] and not plan.unplaced
     assert sum(len(p) for p in plan.where.values()) == 6
     assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
@@ -319,11 +315,7 @@ def test_added_nodes_the_scheduler_leaves_empty_are_not_in_the_plan(monkeypatch:
     monkeypatch.setattr(
         scaleup, "_expected_nodes", lambda s, jobs: plain(s, [j for j in jobs if j.gang is None])
     )
-    objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
-    objs += [pod_group("g", 3)]
-    objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
-    objs += [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
-    plan = plan_scale_up(inputs(objs), types_of([{**L40S, "price": 3.0}]), GATES)
+    plan = plan_scale_up(inputs(seed_386()), types_of([{**L40S, "price": 3.0}]), GATES)
     assert plan.left == [] and not plan.unplaced
     assert sum(len(p) for p in plan.where.values()) == 6
     assert all(plan.where.get(b.name) for b in plan.added), [b.name for b in plan.added]
@@ -352,6 +344,14 @@ def test_nodes_bought_for_pods_the_scheduler_still_leaves_pending_are_not_in_the
     plan = plan_scale_up(inputs(rack_gang()), types_of([RACKED]), GATES)
     assert sorted(plan.left) == ["ml/g0", "ml/g1", "ml/g2"] and plan.added == [], (plan.left, plan.added)
     assert plan.cost == 0
+
+
+def seed_386() -> list[Obj]:
+    """A gang g (4, 1 and 4 GPUs) beside three pods sharing a 2-GPU claim, one of them asking 40 CPUs."""
+    objs = [claim("c0", gpus(2)), claim("g0", gpus(4)), claim("g1", gpus(1)), claim("g2", gpus(4))]
+    objs += [pod_group("g", 3)]
+    objs += [pod(f"p{i}", claims=("c0",), cpu=cpu) for i, cpu in ((0, "4"), (2, "1"), (3, "40"))]
+    return objs + [pod(f"g{i}", claims=(f"g{i}",), group="g") for i in range(3)]
 
 
 RACKED = {**H100, "price": 13.0, "topology": {"nodesPerRack": 2}}
