@@ -154,6 +154,35 @@ def test_the_allocator_takes_the_gpus_the_policy_ranks_first(small_trace_files: 
     assert [cluster.device_index[(r["pool"], r["device"])] for r in b0.results] == [0]
 
 
+@pytest.mark.parametrize("shares", [True, False])
+def test_unbind_undoes_bind_through_the_allocated_state_and_bumps_its_version(
+    small_trace_files: tuple[Path, Path], shares: bool
+) -> None:
+    """unbind goes through AllocatedState.remove_result, the state's one way to release a result: the
+    reference counts go with the devices (nothing left behind for a later bind) and `version` moves, which
+    a long-lived Allocator needs to see (editing the sets directly did neither)."""
+    from kdra.scheduler.gpupolicies import PodRequest, Policy
+
+    trace = load_trace(*small_trace_files)
+    cluster = ReplayCluster(trace.nodes, shares=shares)
+    idx = next(i for i, v in enumerate(cluster.views) if len(v.gpu_free) >= 2)
+    req = PodRequest(cpu=1000, mem=1024, num_gpu=1, gpu_milli=250 if shares else 1000)
+    whole = PodRequest(cpu=1000, mem=1024, num_gpu=2, gpu_milli=1000)
+    if shares:
+        bs = [(req, cluster.bind(idx, name, req, (0,), Policy())) for name in ("p-a", "p-b")]
+    else:
+        bs = [(whole, cluster.bind(idx, "p-w", whole, (0, 1), Policy()))]
+    st = cluster.state
+    assert st.dedicated or st.shared
+    for r, b in reversed(bs):
+        before = st.version
+        cluster.unbind(r, b)
+        assert st.version > before
+    assert (st.dedicated, st.shared, st.consumed) == (set(), set(), {})
+    assert (st._dedicated_refs, st._share_refs, st._consumed_refs) == ({}, {}, {})
+    assert cluster.views[idx].gpu_free == [1000] * len(cluster.views[idx].gpu_free)
+
+
 def test_an_epoch_change_rescoring_only_its_scope_places_as_a_full_rescore(
     small_trace_files: tuple[Path, Path],
 ) -> None:

@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kdra.allocator import AllocatedState, Allocator, AllocatorIndex, FeatureGates
-from kdra.api.quantity import parse_quantity_any
 from kdra.errors import KdraError
 from kdra.fleets import render
-from kdra.replay.trace import DRIVER, Trace, TraceNode, TracePod, claim_for
+from kdra.replay.trace import Trace, TraceNode, TracePod, claim_for
 from kdra.scheduler.gpupolicies import MILLI, GpuNodeView, PodRequest, Policy
 
 Progress = Callable[[int, int], None]
@@ -238,19 +237,8 @@ class ReplayCluster:
 
     def unbind(self, req: PodRequest, b: Binding) -> None:
         """Release a pod's node resources and its claim's devices (the claim is deallocated)."""
-        st = self.state
         for r in b.results:
-            key = (r.get("driver", DRIVER), r["pool"], r["device"])
-            if r.get("shareID") is not None:
-                agg = st.consumed.get(key)
-                if agg is not None:
-                    for cname, q in (r.get("consumedCapacity") or {}).items():
-                        agg[cname] = agg.get(cname, 0) - parse_quantity_any(q).nanos
-                    if all(v <= 0 for v in agg.values()):
-                        st.consumed.pop(key, None)
-                        st.shared.discard(key)
-            else:
-                st.dedicated.discard(key)
+            self.state.remove_result(r, self.features)
         self.views[b.node].remove(req, b.gpus)
         self.log.append(b.node)
 
