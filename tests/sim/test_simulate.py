@@ -288,6 +288,22 @@ def test_a_shared_claims_hours_after_its_first_user_ends_count_in_the_headline(t
     assert h["gpus_allocated_peak_dra"] == 1.0
 
 
+def test_a_placement_counts_the_shared_claim_it_took_over(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The pod that goes on using a shared claim after its first user ended holds the GPU from then: its
+    placement said gpu_equivalents 0 while the headline counted its 9 h."""
+    from kdra.sim.report import placements
+
+    f = tmp_path / "shared.yaml"
+    f.write_text(SHARED_CLAIM_SHORT_THEN_LONG)
+    report = simulate("mixed", str(f))
+    dra = report.modes["dra"]
+    got = {p["pod"]: (p["gpu_equivalents"], p["gpu_hours"]) for p in placements(dra)}
+    assert got == {"default/a-short": (1.0, 1.0), "default/b-long": (1.0, 9.0)}
+    assert sum(h for _e, h in got.values()) == dra.metrics["gpu_hours_allocated"]
+    dp = {p["pod"]: (p["gpu_equivalents"], p["gpu_hours"]) for p in placements(report.modes["device-plugin"])}
+    assert dp == {"default/a-short": (1.0, 1.0), "default/b-long": (1.0, 10.0)}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

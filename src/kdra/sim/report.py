@@ -28,7 +28,11 @@ def placements(mr: ModeReport) -> list[dict[str, Any]]:
                 "workload": rec.workload,
                 "node": rec.node,
                 "devices": rec.devices,
-                "gpu_equivalents": round(rec.gpu_equiv, 4),
+                # What the pod held by its end: its own devices and any shared claim it took over from a
+                # user that ended (it was its own only, so a shared claim's later user read 0 while the
+                # headline counted its hours); gpu_hours adds up, over pods, to gpu_hours_allocated.
+                "gpu_equivalents": round(rec.gpu_equiv + sum(e for _since, e, _mem in rec.carried), 4),
+                "gpu_hours": round(rec.gpu_seconds(mr.result.end) / 3600, 4),
                 "arrival_seconds": round(rec.arrival, 1),
                 "start_seconds": round(rec.start, 1),
                 "end_seconds": round(rec.end, 1) if rec.end is not None else None,
