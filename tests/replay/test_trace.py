@@ -102,6 +102,19 @@ def test_malformed_node_rows(tmp_path: Path) -> None:
         read_nodes(tmp_path / "missing.csv")
 
 
+@pytest.mark.parametrize("name", ["Bad_Name", "n1.", "-n1", "x" * 254])
+def test_node_names_that_are_not_kubernetes_names_are_refused(tmp_path: Path, name: str) -> None:
+    """Replay renders a Node and ResourceSlices per row: a name Kubernetes would refuse is an error naming
+    the file, the line and the rule (it was rendered as is)."""
+    text = f"sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,G2\n{name},1,1,2,G2\n"
+    p = write(tmp_path, "nodes.csv", text)
+    with pytest.raises(InputError) as err:
+        read_nodes(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: line 3: column sn: node name {name!r}: ") and "\n" not in msg
+    assert "RFC 1123 subdomain" in msg or "253" in msg
+
+
 def test_errors_name_the_files_own_line_after_blank_lines_and_multiline_fields(tmp_path: Path) -> None:
     # csv's DictReader skips blank lines and a quoted field may span lines: a count of records named
     # line 3 for both of these rows (the file's lines 5 and 4).

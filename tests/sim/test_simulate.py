@@ -312,6 +312,10 @@ def test_a_placement_counts_the_shared_claim_it_took_over(tmp_path) -> None:  # 
         # node of 0 CPU, and int()'s own words.
         ("", "line 1: missing column(s) sn, cpu_milli"),
         ("n1,32000,65536,2,T4\nn1,32000,65536,2,T4\n", "line 3: column sn: duplicate node 'n1'"),
+        (
+            "n1,32000,65536,2,T4\nBad_Name,32000,65536,2,T4\n",
+            "line 3: column sn: node name 'Bad_Name': a lower",
+        ),
         ("n1,32000,65536,2,T4,x\n", "line 2: 6 fields, the header has 5"),
         ("n1,0,65536,2,T4\n", "line 2: column cpu_milli: 0 must be at least 1"),
         ("n1,32000.5,65536,2,T4\n", "line 2: column cpu_milli: '32000.5' is not an integer"),

@@ -26,6 +26,7 @@ from kdra.drivers.catalog import lookup
 from kdra.drivers.common import binary_quantity
 from kdra.errors import InputError
 from kdra.fleets.spec import MAX_ACCELERATORS_PER_NODE, MAX_NODES, Accelerator, Fleet, Pool
+from kdra.validation.rules import is_dns1123_subdomain
 
 MODEL_MAP: dict[str, str] = {
     "G2": "A10",  # stand-in (guess), see module docstring
@@ -163,6 +164,11 @@ def read_node_rows(path: str | Path) -> list[tuple[int, Row]]:
         name = (row.get("sn") or "").strip()
         if not name:
             raise InputError(f"{p}: line {line}: column sn: empty node name")
+        # The name becomes a Node's and its ResourceSlices' (replay renders them, simulate creates them):
+        # the same rule as a fleet file's node names, said here with the file and line.
+        bad = is_dns1123_subdomain(name)
+        if bad:
+            raise InputError(f"{p}: line {line}: column sn: node name {name!r}: {'; '.join(bad)}")
         if name in seen:
             raise InputError(f"{p}: line {line}: column sn: duplicate node {name!r}")
         seen.add(name)
