@@ -12,7 +12,7 @@ scheduleTimeout is given up.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kdra.api.pods import pod_claim_names, reserved_for
 from kdra.api.workloadapi import group_claim_name, pod_group_claims
@@ -31,6 +31,7 @@ from kdra.scheduler.framework import (
 from kdra.scheduler.jobstatus import GANG_PLUGIN, QUEUE_PLUGIN, JobStatus
 from kdra.scheduler.queuetree import Vector, add, check_limits, pod_core_usage
 from kdra.scheduler.statement import Statement
+from kdra.scheduler.topology import LABEL_HOST
 
 if TYPE_CHECKING:
     from kdra.scheduler.gang import GangRegistry
@@ -146,17 +147,32 @@ class JobPlacer:
         # A PodGroup matchAttribute across members: the values to try, most free devices first.
         trials = self.group_constraints.trials(gang, self.group_constraints.claims_of(job.members))
         tried: list[str] = []
+        # Where the members one by one fit no domain, unlike members get a second try per domain, heaviest
+        # first, each on the node the planner's search gives it (TopologyPlanner.packing, .assign): the
+        # placements the first try finds are kept as they were. One PreFilter per member shape, as plan's.
+        domains_tried = gang is not None and any(r is not None for r in plan)
+        packing = self.planner.packing(self.dynres, job.members) if domains_tried else None
+        attempts: list[tuple[tuple[str, str] | None, list[tuple[PodInfo, dict[Any, int]]] | None]] = [
+            (r, None) for r in plan
+        ]
+        if packing is not None:
+            attempts += [(r, packing) for r in plan if r is not None]
         for pins in trials:
             if gang is not None and pins:
                 self.group_constraints.pins[gang.key] = pins
             try:
-                for restriction in plan:
-                    last = restriction is plan[-1] and pins is trials[-1]
+                for n_attempt, (restriction, packed) in enumerate(attempts):
+                    last = n_attempt == len(attempts) - 1 and pins is trials[-1]
                     # The binder commits the members' binds together: in memory they are made at once; on
                     # a live cluster as one two-phase job (every member's claims written, then every pod
                     # bound).
+                    hosts: list[str] | None = None
+                    if packed is not None and restriction is not None:
+                        hosts = self.planner.assign(packed, restriction)
+                        if hosts == [] and not last:
+                            continue  # no node per member has room for it: no placement in this domain
                     with sched.bind_group(job.label):
-                        ok, failure = self._place(job, restriction, results, final and last)
+                        ok, failure = self._place(job, restriction, results, final and last, packed, hosts)
                     if ok:
                         status.reasons.pop(job.key, None)
                         if gang is not None:
@@ -286,8 +302,39 @@ class JobPlacer:
         if gang.obj is not None:
             status.set_group_condition(gang, "False", "GangScheduleTimeout", msg)
 
+    def _place_tightest(
+        self,
+        stmt: Statement,
+        gk: str,
+        pi: PodInfo,
+        demand: dict[Any, int],
+        restriction: tuple[str, str],
+        host: str | None,
+    ) -> CycleResult:
+        """The member's cycle on the nodes of `restriction` one at a time: `host` (the planner's node for
+        it) first, then the tightest fit first (the first that holds it wins); the cycle restricted to the
+        domain where no node is estimated to fit."""
+        try:
+            order = self.planner.tightest(pi, demand, restriction)
+            if host is not None:
+                order = [host, *(h for h in order if h != host)]
+            for h in order:
+                self.topology.restrict[gk] = (LABEL_HOST, h)
+                res = stmt.place(pi)
+                if res.status.code == Code.WAIT:
+                    return res
+        finally:
+            self.topology.restrict[gk] = restriction
+        return stmt.place(pi)
+
     def _place(
-        self, job: Job, restriction: tuple[str, str] | None, results: list[CycleResult], final: bool
+        self,
+        job: Job,
+        restriction: tuple[str, str] | None,
+        results: list[CycleResult],
+        final: bool,
+        packed: list[tuple[PodInfo, dict[Any, int]]] | None = None,
+        hosts: list[str] | None = None,
     ) -> tuple[bool, str | None]:
         sched = self.sched
         gang = job.gang
@@ -298,7 +345,7 @@ class JobPlacer:
                 self.topology.restrict[gk] = restriction
         stmt = Statement(sched, self.now)
         first_fail: CycleResult | None = None
-        members = job.members
+        members = [pi for pi, _d in packed] if packed is not None else job.members
         needed = job.needed if gang is not None else 1
         search = None
         if gang is not None and self.options.gang_device_search:
@@ -307,7 +354,11 @@ class JobPlacer:
             search = GangSearch(self.options.gang_search_nodes, self.options.gang_search_steps)
         try:
             for i, pi in enumerate(members):
-                res = stmt.place(pi)
+                if packed is not None and gk is not None and restriction is not None:
+                    host = hosts[i] if hosts else None
+                    res = self._place_tightest(stmt, gk, pi, packed[i][1], restriction, host)
+                else:
+                    res = stmt.place(pi)
                 if search is not None and stmt.held and res.node is None and res.status.code != Code.WAIT:
                     res = search.retry(stmt, self.dynres, pi) or res
                 if res.status.code == Code.WAIT:

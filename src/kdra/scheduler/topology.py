@@ -56,6 +56,9 @@ DEFAULT_LEVELS = (LABEL_ZONE, LABEL_BLOCK, LABEL_RACK, LABEL_HOST)
 STATE_KEY = "kdra/topology"
 # A gang of more member shapes than this gets no room estimate (every domain tried): a PreFilter each.
 MAX_SHAPES = 8
+# The node-per-member search for a gang of unlike members (TopologyPlanner.assign) gives up after this many
+# tries of a member on a node.
+MAX_ASSIGN_STEPS = 5000
 
 
 class TopologyLevels:
@@ -186,6 +189,14 @@ class GangTopology(PreFilterPlugin, FilterPlugin):
         return SUCCESS
 
 
+def member_shape(pi: PodInfo) -> Hashable:
+    """Members of one template (pod requests, claim sources) take the same."""
+    return (
+        tuple(sorted(pi.requests.items())),
+        tuple((r.get("resourceClaimTemplateName"), r.get("resourceClaimName")) for r in pi.claim_refs),
+    )
+
+
 class TopologyPlanner:
     """The topology domains a gang tries, in order: those whose nodes can host the members it still needs
     (a cheap estimate per node: free devices of the lightest member's classes, cpu and memory), roomiest
@@ -198,6 +209,128 @@ class TopologyPlanner:
         self.rooms = DomainRoom(sched.cache)
         self._fits_memo: dict[Any, dict[int, tuple[int, int]]] = {}
         self._domains: dict[Any, dict[str, list[Any]]] = {}
+
+    def member_demand(self, dynres: DynamicResources, pi: PodInfo) -> dict[Any, int] | None:
+        """The devices a member takes on its node, per ClaimDemand key (None: its PreFilter fails): not
+        its PodGroup's claims (one for the whole gang, KEP-5729), not classes with network-attached
+        devices (node-local counts bound nothing there)."""
+        state = CycleState()
+        if not dynres.pre_filter(state, pi).ok:
+            return None
+        pc = state["DynamicResources"]
+        own = ClaimDemand()
+        for c in pc.to_allocate:
+            if not is_pod_group_ref(pc.bind_to.get(c["metadata"].get("uid", ""), {})):
+                own.add_claim(c)
+        dra = self.sched.dra
+        return {k: n for k, n in own.exact.items() if not dra.has_shared_devices(k[0])}
+
+    def packing(
+        self, dynres: DynamicResources | None, members: Sequence[PodInfo]
+    ) -> list[tuple[PodInfo, dict[Any, int]]] | None:
+        """A gang of unlike members (one 6-GPU and two 4-GPU pods) placed one by one, each on the node the
+        scoring likes best, can leave no node for a later member although the domain hosts them all (the
+        6-GPU pod on the 8-GPU node, not on the 7-GPU one that only it fits). The members heaviest first,
+        with their demand, for a second try that puts each on the node `assign` found for it (else the
+        one it fits most tightly, `tightest`); None where all members are alike (no order helps) or a
+        demand is unknown."""
+        if dynres is None or len(members) < 2:
+            return None
+        shapes: dict[Hashable, dict[Any, int] | None] = {}
+        out = []
+        for pi in members:
+            shape = member_shape(pi)
+            if shape not in shapes:
+                if len(shapes) == MAX_SHAPES:
+                    return None
+                shapes[shape] = self.member_demand(dynres, pi)
+            demand = shapes[shape]
+            if demand is None:
+                return None
+            out.append((pi, demand))
+        if len(shapes) < 2:
+            return None
+        out.sort(
+            key=lambda m: (-sum(m[1].values()), -m[0].requests.get("cpu", 0), -m[0].requests.get("memory", 0))
+        )
+        return out
+
+    def assign(
+        self, packing: Sequence[tuple[PodInfo, Mapping[Any, int]]], restriction: tuple[str, str]
+    ) -> list[str] | None:
+        """A node (its hostname label value) per member of `packing` such that every node's free devices,
+        cpu and memory cover its members, by a backtracking search over the nodes of `restriction`: [] when
+        none exists (the free figures are upper bounds: no placement does), None when the search gave up
+        after MAX_ASSIGN_STEPS (or a node has no hostname)."""
+        dra = self.sched.dra
+        keys = sorted({k for _pi, d in packing for k in d}, key=repr)
+        hosts: list[str] = []
+        free: list[list[int]] = []
+        for ni in self.sched.cache.nodes:
+            if ni.unschedulable or ni.labels.get(restriction[0]) != restriction[1]:
+                continue
+            host = ni.labels.get(LABEL_HOST)
+            if host is None:
+                return None
+            hosts.append(host)
+            free.append(
+                [dra.free_devices(ni.name, k) for k in keys]
+                + [ni.allocatable.get(r, 0) - ni.requested.get(r, 0) for r in ("cpu", "memory")]
+            )
+        wants = [
+            [d.get(k, 0) for k in keys] + [pi.requests.get(r, 0) for r in ("cpu", "memory")]
+            for pi, d in packing
+        ]
+        chosen: list[int] = []
+        steps = 0
+
+        def search(i: int) -> bool | None:
+            nonlocal steps
+            if i == len(wants):
+                return True
+            seen = set()
+            for j, f in enumerate(free):
+                if tuple(f) in seen or any(a < w for a, w in zip(f, wants[i], strict=True)):
+                    continue
+                seen.add(tuple(f))  # nodes left alike: one is enough
+                steps += 1
+                if steps > MAX_ASSIGN_STEPS:
+                    return None
+                for x, w in enumerate(wants[i]):
+                    f[x] -= w
+                chosen.append(j)
+                found = search(i + 1)
+                for x, w in enumerate(wants[i]):
+                    f[x] += w
+                if found is not False:
+                    return found
+                chosen.pop()
+            return False
+
+        found = search(0)
+        if found is None:
+            return None
+        return [hosts[j] for j in chosen] if found else []
+
+    def tightest(self, pi: PodInfo, demand: Mapping[Any, int], restriction: tuple[str, str]) -> list[str]:
+        """The hostname label values of the nodes in `restriction` that can take the member, the one it
+        leaves least free devices (then cpu, memory) on first."""
+        dra = self.sched.dra
+        ranked = []
+        for ni in self.sched.cache.nodes:
+            host = ni.labels.get(LABEL_HOST)
+            if ni.unschedulable or host is None or ni.labels.get(restriction[0]) != restriction[1]:
+                continue
+            left = []
+            for cls, k in demand.items():
+                left.append(dra.free_devices(ni.name, cls) - k)
+            for res in ("cpu", "memory"):
+                left_res = ni.allocatable.get(res, 0) - ni.requested.get(res, 0) - pi.requests.get(res, 0)
+                left.append(left_res)
+            if min(left, default=0) < 0:
+                continue
+            ranked.append((sum(left[: len(demand)]), left[len(demand) :], host))
+        return [host for *_k, host in sorted(ranked)]
 
     def member_capacity(
         self, dynres: DynamicResources | None, members: Sequence[PodInfo]
@@ -215,28 +348,16 @@ class TopologyPlanner:
         seen: set[Hashable] = set()
         for pi in members:
             # Members of one template (pod requests, claim sources) take the same: one PreFilter per shape.
-            shape = (
-                tuple(sorted(pi.requests.items())),
-                tuple(
-                    (r.get("resourceClaimTemplateName"), r.get("resourceClaimName")) for r in pi.claim_refs
-                ),
-            )
+            shape = member_shape(pi)
             if shape in seen:
                 continue
             if len(seen) == MAX_SHAPES:
                 return None, None
             seen.add(shape)
-            state = CycleState()
-            if not dynres.pre_filter(state, pi).ok:
+            mine_or_none = self.member_demand(dynres, pi)
+            if mine_or_none is None:
                 return None, None
-            pc = state["DynamicResources"]
-            # What a member takes on its node: not its PodGroup's claims (one for the whole gang,
-            # KEP-5729), not classes with network-attached devices (node-local counts bound nothing there).
-            own = ClaimDemand()
-            for c in pc.to_allocate:
-                if not is_pod_group_ref(pc.bind_to.get(c["metadata"].get("uid", ""), {})):
-                    own.add_claim(c)
-            mine = {k: n for k, n in own.exact.items() if not dra.has_shared_devices(k[0])}
+            mine = mine_or_none
             if demand is None:
                 demand, cpu, memory = mine, pi.requests.get("cpu", 0), pi.requests.get("memory", 0)
             else:  # the lightest of every resource: never below what a node can really host
