@@ -108,6 +108,11 @@ def _translate(pattern: str) -> str:
                 out.append("[")
                 i += 1
             continue
+        if c in "^$" and i + 1 < n and pattern[i + 1] in "*+?{":
+            # RE2 repeats an anchor (a no-op); Python's re refuses "nothing to repeat" unless grouped
+            out.append("(?:" + ("\\Z" if c == "$" and not multiline else c) + ")")
+            i += 1
+            continue
         if c == "$" and not multiline:
             out.append("\\Z")  # RE2: end of text only (Python's $ also matches before a final newline)
             i += 1
@@ -119,6 +124,120 @@ def _translate(pattern: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+_REPEAT_RE = re.compile(r"\{(\d+)(,(\d*))?\}")
+_FLAGS_ONLY = re.compile(r"\(\?[a-zA-Z-]*\)")
+
+
+def _repeat_is_valid(node: tuple[int, list[Any]], n: int) -> bool:
+    """Go regexp/syntax repeatIsValid: nested {n,m} counts may not multiply past 1000."""
+    m, subs = node
+    if m >= 0:
+        if m == 0:
+            return True
+        if m > n:
+            return False
+        n //= m
+    return all(_repeat_is_valid(sub, n) for sub in subs)
+
+
+def _check_repeats(pattern: str) -> None:
+    """What Go's parser checks of repetition operators (RE2 syntax, Perl flags), with its messages:
+    counts over 1000 or min > max, nested counts multiplying past 1000, stacked operators (a**),
+    an operator with nothing to repeat."""
+    # a node is (count or -1, children); a {n,m} repeat has count m (n when unbounded)
+    frames: list[list[tuple[int, list[Any]]]] = [[]]
+    last: tuple[int, list[Any]] | None = None  # the atom an operator would apply to
+    last_repeat = -1  # start of the previous token when it was a repetition operator
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        start = i
+        if c in "*+?{":
+            if c == "{":
+                m = _REPEAT_RE.match(pattern, i)
+                if m is None or (len(m.group(1)) > 1 and m.group(1)[0] == "0"):
+                    last, last_repeat = (-1, []), -1
+                    frames[-1].append(last)
+                    i += 1
+                    continue
+                lo = int(m.group(1))
+                hi = lo if m.group(2) is None else (-1 if m.group(3) == "" else int(m.group(3)))
+                i = m.end()
+                if lo > 1000 or hi > 1000 or (hi >= 0 and lo > hi):
+                    raise _error(f"invalid repeat count: `{pattern[start:i]}`")
+            else:
+                lo, hi = 0, 0
+                i += 1
+            if i < n and pattern[i] == "?":
+                i += 1
+            if last_repeat >= 0:
+                raise _error(f"invalid nested repetition operator: `{pattern[last_repeat:i]}`")
+            if last is None:
+                raise _error(f"missing argument to repetition operator: `{pattern[start:i]}`")
+            count = (hi if hi >= 0 else lo) if c == "{" else -1
+            node = (count, [last])
+            if c == "{" and (lo >= 2 or hi >= 2) and not _repeat_is_valid(node, 1000):
+                raise _error(f"invalid repeat count: `{pattern[start:i]}`")
+            frames[-1][-1] = node
+            last = node
+            last_repeat = start
+            continue
+        last_repeat = -1
+        if c == "\\":
+            if pattern.startswith("\\Q", i):
+                end = pattern.find("\\E", i + 2)
+                i = n if end < 0 else end + 2
+            elif pattern.startswith("\\x{", i) or (pattern[i + 1 : i + 3] in ("p{", "P{")):
+                end = pattern.find("}", i)
+                i = n if end < 0 else end + 1
+            else:
+                i += 2
+        elif c == "[":
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                if pattern[i] == "\\":
+                    i += 2
+                elif pattern[i] == "[" and (pm := _POSIX_RE.match(pattern, i)):
+                    i = pm.end()
+                else:
+                    i += 1
+            i += 1
+        elif c == "(":
+            fm = _FLAGS_ONLY.match(pattern, i)
+            if fm:
+                i = fm.end()  # flags only: an operator after it applies to the atom before it
+                continue
+            frames.append([])
+            last = None
+            i += 1
+            continue
+        elif c == ")":
+            if len(frames) == 1:
+                return  # unbalanced: the parser reports it
+            children = frames.pop()
+            last = (-1, children)
+            frames[-1].append(last)
+            i += 1
+            continue
+        elif c == "|":
+            last = None
+            i += 1
+            continue
+        elif c in "^$":
+            i += 1
+            last = (-1, [])
+            frames[-1].append(last)
+            continue
+        else:
+            i += 1
+        last = (-1, [])
+        frames[-1].append(last)
 
 
 # --- Pike VM ------------------------------------------------------------------------------------------------
@@ -348,6 +467,7 @@ class Regex:
 
     def __init__(self, pattern: str) -> None:
         translated = _translate(pattern)
+        _check_repeats(pattern)
         try:
             parsed = P.parse(translated, re.ASCII)
         except re.error as e:
