@@ -130,14 +130,20 @@ def _const(v: Any) -> Fn:
 
 
 class Compiled:
-    __slots__ = ("const", "fn", "is_const", "nodes", "t")
+    __slots__ = ("const", "fn", "is_const", "nodes", "plan", "t")
 
-    def __init__(self, fn: Fn, t: str, *, is_const: bool = False, const: Any = None, nodes: int = 1) -> None:
+    def __init__(
+        self, fn: Fn, t: str, *, is_const: bool = False, const: Any = None, nodes: int = 1, plan: bool = False
+    ) -> None:
         self.fn = fn
         self.t = t
         self.is_const = is_const
         self.const = const
         self.nodes = nodes
+        # a constant to cel-go's planner too (InterpretableConst): a literal, a list or map literal of
+        # such, a type conversion of such. kdra folds more (quantity("1"), 1 + 2), but only these fail
+        # at program instantiation when a conversion or a regex of them is invalid.
+        self.plan = plan
 
 
 class Env:
@@ -246,7 +252,7 @@ class Compiler:
         }[n.kind]
         if n.kind == "uint":
             v = UInt(v)
-        return Compiled(_const(v), t, is_const=True, const=v, nodes=0)
+        return Compiled(_const(v), t, is_const=True, const=v, nodes=0, plan=True)
 
     def c_ident(self, n: Ident) -> Compiled:
         var = self.lookup_var(n.name)
@@ -267,7 +273,7 @@ class Compiler:
             return Compiled(lambda a: a[0], DEVICE_T)
         if n.name in TYPE_IDENTS:
             v = TYPE_IDENTS[n.name]
-            return Compiled(_const(v), f"type({n.name})", is_const=True, const=v, nodes=0)
+            return Compiled(_const(v), f"type({n.name})", is_const=True, const=v, nodes=0, plan=True)
         if n.name in ("kubernetes.Quantity", "kubernetes.Semver"):
             pass
         raise CheckError(f"undeclared reference to '{n.name}' (in container '')", n.pos)
@@ -461,7 +467,8 @@ class Compiler:
         nodes = sum(x.nodes for x in items) + 1
         if all(x.is_const for x in items):
             v = [x.const for x in items]
-            return Compiled(lambda a: v, f"list({et})", is_const=True, const=v, nodes=0)
+            plan = all(x.plan for x in items)
+            return Compiled(lambda a: v, f"list({et})", is_const=True, const=v, nodes=0, plan=plan)
 
         def mk(a: list[Any]) -> list[Any]:
             return [fn(a) for fn in fns]
@@ -492,7 +499,9 @@ class Compiler:
             return out
 
         children = [x for kv in entries for x in kv]
-        return self.fold(mk, f"map({kt}, {vt})", children, sum(x.nodes for x in children) + 1)
+        folded = self.fold(mk, f"map({kt}, {vt})", children, sum(x.nodes for x in children) + 1)
+        folded.plan = folded.is_const and all(x.plan for x in children)
+        return folded
 
     # -- calls -------------------------------------------------------------------------------------------
 
@@ -545,7 +554,7 @@ class Compiler:
         rt = rts.pop() if len(rts) == 1 else "dyn"
         if name == "type":
             rt = f"type({types[0]})"
-        if name == "matches" and args[-1].is_const and type(args[-1].const) is str:
+        if name == "matches" and args[-1].plan and type(args[-1].const) is str:
             try:  # cel-go checks literal patterns at compile time and constant ones when planning
                 compile_regex(args[-1].const)
             except EvalError as e:
@@ -561,7 +570,7 @@ class Compiler:
             fn = _guarded(name, cands, types, _bind_call(impl, fns, ov.frame), fns)
         else:
             fn = _dispatch_call(name, cands, fns)
-        if name in _CONVERSIONS and all(x.is_const for x in args):
+        if name in _CONVERSIONS and all(x.plan for x in args):
             # cel-go evaluates conversions of constants while planning the program
             try:
                 v = fn([None, _FOLD_BUDGET])
@@ -569,7 +578,7 @@ class Compiler:
                 if self.program_error is None:
                     self.program_error = ProgramError(e.message)
                 return Compiled(fn, rt, nodes=nodes)
-            return Compiled(_const(v), rt, is_const=True, const=v, nodes=0)
+            return Compiled(_const(v), rt, is_const=True, const=v, nodes=0, plan=True)
         return self.fold(fn, rt, args, nodes)
 
     # -- macros --------------------------------------------------------------------------------------------
@@ -1034,6 +1043,17 @@ class Compiler:
         elif ct not in DYN:
             raise CheckError(f"found no matching overload for '@in' applied to '({lc.t}, {ct})'", n.pos)
         lf, rf = lc.fn, rc.fn
+        if bt == "list" and rc.plan:
+            members = _set_membership(rc.const)
+            if members is not None:
+                if not members:  # cel-go: `x in []` is the constant false, x is never evaluated
+                    return Compiled(_const(False), "bool", is_const=True, const=False, nodes=0, plan=True)
+
+                def in_set(a: list[Any]) -> bool:
+                    F.charge(a, len(rc.const) // 10)
+                    return _member_key(lf(a)) in members
+
+                return self.fold(in_set, "bool", [lc, rc], lc.nodes + 1)
         if bt == "map" and lc.is_const and type(lc.const) is str:
             key = lc.const
 
@@ -1047,7 +1067,56 @@ class Compiler:
         return self.fold(lambda a: F.in_(a, lf(a), rf(a)), "bool", [lc, rc], lc.nodes + rc.nodes + 1)
 
 
-_CONVERSIONS = frozenset(("int", "uint", "double", "string", "bytes", "bool"))
+_NO_KEY = ("nan",)
+
+
+def _member_key(v: Any) -> Any:
+    """The key cel-go's evalSetMembership looks a value up by (a Go map of ref.Val: type and value)."""
+    tv = type(v)
+    if tv is float:
+        return ("d", v) if v == v else _NO_KEY
+    if tv is UInt:
+        return ("u", int(v))
+    if tv is int:
+        return ("i", v)
+    if tv is bool or tv is str:
+        return (tv.__name__, v)
+    return _NO_KEY
+
+
+def _set_membership(items: list[Any]) -> set[Any] | None:
+    """cel-go maybeOptimizeSetMembership: `x in <constant list>` of primitives (not bytes) becomes a
+    lookup in a set that also holds each number's lossless int/uint/double conversions (an int's
+    double conversion even when lossy); None when the list holds anything else."""
+    out: set[Any] = set()
+    for v in items:
+        tv = type(v)
+        if tv is bool or tv is str:
+            out.add((tv.__name__, v))
+        elif tv is float:
+            out.add(("d", v) if v == v else ("nan-member",))
+            if v == v and v not in (float("inf"), float("-inf")) and v == int(v):
+                if -(2**63) <= int(v) < 2**63:
+                    out.add(("i", int(v)))
+                if 0 <= int(v) < 2**64:
+                    out.add(("u", int(v)))
+        elif tv is UInt:
+            out.add(("u", int(v)))
+            out.add(("d", float(v)))
+            if v < 2**63:
+                out.add(("i", int(v)))
+        elif tv is int:
+            out.add(("i", v))
+            out.add(("d", float(v)))
+            if v >= 0:
+                out.add(("u", v))
+        else:
+            return None
+    return out
+
+
+# overloads.IsTypeConversionFunction (the ones this environment declares)
+_CONVERSIONS = frozenset(("int", "uint", "double", "string", "bytes", "bool", "dyn", "type"))
 
 _MACROS: dict[str, tuple[int, ...]] = {
     "all": (2,),

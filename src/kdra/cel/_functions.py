@@ -55,7 +55,7 @@ def cel_eq(x: Any, y: Any) -> bool:
             return _map_eq(x, y)
         return bool(x == y)
     if tx in _NUM and ty in _NUM:
-        return bool(x == y)
+        return _num_cmp(x, y) == 0
     if isinstance(x, dict) and isinstance(y, dict):
         return _map_eq(x, y)
     if (tx is list or tx is tuple) and (ty is list or ty is tuple):
@@ -94,13 +94,52 @@ def _map_eq(x: dict[Any, Any], y: dict[Any, Any]) -> bool:
 
 _NUM = frozenset((int, UInt, float))
 _ORDERED = frozenset((int, UInt, float, str, bytes, bool))
+_F_INT_MAX = float(2**63)  # math.MaxInt64 as a float64 constant (rounds to 2**63)
+_F_UINT_MAX = float(2**64)
+
+
+def _double_cmp(d: float, n: Any) -> int:
+    """cel-go compareDoubleInt / compareDoubleUint: the integer is converted to a double (lossy)."""
+    if type(n) is UInt:
+        if d < 0:
+            return -1
+        if d > _F_UINT_MAX:
+            return 1
+    else:
+        if d < -_F_INT_MAX:
+            return -1
+        if d > _F_INT_MAX:
+            return 1
+    f = float(n)
+    return -1 if d < f else (1 if d > f else 0)
+
+
+def _num_cmp(x: Any, y: Any) -> int | None:
+    """Heterogeneous numeric comparison as cel-go's Int/Uint/Double Compare; None for NaN."""
+    tx = type(x)
+    ty = type(y)
+    if tx is float:
+        if x != x:
+            return None
+        if ty is float:
+            if y != y:
+                return None
+            return -1 if x < y else (1 if x > y else 0)
+        return _double_cmp(x, y)
+    if ty is float:
+        if y != y:
+            return None
+        return -_double_cmp(y, x)
+    return -1 if x < y else (1 if x > y else 0)  # int and uint compare exactly
 
 
 def cel_cmp(x: Any, y: Any, op: str = "_<_") -> int | None:
     """Ordering for <, <=, >, >=. None means unordered (NaN). Raises no such overload for bad types."""
     tx = type(x)
     ty = type(y)
-    if (tx is ty and tx in _ORDERED) or (tx in _NUM and ty in _NUM):
+    if tx in _NUM and ty in _NUM:
+        return _num_cmp(x, y)
+    if tx is ty and tx in _ORDERED:
         if x < y:
             return -1
         if x > y:
@@ -113,24 +152,35 @@ def cel_cmp(x: Any, y: Any, op: str = "_<_") -> int | None:
     raise no_such_overload()
 
 
+_NAN_ORDER = "NaN values cannot be ordered"
+
+
 def lt(x: Any, y: Any) -> bool:
     c = cel_cmp(x, y, "_<_")
-    return c is not None and c < 0
+    if c is None:
+        raise EvalError(_NAN_ORDER)
+    return c < 0
 
 
 def le(x: Any, y: Any) -> bool:
     c = cel_cmp(x, y, "_<=_")
-    return c is not None and c <= 0
+    if c is None:
+        raise EvalError(_NAN_ORDER)
+    return c <= 0
 
 
 def gt(x: Any, y: Any) -> bool:
     c = cel_cmp(x, y, "_>_")
-    return c is not None and c > 0
+    if c is None:
+        raise EvalError(_NAN_ORDER)
+    return c > 0
 
 
 def ge(x: Any, y: Any) -> bool:
     c = cel_cmp(x, y, "_>=_")
-    return c is not None and c >= 0
+    if c is None:
+        raise EvalError(_NAN_ORDER)
+    return c >= 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -390,7 +440,54 @@ def to_uint(x: Any) -> UInt:
     raise no_such_overload()
 
 
-_FLOAT_RE = re.compile(r"[+-]?(?:inf|infinity|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\Z", re.I)
+_FLOAT_DEC = re.compile(r"(?:[0-9_]+\.?[0-9_]*|\.[0-9_]+)(?:[eE][+-]?[0-9_]+)?\Z")
+_FLOAT_HEX = re.compile(r"0[xX](?:[0-9a-fA-F_]+\.?[0-9a-fA-F_]*|\.[0-9a-fA-F_]+)[pP][+-]?[0-9_]+\Z")
+_FLOAT_SPECIAL = re.compile(r"(?:[+-]?(?:inf|infinity)|nan)\Z", re.I)
+
+
+def _underscore_ok(s: str) -> bool:
+    """Go strconv.underscoreOK: an underscore only between digits (or after a base prefix)."""
+    saw = "^"
+    i = 0
+    hexa = False
+    if len(s) >= 2 and s[0] == "0" and s[1] in "xX":
+        i, saw, hexa = 2, "0", True
+    for ch in s[i:]:
+        if "0" <= ch <= "9" or (hexa and ch in "abcdefABCDEF"):
+            saw = "0"
+        elif ch == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
+
+
+def parse_go_float(x: str) -> float | None:
+    """strconv.ParseFloat(x, 64) as cel-go's double(string) uses it; None where Go returns an error
+    (bad syntax, or a finite literal out of range: Go gives ErrRange, cel-go a conversion error)."""
+    if _FLOAT_SPECIAL.match(x):
+        return float(x)
+    body = x[1:] if x[:1] in ("+", "-") else x
+    hexa = _FLOAT_HEX.match(body) is not None
+    if not hexa and not _FLOAT_DEC.match(body):
+        return None
+    if "_" in body:
+        if not _underscore_ok(body):
+            return None
+        body = body.replace("_", "")
+    if not any(c.isdigit() for c in body.split("e")[0].split("E")[0]) and not hexa:
+        return None
+    try:
+        v = float.fromhex(body) if hexa else float(body)
+    except (ValueError, OverflowError):
+        return None
+    if v in (float("inf"), float("-inf")):
+        return None
+    return -v if x[:1] == "-" else v
 
 
 def to_double(x: Any) -> float:
@@ -400,9 +497,10 @@ def to_double(x: Any) -> float:
     if tx is int or tx is UInt:
         return float(x)
     if tx is str:
-        if not _FLOAT_RE.match(x):
+        v = parse_go_float(x)
+        if v is None:
             raise EvalError("type conversion error from 'string' to 'double'")
-        return float(x)
+        return v
     raise no_such_overload()
 
 
@@ -421,10 +519,7 @@ def to_string(x: Any) -> str:
             return x.decode("utf-8")
         except UnicodeDecodeError:
             raise EvalError("invalid UTF-8 in bytes, cannot convert to string") from None
-    if tx is Quantity:
-        return str(x)
-    if tx is Semver:
-        return str(x)
+    # no string() overload for kubernetes.Quantity / kubernetes.Semver (reached through dyn)
     raise no_such_overload()
 
 
@@ -679,7 +774,8 @@ def list_min(a: list[Any], lst: Any) -> Any:
     charge(a, len(lst) // 10)
     best = lst[0]
     for v in lst[1:]:
-        if lt(v, best):
+        c = cel_cmp(v, best)  # the lists library keeps the current one when Compare fails (NaN)
+        if c is not None and c < 0:
             best = v
     return best
 
@@ -691,7 +787,8 @@ def list_max(a: list[Any], lst: Any) -> Any:
     charge(a, len(lst) // 10)
     best = lst[0]
     for v in lst[1:]:
-        if gt(v, best):
+        c = cel_cmp(v, best)
+        if c is not None and c > 0:
             best = v
     return best
 
