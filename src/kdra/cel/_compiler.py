@@ -924,7 +924,7 @@ class Compiler:
                     x = lf(a)
                     if type(x) is tcv:
                         return bool(x != c)
-                    return not F.cel_eq(x, c)
+                    return F.cel_ne(x, c)
 
                 return self.fold(ne_c, "bool", [lc, rc], nodes)
 
@@ -936,7 +936,7 @@ class Compiler:
 
             return self.fold(eq_c, "bool", [lc, rc], nodes)
         if ne:
-            return self.fold(lambda a: not F.cel_eq(lf(a), rf(a)), "bool", [lc, rc], nodes)
+            return self.fold(lambda a: F.cel_ne(lf(a), rf(a)), "bool", [lc, rc], nodes)
         return self.fold(lambda a: F.cel_eq(lf(a), rf(a)), "bool", [lc, rc], nodes)
 
     def c_rel(self, n: Call) -> Compiled:

@@ -48,6 +48,10 @@ def cel_eq(x: Any, y: Any) -> bool:
     """cel-go heterogeneous equality (numeric values compare across int/uint/double)."""
     tx = type(x)
     ty = type(y)
+    if ty is QuantityRef and tx in _QUANTITIES:
+        raise no_such_overload()  # Quantity.Equal: other.(Quantity) fails for a *Quantity
+    if tx is QuantityRef:
+        tx = Quantity
     if tx is ty:
         if tx is list:
             return _list_eq(x, y)
@@ -66,19 +70,41 @@ def cel_eq(x: Any, y: Any) -> bool:
     return False
 
 
+def cel_ne(x: Any, y: Any) -> bool:
+    """cel-go's `!=`: Equal(x, y) != True, so an Equal that fails (a Quantity or Semver against another
+    type) makes `!=` true."""
+    try:
+        return not cel_eq(x, y)
+    except CostExceeded:
+        raise
+    except EvalError:
+        return True
+
+
+def _eq_true(a: Any, b: Any) -> bool:
+    """a.Equal(b) == True, as Contains, indexOf and the sets library test it (an error is not a match)."""
+    try:
+        return cel_eq(a, b)
+    except CostExceeded:
+        raise
+    except EvalError:
+        return False
+
+
+def _elem_eq(a: Any, b: Any) -> bool:
+    """An element of list/map equality: cel-go stops only on False, an Equal error counts as equal."""
+    try:
+        return cel_eq(a, b)
+    except CostExceeded:
+        raise
+    except EvalError:
+        return True
+
+
 def _list_eq(x: Any, y: Any) -> bool:
     if len(x) != len(y):
         return False
-    err: EvalError | None = None
-    for a, b in zip(x, y, strict=True):
-        try:
-            if not cel_eq(a, b):
-                return False
-        except EvalError as e:
-            err = err or e
-    if err is not None:
-        raise err
-    return True
+    return all(_elem_eq(a, b) for a, b in zip(x, y, strict=True))
 
 
 def _map_eq(x: dict[Any, Any], y: dict[Any, Any]) -> bool:
@@ -87,7 +113,7 @@ def _map_eq(x: dict[Any, Any], y: dict[Any, Any]) -> bool:
     for k, v in x.items():
         if k not in y:
             return False
-        if not cel_eq(v, y[k]):
+        if not _elem_eq(v, y[k]):
             return False
     return True
 
@@ -343,6 +369,7 @@ def go_type_name(v: Any) -> str:
         list: "*types.baseList",
         tuple: "*types.baseList",
         Quantity: "cel.Quantity",
+        QuantityRef: "*cel.Quantity",
         Semver: "cel.Semver",
         CelType: "*types.Type",
     }.get(t, "*types.baseMap" if isinstance(v, dict) else t.__name__)
@@ -352,15 +379,14 @@ def in_(a: list[Any], x: Any, c: Any) -> bool:
     tc = type(c)
     if tc is list or tc is tuple:
         charge(a, len(c) // 10)
-        err: EvalError | None = None
         for v in c:
-            try:
+            try:  # baseList.Contains: only a true Equal counts, errors are skipped
                 if cel_eq(x, v):
                     return True
-            except EvalError as e:
-                err = err or e
-        if err is not None:
-            raise err
+            except CostExceeded:
+                raise
+            except EvalError:
+                pass
         return False
     if isinstance(c, dict):
         tx = type(x)
@@ -797,7 +823,7 @@ def list_index_of(a: list[Any], lst: Any, x: Any) -> int:
     lst = _list(lst)
     charge(a, len(lst) // 10)
     for i, v in enumerate(lst):
-        if cel_eq(v, x):
+        if _eq_true(v, x):
             return i
     return -1
 
@@ -806,7 +832,7 @@ def list_last_index_of(a: list[Any], lst: Any, x: Any) -> int:
     lst = _list(lst)
     charge(a, len(lst) // 10)
     for i in range(len(lst) - 1, -1, -1):
-        if cel_eq(lst[i], x):
+        if _eq_true(lst[i], x):
             return i
     return -1
 
@@ -818,7 +844,7 @@ def sets_contains(a: list[Any], x: Any, y: Any) -> bool:
     x = _list(x)
     y = _list(y)
     charge(a, len(x) * len(y) // 10)
-    return all(any(cel_eq(e, f) for f in x) for e in y)
+    return all(any(_eq_true(e, f) for f in x) for e in y)
 
 
 def sets_equivalent(a: list[Any], x: Any, y: Any) -> bool:
@@ -829,15 +855,30 @@ def sets_intersects(a: list[Any], x: Any, y: Any) -> bool:
     x = _list(x)
     y = _list(y)
     charge(a, len(x) * len(y) // 10)
-    return any(any(cel_eq(e, f) for f in x) for e in y)
+    return any(any(_eq_true(e, f) for f in y) for e in x)  # lB.Contains(a) for each a of listA
 
 
 # ---------------------------------------------------------------------------------------------------------
 # quantity (apiserver/pkg/cel/library/quantity.go)
 
 
+class QuantityRef(Quantity):
+    """The *cel.Quantity that add() and sub() return (quantity(), capacities and the rest are cel.Quantity
+    values): apiserver's Quantity.Equal accepts only a value as the other operand, so `q == a.add(b)`
+    fails with "no such overload" while `a.add(b) == q` compares."""
+
+    __slots__ = ()
+
+
+_QUANTITIES = frozenset((Quantity, QuantityRef))
+
+
+def _ref(q: Quantity) -> QuantityRef:
+    return QuantityRef(q.nanos, q.format)
+
+
 def _q(x: Any) -> Quantity:
-    if type(x) is not Quantity:
+    if type(x) is not Quantity and type(x) is not QuantityRef:
         raise no_such_overload()
     return x
 
@@ -860,7 +901,7 @@ def is_quantity(s: Any) -> bool:
 
 
 def q_compare_to(x: Any, y: Any) -> int:
-    if type(x) is Quantity and type(y) is Quantity:
+    if type(x) in _QUANTITIES and type(y) in _QUANTITIES:
         return x.cmp(y)
     if type(x) is Semver and type(y) is Semver:
         return x.compare(y)
@@ -907,15 +948,15 @@ def q_is_integer(x: Any) -> bool:
 def q_add(x: Any, y: Any) -> Quantity:
     q = _q(x)
     if type(y) is int:
-        return q + Quantity.from_int(y)
-    return q + _q(y)
+        return _ref(q + Quantity.from_int(y))
+    return _ref(q + _q(y))
 
 
 def q_sub(x: Any, y: Any) -> Quantity:
     q = _q(x)
     if type(y) is int:
-        return q - Quantity.from_int(y)
-    return q - _q(y)
+        return _ref(q - Quantity.from_int(y))
+    return _ref(q - _q(y))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1134,6 +1175,6 @@ RUNTIME_CHECK: dict[str, Callable[[Any], bool]] = {
     "list": lambda v: type(v) is list or type(v) is tuple,
     "map": lambda v: isinstance(v, dict),
     "dyn": lambda v: True,
-    Q: lambda v: type(v) is Quantity,
+    Q: lambda v: type(v) is Quantity or type(v) is QuantityRef,
     S: lambda v: type(v) is Semver,
 }
