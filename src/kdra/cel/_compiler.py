@@ -544,7 +544,11 @@ class Compiler:
                 continue
             if all(_matches(p, t) for p, t in zip(ov.params, types, strict=True)):
                 cands.append(ov)
-        if name.startswith("sets.") and cands and not _compatible(types[0], types[1]):
+        if (
+            name.startswith("sets.")
+            and cands
+            and not (_is_dyn(types[0]) or _is_dyn(types[1]) or _compatible(types[0], types[1]))
+        ):
             cands = []  # sets.*(list(A), list(A))
         if not cands:
             shown = [display(t) for t in types]
@@ -1167,14 +1171,28 @@ def _undyn(t: str) -> str:
     return "dyn" if t == "any" else t
 
 
-def _check_same(n: Call, a: str, b: str) -> None:
+_NULLABLE = frozenset(("null_type", Q, S, DEVICE_T))  # cel-go isLegacyNullable: opaque and struct types
+
+
+def _assignable(a: str, b: str) -> bool:
+    """cel-go's internalIsAssignable for the operands of == and != (type parameter A bound to a)."""
     if _is_dyn(a) or _is_dyn(b):
-        return
-    if a in PRIMITIVES and b in PRIMITIVES and a != b:
-        raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
-    if (a in PRIMITIVES) != (b in PRIMITIVES) and "null_type" not in (a, b):
-        raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
-    if base(a) in ("list", "map") and base(b) in ("list", "map") and base(a) != base(b):
+        return True
+    if a == "null_type":
+        return b in _NULLABLE
+    if b == "null_type":
+        return a in _NULLABLE
+    ba, bb = base(a), base(b)
+    if ba in ("list", "map"):
+        pa, pb = _params(a), _params(b)
+        return ba == bb and len(pa) == len(pb) and all(_assignable(x, y) for x, y in zip(pa, pb, strict=True))
+    if ba == "type":
+        return bb == "type"
+    return a == b
+
+
+def _check_same(n: Call, a: str, b: str) -> None:
+    if not _assignable(a, b):
         raise CheckError(f"found no matching overload for '{n.function}' applied to '({a}, {b})'", n.pos)
 
 

@@ -46,6 +46,8 @@ def charge(a: list[Any], n: int) -> None:
 
 def cel_eq(x: Any, y: Any) -> bool:
     """cel-go heterogeneous equality (numeric values compare across int/uint/double)."""
+    if x is None or y is None:
+        return x is y  # types.Equal: null against anything compares before any Equal method
     tx = type(x)
     ty = type(y)
     if ty is QuantityRef and tx in _QUANTITIES:
