@@ -60,6 +60,10 @@ def _translate(pattern: str) -> str:
     n = len(pattern)
     in_class = False
     multiline = re.search(r"\(\?[a-zA-Z]*m", pattern) is not None
+    # RE2 flag groups such as (?i) apply to the rest of the enclosing group (every later alternative
+    # too); Python takes global flags only at the start, so each becomes a scoped (?i:...) closed
+    # at the next | or ) of its level and reopened after a |
+    scoped: list[list[str]] = [[]]
     while i < n:
         c = pattern[i]
         if c == "\\":
@@ -121,8 +125,40 @@ def _translate(pattern: str) -> str:
             for bad in ("(?=", "(?!", "(?<=", "(?<!", "(?>", "(?#"):
                 if pattern.startswith(bad, i):
                     raise _error(f"invalid or unsupported Perl syntax: `{bad}`")
+            if pattern.startswith("(?P<", i) or pattern.startswith("(?<", i):
+                # a named group; the name plays no part in matching, and Go's names (1n, repeated
+                # names) are wider than Python's, so it becomes a plain group
+                start = i + (4 if pattern[i + 2] == "P" else 3)
+                end = pattern.find(">", start)
+                if end < 0:
+                    raise _error(f"invalid named capture: `{pattern[i:]}`")
+                name = pattern[start:end]
+                if not name or not all(ch.isascii() and (ch.isalnum() or ch == "_") for ch in name):
+                    raise _error(f"invalid named capture: `{pattern[i : end + 1]}`")
+                out.append("(")
+                scoped.append([])
+                i = end + 1
+                continue
+            if pattern.startswith("(?P", i):
+                raise _error("invalid or unsupported Perl syntax: `(?P`")
+            fm = _FLAGS_ONLY.match(pattern, i)
+            if fm and fm.end() - i > 3:
+                opener = fm.group(0)[:-1] + ":"
+                scoped[-1].append(opener)
+                out.append(opener)
+                i = fm.end()
+                continue
+        if c == "(":
+            scoped.append([])
+        if c == ")" and len(scoped) > 1:
+            out.append(")" * len(scoped.pop()))
+        elif c == "|" and scoped[-1]:
+            out.append(")" * len(scoped[-1]) + "|" + "".join(scoped[-1]))
+            i += 1
+            continue
         out.append(c)
         i += 1
+    out.append(")" * len(scoped[0]))
     return "".join(out)
 
 
@@ -216,6 +252,9 @@ def _check_repeats(pattern: str) -> None:
             frames.append([])
             last = None
             i += 1
+            if pattern.startswith("?", i):  # (?:  (?i:  (?P<name>  (?<name>
+                end = pattern.find(">" if pattern.startswith(("?P<", "?<"), i) else ":", i)
+                i = n if end < 0 else end + 1
             continue
         elif c == ")":
             if len(frames) == 1:
@@ -301,7 +340,13 @@ class _Prog:
         elif op is C.CATEGORY:
             self.emit(_CHAR, _CATEGORIES[av], None)
         elif op is C.SUBPATTERN:
+            saved = (self.icase, self.dotall, self.multiline)
+            add, delete = av[1], av[2]  # a scoped (?i:...) group's flags
+            self.icase = bool(add & re.IGNORECASE) or (self.icase and not delete & re.IGNORECASE)
+            self.dotall = bool(add & re.DOTALL) or (self.dotall and not delete & re.DOTALL)
+            self.multiline = bool(add & re.MULTILINE) or (self.multiline and not delete & re.MULTILINE)
             self.compile(av[3])
+            self.icase, self.dotall, self.multiline = saved
         elif op is C.BRANCH:
             alts = av[1]
             jumps = []
