@@ -54,10 +54,11 @@ cases plus random ones; kdra agrees exactly on every curated case outside KNOWN_
   are not re-validated (kdra.validation.rules), as upstream.
 
 Known gaps: only the first syntax error is reported (cel-go's parser recovers and lists several);
-for deeply invalid expressions the set of type errors can differ after the first; quantities keep
-their exact value but not Go's internal scale, so quantity("1000m").isInteger() is true (upstream:
-false); \\p{..} Unicode classes in regexes are rejected; timestamp/duration, url/ip/cidr/format
-libraries and optional types are not declared ("undeclared reference"); runtime cost units
+for deeply invalid expressions the set of type errors can differ after the first; \\p{..} Unicode
+classes in regexes are rejected; timestamp/duration, url/ip/cidr/format libraries, optional types,
+ext.Lists v3 (distinct, flatten, range, reverse, slice, sort, sortBy, first, last), ext.Strings v2's
+format and quote, and two-variable comprehensions (all(i, v, ..), transformList ..) are not declared
+("undeclared reference") though upstream's base environment has them; runtime cost units
 approximate cel-go's; the estimate follows 1.37 where 1.36 differs (the global matches() and includes()
 cost 1 there); a constant non-key index ("invalid
 qualifier type") fails at evaluation rather than at program construction.

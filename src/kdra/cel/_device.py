@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
+from kdra.cel._functions import cel_quantity, go_amount
 from kdra.cel._values import EvalError, Semver
 
 
@@ -232,6 +233,8 @@ class CelDevice:
             v = raw.get("value") if isinstance(raw, dict) else raw
             try:
                 q = parse_quantity_any(v)
+                if isinstance(v, str):
+                    q = cel_quantity(q, go_amount(v.strip()))
             except ValueError as e:
                 err_lists = err_lists or f"capacity {name}: {e}"
                 err_scalar = err_scalar or f"capacity {name}: {e}"

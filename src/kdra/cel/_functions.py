@@ -50,10 +50,10 @@ def cel_eq(x: Any, y: Any) -> bool:
         return x is y  # types.Equal: null against anything compares before any Equal method
     tx = type(x)
     ty = type(y)
-    if ty is QuantityRef and tx in _QUANTITIES:
-        raise no_such_overload()  # Quantity.Equal: other.(Quantity) fails for a *Quantity
-    if tx is QuantityRef:
-        tx = Quantity
+    if tx in _QUANTITIES and ty in _QUANTITIES:
+        if ty is CelQuantity and y.ref:
+            raise no_such_overload()  # Quantity.Equal: other.(Quantity) fails for a *Quantity
+        return bool(x == y)
     if tx is ty:
         if tx is list:
             return _list_eq(x, y)
@@ -66,7 +66,7 @@ def cel_eq(x: Any, y: Any) -> bool:
         return _map_eq(x, y)
     if (tx is list or tx is tuple) and (ty is list or ty is tuple):
         return _list_eq(x, y)
-    if tx is Quantity or tx is Semver:
+    if tx in _QUANTITIES or tx is Semver:
         # apiserver Quantity/Semver Equal: MaybeNoSuchOverloadErr for other types
         raise no_such_overload()
     return False
@@ -371,7 +371,7 @@ def go_type_name(v: Any) -> str:
         list: "*types.baseList",
         tuple: "*types.baseList",
         Quantity: "cel.Quantity",
-        QuantityRef: "*cel.Quantity",
+        CelQuantity: "cel.Quantity",
         Semver: "cel.Semver",
         CelType: "*types.Type",
     }.get(t, "*types.baseMap" if isinstance(v, dict) else t.__name__)
@@ -864,23 +864,121 @@ def sets_intersects(a: list[Any], x: Any, y: Any) -> bool:
 # quantity (apiserver/pkg/cel/library/quantity.go)
 
 
-class QuantityRef(Quantity):
-    """The *cel.Quantity that add() and sub() return (quantity(), capacities and the rest are cel.Quantity
-    values): apiserver's Quantity.Equal accepts only a value as the other operand, so `q == a.add(b)`
-    fails with "no such overload" while `a.add(b) == q` compares."""
+# Go's resource.Quantity holds an int64Amount (value * 10^scale) or an inf.Dec; AsInt64 (isInteger,
+# asInteger) succeeds only for an int64Amount whose scale is >= 0 and whose value fits, so "1000m"
+# (1000 * 10^-3), "2.5Ti" and "1Ei" (inf.Dec) are not integers there. A CEL quantity carries that
+# representation: (value, scale), or None for inf.Dec.
+Amount = tuple[int, int] | None
+_GO_QTY = re.compile(r"([+-]?)0*([0-9]*)(?:\.([0-9]*))?(.*)\Z", re.S)
+_DEC_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BIN_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
-    __slots__ = ()
+
+def go_amount(text: str) -> Amount:
+    """The representation ParseQuantity gives a (valid) quantity string: its int64 fast path or inf.Dec."""
+    if text == "0":
+        return (0, 0)
+    m = _GO_QTY.match(text)
+    if m is None:
+        return None
+    sign, num, denom, suffix = m.group(1), m.group(2) or "0", m.group(3) or "", m.group(4)
+    neg = sign == "-"
+    if suffix in _BIN_EXP:
+        exp = _BIN_EXP[suffix]
+        if denom or 15 - len(num) - exp * 3 // 10 - 1 < 0:
+            return None
+        v = int(num) << exp
+        if v > INT64_MAX:
+            return None
+        return (-v if neg else v, 0)
+    if suffix in _DEC_EXP:
+        exp = _DEC_EXP[suffix]
+    else:
+        try:
+            exp = int(suffix[1:])
+        except ValueError:
+            return None
+    if 18 - len(num) - len(denom) < 0:
+        return None
+    scale = exp - len(denom)
+    if scale < -9:
+        return None
+    v = int(num + denom)
+    return (-v if neg else v, scale)
 
 
-_QUANTITIES = frozenset((Quantity, QuantityRef))
+def _amount_int64(a: Amount) -> int | None:
+    """int64Amount.AsInt64."""
+    if a is None:
+        return None
+    v, scale = a
+    if scale == 0:
+        return v
+    if scale < 0:
+        return None
+    r = v * 10**scale
+    return r if INT64_MIN <= r <= INT64_MAX else None
 
 
-def _ref(q: Quantity) -> QuantityRef:
-    return QuantityRef(q.nanos, q.format)
+def _fits(v: int) -> bool:
+    return INT64_MIN <= v <= INT64_MAX
+
+
+def _amount_add(a: Amount, b: Amount) -> Amount:
+    """int64Amount.Add; None (inf.Dec) once either side is inf.Dec or the sum overflows."""
+    if a is None or b is None:
+        return None
+    av, asc = a
+    bv, bsc = b
+    if bv == 0:
+        return a
+    if av == 0:
+        return b
+    if asc == bsc:
+        c = av + bv
+        return (c, asc) if _fits(c) else None
+    if asc > bsc:
+        c = av * 10 ** (asc - bsc)
+        if not _fits(c) or not _fits(c + bv):
+            return None
+        return (c + bv, bsc)
+    c = bv * 10 ** (bsc - asc)
+    if not _fits(c) or not _fits(av + c):
+        return None
+    return (av + c, asc)
+
+
+class CelQuantity(Quantity):
+    """A quantity as the CEL library holds it: `go` is Go's representation (see go_amount); `ref` marks
+    the *cel.Quantity that add() and sub() return (quantity() and capacities are cel.Quantity values):
+    apiserver's Quantity.Equal accepts only a value as the other operand, so `q == a.add(b)` fails with
+    "no such overload" while `a.add(b) == q` compares."""
+
+    __slots__ = ("go", "ref")
+
+    go: Amount
+    ref: bool
+
+
+def cel_quantity(q: Quantity, go: Amount, ref: bool = False) -> CelQuantity:
+    c = CelQuantity(q.nanos, q.format)
+    c.go = go
+    c.ref = ref
+    return c
+
+
+def _amount_of(q: Quantity) -> Amount:
+    if type(q) is CelQuantity:
+        return q.go
+    n = q.nanos  # a plain Quantity: its exact value
+    return (n // 1_000_000_000, 0) if n % 1_000_000_000 == 0 else (n, -9)
+
+
+_QUANTITIES = frozenset((Quantity, CelQuantity))
 
 
 def _q(x: Any) -> Quantity:
-    if type(x) is not Quantity and type(x) is not QuantityRef:
+    if type(x) is not Quantity and type(x) is not CelQuantity:
         raise no_such_overload()
     return x
 
@@ -888,7 +986,7 @@ def _q(x: Any) -> Quantity:
 def quantity(s: Any) -> Quantity:
     s = _str(s)
     try:
-        return Quantity.parse(s)
+        return cel_quantity(Quantity.parse(s), go_amount(s))
     except ValueError as e:
         raise EvalError(str(e)) from None
 
@@ -927,13 +1025,8 @@ def q_as_float(x: Any) -> float:
 
 
 def _as_int64(q: Quantity) -> int | None:
-    n = q.nanos
-    if n % 1_000_000_000:
-        return None
-    v = n // 1_000_000_000
-    if v < INT64_MIN or v > INT64_MAX:
-        return None
-    return v
+    """Quantity.AsInt64 (see go_amount)."""
+    return _amount_int64(_amount_of(q))
 
 
 def q_as_integer(x: Any) -> int:
@@ -950,15 +1043,18 @@ def q_is_integer(x: Any) -> bool:
 def q_add(x: Any, y: Any) -> Quantity:
     q = _q(x)
     if type(y) is int:
-        return _ref(q + Quantity.from_int(y))
-    return _ref(q + _q(y))
+        return cel_quantity(q + Quantity.from_int(y), _amount_add(_amount_of(q), (y, 0)), True)
+    y = _q(y)
+    return cel_quantity(q + y, _amount_add(_amount_of(q), _amount_of(y)), True)
 
 
 def q_sub(x: Any, y: Any) -> Quantity:
     q = _q(x)
     if type(y) is int:
-        return _ref(q - Quantity.from_int(y))
-    return _ref(q - _q(y))
+        return cel_quantity(q - Quantity.from_int(y), _amount_add(_amount_of(q), (-y, 0)), True)
+    y = _q(y)
+    ya = _amount_of(y)
+    return cel_quantity(q - y, None if ya is None else _amount_add(_amount_of(q), (-ya[0], ya[1])), True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1177,6 +1273,6 @@ RUNTIME_CHECK: dict[str, Callable[[Any], bool]] = {
     "list": lambda v: type(v) is list or type(v) is tuple,
     "map": lambda v: isinstance(v, dict),
     "dyn": lambda v: True,
-    Q: lambda v: type(v) is Quantity or type(v) is QuantityRef,
+    Q: lambda v: type(v) is Quantity or type(v) is CelQuantity,
     S: lambda v: type(v) is Semver,
 }

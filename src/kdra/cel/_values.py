@@ -272,7 +272,7 @@ def type_of(v: Any) -> CelType:
 
 
 def _is_quantity(v: Any) -> bool:
-    return type(v).__name__ in ("Quantity", "QuantityRef")
+    return type(v).__name__ in ("Quantity", "CelQuantity")
 
 
 def format_double(f: float) -> str:
