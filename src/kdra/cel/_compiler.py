@@ -906,10 +906,11 @@ class Compiler:
             raise CheckError(
                 f"found no matching overload for '_?_:_' applied to '({cc.t}, {tc.t}, {ec.t})'", n.pos
             )
-        if cc.is_const and cc.const is True:
-            return tc
-        if cc.is_const and cc.const is False:
-            return ec
+        if cc.is_const and cc.const in (True, False) and type(cc.const) is bool:
+            # the branch taken, typed as the whole conditional (cel-go: (Semver, any) is dyn); never a
+            # planner constant, cel-go does not fold conditionals
+            b = tc if cc.const else ec
+            return Compiled(b.fn, rt, is_const=b.is_const, const=b.const, nodes=b.nodes)
         return Compiled(cond, rt, nodes=cc.nodes + tc.nodes + ec.nodes + 1)
 
     def c_eq(self, n: Call) -> Compiled:
