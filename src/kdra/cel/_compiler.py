@@ -571,7 +571,12 @@ class Compiler:
         if len(cands) == 1 or _same_impl(cands):
             ov = cands[0]
             impl = ov.impl
-            fn = _guarded(name, cands, types, _bind_call(impl, fns, ov.frame), fns)
+            plain = _UNGUARDED.get(name)
+            if name in ("find", "findAll") and not args[1].plan:
+                plain = None  # only a constant pattern takes the regex optimizer's unguarded binding
+            elif name == "matches" and not args[-1].plan:
+                plain = "@matches"  # a receiver that is no traits.Matcher: "no such overload: matches"
+            fn = _guarded(name, cands, types, _bind_call(impl, fns, ov.frame), fns, plain)
         else:
             fn = _dispatch_call(name, cands, fns)
         if name in _CONVERSIONS and all(x.plan for x in args):
@@ -1214,7 +1219,22 @@ def _same_impl(cands: list[F.Overload]) -> bool:
     return all(c.impl is first.impl and c.frame == first.frame for c in cands)
 
 
-def _guarded(name: str, cands: list[F.Overload], static: list[str], fn: Fn, fns: list[Fn]) -> Fn:
+# Functions whose bindings run without cel-go's runtime type guard (the standard library's, and the
+# Kubernetes regex library's): a wrong dynamic argument fails with the implementation's own error.
+_UNGUARDED = {
+    "startsWith": "no such overload",
+    "endsWith": "no such overload",
+    "contains": "no such overload",
+    "matches": "no such overload",
+    "find": "no such overload",
+    "findAll": "no such overload",
+    "size": "no such overload: size",
+}
+
+
+def _guarded(
+    name: str, cands: list[F.Overload], static: list[str], fn: Fn, fns: list[Fn], plain: str | None = None
+) -> Fn:
     """cel-go guards overload bindings with a runtime signature check when arguments are dynamic:
     a mismatch is 'no such overload: name(type, ...)' with the runtime type names. The check only
     runs when the implementation rejects its arguments, so the common path pays nothing."""
@@ -1228,6 +1248,10 @@ def _guarded(name: str, cands: list[F.Overload], static: list[str], fn: Fn, fns:
         if e.message == "no such overload" and not any(
             all(ck(v) for ck, v in zip(sig, vals, strict=True)) for sig in sigs
         ):
+            if plain == "@matches":
+                return EvalError("no such overload" + ("" if type(vals[0]) is str else ": matches"))
+            if plain is not None:
+                return EvalError(plain)
             return EvalError(f"no such overload: {name}({', '.join(F.runtime_type_name(v) for v in vals)})")
         return e
 

@@ -732,12 +732,12 @@ def substring(s: Any, start: Any, end: Any = None) -> str:
             raise EvalError(f"index out of range: {start}")
         return s[start:]
     end = _int(end)
+    if start > end:  # ext/strings.go substrRange checks the order first
+        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     if start < 0 or start > len(s):
         raise EvalError(f"index out of range: {start}")
     if end < 0 or end > len(s):
         raise EvalError(f"index out of range: {end}")
-    if start > end:
-        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     return s[start:end]
 
 
