@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -60,6 +61,12 @@ _CONVERSION = {
     "double": "unsupported type conversion from 'double' to bool",
     "string": "unsupported native conversion from string to 'bool'",
 }
+
+
+def _type_string(t: str) -> str:
+    """cel-go's Type.String() (compile.go's output-type message): `any` is google.protobuf.Any there,
+    while checker errors spell it "any"."""
+    return re.sub(r"\bany\b", "google.protobuf.Any", display(t))
 
 
 def _overload_spelling(msg: str) -> str:
@@ -218,9 +225,9 @@ def _compile(
             what = "a primitive scalar (string, integer, boolean, semver)"
             if allow_list:
                 what += " or a list of these scalars"
-            raise CELCompileError(f"must evaluate to {what}, not {display(t)}", expression)
+            raise CELCompileError(f"must evaluate to {what}, not {_type_string(t)}", expression)
     elif not (t in ("bool", "any") or (list_type_attributes and t == "dyn")):
-        shown = display(t)
+        shown = _type_string(t)
         raise CELCompileError(f"must evaluate to bool or the unknown type, not {shown}", expression)
     from kdra.cel._cost import estimate
 

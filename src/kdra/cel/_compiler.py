@@ -60,8 +60,7 @@ class CheckError(Exception):
 
 def display(t: str) -> str:
     """cel-go's spelling of a static type in messages."""
-    out = re.sub(r"\bany\b", "google.protobuf.Any", t)
-    out = re.sub(r"\bnull_type\b", "null", out)
+    out = re.sub(r"\bnull_type\b", "null", t)  # the attribute type `any` is spelled "any"
     return out.replace("error", "!error!") if "error" in out else out
 
 
