@@ -55,7 +55,9 @@ cases plus random ones; kdra agrees exactly on every curated case outside KNOWN_
 
 Known gaps: only the first syntax error is reported (cel-go's parser recovers and lists several);
 for deeply invalid expressions the set of type errors can differ after the first; \\p{..} Unicode
-classes in regexes are rejected; timestamp/duration, url/ip/cidr/format libraries, optional types,
+scripts (\\p{Greek}) and a negated \\P{..} inside a bracket class are rejected in regexes (general
+categories such as \\pL and \\p{Nd} work, from Python's Unicode tables); timestamp/duration,
+url/ip/cidr/format libraries, optional types,
 ext.Lists v3 (distinct, flatten, range, reverse, slice, sort, sortBy, first, last), ext.Strings v2's
 format and quote, and two-variable comprehensions (all(i, v, ..), transformList ..) are not declared
 ("undeclared reference") though upstream's base environment has them; runtime cost units

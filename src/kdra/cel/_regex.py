@@ -53,6 +53,247 @@ def _error(msg: str) -> EvalError:
     return EvalError(f"error parsing regexp: {msg}")
 
 
+_UNICODE_CLASS = re.compile(r"\\([pP])(?:\{(\^?)([A-Za-z_]*)\}|([A-Za-z]))")
+# Go's unicode.Categories names; scripts (Greek, Han, ..) are valid in Go but not available here
+_GO_CATEGORY_NAMES = frozenset(
+    [
+        "C",
+        "Cc",
+        "Cf",
+        "Co",
+        "Cs",
+        "L",
+        "Ll",
+        "Lm",
+        "Lo",
+        "Lt",
+        "Lu",
+        "M",
+        "Mc",
+        "Me",
+        "Mn",
+        "N",
+        "Nd",
+        "Nl",
+        "No",
+        "P",
+        "Pc",
+        "Pd",
+        "Pe",
+        "Pf",
+        "Pi",
+        "Po",
+        "Ps",
+        "S",
+        "Sc",
+        "Sk",
+        "Sm",
+        "So",
+        "Z",
+        "Zl",
+        "Zp",
+        "Zs",
+    ]
+)
+# Go's unicode.Scripts names (go1.26 tables.go): valid in RE2 syntax, not supported by kdra
+_GO_SCRIPT_NAMES = frozenset(
+    [
+        "Adlam",
+        "Ahom",
+        "Anatolian_Hieroglyphs",
+        "Arabic",
+        "Armenian",
+        "Avestan",
+        "Balinese",
+        "Bamum",
+        "Bassa_Vah",
+        "Batak",
+        "Bengali",
+        "Bhaiksuki",
+        "Bopomofo",
+        "Brahmi",
+        "Braille",
+        "Buginese",
+        "Buhid",
+        "Canadian_Aboriginal",
+        "Carian",
+        "Caucasian_Albanian",
+        "Chakma",
+        "Cham",
+        "Cherokee",
+        "Chorasmian",
+        "Common",
+        "Coptic",
+        "Cuneiform",
+        "Cypriot",
+        "Cypro_Minoan",
+        "Cyrillic",
+        "Deseret",
+        "Devanagari",
+        "Dives_Akuru",
+        "Dogra",
+        "Duployan",
+        "Egyptian_Hieroglyphs",
+        "Elbasan",
+        "Elymaic",
+        "Ethiopic",
+        "Georgian",
+        "Glagolitic",
+        "Gothic",
+        "Grantha",
+        "Greek",
+        "Gujarati",
+        "Gunjala_Gondi",
+        "Gurmukhi",
+        "Han",
+        "Hangul",
+        "Hanifi_Rohingya",
+        "Hanunoo",
+        "Hatran",
+        "Hebrew",
+        "Hiragana",
+        "Imperial_Aramaic",
+        "Inherited",
+        "Inscriptional_Pahlavi",
+        "Inscriptional_Parthian",
+        "Javanese",
+        "Kaithi",
+        "Kannada",
+        "Katakana",
+        "Kawi",
+        "Kayah_Li",
+        "Kharoshthi",
+        "Khitan_Small_Script",
+        "Khmer",
+        "Khojki",
+        "Khudawadi",
+        "Lao",
+        "Latin",
+        "Lepcha",
+        "Limbu",
+        "Linear_A",
+        "Linear_B",
+        "Lisu",
+        "Lycian",
+        "Lydian",
+        "Mahajani",
+        "Makasar",
+        "Malayalam",
+        "Mandaic",
+        "Manichaean",
+        "Marchen",
+        "Masaram_Gondi",
+        "Medefaidrin",
+        "Meetei_Mayek",
+        "Mende_Kikakui",
+        "Meroitic_Cursive",
+        "Meroitic_Hieroglyphs",
+        "Miao",
+        "Modi",
+        "Mongolian",
+        "Mro",
+        "Multani",
+        "Myanmar",
+        "Nabataean",
+        "Nag_Mundari",
+        "Nandinagari",
+        "New_Tai_Lue",
+        "Newa",
+        "Nko",
+        "Nushu",
+        "Nyiakeng_Puachue_Hmong",
+        "Ogham",
+        "Ol_Chiki",
+        "Old_Hungarian",
+        "Old_Italic",
+        "Old_North_Arabian",
+        "Old_Permic",
+        "Old_Persian",
+        "Old_Sogdian",
+        "Old_South_Arabian",
+        "Old_Turkic",
+        "Old_Uyghur",
+        "Oriya",
+        "Osage",
+        "Osmanya",
+        "Pahawh_Hmong",
+        "Palmyrene",
+        "Pau_Cin_Hau",
+        "Phags_Pa",
+        "Phoenician",
+        "Psalter_Pahlavi",
+        "Rejang",
+        "Runic",
+        "Samaritan",
+        "Saurashtra",
+        "Sharada",
+        "Shavian",
+        "Siddham",
+        "SignWriting",
+        "Sinhala",
+        "Sogdian",
+        "Sora_Sompeng",
+        "Soyombo",
+        "Sundanese",
+        "Syloti_Nagri",
+        "Syriac",
+        "Tagalog",
+        "Tagbanwa",
+        "Tai_Le",
+        "Tai_Tham",
+        "Tai_Viet",
+        "Takri",
+        "Tamil",
+        "Tangsa",
+        "Tangut",
+        "Telugu",
+        "Thaana",
+        "Thai",
+        "Tibetan",
+        "Tifinagh",
+        "Tirhuta",
+        "Toto",
+        "Ugaritic",
+        "Vai",
+        "Vithkuqi",
+        "Wancho",
+        "Warang_Citi",
+        "Yezidi",
+        "Yi",
+        "Zanabazar_Square",
+    ]
+)
+_CATEGORY_RANGES: dict[str, str] = {}
+
+
+def _unicode_ranges(name: str) -> str | None:
+    """A character-class body for \\p{name}: a Unicode general category (one or two letters) or Any;
+    None for anything else. Built once from unicodedata (Go's C excludes unassigned code points)."""
+    if name == "Any":
+        return "\\x00-\\U0010ffff"
+    if name not in _GO_CATEGORY_NAMES:
+        return None
+    if not _CATEGORY_RANGES:
+        import unicodedata
+
+        spans: dict[str, list[list[int]]] = {}
+        for cp in range(0x110000):
+            cat = unicodedata.category(chr(cp))
+            if cat == "Cn":
+                continue
+            for key in (cat, cat[0]):
+                lst = spans.setdefault(key, [])
+                if lst and lst[-1][1] == cp - 1:
+                    lst[-1][1] = cp
+                else:
+                    lst.append([cp, cp])
+        for key, lst in spans.items():
+            _CATEGORY_RANGES[key] = "".join(
+                f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in lst
+            )
+    return _CATEGORY_RANGES.get(name, "")
+
+
 def _translate(pattern: str) -> str:
     """RE2 syntax -> Python syntax, rejecting what RE2 rejects."""
     out: list[str] = []
@@ -77,9 +318,25 @@ def _translate(pattern: str) -> str:
             if e == "z":
                 out.append("\\Z")
             elif e in "pP":
-                raise _error(
-                    f"invalid character class range: `\\{e}` (Unicode classes are not supported by kdra)"
-                )
+                um = _UNICODE_CLASS.match(pattern, i)
+                text = um.group(0) if um else pattern[i : i + 2]
+                name = (um.group(3) or um.group(4)) if um else ""
+                negate = um is not None and (e == "P") != (um.group(2) == "^")
+                ranges = _unicode_ranges(name)
+                if ranges is None:
+                    if name not in _GO_SCRIPT_NAMES:
+                        raise _error(f"invalid character class range: `{text}`")
+                    raise _error(
+                        f"invalid character class range: `{text}` (Unicode scripts are not supported by kdra)"
+                    )
+                if in_class:
+                    if negate:
+                        raise _error(f"invalid character class range: `{text}` (not supported by kdra)")
+                    out.append(ranges)
+                else:
+                    out.append(("[^" if negate else "[") + ranges + "]")
+                i += len(text)
+                continue
             else:
                 out.append(pattern[i : i + 2])
             i += 2
