@@ -6,7 +6,9 @@ k8s.io/dynamic-resource-allocation/cel v0.36.3 (the copy carried by Kubernetes v
 from a small Go program built against the module cache (see the report of issue 2, scope 3). Line 1
 holds the devices; every other line one case: e = expression, d = device, c = DRAConsumableCapacity,
 l = DRAListTypeAttributes, n = NewExpressions env (else StoredExpressions), s = "table" (curated) or
-"fuzz" (random expressions from test_fuzz's generator), x = what upstream returned.
+"fuzz" (random expressions from test_fuzz's generator), x = what upstream returned. The table's
+last cases (gen_golden.DIFFERENTIAL) are differences a grammar-based generator of well-typed selectors
+found against v0.36.3 and v0.37.2, kept where both releases agree.
 
 Curated cases must match upstream exactly (the first error when upstream reports several); fuzz
 cases must agree on the outcome kind (compiles or not, error or value, and the value). KNOWN_GAPS

@@ -22,9 +22,10 @@ runtime cost limit (none has one), cel.bind (cel-rust has none), no leak per Pyt
 leaks), upstream's error texts and real Kubernetes quantity/semver types.
 
 Semantics follow k8s.io/dynamic-resource-allocation/cel/compile.go (v1.36) and cel-go, and are
-pinned by a differential test: tests/cel/celgo_golden.jsonl holds 2,080 expressions recorded from the
+pinned by a differential test: tests/cel/celgo_golden.jsonl holds 2,311 expressions recorded from the
 real k8s.io/dynamic-resource-allocation v0.36.3 (cel-go v0.26.0) in both environments, curated
-cases plus random ones; kdra agrees exactly on every curated case outside KNOWN_GAPS.
+cases plus random ones (the DIFFERENTIAL ones also checked against v0.37.2); kdra agrees exactly on
+every curated case outside KNOWN_GAPS.
 - `device` with driver, attributes (map domain -> map id -> value), capacity (map domain -> map id
   -> Quantity) and allowMultipleAllocations; names without '/' belong to the driver's domain; an
   unknown domain is an empty map; a missing id is `no such key: <id>`; attributes are converted
