@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import logging
+import signal
 import sys
 import threading
 import time
@@ -741,6 +742,7 @@ def test_a_second_scheduler_without_leader_election_exits_naming_the_first(
         renew_deadline=0.5,
         claim=True,
     )
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     try:
         with pytest.raises(DuplicateSchedulerError) as err:
             run_scheduler(
@@ -764,6 +766,9 @@ def test_a_second_scheduler_without_leader_election_exits_naming_the_first(
     assert err.value.exit_code == 1
     assert leases.lease is not None and leases.lease["spec"]["holderIdentity"] == "host-1_77"
     assert not [p for _m, p, _q, _b in server.log if "/leases" not in p]  # no pod, claim or node was read
+    # The process's signal handlers are put back: left set, they only set the finished run's event, and a
+    # process forked later in this one (replay's workers) ignored the SIGTERM that ends it.
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
 def test_a_scheduler_that_cannot_claim_its_lease_says_so_once_and_serves(

@@ -148,3 +148,36 @@ def test_max_nodes_bounds_a_users_node_list_and_not_replays_own_copies(lists, ca
 
     copies = Trace([TraceNode(f"n{i}", 32000, 65536, 2, "T4") for i in range(MAX_NODES + 1)], [])
     assert copies.fleet().node_count == MAX_NODES + 1
+
+
+def test_a_replay_worker_dies_on_sigterm_although_the_parent_only_flags_it(lists) -> None:  # type: ignore[no-untyped-def]
+    """The pool ends its workers with SIGTERM where they did not take its end-of-work sentinel (its terminate
+    drains the task queue, a race). A process whose SIGTERM handler only sets a flag (kdra scheduler's, which
+    an in-process run left set in a test process) forked workers that inherited it, ignored the SIGTERM, and
+    the run hung in the pool's join for ever after every cell was answered (a unit-suite hang on CI)."""
+    import multiprocessing
+    import signal
+    import time
+
+    from kdra.replay.experiment import _init_worker
+    from kdra.replay.trace import load_trace
+
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+
+    def work(trace: object) -> None:
+        _init_worker(trace)  # type: ignore[arg-type]
+        ready.set()
+        time.sleep(60)
+
+    trace = load_trace(lists[3], lists[5])
+    old = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        worker = ctx.Process(target=work, args=(trace,), daemon=True)
+        worker.start()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert ready.wait(60)
+    worker.terminate()
+    worker.join(20)
+    assert worker.exitcode == -signal.SIGTERM

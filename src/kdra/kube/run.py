@@ -94,128 +94,138 @@ def run_scheduler(
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    sched: KubeScheduler | None = None
-    if elector is not None and elector.claim:
-        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
-        elector.start()
-        told = False
-        while not elector.is_leader:
-            if elector.rival:
-                elector.stop(release=False)
-                raise DuplicateSchedulerError(_duplicate(elector, config.scheduler_name))
-            if elector.problem:  # no RBAC for the Lease, no namespace: said here, once; serve anyway
-                say(
-                    f"kdra scheduler {identity}: warning: cannot tell whether another scheduler serves "
-                    f"schedulerName {config.scheduler_name} (without --leader-elect it claims the Lease "
-                    f"{elector.namespace}/{elector.name}): {elector.problem}"
-                )
-                break
-            if stopping.is_set():
-                elector.stop(release=False)
-                return 0
-            if not told and elector.holder and elector.holder != identity:
-                # A holder that has not renewed yet: alive (then this one exits) or gone without releasing
-                # the Lease (then it expires): only its next renewal, or none, tells, on this host's clock.
-                told = True
-                say(
-                    f"kdra scheduler {identity}: the Lease {elector.namespace}/{elector.name} is held by "
-                    f"{elector.holder}; waiting up to {elector.lease_duration:g} s to see whether it "
-                    f"still serves schedulerName {config.scheduler_name}"
-                )
-            time.sleep(0.1)
-    elif elector is not None:
-        # Every write of this process (scheduling loop, binding workers, status patches, Events) is
-        # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
-        # binding pool at once, from the elector's thread, while the loop may still be asleep.
-        elector.install_fence(client)
-        elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
-        elector.start()
-        if endpoint is not None:
-            endpoint.elector = elector
-            endpoint.role = "standby"
-        say(f"kdra scheduler {identity}: waiting for the leader lease")
-        while not elector.is_leader:
-            if stopping.is_set():
-                elector.stop(release=False)
-                return 0
-            time.sleep(0.1)
-        if endpoint is not None:
-            endpoint.role = "starting"  # not ready until its initial lists are done (docs/kube-commands.md)
-        say(f"kdra scheduler {identity}: leading")
-    # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
-    store, gq, sched = start_session_scheduler(
-        client,
-        config,
-        session_options,
-        identity=identity,
-        bind_workers=bind_workers,
-        resync=resync,
-        preemption_wait=preemption_wait,
-        partition=partition,
-    )
-    memory.settle()  # the initial lists are in: what is alive now lives long (kdra.kube.memory)
-    if partition.nodes is not None:
-        for scorer in gq.scorers:  # a placement policy's fleet is the nodes this scheduler places on
-            if hasattr(scorer, "owned"):
-                scorer.owned = partition.nodes.matches
-    groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
-    for warning in startup_warnings(partition, config.scheduler_name, sched.dra.index, sched.cache.nodes):
-        say(f"kdra scheduler {identity}: warning: {warning}")
-    say(
-        f"kdra scheduler {identity}: serving schedulerName {config.scheduler_name} "
-        f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
-        f"{gq.options.placement}; gangs from {groups})"
-    )
-    code = 0
-    profile = None
-    if os.environ.get(STATS_ENV):  # at exit, and on SIGUSR1 (a benchmark window's start and end)
-        stats_path = os.environ[STATS_ENV]
-        signal.signal(signal.SIGUSR1, lambda *_: write_stats(stats_path, sched, client))
-    if os.environ.get(PROFILE_ENV):
-        profile = cProfile.Profile()
-        profile.enable()
+    # The handlers are the process's: put back on return (a caller that goes on, as the tests do, must not
+    # keep handlers that only set this run's event: a process forked later would ignore SIGTERM).
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
-            endpoint.attach(store, sched)
-        while not stopping.is_set():
-            if elector is not None and elector.claim and elector.rival:
-                sched.stop_binding()
-                say(f"kdra scheduler {identity}: {_duplicate(elector, config.scheduler_name)}; exiting")
-                os._exit(1)
-            if elector is not None and elector.lost:
-                # Exit at once, as kube-scheduler does (the fence already refuses every write).
-                sched.stop_binding()
-                elector.wait_sent()  # a write paused between the fence and the send is reported first
-                late = (
-                    f", {elector.raced_writes} sent after the lease ran out" if elector.raced_writes else ""
-                )
-                say(
-                    f"kdra scheduler {identity}: leader lease lost, exiting "
-                    f"({elector.fenced_writes} writes refused{late})"
-                )
-                os._exit(1)
+        sched: KubeScheduler | None = None
+        if elector is not None and elector.claim:
+            elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+            elector.start()
+            told = False
+            while not elector.is_leader:
+                if elector.rival:
+                    elector.stop(release=False)
+                    raise DuplicateSchedulerError(_duplicate(elector, config.scheduler_name))
+                if elector.problem:  # no RBAC for the Lease, no namespace: said here, once; serve anyway
+                    say(
+                        f"kdra scheduler {identity}: warning: cannot tell whether another scheduler serves "
+                        f"schedulerName {config.scheduler_name} (without --leader-elect it claims the Lease "
+                        f"{elector.namespace}/{elector.name}): {elector.problem}"
+                    )
+                    break
+                if stopping.is_set():
+                    elector.stop(release=False)
+                    return 0
+                if not told and elector.holder and elector.holder != identity:
+                    # A holder that has not renewed yet: alive (then this one exits) or gone without
+                    # releasing the Lease (then it expires): only its next renewal, or none, tells, on this
+                    # host's clock.
+                    told = True
+                    say(
+                        f"kdra scheduler {identity}: the Lease {elector.namespace}/{elector.name} is held by "
+                        f"{elector.holder}; waiting up to {elector.lease_duration:g} s to see whether it "
+                        f"still serves schedulerName {config.scheduler_name}"
+                    )
+                time.sleep(0.1)
+        elif elector is not None:
+            # Every write of this process (scheduling loop, binding workers, status patches, Events) is
+            # refused from the moment the lease deadline passes, before it is sent; a lost lease stops the
+            # binding pool at once, from the elector's thread, while the loop may still be asleep.
+            elector.install_fence(client)
+            elector.on_lost.append(lambda: sched.stop_binding() if sched is not None else None)
+            elector.start()
             if endpoint is not None:
-                endpoint.tick()
-            for r in sched.step(wait=0.5):
-                if r.node:
-                    logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
+                endpoint.elector = elector
+                endpoint.role = "standby"
+            say(f"kdra scheduler {identity}: waiting for the leader lease")
+            while not elector.is_leader:
+                if stopping.is_set():
+                    elector.stop(release=False)
+                    return 0
+                time.sleep(0.1)
+            if endpoint is not None:
+                # not ready until its initial lists are done (docs/kube-commands.md)
+                endpoint.role = "starting"
+            say(f"kdra scheduler {identity}: leading")
+        # One session, two worlds: the session `kdra simulate` runs, with the Kubernetes seams.
+        store, gq, sched = start_session_scheduler(
+            client,
+            config,
+            session_options,
+            identity=identity,
+            bind_workers=bind_workers,
+            resync=resync,
+            preemption_wait=preemption_wait,
+            partition=partition,
+        )
+        memory.settle()  # the initial lists are in: what is alive now lives long (kdra.kube.memory)
+        if partition.nodes is not None:
+            for scorer in gq.scorers:  # a placement policy's fleet is the nodes this scheduler places on
+                if hasattr(scorer, "owned"):
+                    scorer.owned = partition.nodes.matches
+        groups = ", ".join(sorted(store.served("PodGroup"))) or "no PodGroups"
+        for warning in startup_warnings(partition, config.scheduler_name, sched.dra.index, sched.cache.nodes):
+            say(f"kdra scheduler {identity}: warning: {warning}")
+        say(
+            f"kdra scheduler {identity}: serving schedulerName {config.scheduler_name} "
+            f"({len(sched.cache.nodes)} nodes, {len(sched.queue)} pending pods, placement "
+            f"{gq.options.placement}; gangs from {groups})"
+        )
+        code = 0
+        profile = None
+        if os.environ.get(STATS_ENV):  # at exit, and on SIGUSR1 (a benchmark window's start and end)
+            stats_path = os.environ[STATS_ENV]
+            previous[signal.SIGUSR1] = signal.signal(
+                signal.SIGUSR1, lambda *_: write_stats(stats_path, sched, client)
+            )
+        if os.environ.get(PROFILE_ENV):
+            profile = cProfile.Profile()
+            profile.enable()
+        try:
+            if endpoint is not None:  # the exporter beside the scheduler (kdra.observe), now synced
+                endpoint.attach(store, sched)
+            while not stopping.is_set():
+                if elector is not None and elector.claim and elector.rival:
+                    sched.stop_binding()
+                    say(f"kdra scheduler {identity}: {_duplicate(elector, config.scheduler_name)}; exiting")
+                    os._exit(1)
+                if elector is not None and elector.lost:
+                    # Exit at once, as kube-scheduler does (the fence already refuses every write).
+                    sched.stop_binding()
+                    elector.wait_sent()  # a write paused between the fence and the send is reported first
+                    late = (
+                        f", {elector.raced_writes} sent after the lease ran out"
+                        if elector.raced_writes
+                        else ""
+                    )
+                    say(
+                        f"kdra scheduler {identity}: leader lease lost, exiting "
+                        f"({elector.fenced_writes} writes refused{late})"
+                    )
+                    os._exit(1)
+                if endpoint is not None:
+                    endpoint.tick()
+                for r in sched.step(wait=0.5):
+                    if r.node:
+                        logging.getLogger("kdra.kube.scheduler").info("bound %s to %s", r.pod, r.node)
+        finally:
+            if profile is not None:
+                profile.disable()
+                profile.dump_stats(os.environ[PROFILE_ENV])
+            sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
+            if os.environ.get(STATS_ENV):
+                write_stats(os.environ[STATS_ENV], sched, client)
+            if endpoint is not None:
+                endpoint.shutdown()
+                endpoint.server_close()
+            store.stop()
+            if elector is not None:
+                elector.stop(release=code == 0)
+        return code
     finally:
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(os.environ[PROFILE_ENV])
-        sched.close(wait=True)  # let running binding cycles finish (SIGTERM)
-        if os.environ.get(STATS_ENV):
-            write_stats(os.environ[STATS_ENV], sched, client)
-        if endpoint is not None:
-            endpoint.shutdown()
-            endpoint.server_close()
-        store.stop()
-        if elector is not None:
-            elector.stop(release=code == 0)
-    return code
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def write_stats(path: str, sched: KubeScheduler, client: KubeClient) -> None:

@@ -130,6 +130,16 @@ def _init(trace: Trace) -> None:
     _TRACE = trace
 
 
+def _init_worker(trace: Trace) -> None:
+    """A forked worker takes SIGTERM's default back: the pool ends its workers with SIGTERM, and a handler
+    inherited from the parent (one that only sets a flag) left the worker alive and the parent's join
+    waiting for ever."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _init(trace)
+
+
 ONLINE = "-online"  # the suffix of a policy's result when it learned the workload online
 
 
@@ -186,12 +196,14 @@ def run_experiment(
         import multiprocessing as mp
 
         ctx = mp.get_context("fork")
-        with ctx.Pool(processes, initializer=_init, initargs=(trace,)) as pool:
+        with ctx.Pool(processes, initializer=_init_worker, initargs=(trace,)) as pool:
             for run in pool.imap_unordered(_cell, cells):
                 results[run.policy].add(run, until)
                 done += 1
                 if progress is not None:
                     progress(done, len(cells), f"{run.policy} seed {run.seed}")
+            pool.close()  # every cell answered: the workers end on their own, none is killed mid-task
+            pool.join()
     else:
         _init(trace)
         for cell in cells:
