@@ -189,12 +189,15 @@ def run(args: argparse.Namespace) -> int:
 
     threading.Thread(target=mark_ready, daemon=True).start()
     print(f"kdra exporter: serving {server.url}", file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    previous = signal.signal(
+        signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start()
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, previous)  # the process's again (kdra.kube.run does the same)
         server.server_close()
         for s in stop:
             s()
