@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from kdra.api.quantity import parse_quantity_any
-from kdra.cel._functions import cel_quantity, go_amount
+from kdra.cel._functions import cel_quantity_of
 from kdra.cel._values import EvalError, Semver
 
 
@@ -234,7 +234,7 @@ class CelDevice:
             try:
                 q = parse_quantity_any(v)
                 if isinstance(v, str):
-                    q = cel_quantity(q, go_amount(v.strip()))
+                    q = cel_quantity_of(q, v.strip())
             except ValueError as e:
                 err_lists = err_lists or f"capacity {name}: {e}"
                 err_scalar = err_scalar or f"capacity {name}: {e}"

@@ -954,16 +954,38 @@ class CelQuantity(Quantity):
     apiserver's Quantity.Equal accepts only a value as the other operand, so `q == a.add(b)` fails with
     "no such overload" while `a.add(b) == q` compares."""
 
-    __slots__ = ("go", "ref")
+    __slots__ = ("_go", "_text", "ref")
 
-    go: Amount
+    _go: Any
+    _text: str
     ref: bool
+
+    @property
+    def go(self) -> Amount:
+        # A capacity's is read from its text on first use: only isInteger()/asInteger() and sums need it,
+        # and every device's capacities become CelQuantity values (a regex each cost 5% of a scheduling
+        # benchmark's throughput).
+        if self._go is _UNREAD:
+            self._go = go_amount(self._text)
+        return self._go
+
+
+_UNREAD = object()
 
 
 def cel_quantity(q: Quantity, go: Amount, ref: bool = False) -> CelQuantity:
     c = CelQuantity(q.nanos, q.format)
-    c.go = go
+    c._go = go
     c.ref = ref
+    return c
+
+
+def cel_quantity_of(q: Quantity, text: str) -> CelQuantity:
+    """`q` parsed from `text` (a capacity's value), Go's representation read from `text` when needed."""
+    c = CelQuantity(q.nanos, q.format)
+    c._go = _UNREAD
+    c._text = text
+    c.ref = False
     return c
 
 
