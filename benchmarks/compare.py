@@ -19,7 +19,8 @@ Probes (rates are per CPU second of the measured work, which a loaded machine di
   allocator      one 1-device claim against each of 500 nodes (half their devices in use), warm index:
                  the 99th percentile of one node's allocation
   replay         the openb trace, policy kdra, seed 42, placed one pod at a time: CPU seconds
-  migrate        `kdra migrate` (one process) on a 1 MB stream of GPU workloads: MB per CPU second
+  migrate        `kdra migrate` (one process) on a 1 MB stream of GPU workloads (BASE's test manifests):
+                 MB per CPU second
 """
 
 from __future__ import annotations
@@ -252,13 +253,17 @@ def _run(name: str, src: Path, stream: Path) -> dict[str, float] | str:
     return out
 
 
-def _migrate_stream(folder: Path) -> Path:
+def _migrate_stream(folder: Path, manifests: Path) -> Path:
+    """The migrate probe's stream, from BASE's test manifests (`manifests`): built from HEAD's, a kind HEAD
+    learnt made BASE refuse the whole stream and write nothing, and the gate read the new work as a drop."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT / "src"))
-    from bench_migrate import build
+    import bench_migrate
 
+    if manifests.is_dir():
+        bench_migrate.MANIFESTS = manifests
     path = folder / "stream.yaml"
-    path.write_text(build(1_000_000, 1.0))
+    path.write_text(bench_migrate.build(1_000_000, 1.0))
     return path
 
 
@@ -299,7 +304,7 @@ def main() -> int:
             check=True,
         )
         try:
-            stream = _migrate_stream(Path(tmp))
+            stream = _migrate_stream(Path(tmp), tree / "tests" / "migrate" / "manifests")
             # HEAD's src (the working tree, uncommitted changes included) is copied beside BASE's: run from
             # its checkout, the same source measured ~15% slower on nodes-5000 than a copy of it (a cause in
             # where it lives, not in the code), which the gate read as a drop.
